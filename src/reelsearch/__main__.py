@@ -1,0 +1,3 @@
+from reelsearch.cli.main import main
+
+main()

@@ -1,0 +1,29 @@
+"""Errors that reach the user: each names the file (and line) and the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ReelsearchError(Exception):
+    """Base class for every error reelsearch reports to a user (the CLI prints it, exit status 2)."""
+
+
+class DataFormatError(ReelsearchError):
+    """A data file is malformed: names the file, the line (1-based, when known) and the problem."""
+
+    def __init__(self, path: str | Path, problem: str, line: int | None = None):
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {problem}")
+
+
+class MediaError(ReelsearchError):
+    """A media file cannot be decoded or has no usable stream."""
+
+    def __init__(self, path: str | Path, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")

@@ -1,0 +1,24 @@
+"""Shared fixtures. Tests that need ../shared/data skip cleanly when it is absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("REELSEARCH_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def shared_path(*parts: str) -> Path:
+    """Path under ../shared/data, or skip the calling test when it is missing."""
+    p = SHARED_DATA.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"real data not available: {p} (set REELSEARCH_SHARED_DATA or put ../shared beside the repo)")
+    return p
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    return shared_path()
