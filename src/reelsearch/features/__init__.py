@@ -1,0 +1,1 @@
+"""Per-modality features: extractors, the FeatureStore, batch extraction."""

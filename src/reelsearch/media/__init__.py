@@ -1,0 +1,1 @@
+"""Decoding media: frame and audio sampling with PyAV, images as one-frame videos."""

@@ -1,0 +1,1 @@
+"""Text processing: tokenisation, word vectors (GloVe), transformer token features (MiniLM)."""
