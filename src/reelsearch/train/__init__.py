@@ -1,0 +1,1 @@
+"""Training: the trainer loop, resumable training state, distributed data parallel, logs."""

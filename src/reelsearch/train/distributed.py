@@ -1,0 +1,83 @@
+"""Distributed data parallel through torchrun: gloo on CPU, NCCL on GPU, negatives gathered across ranks.
+
+Each rank embeds its share of the global batch; embeddings are all-gathered *with gradients* so every rank scores its
+local queries against the whole global gallery (the hardest negative is the global one). Each rank's loss holds its
+own rows of the global loss; gradients are summed across ranks, so one step equals a single-process step on the
+global batch (up to float rounding), without a DistributedDataParallel wrapper.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def init_distributed(device: str | None = None) -> DistInfo:
+    """Join the process group torchrun describes in the environment (a no-op single process otherwise)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    want_cuda = torch.cuda.is_available() if device in (None, "auto") else str(device).startswith("cuda")
+    if world <= 1:
+        return DistInfo(device=torch.device("cuda" if want_cuda else (device or "cpu").replace("auto", "cpu")))
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if want_cuda else "gloo")
+    dev = torch.device(f"cuda:{local}") if want_cuda else torch.device("cpu")
+    if want_cuda:
+        torch.cuda.set_device(dev)
+    return DistInfo(rank=rank, world_size=world, local_rank=local, device=dev)
+
+
+def gather_with_grad(x: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Concatenate ``x`` from all ranks along dim 0; gradients flow back to the rank that owns each row."""
+    if not info.enabled:
+        return x
+    from torch.distributed.nn.functional import all_gather
+
+    return torch.cat(all_gather(x.contiguous()), dim=0)
+
+
+def all_reduce_grads(params, info: DistInfo) -> None:
+    """Sum parameter gradients over ranks (each rank's loss is its share of the global loss)."""
+    if not info.enabled:
+        return
+    for p in params:
+        if p.grad is not None:
+            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+
+
+def all_reduce_scalar(value: float, info: DistInfo) -> float:
+    """Sum a python float over ranks."""
+    if not info.enabled:
+        return value
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return float(t.item())
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def shutdown(info: DistInfo) -> None:
+    if info.enabled and dist.is_initialized():
+        dist.destroy_process_group()

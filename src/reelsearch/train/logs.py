@@ -1,0 +1,73 @@
+"""Training logs: a CSV row per epoch, TensorBoard scalars when installed, and a PNG of loss and RSum per epoch."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from reelsearch.io import atomic_path, atomic_write_text
+
+
+class TrainLog:
+    """Epoch history kept in memory and rewritten atomically to ``dir/log.csv`` and ``dir/curves.png``."""
+
+    def __init__(self, out_dir: Path, history: list[dict] | None = None):
+        self.dir = Path(out_dir)
+        self.history: list[dict] = list(history or [])
+        self._tb = None
+        try:  # optional
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.dir / "tensorboard"))
+        except Exception:  # noqa: BLE001 - tensorboard missing or broken: CSV and PNG still written
+            self._tb = None
+
+    def add(self, row: dict) -> None:
+        self.history.append(dict(row))
+        if self._tb is not None:
+            for k, v in row.items():
+                if isinstance(v, (int, float)) and k != "epoch":
+                    self._tb.add_scalar(k, v, row.get("epoch", len(self.history)))
+            self._tb.flush()
+        self.write()
+
+    def write(self) -> None:
+        if not self.history:
+            return
+        keys: list[str] = []
+        for row in self.history:
+            keys += [k for k in row if k not in keys]
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=keys)
+        w.writeheader()
+        w.writerows(self.history)
+        atomic_write_text(self.dir / "log.csv", buf.getvalue())
+        self._plot()
+
+    def _plot(self) -> None:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return
+        epochs = [r["epoch"] for r in self.history]
+        fig, ax1 = plt.subplots(figsize=(7, 4))
+        ax1.plot(epochs, [r.get("train_loss", float("nan")) for r in self.history], "o-", color="tab:blue")
+        ax1.set_xlabel("epoch")
+        ax1.set_ylabel("training loss", color="tab:blue")
+        if any("RSum" in r for r in self.history):
+            ax2 = ax1.twinx()
+            ax2.plot(epochs, [r.get("RSum", float("nan")) for r in self.history], "s-", color="tab:red")
+            ax2.set_ylabel("validation RSum", color="tab:red")
+        ax1.set_title("training loss and validation RSum per epoch")
+        fig.tight_layout()
+        with atomic_path(self.dir / "curves.png", suffix=".png") as tmp:
+            fig.savefig(tmp, format="png", dpi=90)
+        plt.close(fig)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()

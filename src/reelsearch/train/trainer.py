@@ -1,0 +1,311 @@
+"""The training loop: ranking loss over a batch's similarity matrix, validation with the evaluation harness every
+epoch, model selection, early stopping, exact resume after a kill, distributed data parallel.
+
+Resume is exact: the caption order of an epoch is a permutation drawn from ``(seed, epoch)`` alone, and the training
+state (optimizer, RNGs, position inside the epoch) is saved atomically every ``checkpoint_every`` steps and at the end
+of every epoch, so a run killed at any moment and restarted ends with the same weights as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.io import atomic_write_json
+from reelsearch.train.data import PairData
+from reelsearch.train.distributed import (
+    DistInfo,
+    all_reduce_grads,
+    all_reduce_scalar,
+    barrier,
+    gather_with_grad,
+)
+from reelsearch.train.logs import TrainLog
+from reelsearch.train.schedule import LRSchedule
+from reelsearch.train.state import load_training_state, save_training_state
+
+
+@dataclass
+class TrainConfig:
+    """The ``train`` section of a model config (defaults: VSE++-style; each named model sets its paper's values)."""
+
+    epochs: int = 30
+    batch_size: int = 128
+    lr: float = 2e-4
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    grad_clip: float | None = 2.0
+    schedule: dict = field(default_factory=lambda: {"kind": "constant"})
+    select: str = "rsum"  # "rsum" (higher is better) or "val_loss" (lower is better, Torabi et al.)
+    early_stopping: int | None = None  # epochs without improvement before stopping
+    seed: int = 0
+    checkpoint_every: int = 200  # steps between mid-epoch training-state saves (0 = only at epoch ends)
+    eval_batch_size: int = 512
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> TrainConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        d = dict(d or {})
+        unknown = set(d) - known
+        if unknown:
+            raise ReelsearchError(f"unknown train options: {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+
+def epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """Caption indices of each batch of ``epoch``: a permutation drawn from (seed, epoch) only; the last incomplete
+    batch is dropped (a tiny batch gives weak hardest negatives) unless it is the only one."""
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    perm = torch.randperm(n, generator=g).numpy()
+    if n <= batch_size:
+        return [perm]
+    return [perm[i : i + batch_size] for i in range(0, n - batch_size + 1, batch_size)]
+
+
+class Trainer:
+    """Train ``model`` with ``loss`` on ``train`` pairs, validating on ``val`` every epoch, writing to ``out_dir``.
+
+    ``out_dir/best/`` is the selected model (a checkpoint directory: config.json + model.safetensors),
+    ``out_dir/last/`` the latest model and its training state, ``out_dir/log.csv`` and ``curves.png`` the history.
+    """
+
+    def __init__(self, model, loss, train: PairData, val: PairData | None, cfg: TrainConfig, out_dir: Path,
+                 dist: DistInfo | None = None, progress: bool = True):
+        self.model, self.loss, self.train_data, self.val_data, self.cfg = model, loss, train, val, cfg
+        self.out = Path(out_dir)
+        self.dist = dist or DistInfo()
+        self.progress = progress and self.dist.is_main
+        if cfg.batch_size % self.dist.world_size:
+            raise ReelsearchError(f"batch size {cfg.batch_size} is not divisible by {self.dist.world_size} ranks")
+        params = [p for p in model.parameters() if p.requires_grad]
+        if cfg.optimizer != "adam":
+            raise ReelsearchError(f"unknown optimizer {cfg.optimizer!r} (adam)")
+        self.params = params
+        self.opt = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.schedule = LRSchedule(**cfg.schedule)
+
+    # ---------------------------------------------------------------- one step
+    def _loss_on(self, idx: np.ndarray) -> torch.Tensor:
+        """Loss of the global batch ``idx`` (this rank's share of it when distributed)."""
+        data, info = self.train_data, self.dist
+        bl = len(idx) // info.world_size
+        local = idx[info.rank * bl : (info.rank + 1) * bl] if info.enabled else idx
+        vids_global = data.cap2vid[idx]
+        text = data.text_batch(local, info.device)
+        video = data.video_batch(data.cap2vid[local], info.device)
+        t = self.model.encode_text(text)
+        v = self.model.encode_video(video)
+        if not info.enabled:
+            sims = self.model.similarity(t, v)
+            same = torch.as_tensor(vids_global[:, None] == vids_global[None, :], device=sims.device)
+            return self.loss(sims, positive_mask=same)
+        tg, vg = gather_with_grad(t, info), gather_with_grad(v, info)
+        vids_local = data.cap2vid[local]
+        same = torch.as_tensor(vids_local[:, None] == vids_global[None, :], device=t.device)
+        pos = torch.arange(bl, device=t.device) + info.rank * bl
+        s_c2v = self.model.similarity(t, vg)  # local captions x all videos
+        s_v2c = self.model.similarity(tg, v).t()  # local videos x all captions
+        loss = self.loss.forward_rect(s_c2v, pos, s_v2c, pos, mask_c2v=same, mask_v2c=same)
+        # gradients are summed over ranks: a per-rank mean must be scaled so the sum is the global mean
+        return loss / info.world_size if getattr(self.loss, "reduction", "sum") == "mean" else loss
+
+    def _step(self, idx: np.ndarray) -> float:
+        self.model.train()
+        loss = self._loss_on(idx)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        all_reduce_grads(self.params, self.dist)
+        if self.cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
+        self.opt.step()
+        value = all_reduce_scalar(float(loss.detach()), self.dist)
+        return value
+
+    # ---------------------------------------------------------------- validation
+    @torch.inference_mode()
+    def validate(self) -> dict:
+        """Retrieval metrics (and mean validation loss) of the current model on the validation pairs."""
+        from reelsearch.evaluation import retrieval_metrics
+
+        self.model.eval()
+        data = self.val_data
+        sims = embed_and_score(self.model, data, self.dist.device, self.cfg.eval_batch_size)
+        res = retrieval_metrics(sims, data.cap2vid)
+        losses = []
+        for idx in epoch_batches(len(data.captions), self.cfg.batch_size, 0, 0):
+            vids = data.cap2vid[idx]
+            s = sims[idx][:, vids]
+            same = torch.as_tensor(vids[:, None] == vids[None, :])
+            losses.append(float(self.loss(torch.as_tensor(s), positive_mask=same)))
+        res["val_loss"] = float(np.mean(losses))
+        return res
+
+    def _score(self, res: dict) -> float:
+        """Higher is better."""
+        return -res["val_loss"] if self.cfg.select == "val_loss" else res["RSum"]
+
+    # ---------------------------------------------------------------- checkpoints
+    def _save_last(self, info: dict) -> None:
+        if not self.dist.is_main:
+            return
+        last = self.out / "last"
+        tmp = self.out / ".last.model.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.model.save(tmp)
+        save_training_state(tmp / "state", self.opt, info)
+        old = self.out / ".last.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if last.exists():
+            last.replace(old)
+        tmp.replace(last)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def _save_best(self) -> None:
+        if not self.dist.is_main:
+            return
+        best, tmp = self.out / "best", self.out / ".best.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.model.save(tmp)
+        old = self.out / ".best.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if best.exists():
+            best.replace(old)
+        tmp.replace(best)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def _resume(self) -> dict | None:
+        last = self.out / "last"
+        if not last.exists() and (self.out / ".last.old").exists():  # killed between two renames
+            (self.out / ".last.old").replace(last)
+        if not (last / "state").exists():
+            return None
+        from reelsearch.models import load_model
+
+        saved = load_model(last)
+        self.model.load_state_dict(saved.state_dict())
+        info, _ = load_training_state(last / "state", self.opt)
+        self.schedule.load_state(info.get("schedule", {}))
+        return info
+
+    # ---------------------------------------------------------------- the loop
+    def fit(self) -> dict:
+        """Train to the end (or early stop); returns the best validation result."""
+        cfg = self.cfg
+        self.out.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        st = self._resume() or {"epoch": 0, "step": 0, "best": None, "best_epoch": None, "bad_epochs": 0,
+                                "history": [], "seed": cfg.seed}
+        if st["epoch"] or st["step"]:
+            self._log(f"resuming {self.out} at epoch {st['epoch'] + 1}, step {st['step']}")
+        log = TrainLog(self.out, st["history"]) if self.dist.is_main else None
+        n = len(self.train_data.captions)
+        while st["epoch"] < cfg.epochs:
+            epoch = st["epoch"]
+            self.schedule.apply(self.opt, cfg.lr, epoch)
+            batches = epoch_batches(n, cfg.batch_size, cfg.seed, epoch)
+            t0 = time.time()
+            running = st.get("running_loss", 0.0)
+            bar = tqdm(total=len(batches), initial=st["step"], desc=f"epoch {epoch + 1}/{cfg.epochs}",
+                       unit="batch", disable=not self.progress, leave=False)
+            for b in range(st["step"], len(batches)):
+                loss = self._step(batches[b])
+                if not math.isfinite(loss):
+                    raise ReelsearchError(f"training diverged at epoch {epoch + 1}, step {b + 1}: loss {loss}")
+                running += loss
+                bar.update(1)
+                bar.set_postfix(loss=f"{running / (b + 1):.4f}")
+                if cfg.checkpoint_every and (b + 1) % cfg.checkpoint_every == 0 and b + 1 < len(batches):
+                    st.update(step=b + 1, running_loss=running, schedule=self.schedule.state())
+                    st["epoch_time"] = st.get("epoch_time", 0.0) + time.time() - t0
+                    t0 = time.time()
+                    self._save_last(st)
+            bar.close()
+            row = {"epoch": epoch + 1, "train_loss": running / max(1, len(batches)),
+                   "lr": self.opt.param_groups[0]["lr"],
+                   "epoch_seconds": round(st.get("epoch_time", 0.0) + time.time() - t0, 2)}
+            if self.val_data is not None:
+                res = self.validate() if self.dist.is_main else None
+                res = _broadcast(res, self.dist)
+                score = self._score(res)
+                self.schedule.after_validation(self.opt, score)
+                row.update(val_loss=res["val_loss"], RSum=res["RSum"],
+                           **{f"t2v_{k}": v for k, v in res["t2v"].items()},
+                           **{f"v2t_{k}": v for k, v in res["v2t"].items()})
+                if st["best"] is None or score > st["best"]:
+                    st.update(best=score, best_epoch=epoch + 1, bad_epochs=0, best_result=res)
+                    self._save_best()
+                else:
+                    st["bad_epochs"] += 1
+            else:
+                st.update(best_epoch=epoch + 1, best_result=None)
+                self._save_best()
+            st["history"].append(row)
+            if log is not None:
+                log.history = list(st["history"])
+                log.write()
+            self._log(_epoch_line(row))
+            st.update(epoch=epoch + 1, step=0, running_loss=0.0, epoch_time=0.0, schedule=self.schedule.state())
+            if cfg.early_stopping and st["bad_epochs"] >= cfg.early_stopping:
+                self._log(f"early stopping: {st['bad_epochs']} epochs without improvement")
+                st["stopped_early"] = True
+                st["epoch"] = cfg.epochs
+            self._save_last(st)
+        barrier(self.dist)
+        summary = {"best_epoch": st["best_epoch"], "best": st.get("best_result"), "epochs_run": len(st["history"]),
+                   "config": asdict(cfg)}
+        if self.dist.is_main:
+            atomic_write_json(self.out / "summary.json", summary)
+        if log is not None:
+            log.close()
+        return summary
+
+    def _log(self, msg: str) -> None:
+        if self.dist.is_main:
+            tqdm.write(msg)
+
+
+def _epoch_line(row: dict) -> str:
+    parts = [f"epoch {row['epoch']}", f"loss {row['train_loss']:.4f}", f"{row['epoch_seconds']:.1f}s"]
+    if "RSum" in row:
+        parts += [f"RSum {row['RSum']:.1f}", f"t2v R@1 {row['t2v_R@1']:.1f}", f"v2t R@1 {row['v2t_R@1']:.1f}"]
+    return " | ".join(parts)
+
+
+def _broadcast(obj, info: DistInfo):
+    if not info.enabled:
+        return obj
+    import torch.distributed as dist
+
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+@torch.inference_mode()
+def embed_and_score(model, data: PairData, device: torch.device, batch_size: int = 512) -> np.ndarray:
+    """Similarity matrix [n_captions, n_videos] of ``model`` on ``data`` (captions x videos, batched)."""
+    model.eval()
+    texts = [model.encode_text(data.text_batch(np.arange(i, min(i + batch_size, len(data.captions))), device))
+             for i in range(0, len(data.captions), batch_size)]
+    n_vid = len(data.video_keys)
+    videos = [model.encode_video(data.video_batch(np.arange(i, min(i + batch_size, n_vid)), device))
+              for i in range(0, n_vid, batch_size)]
+    video = _cat(videos)
+    rows = [model.similarity(t, video).float().cpu().numpy() for t in texts]
+    return np.concatenate(rows, axis=0)
+
+
+def _cat(parts):
+    """Concatenate encoder outputs (tensors, or dicts of padded tensors for frame-level encoders)."""
+    if torch.is_tensor(parts[0]):
+        return torch.cat(parts, 0)
+    return {k: _cat([p[k] for p in parts]) for k in parts[0]}
