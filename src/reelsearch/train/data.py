@@ -91,7 +91,7 @@ def build_pair_data(items, store, modalities: list[str], text_fn: Callable[..., 
         j = len(keys)
         keys.append(it.key)
         for m in modalities:
-            feats[m].append(store.get(m, it.key).astype(np.float16))
+            feats[m].append(np.asarray(store.get_raw(m, it.key), dtype=np.float16))
         captions += it.captions
         cap2vid += [j] * len(it.captions)
     if not keys:
