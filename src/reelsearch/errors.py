@@ -27,3 +27,7 @@ class MediaError(ReelsearchError):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+class ConfigError(ReelsearchError, ValueError):
+    """A setting names something unknown or has an invalid value (e.g. a loss or similarity name)."""

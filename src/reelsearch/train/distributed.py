@@ -46,13 +46,27 @@ def init_distributed(device: str | None = None) -> DistInfo:
     return DistInfo(rank=rank, world_size=world, local_rank=local, device=dev)
 
 
-def gather_with_grad(x: torch.Tensor, info: DistInfo) -> torch.Tensor:
-    """Concatenate ``x`` from all ranks along dim 0; gradients flow back to the rank that owns each row."""
+def gather_with_grad(x, info: DistInfo):
+    """Concatenate ``x`` from all ranks along dim 0; gradients flow back to the rank that owns each row.
+
+    ``x`` is a tensor, or the FrameStates of a frame-attention model (padded in time to the longest rank's).
+    """
     if not info.enabled:
         return x
     from torch.distributed.nn.functional import all_gather
 
-    return torch.cat(all_gather(x.contiguous()), dim=0)
+    if torch.is_tensor(x):
+        return torch.cat(all_gather(x.contiguous()), dim=0)
+    from reelsearch.models.encoders.attention import FrameStates
+
+    t = torch.tensor([x.keys.size(1)], device=x.keys.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    pad = int(t.item()) - x.keys.size(1)
+    keys, values = (torch.nn.functional.pad(a, (0, 0, 0, pad)) for a in (x.keys, x.values))
+    lengths = [torch.zeros_like(x.lengths) for _ in range(info.world_size)]
+    dist.all_gather(lengths, x.lengths.contiguous())
+    return FrameStates(torch.cat(all_gather(keys.contiguous()), 0), torch.cat(all_gather(values.contiguous()), 0),
+                       torch.cat(lengths, 0))
 
 
 def all_reduce_grads(params, info: DistInfo) -> None:

@@ -107,7 +107,7 @@ class Trainer:
             sims = self.model.similarity(t, v)
             same = torch.as_tensor(vids_global[:, None] == vids_global[None, :], device=sims.device)
             return self.loss(sims, positive_mask=same)
-        tg, vg = gather_with_grad(t, info), gather_with_grad(v, info)
+        tg, vg = gather_with_grad(t, info), gather_with_grad(v, info)  # FrameStates are padded, then gathered
         vids_local = data.cap2vid[local]
         same = torch.as_tensor(vids_local[:, None] == vids_global[None, :], device=t.device)
         pos = torch.arange(bl, device=t.device) + info.rank * bl
@@ -126,8 +126,7 @@ class Trainer:
         if self.cfg.grad_clip:
             torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
         self.opt.step()
-        value = all_reduce_scalar(float(loss.detach()), self.dist)
-        return value
+        return all_reduce_scalar(float(loss.detach()), self.dist)
 
     # ---------------------------------------------------------------- validation
     @torch.inference_mode()
@@ -305,7 +304,15 @@ def embed_and_score(model, data: PairData, device: torch.device, batch_size: int
 
 
 def _cat(parts):
-    """Concatenate encoder outputs (tensors, or dicts of padded tensors for frame-level encoders)."""
+    """Concatenate encoder outputs: tensors, or FrameStates (padded to the longest video) of attention models."""
     if torch.is_tensor(parts[0]):
         return torch.cat(parts, 0)
-    return {k: _cat([p[k] for p in parts]) for k in parts[0]}
+    from reelsearch.models.encoders.attention import FrameStates
+
+    t = max(p.keys.size(1) for p in parts)
+    pad = [FrameStates(_pad_time(p.keys, t), _pad_time(p.values, t), p.lengths) for p in parts]
+    return FrameStates(*(torch.cat([getattr(p, f) for p in pad], 0) for f in FrameStates._fields))
+
+
+def _pad_time(x: torch.Tensor, t: int) -> torch.Tensor:
+    return torch.nn.functional.pad(x, (0, 0, 0, t - x.size(1))) if x.size(1) < t else x

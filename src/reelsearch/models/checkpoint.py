@@ -1,0 +1,32 @@
+"""Load any saved model directory: a JointModel, a MixtureOfExperts, or a training run's folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from reelsearch.errors import ReelsearchError
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """The model directory behind ``path``: itself, or a training run's ``best/`` (then ``last/``)."""
+    path = Path(path)
+    for cand in (path, path / "best", path / "last"):
+        if (cand / "config.json").is_file() or (cand / "moe.json").is_file():
+            return cand
+    if not path.exists():
+        raise ReelsearchError(f"{path}: no such checkpoint")
+    raise ReelsearchError(f"{path}: not a reelsearch model directory (no config.json or moe.json, "
+                          "nor a training run with best/ or last/)")
+
+
+def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
+    """Load the model saved at ``path`` (see :func:`resolve_checkpoint`), in eval mode."""
+    from .ensemble import MOE_FILE, MixtureOfExperts
+    from .joint import JointModel
+
+    directory = resolve_checkpoint(path)
+    if (directory / MOE_FILE).is_file():
+        return MixtureOfExperts.load(directory, map_location)
+    return JointModel.load(directory, map_location)

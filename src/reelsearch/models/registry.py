@@ -1,0 +1,374 @@
+"""Named paper models with their defaults: ``create_model("torabi-m2")``, ``model_config("scde")``.
+
+A config has three sections (configs/<name>.yaml holds each one, and a test checks they match this module):
+  model     encoders, dims, projections, similarity (see ``reelsearch.models.joint``)
+  train     loss preset + margin, optimizer, lr, schedule, batch size, epochs, gradient clip, selection, stopping
+  features  the FeatureStore modalities (and their sizes) and the text features the model reads
+
+Where our inputs differ from the papers' we keep the papers' architecture and state the difference:
+  * Frame features: the papers use VGG-19 FC7 (4096-d, Torabi B.1) and ResNet-152 (2048-d, Mithun §3.2, SCDE §3.1);
+    our default appearance features are 1280-d (EfficientNet-Lite0). ``input_dims`` follow the FeatureStore.
+  * Word vectors: Torabi uses 300-d GloVe 6B (B.1); we ship 50-d GloVe 6B, so M1/M2/M3 read 50-d vectors.
+  * SCDE's BERT-base token features (768-d, last-4-layer average, §3.2) are replaced by frozen MiniLM-L6 token
+    features (384-d), so its Transformer runs at d = 384 and the text SMSDC output is 6 * 384.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from reelsearch.errors import ConfigError, DataFormatError
+
+#: Frame-feature sizes of our FeatureStore modalities (override with ``model__video__input_dims__<name>=D``):
+#: appearance = EfficientNet-Lite0 pooled head (1280), motion = HOF/MBH descriptor "hof-mbh" (125), audio = SoundNet
+#: (1024, as Mithun §3.2); place has no shipped extractor, so it keeps the paper's ResNet-50 Places-365 size (2048).
+FEATURE_DIMS = {"appearance": 1280, "motion": 125, "audio": 1024, "place": 2048}
+GLOVE_DIM, MINILM_DIM = 50, 384
+
+
+def _features(video: list[str], text: str, sampling: str) -> dict:
+    """The features section: FeatureStore modalities read (sizes live in ``model.video.input_dims``), text kind."""
+    return {"video": list(video), "text": text, "sampling": sampling}
+
+
+# --------------------------------------------------------------------------------------------- Torabi et al. 2016
+def _torabi(variant: str) -> dict:
+    """Torabi, Tandon & Sigal 2016, models M1, M2, M3 (§4, Appendix B).
+
+    * joint space and LSTM hidden size 950 (§5.1: "We set LSTMs hidden-state dimension and the dimensions of the
+      joint embedding space to 950"); attention matching space 300 (§5.1).
+    * M1: average of word vectors (B.1) -> linear -> |.|; M2/M3: |h_N| of the LSTM's last hidden state (B.1).
+    * video: average of frame features (M1, M2) or sentence-conditioned weighted average (M3) -> linear -> |.|
+      (B.2: |W_video (1/M) sum v_i|); all embeddings unit L2 norm (§5.1) and non-negative (§4, after [24]).
+    * similarity: order violation S(c, v) = -||max(0, c - v)||^2 (B.2, Eq. 3).
+    * training (§5.1): margin alpha = 0.05, minibatch 200 (199 contrastive videos and captions each), Adam,
+      lr 0.001, gradient clipping 2.0, early stopping on the loss of 1000 random validation samples; the pairwise
+      loss of Eq. (4) ("torabi-pairwise"; Eq. (5)'s "annotation" loss is the multiple-choice variant, Table 2).
+      The number of epochs is not stated.
+    * frames sampled every 10 video frames (B.1); images are one-frame videos.
+    """
+    if variant == "m1":
+        text_encoder = {"input_dim": GLOVE_DIM, "sequence": None, "pool": "mean"}
+        text_projection = {"kind": "linear-abs-l2", "dim": 950}
+    else:
+        text_encoder = {"input_dim": GLOVE_DIM, "sequence": "lstm", "hidden_size": 950, "pool": "last"}
+        text_projection = {"kind": "abs-l2", "dim": 950}
+    return {
+        "name": f"torabi-{variant}",
+        "paper": "Torabi, Tandon & Sigal 2016, Learning Language-Visual Embedding for Movie Understanding",
+        "model": {
+            "text": {"features": "glove", "encoder": text_encoder, "projection": text_projection},
+            "video": {
+                "modalities": ["appearance"],
+                "input_dims": {"appearance": FEATURE_DIMS["appearance"]},
+                "encoder": {"sequence": None, "pool": "mean"},
+                "attention": {"dim": 300} if variant == "m3" else None,
+                "projection": {"kind": "linear-abs-l2", "dim": 950},
+            },
+            "similarity": "order",
+        },
+        "train": {
+            "loss": "torabi-pairwise",
+            "margin": 0.05,
+            "optimizer": "adam",
+            "lr": 1e-3,
+            "schedule": None,
+            "batch_size": 200,
+            "epochs": None,
+            "grad_clip": 2.0,
+            "selection": "val_loss",
+            "val_samples": 1000,
+            "early_stopping": {"metric": "val_loss", "patience": None},
+        },
+        "features": _features(["appearance"], "glove", "every 10 frames"),
+    }
+
+
+# --------------------------------------------------------------------------------------------- Mithun et al. 2018
+MITHUN_EXPERTS = {"object": ["appearance"], "activity": ["motion", "audio"], "place": ["place"]}
+"""Mithun §3.5: object-text (ResNet-152 appearance), activity-text (I3D motion + SoundNet audio concatenated, "If the
+audio feature is absent from videos, we only use the action feature") and place-text (ResNet-50 Places-365)."""
+MITHUN_FUSION_WEIGHTS = {"object": 1.0, "activity": 1.0, "place": 0.5}
+"""Mithun §3.5, Eq. (4): w1 = 1, w2 = 1, w3 = 0.5 (object, activity, place)."""
+
+
+def _mithun_expert(modalities: list[str] | None = None, name: str = "mithun-expert") -> dict:
+    """One expert of Mithun, Li, Metze & Roy-Chowdhury 2018 (§3.2-3.4, §4.2).
+
+    * text: GRU over 300-d word embeddings trained end to end (§3.2), vocabulary from the training captions;
+      hidden size 1024 (following VSE++ [13], which the paper's code follows; the paper fixes only D), then
+      t = W^(t) t_bar (§3.3).
+    * video: mean over frames (the VSE++ adaptation of §1), v = W^(v) v_bar (§3.3); joint space D = 1024 (§3.2);
+      cosine similarity (§3.3), so embeddings are unit norm.
+    * training (§4.2): Adam, lr 0.002 for 15 epochs then lowered by 10 for another 15, batch 128, gradient clipping
+      at L2 norm 2, margin 0.2, model selected by the best sum of recalls on validation after every epoch;
+      loss Eq. (3), the rank-weighted hardest-negative loss ("mithun-weighted").
+    """
+    modalities = modalities or MITHUN_EXPERTS["object"]
+    return {
+        "name": name,
+        "paper": "Mithun, Li, Metze & Roy-Chowdhury 2018, Joint Embeddings with Multimodal Cues",
+        "model": {
+            "text": {
+                "features": "vocab",
+                "encoder": {"input_dim": 300, "embed_dim": 300, "sequence": "gru", "hidden_size": 1024,
+                            "pool": "last"},
+                "projection": {"kind": "linear-l2", "dim": 1024},
+                "vocab_min_count": 1,
+                "glove_init": None,
+            },
+            "video": {
+                "modalities": list(modalities),
+                "input_dims": {m: FEATURE_DIMS[m] for m in modalities},
+                "encoder": {"sequence": None, "pool": "mean"},
+                "attention": None,
+                "projection": {"kind": "linear-l2", "dim": 1024},
+            },
+            "similarity": "cosine",
+        },
+        "train": {
+            "loss": "mithun-weighted",
+            "margin": 0.2,
+            "optimizer": "adam",
+            "lr": 2e-3,
+            "schedule": {"kind": "step", "step_epochs": 15, "gamma": 0.1},
+            "batch_size": 128,
+            "epochs": 30,
+            "grad_clip": 2.0,
+            "selection": "rsum",
+            "val_samples": None,
+            "early_stopping": None,
+        },
+        "features": _features(modalities, "vocab", "as the feature extractor samples"),
+    }
+
+
+def _mithun_moe() -> dict:
+    """Mithun §3.5: three experts trained separately, fused by score (Eq. 4, weights 1, 1, 0.5); "rank" fusion is
+    the Table 1 row 1.7 alternative."""
+    experts = {name: _mithun_expert(mods, f"mithun-{name}") for name, mods in MITHUN_EXPERTS.items()}
+    all_modalities = [m for mods in MITHUN_EXPERTS.values() for m in mods]
+    return {
+        "name": "mithun-moe",
+        "paper": experts["object"]["paper"],
+        "experts": experts,
+        "fusion": {"kind": "score", "weights": dict(MITHUN_FUSION_WEIGHTS)},
+        "features": _features(all_modalities, "vocab", "as the feature extractor samples"),
+    }
+
+
+# --------------------------------------------------------------------------------------------- Zhao et al. 2020
+def _scde(stage: str = "smsdc") -> dict:
+    """SCDE, Zhao, Zheng & Zha 2020, and its Table 3 ablation ladder (``stage``).
+
+    * video (§3.1): frames every 0.5 s; single-layer bi-GRU with 512-d hidden states, concatenated -> 1024 (Eq. 1-2);
+      global feature = mean over frames (Eq. 3).
+    * text (§3.2): frozen pretrained token features ("the M fixed embeddings" of BERT) -> K = 3 Transformer layers
+      (§4.1, Eq. 4) -> mean over words (Eq. 5). Heads (6), feed-forward size (4d) and sinusoidal positions (the
+      intro's "position encoding") are not given for the layers; ours are stated choices.
+    * SMSDC (§3.3): kernels {2..n+1} x dilations {1..m}, (n, m) = (4, 2) for video and (3, 2) for text (§4.1);
+      local feature n*m*d concatenated to the global one (Eq. 9).
+    * joint space: FC + BatchNorm to 2048 (Eq. 10, §4.1), cosine similarity (§3.4).
+    * training (§4.1): margin 0.2, hardest-negative bidirectional loss (Eq. 11, "vse++"), batch 64, Adam, lr 5e-5
+      halved when performance does not increase for three consecutive epochs, at most 30 epochs, best model by the
+      sum of recalls. Gradient clipping is not stated (none).
+
+    Stages of Table 3: "baseline" (bi-GRU on both sides with word2vec-style vectors: our GloVe), "bert" (text bi-GRU
+    over the pretrained token features), "transformer" (Transformer instead of the text bi-GRU), "msdc" (+ one MSDC
+    on both sides), "smsdc" (+ the stacked MSDC = the full model).
+    """
+    stages = ["baseline", "bert", "transformer", "msdc", "smsdc"]
+    level = stages.index(stage)
+    video_encoder: dict[str, Any] = {"sequence": "bigru", "hidden_size": 512, "pool": "mean"}
+    if level == 0:
+        text_features, text_encoder = "glove", {"input_dim": GLOVE_DIM, "sequence": "bigru", "hidden_size": 512,
+                                                "pool": "mean"}
+    elif level == 1:
+        text_features, text_encoder = "minilm", {"input_dim": MINILM_DIM, "sequence": "bigru", "hidden_size": 512,
+                                                 "pool": "mean"}
+    else:
+        text_features = "minilm"
+        text_encoder = {"input_dim": MINILM_DIM, "sequence": "transformer", "num_layers": 3, "heads": 6,
+                        "ff_dim": 4 * MINILM_DIM, "dropout": 0.1, "positional": True, "pool": "mean"}
+    if level >= 3:
+        video_encoder["smsdc"] = {"n": 4, "m": 2, "stacked": level == 4}
+        text_encoder["smsdc"] = {"n": 3, "m": 2, "stacked": level == 4}
+    name = "scde" if stage == "smsdc" else f"scde-ablation-{stage}"
+    return {
+        "name": name,
+        "paper": "Zhao, Zheng & Zha 2020, Stacked Convolutional Deep Encoding Network for Video-Text Retrieval",
+        "model": {
+            "text": {"features": text_features, "encoder": text_encoder, "projection": {"kind": "fc-bn-l2",
+                                                                                        "dim": 2048}},
+            "video": {
+                "modalities": ["appearance"],
+                "input_dims": {"appearance": FEATURE_DIMS["appearance"]},
+                "encoder": video_encoder,
+                "attention": None,
+                "projection": {"kind": "fc-bn-l2", "dim": 2048},
+            },
+            "similarity": "cosine",
+        },
+        "train": {
+            "loss": "vse++",
+            "margin": 0.2,
+            "optimizer": "adam",
+            "lr": 5e-5,
+            "schedule": {"kind": "plateau", "factor": 0.5, "patience": 3, "metric": "rsum"},
+            "batch_size": 64,
+            "epochs": 30,
+            "grad_clip": None,
+            "selection": "rsum",
+            "val_samples": None,
+            "early_stopping": None,
+        },
+        "features": _features(["appearance"], text_features, "every 0.5 s"),
+    }
+
+
+SCDE_ABLATION_STAGES = ("baseline", "bert", "transformer", "msdc", "smsdc")
+
+_BUILDERS = {
+    "torabi-m1": lambda: _torabi("m1"),
+    "torabi-m2": lambda: _torabi("m2"),
+    "torabi-m3": lambda: _torabi("m3"),
+    "mithun-expert": _mithun_expert,
+    "mithun-moe": _mithun_moe,
+    "scde": _scde,
+    **{f"scde-ablation-{s}": (lambda s=s: _scde(s)) for s in SCDE_ABLATION_STAGES[:-1]},
+}
+
+
+def list_models() -> list[str]:
+    """Names accepted by ``create_model`` / ``model_config``."""
+    return sorted(_BUILDERS)
+
+
+def _merge(base: dict, overrides: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if "__" in key:  # model__video__input_dims__appearance=1408
+            head, rest = key.split("__", 1)
+            value = {rest: value}
+            key = head
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def model_config(name: str, **overrides: Any) -> dict:
+    """The config of a named model with overrides merged in (nested dicts, or ``a__b__c=value`` paths)."""
+    if name not in _BUILDERS:
+        raise ConfigError(f"unknown model {name!r}; choose one of {list_models()}")
+    return _merge(_BUILDERS[name](), overrides)
+
+
+def load_config(path: str | Path) -> dict:
+    """Read a model config YAML (configs/*.yaml), checking its sections; DataFormatError names the file."""
+    import yaml
+
+    path = Path(path)
+    try:
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataFormatError(path, f"cannot read: {exc}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise DataFormatError(path, f"invalid YAML: {exc}", mark.line + 1 if mark else None) from exc
+    if not isinstance(cfg, dict) or "name" not in cfg:
+        raise DataFormatError(path, "expected a mapping with a 'name'")
+    needed = ("experts", "fusion", "features") if "experts" in cfg else ("model", "train", "features")
+    missing = [k for k in needed if k not in cfg]
+    if missing:
+        raise DataFormatError(path, f"missing section(s): {', '.join(missing)}")
+    return cfg
+
+
+def create_model(name_or_config: str | dict, text_processor=None, *, glove=None, **overrides: Any):
+    """Build a model by name (paper defaults) or from a config dict (e.g. ``load_config(path)``).
+
+    ``text_processor`` defaults to the kind the config names (GloVe / MiniLM); a "vocab" model needs a
+    ``VocabTextProcessor`` built from its training captions (a dict of them, per expert, for "mithun-moe").
+    ``model.text.glove_init`` ("pad" | "project") starts known words' embeddings from GloVe (``glove`` or
+    ``reelsearch.text.glove.load_glove()``), see ``reelsearch.models.word_init``.
+    Returns a ``JointModel``, or a ``MixtureOfExperts`` for a config with ``experts``.
+    """
+    cfg = model_config(name_or_config, **overrides) if isinstance(name_or_config, str) else _merge(
+        name_or_config, overrides)
+    if "experts" in cfg:
+        from .ensemble import MixtureOfExperts
+
+        processors = text_processor or {}
+        experts = {k: create_model(c, processors.get(k) if isinstance(processors, dict) else processors, glove=glove)
+                   for k, c in cfg["experts"].items()}
+        return MixtureOfExperts(experts, cfg["fusion"], name=cfg["name"], features=cfg.get("features"))
+    from .joint import JointModel
+    from .text_processor import GloveTextProcessor, MiniLMTextProcessor
+
+    kind = cfg["model"]["text"]["features"]
+    if text_processor is None and kind == "glove":
+        text_processor = GloveTextProcessor()
+    elif text_processor is None and kind == "minilm":
+        text_processor = MiniLMTextProcessor()
+    if text_processor is not None and text_processor.kind != kind:
+        raise ConfigError(f"model {cfg['name']} reads {kind!r} text, got a {text_processor.kind!r} processor")
+    try:
+        model = JointModel(cfg, text_processor)
+    except (KeyError, TypeError) as exc:  # a missing section or a misspelt encoder argument
+        raise ConfigError(f"model config {cfg.get('name')!r}: missing or invalid setting ({exc})") from exc
+    mode = cfg["model"]["text"].get("glove_init")
+    if mode and kind == "vocab":
+        from .word_init import init_from_glove
+
+        if glove is None:
+            from reelsearch.text.glove import load_glove
+
+            glove = load_glove()
+        init_from_glove(model.text_encoder.embedding, text_processor.words, glove, mode)
+    return model
+
+
+def config_yaml(name: str) -> str:
+    """configs/<name>.yaml's text: a comment header and ``model_config(name)`` as YAML."""
+    import yaml
+
+    cfg = model_config(name)
+    head = (f"# {name}: paper defaults of {cfg['paper']}.\n"
+            "# Generated by reelsearch.models.registry.write_configs (the docstrings there cite each number's\n"
+            f"# section/equation); tests/test_models_registry.py checks this file equals model_config({name!r}).\n"
+            f"# Use: create_model(load_config('configs/{name}.yaml')).\n")
+    return head + yaml.safe_dump(cfg, sort_keys=False, default_flow_style=False, width=120)
+
+
+def write_configs(directory: str | Path) -> list[Path]:
+    """(Re)write configs/<name>.yaml for every named model, atomically."""
+    from reelsearch.io import atomic_write_text
+
+    paths = []
+    for name in list_models():
+        path = Path(directory) / f"{name}.yaml"
+        atomic_write_text(path, config_yaml(name))
+        paths.append(path)
+    return paths
+
+
+def text_processor_for(name_or_config: str | dict, train_captions=None):
+    """The text processor a model config reads; a "vocab" one is built from ``train_captions`` with the config's
+    ``vocab_min_count``. For "mithun-moe", a dict of them per expert."""
+    cfg = model_config(name_or_config) if isinstance(name_or_config, str) else name_or_config
+    if "experts" in cfg:
+        return {k: text_processor_for(c, train_captions) for k, c in cfg["experts"].items()}
+    from .text_processor import GloveTextProcessor, MiniLMTextProcessor, VocabTextProcessor
+
+    text = cfg["model"]["text"]
+    if text["features"] == "glove":
+        return GloveTextProcessor()
+    if text["features"] == "minilm":
+        return MiniLMTextProcessor(dim=text["encoder"]["input_dim"])
+    if train_captions is None:
+        raise ConfigError(f"model {cfg.get('name')!r} learns its vocabulary: pass the training captions")
+    return VocabTextProcessor.build(train_captions, min_count=text.get("vocab_min_count", 1))

@@ -1,0 +1,167 @@
+"""Turn caption strings into a model's text batch; each kind's state is saved in the model's config.json.
+
+Kinds (``model.text.features`` in a config):
+  glove   {"feats": [N, L, 50] GloVe vectors, "lengths"}; out-of-vocabulary words are dropped (GloVe 6B is
+          lower-cased and covers 400k words); a caption with no known word becomes one zero vector. Torabi B.1.
+  vocab   {"ids": [N, L] long, "lengths"}; a vocabulary built from the training captions (Mithun §3.2), id 0 is
+          padding and id 1 is <unk>; words seen fewer than ``min_count`` times map to <unk>.
+  minilm  {"feats": [N, L, 384] frozen MiniLM token features, "lengths", "mask"} (SCDE §3.2's BERT stage).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+import torch
+
+from reelsearch.errors import ConfigError
+
+PAD, UNK = "<pad>", "<unk>"
+
+
+def _default_tokenizer() -> Callable[[str], list[str]]:
+    from reelsearch.text.tokenize import tokenize
+
+    return tokenize
+
+
+def pad_features(rows: Sequence[torch.Tensor], dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack variable-length [L_i, dim] rows into [N, max L, dim] (zero padded) and lengths [N] (at least 1)."""
+    lengths = torch.tensor([max(1, int(r.shape[0])) for r in rows], dtype=torch.long)
+    out = torch.zeros(len(rows), int(lengths.max()) if len(rows) else 1, dim)
+    for i, r in enumerate(rows):
+        if r.shape[0]:
+            out[i, : r.shape[0]] = r
+    return out, lengths
+
+
+class TextProcessor:
+    """Base: ``processor(captions) -> text_batch``; ``state()`` is JSON; ``from_state`` rebuilds it."""
+
+    kind = ""
+
+    def __call__(self, captions: Sequence[str]) -> dict:
+        raise NotImplementedError
+
+    def state(self) -> dict:
+        return {"kind": self.kind}
+
+    @property
+    def vocab_size(self) -> int | None:
+        return None
+
+
+class GloveTextProcessor(TextProcessor):
+    """Captions -> GloVe word vectors (frozen); ``glove`` defaults to reelsearch.text.glove.load_glove()."""
+
+    kind = "glove"
+
+    def __init__(self, glove=None, tokenizer: Callable[[str], list[str]] | None = None):
+        self._glove, self._tokenizer, self._vectors = glove, tokenizer, None
+
+    @property
+    def glove(self):
+        if self._glove is None:
+            from reelsearch.text.glove import load_glove
+
+            self._glove = load_glove()
+        return self._glove
+
+    @property
+    def tokenizer(self):
+        """The injected tokenizer, else GloVe's own (PTB-style, splitting hyphenated words it lacks)."""
+        return self._tokenizer or self.glove.tokenize
+
+    def __call__(self, captions: Sequence[str]) -> dict:
+        glove = self.glove
+        if self._vectors is None:
+            self._vectors = torch.as_tensor(glove.vectors, dtype=torch.float32)
+        vectors = self._vectors
+        rows = []
+        for caption in captions:
+            ids = [glove.index[t] for t in self.tokenizer(caption) if t in glove.index]
+            rows.append(vectors[torch.tensor(ids, dtype=torch.long)] if ids else torch.zeros(0, vectors.shape[1]))
+        feats, lengths = pad_features(rows, vectors.shape[1])
+        return {"feats": feats, "lengths": lengths}
+
+
+class VocabTextProcessor(TextProcessor):
+    """Captions -> vocabulary ids for learned word embeddings (Mithun §3.2); the word list is the state."""
+
+    kind = "vocab"
+
+    def __init__(self, words: Sequence[str], min_count: int = 1, tokenizer: Callable[[str], list[str]] | None = None):
+        words = list(words)
+        if words[:2] != [PAD, UNK]:
+            words = [PAD, UNK] + [w for w in words if w not in (PAD, UNK)]
+        self.words, self.min_count, self._tokenizer = words, min_count, tokenizer
+        self.index = {w: i for i, w in enumerate(words)}
+
+    @classmethod
+    def build(cls, captions: Iterable[str], min_count: int = 1,
+              tokenizer: Callable[[str], list[str]] | None = None) -> VocabTextProcessor:
+        """Vocabulary of the words seen at least ``min_count`` times in ``captions`` (use training captions only)."""
+        tok = tokenizer or _default_tokenizer()
+        counts = Counter(t for c in captions for t in tok(c))
+        words = sorted(w for w, n in counts.items() if n >= min_count)
+        return cls(words, min_count=min_count, tokenizer=tokenizer)
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._tokenizer = _default_tokenizer()
+        return self._tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.words)
+
+    def __call__(self, captions: Sequence[str]) -> dict:
+        seqs = [[self.index.get(t, 1) for t in self.tokenizer(c)] or [1] for c in captions]
+        lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+        ids = torch.zeros(len(seqs), int(lengths.max()) if seqs else 1, dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s)
+        return {"ids": ids, "lengths": lengths}
+
+    def state(self) -> dict:
+        return {"kind": self.kind, "min_count": self.min_count, "words": self.words}
+
+
+class MiniLMTextProcessor(TextProcessor):
+    """Captions -> frozen MiniLM token features (reelsearch.text.minilm.MiniLMEncoder)."""
+
+    kind = "minilm"
+
+    def __init__(self, encoder=None, dim: int = 384):
+        self._encoder, self.dim = encoder, dim
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            from reelsearch.text.minilm import MiniLMEncoder
+
+            self._encoder = MiniLMEncoder()
+        return self._encoder
+
+    def __call__(self, captions: Sequence[str]) -> dict:
+        rows = [torch.as_tensor(f, dtype=torch.float32) for f in self.encoder.token_features(list(captions))]
+        feats, lengths = pad_features(rows, self.dim)
+        mask = torch.arange(feats.size(1))[None, :] < lengths[:, None]
+        return {"feats": feats, "lengths": lengths, "mask": mask}
+
+    def state(self) -> dict:
+        return {"kind": self.kind, "dim": self.dim}
+
+
+def text_processor_from_state(state: dict) -> TextProcessor:
+    """Rebuild a processor from ``state()`` (as stored in a model's config.json)."""
+    kind = state.get("kind")
+    if kind == "glove":
+        return GloveTextProcessor()
+    if kind == "vocab":
+        return VocabTextProcessor(state["words"], min_count=state.get("min_count", 1))
+    if kind == "minilm":
+        return MiniLMTextProcessor(dim=state.get("dim", 384))
+    raise ConfigError(f"unknown text processor kind {kind!r}")

@@ -1,0 +1,56 @@
+"""A small, learnable caption-video dataset (manifest + FeatureStore) for trainer tests.
+
+Each of K concepts has its own words (real English, all in GloVe) and a prototype frame feature; a video of a
+concept is a few frames of prototype + noise, captioned with the concept's words in varying templates.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+SUBJECTS = ["dog", "man", "woman", "child", "cat", "horse", "bird", "girl", "boy", "team"]
+ACTIONS = ["runs", "jumps", "swims", "climbs", "sleeps", "eats", "dances", "sings", "rides", "throws"]
+PLACES = ["beach", "street", "forest", "snow", "water", "field", "stage", "kitchen", "park", "mountain"]
+
+
+def make_dataset(root: Path, n_train: int = 240, n_val: int = 60, dim: int = 32, seed: int = 0) -> tuple[Path, Path]:
+    """Write ``root/manifest.jsonl`` and the FeatureStore ``root/features``; return (manifest, store)."""
+    from reelsearch.features.store import FeatureStore
+
+    rng = np.random.default_rng(seed)
+    k = len(SUBJECTS)
+    protos = {(s, a): rng.normal(size=dim) for s in range(k) for a in range(k)}
+    root.mkdir(parents=True, exist_ok=True)
+    store = FeatureStore(root / "features")
+    lines = []
+    with store.writer("appearance", dim, dtype="float32") as w:
+        for i in range(n_train + n_val):
+            s, a, p = rng.integers(k), rng.integers(k), rng.integers(k)
+            t = int(rng.integers(1, 6))
+            feats = protos[(s, a)] + 0.3 * rng.normal(size=(t, dim)) + 0.5 * np.eye(dim)[p % dim]
+            key = f"v{i:04d}"
+            w.add(key, feats.astype(np.float32))
+            caps = [f"a {SUBJECTS[s]} {ACTIONS[a]} near the {PLACES[p]}", f"the {SUBJECTS[s]} {ACTIONS[a]}"]
+            lines.append({"id": key, "path": None, "captions": caps, "split": "train" if i < n_train else "val"})
+    manifest = root / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return manifest, root / "features"
+
+
+def small(name: str, dim: int = 32, joint: int = 48) -> dict:
+    """Overrides shrinking a named model for tests (input size ``dim``, small hidden and joint sizes)."""
+    from reelsearch.models import model_config
+
+    cfg = model_config(name)
+    v, t = cfg["model"]["video"], cfg["model"]["text"]
+    over = {"model": {"video": {"input_dims": {"appearance": dim}, "projection": {"dim": joint}},
+                      "text": {"projection": {"dim": joint}}},
+            "train": {"batch_size": 32, "checkpoint_every": 3}}
+    if t["encoder"].get("hidden_size"):
+        over["model"]["text"]["encoder"] = {"hidden_size": joint}
+    if v["encoder"].get("hidden_size"):
+        over["model"]["video"]["encoder"] = {"hidden_size": 16}
+    return over
