@@ -9,6 +9,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
@@ -21,6 +24,7 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp creates 0600; a finished file gets the usual permissions
     try:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:

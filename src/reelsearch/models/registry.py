@@ -230,6 +230,37 @@ def _scde(stage: str = "smsdc") -> dict:
 
 SCDE_ABLATION_STAGES = ("baseline", "bert", "transformer", "msdc", "smsdc")
 
+
+# --------------------------------------------------------------------------------------------- our own
+def _reelsearch_default() -> dict:
+    """The bundled search model (not a paper model): small enough to ship, fast to query on a CPU.
+
+    Text: frozen MiniLM token features -> one Transformer layer (SCDE's text stage, K = 1) -> mean over tokens.
+    Video: EfficientNet-Lite0 frame features, mean over frames. Both sides: linear map to 512-d + L2 norm, cosine.
+    Trained with the symmetric InfoNCE loss (batch 128, Adam 2e-4, halved after 2 epochs without RSum gain,
+    early stop after 4), selected by RSum on the validation split.
+    """
+    return {
+        "name": "reelsearch-default",
+        "paper": "reelsearch's own search model (joint space after SCDE's text stage and VSE-style projections)",
+        "model": {
+            "text": {"features": "minilm",
+                     "encoder": {"input_dim": MINILM_DIM, "sequence": "transformer", "num_layers": 1, "heads": 6,
+                                 "ff_dim": 2 * MINILM_DIM, "dropout": 0.1, "positional": True, "pool": "mean"},
+                     "projection": {"kind": "linear-l2", "dim": 512}},
+            "video": {"modalities": ["appearance"], "input_dims": {"appearance": FEATURE_DIMS["appearance"]},
+                      "encoder": {"sequence": None, "pool": "mean"}, "attention": None,
+                      "projection": {"kind": "linear-l2", "dim": 512}},
+            "similarity": "cosine",
+        },
+        "train": {"loss": "infonce", "margin": None, "optimizer": "adam", "lr": 2e-4,
+                  "schedule": {"kind": "plateau", "factor": 0.5, "patience": 2, "metric": "rsum"},
+                  "batch_size": 128, "epochs": 20, "grad_clip": 2.0, "selection": "rsum", "val_samples": None,
+                  "early_stopping": {"metric": "rsum", "patience": 4}},
+        "features": _features(["appearance"], "minilm", "every 0.5 s"),
+    }
+
+
 _BUILDERS = {
     "torabi-m1": lambda: _torabi("m1"),
     "torabi-m2": lambda: _torabi("m2"),
@@ -237,6 +268,7 @@ _BUILDERS = {
     "mithun-expert": _mithun_expert,
     "mithun-moe": _mithun_moe,
     "scde": _scde,
+    "reelsearch-default": _reelsearch_default,
     **{f"scde-ablation-{s}": (lambda s=s: _scde(s)) for s in SCDE_ABLATION_STAGES[:-1]},
 }
 
