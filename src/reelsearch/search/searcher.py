@@ -1,0 +1,285 @@
+"""Searcher: one model + one library index; text-to-video search with moments, and video-to-text annotation."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from reelsearch.errors import ConfigError, ReelsearchError
+from reelsearch.index import EmbeddedMedia, Hit, LibraryIndex, SyncReport, top_k
+
+#: Longest query accepted (characters).
+MAX_QUERY_CHARS = 1000
+#: Videos scored per block by the exact scans ("rank" and "pairwise" modes).
+SCAN_VIDEOS = 256
+
+
+class QueryError(ReelsearchError):
+    """A query or caption list the searcher cannot use (empty, too long, k out of range)."""
+
+
+def check_query(text: str) -> str:
+    """``text`` stripped; QueryError when empty or longer than MAX_QUERY_CHARS."""
+    if not isinstance(text, str) or not text.strip():
+        raise QueryError("the query is empty")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(f"the query has {len(text)} characters; at most {MAX_QUERY_CHARS} are accepted")
+    return text.strip()
+
+
+class Searcher:
+    """Search a library of videos with sentences, and rank sentences for a video.
+
+    ``model``: a model directory, a training run, "default" (the bundled model) or a loaded JointModel /
+    MixtureOfExperts. ``index_dir`` defaults to the user's data directory. Methods are safe to call from several
+    threads (one lock around the model and the index).
+    """
+
+    def __init__(self, index_dir: str | Path | None = None, model="default", *, backend: str = "faiss",
+                 uri: str | None = None, device: str | None = None, interval: float = 0.5, max_frames: int = 64,
+                 extractors: dict[str, str] | None = None):
+        from reelsearch.search.embed import MediaEmbedder, VectorLayout
+
+        if isinstance(model, (str, os.PathLike)):
+            from reelsearch.models import load_model
+
+            model = load_model(model)
+        self.model = model.eval()
+        self.layout = VectorLayout(self.model)
+        self.embedder = MediaEmbedder(self.layout, interval=interval, max_frames=max_frames, device=device,
+                                      extractors=extractors)
+        name = getattr(self.model, "name", "") or "model"
+        self.model_id = f"{name}@{self.layout.model_fingerprint()};{self.embedder.describe()}"
+        self.library = LibraryIndex(index_dir, backend=backend, uri=uri)
+        self.lock = threading.RLock()
+        self._embed_lock = threading.Lock()  # decoding + extraction of files that are not indexed
+
+    # -- life cycle ---------------------------------------------------------------------------------------
+    def close(self) -> None:
+        with self.lock:
+            self.library.close()
+
+    def __enter__(self) -> Searcher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def mode(self) -> str:
+        """How queries are ranked: "ann", "scan", "rank" or "pairwise" (see VectorLayout.mode)."""
+        return self.layout.mode
+
+    def stale(self) -> bool:
+        """True when the index holds embeddings of another model (re-run ``index`` to replace them)."""
+        return self.library.model_id is not None and self.library.model_id != self.model_id
+
+    def warm_up(self) -> None:
+        """Load what the first query would load lazily (e.g. the MiniLM text model), so it is not slow."""
+        with self.lock, torch.no_grad():
+            self.layout.encode_query(["warm up"])
+
+    # -- indexing -----------------------------------------------------------------------------------------
+    def index(self, paths: Iterable[str | os.PathLike], progress: bool = True) -> SyncReport:
+        """Bring the index in line with ``paths`` (files or folders): add new files, re-embed changed ones, drop
+        deleted ones. Embeddings of another model are replaced."""
+        with self.lock, torch.no_grad():
+            return self.library.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress)
+
+    # -- text -> video ------------------------------------------------------------------------------------
+    def search(self, text: str, k: int = 10, *, frames: bool = True) -> list[dict]:
+        """The ``k`` best videos for ``text``, best first.
+
+        Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame), ``frame`` (its
+        index), ``duration``; with ``frames`` also ``frames`` = [{"index", "t", "score"}] (the per-frame similarity
+        strip); for a mixture of experts ``experts`` = {name: score} (each expert's own similarity).
+        """
+        text = check_query(text)
+        if not isinstance(k, int) or k < 1:
+            raise QueryError(f"k must be a positive integer, got {k!r}")
+        with self.lock, torch.no_grad():
+            self.library.refresh()
+            if len(self.library) == 0:
+                return []
+            if self.stale():
+                raise ReelsearchError(f"{self.library.dir}: the index holds embeddings of another model "
+                                      f"({self.library.model_id}); re-run `reelsearch index` with this model")
+            queries = self.layout.encode_query([text])
+            mode = self.layout.mode
+            if mode == "ann":
+                q = torch.cat([e.weight * c[0] for e, c in zip(self.layout.experts, queries)]).numpy()
+                hits = self.library.search(q, k, frame_scores=True)
+            elif mode == "scan":
+                q = torch.cat([c[0] for c in queries]).numpy()
+                fn = self._fused_score_fn()
+                hits = self.library.search(q, k, score_fn=fn, frame_scores=True)
+            elif mode == "rank":
+                hits = self._search_rank(queries, k)
+            else:
+                hits = self._search_pairwise(queries[0], k)
+            return [self._result(h, queries, frames) for h in hits]
+
+    def _fused_score_fn(self):
+        layout = self.layout
+
+        def score(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+            return layout.fuse(layout.expert_scores(layout.split(q), v))
+
+        return score
+
+    def _search_rank(self, queries: list[torch.Tensor], k: int) -> list[Hit]:
+        """Rank fusion needs each expert's rank among *all* videos: score every stored vector, then fuse."""
+        ids: list[str] = []
+        per_expert: list[list[np.ndarray]] = [[] for _ in self.layout.experts]
+        vectors = self.library.vectors
+        for chunk_ids, rows in vectors.iter_chunks():
+            ids += list(chunk_ids)
+            for acc, s in zip(per_expert, self.layout.expert_scores(queries, rows)):
+                acc.append(s)
+        if not ids:
+            return []
+        fused = self.layout.fuse([np.concatenate(a, axis=1) for a in per_expert], axis=1)
+        idx, scores = top_k(fused, k)
+        return [self._hit(ids[i], float(s), queries) for i, s in zip(idx[0], scores[0])]
+
+    def _search_pairwise(self, query: torch.Tensor, k: int) -> list[Hit]:
+        """Sentence-conditioned frame attention (Torabi M3): exact, every video's frames, in blocks."""
+        model = self.layout.experts[0].model
+        ids = [i for chunk, _ in self.library.vectors.iter_chunks() for i in chunk]
+        best_ids: list[str] = []
+        best = np.empty((1, 0), np.float32)
+        for start in range(0, len(ids), SCAN_VIDEOS):
+            block = [str(i) for i in ids[start:start + SCAN_VIDEOS]]
+            media = [self.library.media(i) for i in block]
+            states = self.layout.states([m.frame_vectors for m in media])
+            s = model.similarity(query, states).float().numpy()  # [1, n]
+            merged = np.concatenate([best, s], axis=1)
+            idx, _ = top_k(merged, k)
+            pool = best_ids + block
+            best_ids = [pool[i] for i in idx[0]]
+            best = np.take_along_axis(merged, idx, axis=1)
+        return [self._hit(i, float(s), [query]) for i, s in zip(best_ids, best[0])]
+
+    def _frame_scores(self, queries: list[torch.Tensor], media: EmbeddedMedia) -> np.ndarray:
+        """Per-frame scores [T] of one video: the fused similarity of each frame, or (pairwise) the attention."""
+        if self.layout.pairwise:
+            model = self.layout.experts[0].model
+            states = self.layout.states([media.frame_vectors])
+            return model.attention_weights(queries[0], states)[0, 0].float().numpy()
+        return self.layout.fuse(self.layout.expert_scores(queries, media.frame_vectors), axis=1)[0]
+
+    def _hit(self, id_: str, score: float, queries: list[torch.Tensor]) -> Hit:
+        record = self.library.video(id_)
+        media = self.library.media(id_)
+        fs = self._frame_scores(queries, media)
+        best = int(np.argmax(fs))
+        return Hit(id=id_, path=record.path, score=score, moment=float(media.timestamps[best]), frame=best,
+                   duration=record.duration, frame_scores=fs)
+
+    def _result(self, hit: Hit, queries: list[torch.Tensor], frames: bool) -> dict:
+        out = {"id": hit.id, "path": hit.path, "score": float(hit.score), "moment": float(hit.moment),
+               "frame": int(hit.frame), "duration": hit.duration}
+        if frames or len(self.layout.experts) > 1:
+            media = self.library.media(hit.id)
+            if frames:
+                fs = hit.frame_scores if hit.frame_scores is not None else self._frame_scores(queries, media)
+                out["frames"] = [{"index": i, "t": float(t), "score": float(s)}
+                                 for i, (t, s) in enumerate(zip(media.timestamps, fs))]
+            if len(self.layout.experts) > 1:
+                per = self.layout.expert_scores(queries, media.video_vector[None])
+                out["experts"] = {e.name: float(s[0, 0]) for e, s in zip(self.layout.experts, per)}
+        return out
+
+    # -- video -> text ------------------------------------------------------------------------------------
+    def annotate(self, file: str | os.PathLike, captions: Sequence[str]) -> list[dict]:
+        """``captions`` ranked for the video or image ``file``, best first: [{"caption", "score"}].
+
+        An indexed file whose size and modification time are unchanged uses its stored embeddings; any other
+        file is decoded and embedded now (it is not added to the index).
+        """
+        captions = self._check_captions(captions)
+        path = os.fspath(file)
+        with self.lock, torch.no_grad():
+            media = self._stored_media(path)
+        if media is None:
+            if not os.path.isfile(path):
+                raise ReelsearchError(f"{path}: no such file")
+            with self._embed_lock, torch.no_grad():
+                media = self.embedder(path).checked(self.layout.dim)
+        return self.annotate_media(media, captions)
+
+    def annotate_id(self, id_: str, captions: Sequence[str]) -> list[dict]:
+        """``captions`` ranked for the indexed video ``id_`` (KeyError when unknown)."""
+        captions = self._check_captions(captions)
+        with self.lock:
+            media = self.library.media(id_)
+        return self.annotate_media(media, captions)
+
+    def annotate_media(self, media: EmbeddedMedia, captions: Sequence[str]) -> list[dict]:
+        """``captions`` ranked for an embedded video (the model's own similarity; mixtures fuse per caption)."""
+        captions = self._check_captions(captions)
+        with self.lock, torch.no_grad():
+            queries = self.layout.encode_query(captions)
+            if self.layout.pairwise:
+                model = self.layout.experts[0].model
+                scores = model.similarity(queries[0], self.layout.states([media.frame_vectors])).float().numpy()
+            else:
+                scores = self.layout.fuse(self.layout.expert_scores(queries, media.video_vector[None]), axis=0)
+        column = np.asarray(scores, np.float64)[:, 0]
+        order = sorted(range(len(captions)), key=lambda i: (-column[i], i))
+        return [{"caption": captions[i], "score": float(column[i])} for i in order]
+
+    def _stored_media(self, path: str) -> EmbeddedMedia | None:
+        if self.stale() or len(self.library) == 0:
+            return None
+        id_ = self.library.find(path)
+        if id_ is None:
+            return None
+        record = self.library.video(id_)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if (st.st_size, st.st_mtime_ns) != (record.size, record.mtime_ns):
+            return None
+        return self.library.media(id_)
+
+    @staticmethod
+    def _check_captions(captions: Sequence[str]) -> list[str]:
+        if isinstance(captions, str):
+            raise ConfigError("captions must be a list of sentences, not one string")
+        out = [c.strip() for c in captions if isinstance(c, str) and c.strip()]
+        if not out:
+            raise QueryError("no captions given (empty lines are ignored)")
+        for c in out:
+            check_query(c)
+        return out
+
+
+def read_captions(path: str | Path) -> list[str]:
+    """Captions from a text file, one per line (blank lines skipped)."""
+    from reelsearch.errors import DataFormatError
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataFormatError(path, f"cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(path, f"not UTF-8 text ({exc.reason})") from exc
+    captions = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if len(line) > MAX_QUERY_CHARS:
+            raise DataFormatError(path, f"caption longer than {MAX_QUERY_CHARS} characters", n)
+        captions.append(line)
+    if not captions:
+        raise DataFormatError(path, "no captions (one per line expected)")
+    return captions

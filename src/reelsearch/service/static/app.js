@@ -1,0 +1,145 @@
+// reelsearch search page: plain JavaScript, no dependencies.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const MAX_STRIP = 24;
+
+function clock(s) {
+  s = Math.max(0, s || 0);
+  const m = Math.floor(s / 60);
+  const sec = (s - 60 * m).toFixed(1).padStart(4, "0");
+  return `${m}:${sec}`;
+}
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// Frames shown in the strip: at most MAX_STRIP, spread evenly, always keeping the best one.
+function stripFrames(frames, best) {
+  if (frames.length <= MAX_STRIP) return frames;
+  const keep = new Set([best]);
+  for (let i = 0; i < MAX_STRIP - 1; i++) keep.add(Math.round(i * (frames.length - 1) / (MAX_STRIP - 2)));
+  return frames.filter((f) => keep.has(f.index));
+}
+
+function play(result, seconds, card) {
+  const video = $("video");
+  const still = $("still");
+  const player = $("player");
+  player.hidden = false;
+  document.querySelectorAll(".card.active").forEach((c) => c.classList.remove("active"));
+  if (card) card.classList.add("active");
+  const isImage = result.kind === "image";
+  video.hidden = isImage;
+  still.hidden = !isImage;
+  if (isImage) {  // an image is a one-frame video: show it
+    video.pause();
+    still.src = result.media;
+    still.alt = result.name;
+    $("player-info").textContent = `${result.name} (score ${result.score.toFixed(4)})\n${result.path}`;
+    return;
+  }
+  const start = Math.max(0, seconds);
+  video.dataset.id = result.id;
+  video.dataset.start = String(start);
+  const seek = () => { video.currentTime = start; video.play().catch(() => {}); };
+  if (video.dataset.src === result.media && video.readyState >= 1) {
+    seek();
+  } else {
+    video.dataset.src = result.media;
+    video.addEventListener("loadedmetadata", seek, { once: true });
+    video.src = `${result.media}#t=${start.toFixed(2)}`;  // media fragment: the browser starts there too
+  }
+  $("player-info").textContent = `${result.name} — from ${clock(start)} (score ${result.score.toFixed(4)})\n${result.path}`;
+  player.scrollIntoView({ behavior: "smooth", block: "nearest" });
+}
+
+function card(result, rank) {
+  const c = el("article", "card");
+  c.dataset.id = result.id;
+  c.dataset.moment = String(result.moment);
+  const thumb = el("div", "thumb");
+  const img = el("img");
+  img.src = result.thumbnail;
+  img.alt = result.name;
+  img.loading = "lazy";
+  thumb.append(img, el("span", "rank", `#${rank}`), el("span", "badge", clock(result.moment)));
+  const meta = el("div", "meta");
+  meta.append(el("div", "name", result.name));
+  let scoreText = `score ${result.score.toFixed(4)} · best moment ${clock(result.moment)}`;
+  if (result.experts) {
+    scoreText += " · " + Object.entries(result.experts).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
+  }
+  meta.append(el("div", "score", scoreText));
+  meta.title = result.path;
+  c.append(thumb, meta);
+  if (result.frames && result.frames.length) {
+    const strip = el("div", "strip");
+    const scores = result.frames.map((f) => f.score);
+    const lo = Math.min(...scores), hi = Math.max(...scores);
+    for (const f of stripFrames(result.frames, result.frame)) {
+      const level = hi > lo ? (f.score - lo) / (hi - lo) : 1;
+      const fr = el("div", "frame" + (f.index === result.frame ? " best" : ""));
+      fr.style.backgroundImage = `url("/videos/${result.id}/thumbnail?frame=${f.index}")`;
+      fr.style.setProperty("--shade", (0.8 * (1 - level)).toFixed(3));
+      fr.style.setProperty("--level", level.toFixed(3));
+      fr.title = `${clock(f.t)} · similarity ${f.score.toFixed(4)}`;
+      fr.dataset.t = String(f.t);
+      fr.append(el("span", "bar"));
+      fr.addEventListener("click", (ev) => { ev.stopPropagation(); play(result, f.t, c); });
+      strip.append(fr);
+    }
+    c.append(strip);
+  }
+  c.tabIndex = 0;
+  c.addEventListener("click", () => play(result, result.moment, c));
+  c.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); play(result, result.moment, c); }
+  });
+  return c;
+}
+
+async function search(ev) {
+  if (ev) ev.preventDefault();
+  const q = $("q").value.trim();
+  if (!q) return;
+  const k = $("k").value;
+  $("status").textContent = "searching…";
+  const t0 = performance.now();
+  let data;
+  try {
+    const resp = await fetch(`/search?q=${encodeURIComponent(q)}&k=${k}`);
+    data = await resp.json();
+    if (!resp.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
+  } catch (err) {
+    $("status").textContent = `error: ${err.message}`;
+    return;
+  }
+  const box = $("results");
+  box.replaceChildren(...data.results.map((r, i) => card(r, i + 1)));
+  const ms = Math.round(performance.now() - t0);
+  $("status").textContent = data.results.length
+    ? `${data.results.length} results for “${data.query}” in ${ms} ms — click one to play it from its best moment`
+    : "no results (is the library indexed?)";
+  history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}`);
+}
+
+async function init() {
+  $("search-form").addEventListener("submit", search);
+  try {
+    const h = await (await fetch("/health")).json();
+    $("library").textContent = `${h.videos} videos indexed · ${h.mode} search` + (h.stale ? " · index built with another model" : "");
+  } catch (err) { /* the page still works without it */ }
+  const params = new URLSearchParams(location.search);
+  if (params.get("q")) {
+    $("q").value = params.get("q");
+    if (params.get("k")) $("k").value = params.get("k");
+    search();
+  }
+}
+
+init();

@@ -1,0 +1,249 @@
+"""Searcher on real media (H.264 clips and images written in the test, MSR-VTT clips when present), checked against
+brute force with each model's own API, file by file; re-indexing after add / change / delete; annotation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import shared_path
+from reelsearch.errors import ReelsearchError
+from reelsearch.search import QueryError, Searcher
+from test_search_support import CAPTIONS, frame_features, make_media, reference_scores, small_model, write_clip
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("media")
+    return folder, sorted(make_media(folder))
+
+
+def _ranks(scores: list[float]) -> np.ndarray:
+    """1 = best, ties share their average rank (plain loops)."""
+    out = np.zeros(len(scores))
+    for i, s in enumerate(scores):
+        better = sum(1 for t in scores if t > s)
+        equal = sum(1 for t in scores if t == s)
+        out[i] = better + (equal + 1) / 2
+    return out
+
+
+def _expected(model, kind, ref):
+    """Fused score per file from the brute-force per-file (per-expert) scores."""
+    if kind in ("moe", "moe-mixed"):
+        return [sum(model.fusion["weights"][k] * v for k, v in r.items()) for r in ref]
+    if kind == "moe-rank":
+        names = list(model.experts)
+        ranks = {k: _ranks([r[k] for r in ref]) for k in names}
+        return [-sum(model.fusion["weights"][k] * ranks[k][i] for k in names) for i in range(len(ref))]
+    return ref
+
+
+MODES = {"cosine": "ann", "order": "scan", "pairwise": "pairwise", "moe": "ann", "moe-rank": "rank",
+         "moe-mixed": "scan"}
+
+
+@pytest.mark.parametrize("kind", list(MODES))
+def test_search_matches_brute_force(kind, media, tmp_path):
+    folder, paths = media
+    model = small_model(kind)
+    with Searcher(tmp_path / "index", model) as searcher:
+        assert searcher.mode == MODES[kind]
+        report = searcher.index([folder], progress=False)
+        assert sorted(report.added) == [str(p) for p in paths] and not report.failed
+        for query in CAPTIONS[:3]:
+            results = searcher.search(query, k=10)
+            ref, ref_frames = reference_scores(model, query, paths)
+            want = dict(zip(map(str, paths), _expected(model, kind, ref)))
+            assert [r["path"] for r in results] == sorted(want, key=lambda p: -want[p])
+            tol = 2e-2 if kind == "pairwise" else 1e-4  # pairwise scores come from float16 frame rows
+            for r in results:
+                assert r["score"] == pytest.approx(want[r["path"]], abs=tol)
+                i = paths.index(type(paths[0])(r["path"]))
+                fs = ref_frames[i]
+                _, times = frame_features(paths[i])
+                assert len(r["frames"]) == len(times)
+                assert [f["t"] for f in r["frames"]] == pytest.approx(times.tolist())
+                assert [f["score"] for f in r["frames"]] == pytest.approx(fs.tolist(), abs=2e-2)
+                assert fs[r["frame"]] >= fs.max() - 2e-2  # the best moment (up to float16 near-ties)
+                assert r["moment"] == pytest.approx(times[r["frame"]])
+                if kind.startswith("moe"):
+                    assert r["experts"] == pytest.approx(ref[i], abs=1e-4)
+            top2 = searcher.search(query, k=2, frames=False)
+            assert [r["id"] for r in top2] == [r["id"] for r in results[:2]] and "frames" not in top2[0]
+
+
+def test_moments_follow_the_content(media, tmp_path):
+    """The frames of one colour segment score alike: the frames strip is piecewise-constant-ish per segment."""
+    folder, paths = media
+    clip = next(p for p in paths if p.name == "red-green-blue.mp4")
+    with Searcher(tmp_path / "index", small_model("cosine")) as searcher:
+        searcher.index([clip], progress=False)
+        (r,) = searcher.search("a red car", k=5)
+    scores = np.array([f["score"] for f in r["frames"]])
+    times = np.array([f["t"] for f in r["frames"]])
+    seg = np.minimum(times // 1.0, 2).astype(int)  # segments of 1 s
+    within = max(np.ptp(scores[seg == s]) for s in range(3))
+    between = np.ptp([scores[seg == s].mean() for s in range(3)])
+    assert between > within  # the strip changes where the picture changes
+    assert r["duration"] == pytest.approx(3.0, abs=0.15)
+
+
+def test_reindex_add_change_delete(media, tmp_path):
+    folder = tmp_path / "lib"
+    shutil.copytree(media[0], folder)
+    model = small_model("cosine")
+    with Searcher(tmp_path / "index", model) as searcher:
+        first = searcher.index([folder], progress=False)
+        assert len(first.added) == 5
+        ids = {r.path: r.id for r in searcher.library.videos()}
+        again = searcher.index([folder], progress=False)
+        assert len(again.unchanged) == 5 and not (again.added or again.updated or again.removed)
+
+        changed = folder / "yellow.mp4"
+        write_clip(changed, [((20, 20, 230), 1.0), ((230, 20, 20), 1.0)], seed=7)  # new content, same name
+        (folder / "white-black.mp4").unlink()
+        (folder / "sub").mkdir()
+        write_clip(folder / "sub" / "new.mp4", [((0, 160, 0), 1.5)])
+        report = searcher.index([folder], progress=False)
+        assert report.added == [str(folder / "sub" / "new.mp4")]
+        assert report.updated == [str(changed)]
+        assert report.removed == [str(folder / "white-black.mp4")]
+        assert len(report.unchanged) == 3 and not report.failed
+
+        results = searcher.search("green grass in a field", k=100)
+        paths = sorted(folder.rglob("*.*"))
+        assert sorted(r["path"] for r in results) == [str(p) for p in paths]
+        by_path = {r["path"]: r for r in results}
+        assert by_path[str(changed)]["id"] == ids[str(changed)]  # same id, new embedding
+        ref, _ = reference_scores(model, "green grass in a field", [changed])
+        assert by_path[str(changed)]["score"] == pytest.approx(ref[0], abs=1e-4)
+        assert len(by_path[str(changed)]["frames"]) == 4  # 2 s sampled every 0.5 s
+
+
+def test_annotate_ranks_captions_like_brute_force(media, tmp_path):
+    folder, paths = media
+    for kind in ("cosine", "pairwise", "moe"):
+        model = small_model(kind)
+        clip = paths[0]
+        with Searcher(tmp_path / kind, model) as searcher:
+            fresh = searcher.annotate(clip, CAPTIONS)  # not indexed: decoded and embedded now
+            searcher.index([clip], progress=False)
+            stored = searcher.annotate(clip, CAPTIONS)  # indexed: stored embeddings
+            by_id = searcher.annotate_id(searcher.library.find(clip), CAPTIONS)
+        want = {c: reference_scores(model, c, [clip])[0][0] for c in CAPTIONS}
+        if kind in ("moe", "moe-mixed"):
+            want = {c: sum(model.fusion["weights"][k] * v for k, v in s.items()) for c, s in want.items()}
+        assert [r["caption"] for r in fresh] == sorted(CAPTIONS, key=lambda c: -want[c])
+        assert [r["score"] for r in fresh] == pytest.approx([want[r["caption"]] for r in fresh], abs=1e-4)
+        tol = 2e-2 if kind == "pairwise" else 1e-5
+        assert [r["score"] for r in stored] == pytest.approx(sorted((want[c] for c in CAPTIONS), reverse=True),
+                                                             abs=tol)
+        assert by_id == stored
+
+
+def test_query_and_caption_validation(media, tmp_path):
+    with Searcher(tmp_path / "index", small_model("cosine")) as searcher:
+        assert searcher.search("anything", k=3) == []  # empty index
+        searcher.index([media[1][0]], progress=False)
+        for bad in ("", "   ", "x" * 1001):
+            with pytest.raises(QueryError):
+                searcher.search(bad, k=3)
+        with pytest.raises(QueryError):
+            searcher.search("a car", k=0)
+        with pytest.raises(QueryError):
+            searcher.annotate(media[1][0], ["", "  "])
+        with pytest.raises(ReelsearchError, match="no such file"):
+            searcher.annotate(tmp_path / "missing.mp4", ["a car"])
+        broken = tmp_path / "broken.mp4"
+        broken.write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 100)
+        with pytest.raises(ReelsearchError, match="broken.mp4"):
+            searcher.annotate(broken, ["a car"])
+        report = searcher.index([broken], progress=False)  # one bad file: reported, the rest stays
+        assert [f[0] for f in report.failed] == [str(broken)]
+        assert len(searcher.search("a car", k=5)) == 1
+
+
+def test_another_model_needs_reindexing(media, tmp_path):
+    folder, paths = media
+    with Searcher(tmp_path / "index", small_model("cosine", seed=0)) as a:
+        a.index(paths[:2], progress=False)
+    with Searcher(tmp_path / "index", small_model("cosine", seed=1)) as b:
+        assert b.stale()
+        with pytest.raises(ReelsearchError, match="another model"):
+            b.search("a red car", k=3)
+        report = b.index(paths[:2], progress=False)
+        assert len(report.added) == 2 and not b.stale()
+        assert len(b.search("a red car", k=3)) == 2
+
+
+def _msrvtt_captions(video_ids: list[str]) -> dict[str, list[str]]:
+    archive = shared_path("msrvtt", "test_videodatainfo.json.zip")
+    with zipfile.ZipFile(archive) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".json"))
+        data = json.loads(zf.read(name))
+    out: dict[str, list[str]] = {v: [] for v in video_ids}
+    for s in data["sentences"]:
+        if s["video_id"] in out:
+            out[s["video_id"]].append(s["caption"])
+    return out
+
+
+def test_real_msrvtt_clips(tmp_path):
+    clips = shared_path("msrvtt", "clips")
+    paths = sorted(clips.glob("*.mp4"))
+    captions = _msrvtt_captions([p.stem for p in paths])
+    model = small_model("cosine")
+    with Searcher(tmp_path / "index", model, max_frames=8) as searcher:
+        report = searcher.index([clips], progress=False)
+        assert len(report.added) == len(paths) == 2 and not report.failed
+        query = captions[paths[0].stem][0]
+        results = searcher.search(query, k=5)
+        ref, ref_frames = reference_scores(model, query, paths, max_frames=8)
+        assert [r["path"] for r in results] == [str(paths[i]) for i in np.argsort(-np.array(ref), kind="stable")]
+        for r in results:
+            assert 0 <= r["moment"] <= r["duration"]
+            i = [str(p) for p in paths].index(r["path"])
+            assert [f["score"] for f in r["frames"]] == pytest.approx(ref_frames[i].tolist(), abs=2e-2)
+            assert len(r["frames"]) == 8  # both clips are longer than 4 s: the cap spreads 8 frames
+        ranked = searcher.annotate(paths[0], captions[paths[0].stem] + captions[paths[1].stem])
+    assert len(ranked) == 40 and ranked == sorted(ranked, key=lambda r: -r["score"])
+
+
+def test_default_model_finds_the_right_msrvtt_clip(tmp_path):
+    """With the bundled model (when present): each real clip's own captions rank it first more often than not."""
+    from reelsearch.models.checkpoint import default_model_dir
+
+    try:
+        default_model_dir()
+    except ReelsearchError as exc:
+        pytest.skip(str(exc))
+    clips = shared_path("msrvtt", "clips")
+    paths = sorted(clips.glob("*.mp4"))
+    captions = _msrvtt_captions([p.stem for p in paths])
+    with Searcher(tmp_path / "index", "default") as searcher:
+        searcher.index([clips], progress=False)
+        hits = [searcher.search(c, k=1)[0]["path"] == str(p) for p in paths for c in captions[p.stem]]
+    assert np.mean(hits) > 0.5
+
+
+def test_default_model_name_resolves_to_the_bundled_model():
+    from reelsearch.models import load_model, resolve_checkpoint
+    from reelsearch.models.checkpoint import default_model_dir
+
+    try:
+        directory = default_model_dir()
+    except ReelsearchError as exc:
+        assert "bundled default model is missing" in str(exc) and "--model" in str(exc)
+        with pytest.raises(ReelsearchError, match="bundled default model"):
+            load_model("default")
+        return
+    assert resolve_checkpoint("default") == directory
+    assert directory.parts[-2:] == ("assets", "default-model")

@@ -1,0 +1,147 @@
+"""`reelsearch index | search | annotate` on real generated media with a saved model directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from reelsearch.cli.main import app
+from reelsearch.search import Searcher
+from test_search_support import CAPTIONS, make_media, small_model
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    paths = sorted(make_media(root / "media"))
+    model_dir = small_model("order").save(root / "model")
+    runner = CliRunner()
+    res = runner.invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--model", str(model_dir),
+                              "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert f"5 added, 0 updated, 0 removed, 0 unchanged, 0 failed; 5 in {root / 'index'}" in res.output
+    return root, paths, model_dir, runner
+
+
+def test_search_json_contract(setup):
+    root, paths, model_dir, runner = setup
+    res = runner.invoke(app, ["search", CAPTIONS[0], "--index", str(root / "index"), "-k", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    assert len(got) == 3 and all(list(r) == ["id", "path", "score", "moment"] for r in got)
+    with Searcher(root / "index", str(model_dir)) as searcher:  # the model the index remembers (searcher.json)
+        want = searcher.search(CAPTIONS[0], 3, frames=False)
+    assert [(r["id"], r["path"], r["moment"]) for r in got] == [(r["id"], r["path"], r["moment"]) for r in want]
+    assert [r["score"] for r in got] == pytest.approx([r["score"] for r in want])
+
+
+def test_search_human_readable(setup):
+    root, paths, _, runner = setup
+    res = runner.invoke(app, ["search", "a yellow flower", "--index", str(root / "index"), "-k", "10"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.rstrip("\n").splitlines()
+    assert len(lines) == 5 and lines[0].startswith("  1. ")
+    assert sorted(line.rsplit("  ", 1)[1] for line in lines) == sorted(map(str, paths))
+
+
+def test_annotate_json(setup, tmp_path):
+    root, paths, model_dir, runner = setup
+    captions = tmp_path / "captions.txt"
+    captions.write_text("\n".join(CAPTIONS) + "\n\n")
+    res = runner.invoke(app, ["annotate", str(paths[0]), "--captions", str(captions), "--index", str(root / "index"),
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    with Searcher(root / "index", str(model_dir)) as searcher:
+        want = searcher.annotate(paths[0], CAPTIONS)
+    assert [list(r) for r in got] == [["caption", "score"]] * len(CAPTIONS)
+    assert [r["caption"] for r in got] == [r["caption"] for r in want]
+    text = runner.invoke(app, ["annotate", str(paths[0]), "--captions", str(captions), "--index",
+                               str(root / "index")])
+    assert text.stdout.splitlines()[0].endswith(want[0]["caption"])
+
+
+def test_reindex_reports_changes(setup, tmp_path):
+    root, paths, model_dir, runner = setup
+    (root / "media" / "sea.jpg").unlink()
+    res = runner.invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--quiet"])
+    assert res.exit_code == 0 and "0 added, 0 updated, 1 removed, 4 unchanged, 0 failed; 4 in" in res.output
+    bad = root / "media" / "broken.mp4"
+    bad.write_bytes(b"not a video")
+    res = runner.invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--quiet"])
+    assert res.exit_code == 1 and f"failed: {bad}" in res.output
+    bad.unlink()
+
+
+def test_errors_are_one_line_and_exit_2(setup, tmp_path):
+    root, paths, model_dir, _ = setup
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    cmd = [sys.executable, "-m", "reelsearch", "search", "   ", "--index", str(root / "index"), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == "error: the query is empty"
+    missing = tmp_path / "none.txt"
+    cmd = [sys.executable, "-m", "reelsearch", "annotate", str(paths[0]), "--captions", str(missing), "--index",
+           str(root / "index")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2 and str(missing) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_default_index_location(setup, tmp_path):
+    root, paths, model_dir, runner = setup
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    res = runner.invoke(app, ["index", str(paths[3]), "--model", str(model_dir), "--quiet"], env=env)
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "data" / "reelsearch" / "index" / "library.sqlite").is_file()
+    res = runner.invoke(app, ["search", "a yellow flower", "--json"], env=env)
+    assert [r["path"] for r in json.loads(res.stdout)] == [str(paths[3])]
+
+
+def test_serve_answers_http(setup):
+    import time
+
+    import httpx
+
+    from test_search_support import free_port
+
+    root, paths, model_dir, _ = setup
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "reelsearch", "serve", "--index", str(root / "index"), "--port",
+                             str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()
+                time.sleep(0.2)
+        assert health["status"] == "ok" and health["videos"] >= 4 and health["mode"] == "scan"
+        res = httpx.get(f"http://127.0.0.1:{port}/search", params={"q": "a yellow flower", "k": 2}, timeout=30)
+        assert res.status_code == 200 and len(res.json()["results"]) == 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_search_needs_an_existing_index_and_annotate_does_not(setup, tmp_path):
+    root, paths, model_dir, runner = setup
+    res = runner.invoke(app, ["search", "a car", "--index", str(tmp_path / "nope")])
+    assert res.exit_code != 0 and "no index here" in str(res.exception)
+    assert not (tmp_path / "nope").exists()
+    captions = tmp_path / "captions.txt"
+    captions.write_text("a yellow flower\na red car\n")
+    res = runner.invoke(app, ["annotate", str(paths[-1]), "--captions", str(captions), "--index",
+                              str(tmp_path / "nope"), "--model", str(model_dir), "--json"])
+    assert res.exit_code == 0, res.output
+    assert sorted(r["caption"] for r in json.loads(res.stdout)) == ["a red car", "a yellow flower"]
+    assert not (tmp_path / "nope").exists()

@@ -1,0 +1,229 @@
+"""The HTTP service over a real index of generated media: API results, validation (4xx, never 500), 404s, range
+requests byte for byte, traversal attempts, uploads, and concurrent requests against a real uvicorn server."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import cv2
+import httpx
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from reelsearch.search import Searcher
+from reelsearch.service import create_app
+from reelsearch.service.app import STATIC_DIR, _local_swagger_ui
+from test_search_support import CAPTIONS, ServerThread, make_media, small_model
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("service")
+    paths = sorted(make_media(root / "media"))
+    searcher = Searcher(root / "index", small_model("moe"))
+    searcher.index([root / "media"], progress=False)
+    app = create_app(searcher)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client, searcher, paths
+    searcher.close()
+
+
+def _id(searcher, path) -> str:
+    return searcher.library.find(path)
+
+
+def test_health_docs_and_page(served):
+    client, searcher, paths = served
+    h = client.get("/health").json()
+    assert h["status"] == "ok" and h["videos"] == len(paths) and h["mode"] == "ann" and not h["stale"]
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "swagger-ui" in docs.text
+    if _local_swagger_ui():
+        assert "cdn." not in docs.text and client.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
+    spec = client.get("/openapi.json").json()
+    assert {"/search", "/annotate", "/videos/{video_id}", "/videos/{video_id}/media", "/health"} <= set(spec["paths"])
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="q"' in page.text and "/static/app.js" in page.text
+    for name in ("app.js", "style.css"):
+        assert client.get(f"/static/{name}").status_code == 200
+    for f in STATIC_DIR.iterdir():  # everything is served locally: no CDN, no external URL
+        assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", f.read_text()), f.name
+        assert "url(http" not in f.read_text()
+
+
+def test_search_results(served):
+    client, searcher, paths = served
+    resp = client.get("/search", params={"q": CAPTIONS[0], "k": 3})
+    assert resp.status_code == 200
+    body = resp.json()
+    want = searcher.search(CAPTIONS[0], 3)
+    assert [r["id"] for r in body["results"]] == [r["id"] for r in want]
+    for got, exp in zip(body["results"], want):
+        assert got["score"] == pytest.approx(exp["score"]) and got["moment"] == exp["moment"]
+        assert set(got["experts"]) == {"object", "scene"} and len(got["frames"]) == len(exp["frames"])
+        assert client.get(got["thumbnail"]).status_code == 200
+        assert client.get(got["media"], headers={"Range": "bytes=0-9"}).status_code == 206
+    assert len(client.get("/search", params={"q": "a yellow flower", "k": 100}).json()["results"]) == len(paths)
+
+
+@pytest.mark.parametrize("params", [
+    {}, {"q": ""}, {"q": "   "}, {"q": "x" * 1001}, {"q": "car", "k": 0}, {"q": "car", "k": 101},
+    {"q": "car", "k": "ten"}, {"q": "car", "k": "1.5"}, {"q": "car", "k": -3},
+])
+def test_search_validation(served, params):
+    resp = served[0].get("/search", params=params)
+    assert resp.status_code == 422, resp.text
+
+
+def test_video_metadata_and_thumbnails(served):
+    client, searcher, paths = served
+    vid = _id(searcher, paths[0])
+    meta = client.get(f"/videos/{vid}").json()
+    assert meta["path"] == str(paths[0]) and meta["n_frames"] == len(meta["frames"]) == 6
+    assert [f["t"] for f in meta["frames"]] == pytest.approx([0, 0.5, 1.0, 1.5, 2.0, 2.5], abs=0.06)
+    for frame in (None, 0, 5):
+        resp = client.get(f"/videos/{vid}/thumbnail", params={} if frame is None else {"frame": frame})
+        assert resp.status_code == 200 and resp.headers["content-type"] == "image/jpeg"
+        img = cv2.imdecode(np.frombuffer(resp.content, np.uint8), cv2.IMREAD_COLOR)
+        assert max(img.shape[:2]) == 96  # long side 96, from a 96x64 clip
+    assert client.get(f"/videos/{vid}/thumbnail", params={"frame": 6}).status_code == 404
+    assert client.get(f"/videos/{vid}/thumbnail", params={"frame": -1}).status_code == 422
+    assert client.get(f"/videos/{vid}/thumbnail", params={"frame": "x"}).status_code == 422
+
+
+@pytest.mark.parametrize("bad", ["999999", "0", "abc", "-1", "1.0", "1e3", "%20", "1%00", "9" * 40])
+def test_unknown_ids_are_404(served, bad):
+    client = served[0]
+    for suffix in ("", "/thumbnail", "/media"):
+        assert client.get(f"/videos/{bad}{suffix}").status_code == 404
+
+
+@pytest.mark.parametrize("attempt", [
+    "/videos/..%2F..%2F..%2Fetc%2Fpasswd/media", "/videos/%2e%2e%2f%2e%2e%2fetc%2fpasswd/media",
+    "/videos/1%2F..%2F..%2Fetc%2Fpasswd/media", "/videos/%2Fetc%2Fpasswd/media", "/videos/..%5C..%5Cwin.ini/media",
+    "/videos/1/media/../../../../etc/passwd", "/static/..%2F..%2F..%2F..%2Fetc%2Fpasswd",
+    "/static/%2e%2e/%2e%2e/app.py", "/videos/1/media?path=/etc/passwd",
+])
+def test_traversal_attempts_are_refused(served, attempt):
+    client, searcher, paths = served
+    resp = client.get(attempt)
+    if attempt.endswith("path=/etc/passwd"):  # extra parameters are ignored: still video 1's own file
+        assert resp.content == open(searcher.library.video("1").path, "rb").read()
+        return
+    assert resp.status_code in (400, 404), (attempt, resp.status_code)
+    assert b"root:" not in resp.content and b"create_app" not in resp.content
+
+
+def test_range_requests_exact_bytes(served):
+    client, searcher, paths = served
+    vid = _id(searcher, paths[0])
+    data = paths[0].read_bytes()
+    size = len(data)
+    url = f"/videos/{vid}/media"
+    full = client.get(url)
+    assert full.status_code == 200 and full.content == data and full.headers["accept-ranges"] == "bytes"
+    assert full.headers["content-type"] == "video/mp4"
+    cases = {"bytes=10-99": (10, 99), "bytes=100-": (100, size - 1), "bytes=-50": (size - 50, size - 1),
+             f"bytes=0-{size + 1000}": (0, size - 1), "bytes=7-7": (7, 7), "bytes=3-5, 20-30": (3, 5),
+             f"bytes=-{size * 2}": (0, size - 1)}
+    for header, (a, b) in cases.items():
+        resp = client.get(url, headers={"Range": header})
+        assert resp.status_code == 206, header
+        assert resp.content == data[a:b + 1], header
+        assert resp.headers["content-range"] == f"bytes {a}-{b}/{size}"
+        assert int(resp.headers["content-length"]) == b - a + 1
+    for header in (f"bytes={size}-", "bytes=50-10", "bytes=-0"):
+        resp = client.get(url, headers={"Range": header})
+        assert resp.status_code == 416, header
+        assert resp.headers["content-range"] == f"bytes */{size}"
+    for header in ("items=0-10", "bytes=abc", "bytes=", "bytes=-"):  # not a byte range: the whole file
+        resp = client.get(url, headers={"Range": header})
+        assert resp.status_code == 200 and resp.content == data, header
+    head = client.head(url, headers={"Range": "bytes=0-99"})
+    assert head.status_code == 206 and head.headers["content-length"] == "100" and head.content == b""
+
+
+def test_media_of_a_vanished_file_is_404(served, tmp_path):
+    client, searcher, paths = served
+    gone = tmp_path / "gone.mp4"
+    gone.write_bytes(paths[0].read_bytes() + b"\0")  # different content: embedded, not reused
+    with searcher.lock:
+        searcher.library.sync([gone], searcher.embedder, model_id=searcher.model_id, progress=False)
+    vid = _id(searcher, gone)
+    gone.unlink()
+    assert client.get(f"/videos/{vid}").status_code == 200  # still in the index until the next sync
+    assert client.get(f"/videos/{vid}/media").status_code == 404
+    with searcher.lock:
+        searcher.library.sync([tmp_path], searcher.embedder, model_id=searcher.model_id, progress=False)
+    assert client.get(f"/videos/{vid}").status_code == 404
+
+
+def test_annotate_by_id_path_and_upload(served):
+    client, searcher, paths = served
+    clip = paths[0]
+    want = searcher.annotate(clip, CAPTIONS)
+    vid = _id(searcher, clip)
+    by_id = client.post("/annotate", json={"id": vid, "captions": CAPTIONS})
+    assert by_id.status_code == 200
+    assert [r["caption"] for r in by_id.json()["captions"]] == [r["caption"] for r in want]
+    assert [r["score"] for r in by_id.json()["captions"]] == pytest.approx([r["score"] for r in want], abs=1e-6)
+    by_path = client.post("/annotate", json={"path": str(clip), "captions": CAPTIONS})
+    assert by_path.json()["captions"] == by_id.json()["captions"]
+    upload = client.post("/annotate", files={"file": ("clip.mp4", clip.read_bytes(), "video/mp4")},
+                         data={"captions": "\n".join(CAPTIONS)})
+    assert upload.status_code == 200
+    got = upload.json()["captions"]
+    assert [r["caption"] for r in got] == [r["caption"] for r in want]
+    assert [r["score"] for r in got] == pytest.approx([r["score"] for r in want], abs=1e-4)
+
+
+@pytest.mark.parametrize("kwargs,status", [
+    ({"json": {"id": "1"}}, 422),
+    ({"json": {"id": "1", "captions": "a car"}}, 422),
+    ({"json": {"id": "1", "captions": [1, 2]}}, 422),
+    ({"json": {"id": "1", "captions": ["", " "]}}, 422),
+    ({"json": {"id": "1", "captions": ["x" * 1001]}}, 422),
+    ({"json": {"id": "1", "captions": ["a"] * 1001}}, 422),
+    ({"json": {"captions": ["a car"]}}, 422),
+    ({"json": ["a car"]}, 422),
+    ({"json": {"id": "424242", "captions": ["a car"]}}, 404),
+    ({"json": {"id": "../1", "captions": ["a car"]}}, 404),
+    ({"json": {"path": "/etc/passwd", "captions": ["a car"]}}, 404),
+    ({"content": b"{not json", "headers": {"content-type": "application/json"}}, 422),
+    ({"content": b"a car", "headers": {"content-type": "text/plain"}}, 415),
+    ({"files": {"file": ("notes.txt", b"hello", "text/plain")}, "data": {"captions": "a car"}}, 415),
+    ({"files": {"file": ("broken.mp4", b"\0" * 64, "video/mp4")}, "data": {"captions": "a car"}}, 400),
+    ({"files": {"file": ("clip.mp4", b"\0" * 64, "video/mp4")}}, 422),
+    ({"data": {"captions": "a car"}}, 415),
+])
+def test_annotate_validation(served, kwargs, status):
+    resp = served[0].post("/annotate", **kwargs)
+    assert resp.status_code == status, resp.text
+
+
+def test_concurrent_requests_on_a_real_server(served):
+    _, searcher, paths = served
+    app = create_app(searcher)
+    vid = _id(searcher, paths[0])
+    data = paths[0].read_bytes()
+    expected = {q: [r["id"] for r in searcher.search(q, 5)] for q in CAPTIONS}
+
+    def one(i: int):
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            q = CAPTIONS[i % len(CAPTIONS)]
+            res = http.get("/search", params={"q": q, "k": 5})
+            assert res.status_code == 200 and [r["id"] for r in res.json()["results"]] == expected[q]
+            part = http.get(f"/videos/{vid}/media", headers={"Range": f"bytes={i}-{i + 99}"})
+            assert part.status_code == 206 and part.content == data[i:i + 100]
+            assert http.get(f"/videos/{vid}/thumbnail").status_code == 200
+            ann = http.post("/annotate", json={"id": vid, "captions": CAPTIONS[:3]})
+            assert ann.status_code == 200 and len(ann.json()["captions"]) == 3
+            return True
+
+    with ServerThread(app) as server, ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(one, range(24)))

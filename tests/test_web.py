@@ -1,0 +1,107 @@
+"""End to end in a real browser: headless Chromium (Debian's /usr/bin/chromium, driven by Playwright) against uvicorn
+serving a real index: type a query, see result cards, click one, the video plays from the best moment.
+
+Needs `apt-get install -y chromium` and the `playwright` Python package (no browser download: Playwright drives the
+system Chromium). Skips with the reason when either is absent.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from reelsearch.search import Searcher
+from reelsearch.service import create_app
+from test_search_support import ServerThread, make_media, small_model
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+DOCS_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "img" / "search-page.png"
+
+torch.set_num_threads(1)
+
+
+def test_search_page_in_headless_chromium(tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium (install it: apt-get update && apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+
+    paths = make_media(tmp_path / "media")
+    with Searcher(tmp_path / "index", small_model("moe")) as searcher:
+        searcher.index([tmp_path / "media"], progress=False)
+        want = searcher.search("a red car drives on the road", 20, frames=False)
+        with ServerThread(create_app(searcher)) as server, sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch_persistent_context(
+                str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=FLAGS,
+                viewport={"width": 1280, "height": 860})
+            try:
+                page = browser.pages[0] if browser.pages else browser.new_page()
+                errors: list[str] = []
+                requests: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.on("request", lambda req: requests.append(req.url))
+                page.goto(server.url + "/", wait_until="networkidle")
+                page.fill("#q", "a red car drives on the road")
+                page.click("#go")
+                page.wait_for_selector(".card", timeout=20_000)
+                cards = page.locator(".card")
+                assert cards.count() == len(paths) == len(want)
+                ids = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
+                assert ids == [r["id"] for r in want]  # the API's order
+                first = cards.nth(0)
+                assert f"{want[0]['score']:.4f}" in first.inner_text()
+                strips = page.locator(".card .strip")
+                assert strips.count() == len(paths)
+                page.wait_for_function(  # every thumbnail of the grid loaded from the service
+                    "() => [...document.querySelectorAll('.thumb img')].every(i => i.complete && i.naturalWidth > 0)")
+
+                # click a card: the player opens and starts at the result's best moment
+                clip = next(i for i, r in enumerate(want) if r["path"].endswith("red-green-blue.mp4"))
+                moment = want[clip]["moment"]
+                cards.nth(clip).click()
+                _wait_started(page, moment)
+                t = page.evaluate("document.getElementById('video').currentTime")
+                assert moment - 0.05 <= t <= moment + 1.0, (t, moment)
+
+                # click a frame of its similarity strip: playback jumps to that frame's time
+                frame = cards.nth(clip).locator(".strip .frame").nth(3)
+                target = float(frame.get_attribute("data-t"))
+                assert target == pytest.approx(1.5, abs=0.06)
+                frame.click()
+                _wait_started(page, target)
+                t = page.evaluate("document.getElementById('video').currentTime")
+                assert target - 0.05 <= t <= target + 1.0, (t, target)
+                shot = tmp_path / "search-page.png"
+                page.evaluate("document.getElementById('video').pause()")
+                page.screenshot(path=str(shot), full_page=True)
+
+                # an image result is shown as a still (keyboard: focus its card and press Enter)
+                image = next(i for i, r in enumerate(want) if r["path"].endswith(".png"))
+                cards.nth(image).focus()
+                page.keyboard.press("Enter")
+                page.wait_for_function("() => { const s = document.getElementById('still');"
+                                       " return !s.hidden && s.complete && s.naturalWidth === 80; }")
+                assert page.locator("#video").is_hidden()
+
+                # the API docs render from local files too
+                page.goto(server.url + "/docs", wait_until="networkidle")
+                page.wait_for_selector("#operations-default-search_search_get", timeout=20_000)
+                assert not errors, errors
+                outside = [u for u in requests if not u.startswith((server.url, "data:", "blob:"))]
+                assert not outside, outside  # no CDN, nothing outside the service
+            finally:
+                browser.close()
+    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, DOCS_SCREENSHOT)
+
+
+def _wait_started(page, start: float) -> None:
+    page.wait_for_function(
+        "(s) => { const v = document.getElementById('video');"
+        " return Math.abs(parseFloat(v.dataset.start) - s) < 1e-6 && v.readyState >= 2 && !v.seeking"
+        " && v.currentTime >= s - 0.05; }", arg=start, timeout=20_000)
