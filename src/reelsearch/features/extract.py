@@ -1,0 +1,432 @@
+"""Batch feature extraction: decode in parallel workers, run extractors in batches, write a FeatureStore.
+
+Resumable (a key already stored for a modality is skipped for it), atomic (the FeatureStore commits every
+``commit_every`` items; a killed run loses at most the uncommitted ones), and one bad item never stops the rest:
+its error goes to ``STORE/errors.jsonl``. Videos are decoded once per item for all frame modalities.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import inspect
+import json
+import multiprocessing
+import os
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.features.sources import Job
+from reelsearch.io import atomic_write_text
+from reelsearch.media.decode import SamplingPolicy, decode_audio, decode_frames
+
+DEFAULT_EXTRACTORS = {"appearance": "efficientnet-lite0", "motion": "hof-mbh", "audio": "soundnet8"}
+ERRORS_FILE = "errors.jsonl"
+
+
+@dataclass
+class ExtractConfig:
+    """Options of one extraction run (see ``reelsearch extract --help``)."""
+
+    modalities: tuple[str, ...] = ("appearance",)
+    extractors: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_EXTRACTORS))
+    policy: SamplingPolicy = field(default_factory=lambda: SamplingPolicy("interval", 0.5, 64))
+    short_side: int | None = 256
+    workers: int = 2
+    executor: str = "thread"  # "thread" | "process"
+    batch_size: int | None = None  # frames per model forward pass (None: the extractor's default)
+    call_frames: int = 64  # frames of several items gathered into one extractor call
+    device: str | None = None
+    dtype: str = "float16"
+    commit_every: int = 256
+    decode_threads: int = 0
+    motion_input: str = "pairs"  # "pairs": flow from each sampled frame to the next decoded one; "sampled"
+    progress: bool = True
+
+
+@dataclass
+class ExtractSummary:
+    """Counts of one run: per modality items added and already done; failed items; seconds."""
+
+    total: int = 0
+    added: dict[str, int] = field(default_factory=dict)
+    already: dict[str, int] = field(default_factory=dict)
+    absent: dict[str, int] = field(default_factory=dict)  # e.g. audio of a video without sound, motion of an image
+    errors: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed_items(self) -> int:
+        return len({(e.get("id"), e.get("path")) for e in self.errors})
+
+    def line(self, errors_path: Path | None = None) -> str:
+        parts = [f"{m} +{self.added.get(m, 0)} (done before {self.already.get(m, 0)}"
+                 + (f", none {self.absent[m]}" if self.absent.get(m) else "") + ")" for m in self.added]
+        rate = self.total / self.seconds if self.seconds > 0 else 0.0
+        failed = f"{self.failed_items} failed" + (f" (see {errors_path})" if self.failed_items and errors_path else "")
+        return f"extract: {self.total} items; {'; '.join(parts)}; {failed}; {self.seconds:.1f} s ({rate:.1f} items/s)"
+
+
+@dataclass
+class Decoded:
+    """What a worker decoded for one job: frames and/or audio, or an error per modality group."""
+
+    job: Job
+    frames: object = None  # media.decode.Frames
+    audio: np.ndarray | None = None
+    audio_rate: int = 0
+    frame_error: str | None = None
+    audio_error: str | None = None
+
+
+def decode_job(job: Job, need_frames: bool, audio_rate: int | None, policy: SamplingPolicy,
+               short_side: int | None, threads: int = 0, with_next: bool = False) -> Decoded:
+    """Decode what the pending modalities of ``job`` need (runs in a worker thread or process)."""
+    out = Decoded(job, audio_rate=audio_rate or 0)
+    if job.path is None:
+        out.frame_error = out.audio_error = "no media file for this item"
+        return out
+    if need_frames:
+        try:
+            out.frames = decode_frames(job.path, policy, short_side=short_side, start=job.start, end=job.end,
+                                       threads=threads, with_next=with_next)
+        except ReelsearchError as exc:
+            out.frame_error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - any decoder failure is this item's error
+            out.frame_error = f"{job.shown}: {type(exc).__name__}: {exc}"
+    if audio_rate:
+        try:
+            out.audio = decode_audio(job.path, audio_rate, start=job.start, end=job.end)
+        except ReelsearchError as exc:
+            out.audio_error = str(exc)
+        except Exception as exc:  # noqa: BLE001
+            out.audio_error = f"{job.shown}: {type(exc).__name__}: {exc}"
+    return out
+
+
+def motion_of_pairs(extractor, frames) -> np.ndarray:
+    """One motion row per sampled frame: the extractor on (frame, the frame decoded right after it)."""
+    pairs = zip(frames.images, frames.next_images, strict=True)
+    rows = [np.asarray(extractor.extract_frames(np.stack([a, b])))[:1] for a, b in pairs]
+    return np.concatenate(rows)
+
+
+def make_extractor(name: str, device: str | None = None, batch_size: int | None = None):
+    """create_extractor(name) with ``device`` / ``batch_size`` passed when its constructor takes them."""
+    from reelsearch.features.extractors import EXTRACTORS, create_extractor
+
+    options = {}
+    try:
+        module, factory = EXTRACTORS[name].split(":")
+        import importlib
+
+        params = inspect.signature(getattr(importlib.import_module(module), factory)).parameters
+        if device is not None and "device" in params:
+            options["device"] = device
+        if batch_size is not None and "batch_size" in params:
+            options["batch_size"] = batch_size
+    except (KeyError, ValueError, TypeError):
+        pass
+    return create_extractor(name, **options)
+
+
+class _FrameBatcher:
+    """Collects per-frame extractor inputs of several items (same frame size) and runs them in one call."""
+
+    def __init__(self, extractor, batch_size: int, emit):
+        self.extractor, self.batch_size, self.emit = extractor, batch_size, emit
+        self.groups: dict[tuple, list] = {}
+
+    def add(self, job: Job, frames, meta: dict) -> None:
+        shape = frames.images.shape[1:]
+        group = self.groups.setdefault(shape, [])
+        group.append((job, frames.images, meta))
+        if sum(len(x[1]) for x in group) >= self.batch_size:
+            self.flush(shape)
+        elif sum(len(x[1]) for g in self.groups.values() for x in g) > 4 * self.batch_size:
+            self.flush(max(self.groups, key=lambda s: len(self.groups[s])))
+
+    def flush(self, shape=None) -> None:
+        for s in [shape] if shape is not None else list(self.groups):
+            group = self.groups.pop(s, [])
+            if group:
+                self._run(group)
+
+    def _run(self, group) -> None:
+        try:
+            feats = np.asarray(self.extractor.extract_frames(np.concatenate([x[1] for x in group])))
+            if len(feats) != sum(len(x[1]) for x in group):
+                raise ValueError("extractor output is not one row per frame")
+        except Exception:  # noqa: BLE001 - isolate the failing item: run them one by one
+            for job, images, meta in group:
+                self.emit(job, lambda images=images: self.extractor.extract_frames(images), meta)
+            return
+        start = 0
+        for job, images, meta in group:
+            part = feats[start : start + len(images)]
+            start += len(images)
+            self.emit(job, lambda part=part: part, meta)
+
+
+def run_extraction(jobs: list[Job], store_root: str | Path, config: ExtractConfig, extractors: dict | None = None,
+                   problems: list[dict] | None = None) -> ExtractSummary:
+    """Extract ``config.modalities`` of ``jobs`` into the FeatureStore at ``store_root``; errors to errors.jsonl.
+
+    ``extractors``: modality -> extractor object, to use instead of creating them by name (tests, notebooks).
+    """
+    from tqdm import tqdm
+
+    from reelsearch.features.store import FeatureStore
+
+    t0 = time.perf_counter()
+    store = _open_store(store_root)
+    summary = ExtractSummary(total=len(jobs))
+    summary.errors.extend(problems or [])
+    modalities = list(dict.fromkeys(config.modalities))
+    for m in modalities:
+        if m not in DEFAULT_EXTRACTORS:
+            raise ReelsearchError(f"unknown modality {m!r}; choose from {', '.join(DEFAULT_EXTRACTORS)}")
+    errors_path = Path(store_root) / ERRORS_FILE
+    try:
+        # resumption: which keys still need which modality (read before loading any model)
+        pending: list[tuple[Job, list[str]]] = []
+        for m in modalities:
+            summary.added[m] = summary.already[m] = 0
+        for job in jobs:
+            todo = [m for m in modalities if not store.has(m, job.key)]
+            for m in modalities:
+                if m not in todo:
+                    summary.already[m] += 1
+            if todo:
+                pending.append((job, todo))
+        if not pending:
+            return summary
+        ex = dict(extractors or {})
+        for m in modalities:
+            if m not in ex and any(m in todo for _, todo in pending):
+                ex[m] = make_extractor(config.extractors.get(m, DEFAULT_EXTRACTORS[m]), config.device,
+                                       config.batch_size)
+        _run_pending(pending, store, ex, config, summary, tqdm, FeatureStore)
+    finally:
+        summary.seconds = time.perf_counter() - t0
+        _write_errors(errors_path, summary.errors)
+    return summary
+
+
+def _open_store(root):
+    from reelsearch.features.store import FeatureStore, FeatureStoreError
+
+    for attempt in range(20):  # several ranks may create the same root at once
+        try:
+            return FeatureStore(root)
+        except FeatureStoreError:
+            if attempt == 19:
+                raise
+            time.sleep(0.1)
+
+
+def _write_errors(path: Path, errors: list[dict]) -> None:
+    if errors or path.exists():
+        atomic_write_text(path, "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors))
+
+
+def _run_pending(pending, store, ex, config: ExtractConfig, summary: ExtractSummary, tqdm, _store_cls) -> None:
+    import contextlib
+
+    frame_mods = [m for m in ("appearance", "motion") if m in ex]
+    with contextlib.ExitStack() as stack:
+        writers = {m: stack.enter_context(store.writer(m, int(ex[m].dim), dtype=config.dtype,
+                                                       commit_every=config.commit_every)) for m in ex}
+
+        def fail(job: Job, modality: str, error: str) -> None:
+            summary.errors.append({"id": job.key, "path": job.shown, "modality": modality, "error": error})
+
+        def emit_for(modality):
+            def emit(job: Job, compute, meta: dict) -> None:
+                try:
+                    feats = np.asarray(compute(), dtype=np.float32)
+                    writers[modality].add(job.key, feats, meta)
+                    summary.added[modality] += 1
+                except Exception as exc:  # noqa: BLE001 - one item's failure stays that item's
+                    fail(job, modality, f"{job.shown}: {ex[modality].__class__.__name__}: {exc}")
+            return emit
+
+        bar = tqdm(total=len(pending), unit="item", desc="extract", disable=not config.progress, file=sys.stderr,
+                   dynamic_ncols=True, smoothing=0.05)
+        batcher = None
+        if "appearance" in ex:
+            emit_appearance = emit_for("appearance")
+
+            def emit_and_count(job, compute, meta):  # an item is done once its batched appearance is stored
+                emit_appearance(job, compute, meta)
+                bar.update(1)
+
+            batcher = _FrameBatcher(ex["appearance"], max(1, config.call_frames, config.batch_size or 0),
+                                    emit_and_count)
+        emit_motion = emit_for("motion") if "motion" in ex else None
+        emit_audio = emit_for("audio") if "audio" in ex else None
+        audio_rate = int(getattr(ex["audio"], "sample_rate", 22050)) if "audio" in ex else None
+
+        for job, todo, result in _decoded_stream(pending, frame_mods, audio_rate, config):
+            deferred = False
+            if result.frame_error is not None:
+                for m in todo:
+                    if m in frame_mods:
+                        fail(job, m, result.frame_error)
+            elif result.frames is not None:
+                frames = result.frames
+                meta = {"path": job.shown, "timestamps": np.round(frames.timestamps, 4).tolist(),
+                        "duration": round(frames.duration, 4), "fps": round(frames.fps, 4),
+                        "width": frames.width, "height": frames.height, "sampling": str(config.policy),
+                        "image": frames.is_image}
+                if job.start is not None or job.end is not None:
+                    meta.update(start=job.start, end=job.end)
+                if "appearance" in todo:
+                    batcher.add(job, frames, meta)
+                    deferred = True
+                if "motion" in todo:
+                    if frames.is_image or len(frames) < 2:
+                        summary.absent["motion"] = summary.absent.get("motion", 0) + 1
+                    elif frames.next_images is not None:
+                        emit_motion(job, lambda f=frames: motion_of_pairs(ex["motion"], f), meta)
+                    else:
+                        emit_motion(job, lambda f=frames: ex["motion"].extract_frames(f.images), meta)
+            if "audio" in todo:
+                if result.audio_error is not None:
+                    fail(job, "audio", result.audio_error)
+                elif result.audio is None or result.audio.size == 0:
+                    summary.absent["audio"] = summary.absent.get("audio", 0) + 1
+                else:
+                    wave = result.audio
+                    meta = {"path": job.shown, "sample_rate": result.audio_rate,
+                            "duration": round(len(wave) / result.audio_rate, 4)}
+                    emit_audio(job, lambda w=wave, r=result.audio_rate: ex["audio"].extract_audio(w, r), meta)
+            if not deferred:
+                bar.update(1)
+        if batcher is not None:
+            batcher.flush()
+        bar.close()
+
+
+def _decoded_stream(pending, frame_mods, audio_rate, config: ExtractConfig):
+    """Yield (job, todo, Decoded) in job order, decoding ahead in ``config.workers`` threads or processes."""
+
+    def args(job, todo):
+        need_frames = any(m in todo for m in frame_mods)
+        rate = audio_rate if "audio" in todo else None
+        pairs = "motion" in todo and "motion" in frame_mods and config.motion_input == "pairs"
+        return (job, need_frames, rate, config.policy, config.short_side, config.decode_threads, pairs)
+
+    if config.workers <= 0:
+        for job, todo in pending:
+            yield job, todo, decode_job(*args(job, todo))
+        return
+    if config.executor == "process":
+        ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
+        pool = cf.ProcessPoolExecutor(config.workers, mp_context=ctx)
+    elif config.executor == "thread":
+        pool = cf.ThreadPoolExecutor(config.workers, thread_name_prefix="decode")
+    else:
+        raise ReelsearchError(f"unknown executor {config.executor!r}; use thread or process")
+    ahead = 3 * config.workers + 2  # decoded items in flight (the batcher gathers images, not this window)
+    window: deque = deque()
+    it = iter(pending)
+    try:
+        for job, todo in it:
+            window.append((job, todo, pool.submit(decode_job, *args(job, todo))))
+            if len(window) >= ahead:
+                break
+        while window:
+            job, todo, fut = window.popleft()
+            nxt = next(it, None)
+            if nxt is not None:
+                window.append((nxt[0], nxt[1], pool.submit(decode_job, *args(*nxt))))
+            try:
+                result = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a crashed worker process fails this item only
+                result = Decoded(job, frame_error=f"{job.shown}: decoder crashed: {exc}",
+                                 audio_error=f"{job.shown}: decoder crashed: {exc}")
+            yield job, todo, result
+    finally:
+        for _, _, fut in window:
+            fut.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+# ---- distributed -------------------------------------------------------------------------------------------------
+
+def dist_env() -> tuple[int, int]:
+    """(rank, world_size) from torchrun's environment (RANK / WORLD_SIZE), (0, 1) when absent."""
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise ReelsearchError("RANK and WORLD_SIZE must be integers") from None
+
+
+def rank_dir(store_root: str | Path, rank: int) -> Path:
+    return Path(store_root) / f"rank-{rank}"
+
+
+def shard_done_marker(store_root: str | Path, rank: int) -> Path:
+    return rank_dir(store_root, rank) / "DONE.json"
+
+
+def merge_shards(store_root: str | Path, world_size: int | None = None, progress: bool = True) -> dict:
+    """Merge ``STORE/rank-*`` shards into ``STORE`` and concatenate their errors.jsonl into STORE/errors.jsonl."""
+    from reelsearch.features.store import FeatureStore
+
+    root = Path(store_root)
+    if world_size is None:
+        shards = sorted(p for p in root.glob("rank-*") if p.is_dir())
+    else:
+        shards = [rank_dir(root, r) for r in range(world_size)]
+    shards = [p for p in shards if (p / "reelsearch-store.json").exists()]
+    _open_store(root)
+    added = FeatureStore.merge(shards, root, progress=progress) if shards else {}
+    errors = []
+    for p in shards:
+        f = p / ERRORS_FILE
+        if f.exists():
+            errors.extend(json.loads(line) for line in f.read_text(encoding="utf-8").splitlines() if line.strip())
+    _write_errors(root / ERRORS_FILE, errors)
+    return {"added": added, "errors": errors, "shards": [str(p) for p in shards]}
+
+
+def run_id() -> str:
+    """Identifier shared by the ranks of one manual (non-torchrun) run: REELSEARCH_RUN_ID, else empty."""
+    return os.environ.get("REELSEARCH_RUN_ID", "")
+
+
+def write_done_marker(store_root: str | Path, rank: int, summary: ExtractSummary) -> None:
+    from reelsearch.io import atomic_write_json
+
+    atomic_write_json(shard_done_marker(store_root, rank), {
+        "rank": rank, "run_id": run_id(), "items": summary.total, "added": summary.added,
+        "failed": summary.failed_items, "time": time.time()})
+
+
+def wait_for_shards(store_root: str | Path, world_size: int, timeout: float | None) -> None:
+    """Block until every rank wrote its DONE marker with this run's id (file-based rendezvous)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    missing = list(range(world_size))
+    while True:
+        missing = [r for r in missing if not _marker_ok(shard_done_marker(store_root, r))]
+        if not missing:
+            return
+        if deadline is not None and time.monotonic() > deadline:
+            raise ReelsearchError(f"{store_root}: ranks {missing} did not finish within {timeout:.0f} s; "
+                                  f"run `reelsearch extract-merge {store_root}` once they have")
+        time.sleep(0.5)
+
+
+def _marker_ok(marker: Path) -> bool:
+    try:
+        info = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return info.get("run_id", "") == run_id()
