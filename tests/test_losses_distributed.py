@@ -71,7 +71,7 @@ def test_two_process_gradients_equal_global(tmp_path):
         pytest.skip("torch.distributed with gloo is not available")
     names = ["vse", "annotation", "vse++", "mithun-weighted", "infonce", "torabi-pairwise"]
     mp.spawn(_worker, args=(str(tmp_path / "rendezvous"), str(tmp_path), names), nprocs=WORLD, join=True)
-    got = torch.load(tmp_path / "grads.pt")
+    got = torch.load(tmp_path / "grads.pt", weights_only=True)
 
     text, video, w_text0, w_video0 = _problem()
     positive = positive_mask_from_ids(VIDEO_IDS)

@@ -50,3 +50,28 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 def atomic_write_json(path: str | Path, obj, indent: int | None = 2) -> None:
     """Write ``obj`` as JSON to ``path`` atomically."""
     atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+
+
+def replace_dir(new: str | Path, dest: str | Path) -> None:
+    """Put the finished directory ``new`` at ``dest``, replacing any old one; see :func:`recover_dir`.
+
+    Two renames (old aside, new in); a crash between them leaves ``.<name>.old``, which ``recover_dir`` restores.
+    """
+    import shutil
+
+    new, dest = Path(new), Path(dest)
+    old = dest.with_name(f".{dest.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(new, dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_dir(dest: str | Path) -> Path:
+    """Undo a :func:`replace_dir` interrupted between its two renames; returns ``dest``."""
+    dest = Path(dest)
+    old = dest.with_name(f".{dest.name}.old")
+    if not dest.exists() and old.exists():
+        os.replace(old, dest)
+    return dest

@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.io import recover_dir, replace_dir
 
 
 def _to_jsonable(obj: Any) -> Any:
@@ -108,21 +109,13 @@ def save_training_state(path: Path, optimizer: torch.optim.Optimizer, info: dict
     for f in tmp.iterdir():
         with open(f, "rb") as fh:
             os.fsync(fh.fileno())
-    old = path.with_name(f".{path.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if path.exists():
-        os.replace(path, old)
-    os.replace(tmp, path)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_dir(tmp, path)
 
 
 def load_training_state(path: Path, optimizer: torch.optim.Optimizer | None = None,
                         restore_rng: bool = True) -> tuple[dict, dict[str, torch.Tensor]]:
     """Read a state directory; restore the optimizer and RNGs; return (info, tensors)."""
-    path = Path(path)
-    old = path.with_name(f".{path.name}.old")
-    if not path.exists() and old.exists():  # killed between the two renames
-        os.replace(old, path)
+    path = recover_dir(path)
     try:
         tensors = load_file(str(path / "state.safetensors"))
         meta = json.loads((path / "state.json").read_text())

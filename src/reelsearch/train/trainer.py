@@ -19,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
-from reelsearch.io import atomic_write_json
+from reelsearch.io import atomic_write_json, recover_dir, replace_dir
 from reelsearch.train.data import PairData
 from reelsearch.train.distributed import (
     DistInfo,
@@ -85,7 +85,8 @@ class Trainer:
         self.progress = progress and self.dist.is_main
         if cfg.batch_size % self.dist.world_size:
             raise ReelsearchError(f"batch size {cfg.batch_size} is not divisible by {self.dist.world_size} ranks")
-        params = [p for p in model.parameters() if p.requires_grad]
+        # a loss may learn too (InfoNCE's temperature)
+        params = [p for p in (*model.parameters(), *loss.parameters()) if p.requires_grad]
         if cfg.optimizer != "adam":
             raise ReelsearchError(f"unknown optimizer {cfg.optimizer!r} (adam)")
         self.params = params
@@ -159,13 +160,9 @@ class Trainer:
         tmp = self.out / ".last.model.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         self.model.save(tmp)
-        save_training_state(tmp / "state", self.opt, info)
-        old = self.out / ".last.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if last.exists():
-            last.replace(old)
-        tmp.replace(last)
-        shutil.rmtree(old, ignore_errors=True)
+        loss_state = {f"loss/{k}": v.detach().cpu() for k, v in self.loss.state_dict().items()}
+        save_training_state(tmp / "state", self.opt, info, extra_tensors=loss_state)
+        replace_dir(tmp, last)
 
     def _save_best(self) -> None:
         if not self.dist.is_main:
@@ -173,24 +170,20 @@ class Trainer:
         best, tmp = self.out / "best", self.out / ".best.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         self.model.save(tmp)
-        old = self.out / ".best.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if best.exists():
-            best.replace(old)
-        tmp.replace(best)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_dir(tmp, best)
 
     def _resume(self) -> dict | None:
-        last = self.out / "last"
-        if not last.exists() and (self.out / ".last.old").exists():  # killed between two renames
-            (self.out / ".last.old").replace(last)
+        last = recover_dir(self.out / "last")
         if not (last / "state").exists():
             return None
         from reelsearch.models import load_model
 
         saved = load_model(last)
         self.model.load_state_dict(saved.state_dict())
-        info, _ = load_training_state(last / "state", self.opt)
+        info, tensors = load_training_state(last / "state", self.opt)
+        loss_state = {k[5:]: v for k, v in tensors.items() if k.startswith("loss/")}
+        if loss_state:
+            self.loss.load_state_dict(loss_state)
         self.schedule.load_state(info.get("schedule", {}))
         return info
 
