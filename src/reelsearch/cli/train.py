@@ -24,15 +24,20 @@ def register(app: typer.Typer) -> None:
         protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol (msrvtt: full, 1k-a, ...)."),
         seed: int | None = typer.Option(None, "--seed", help="Random seed (default: the config's, else 0)."),
         device: str | None = typer.Option(None, "--device", help="cpu, cuda, cuda:1 (default: GPU when present)."),
+        loss: str | None = typer.Option(None, "--loss", help="Replace the config's loss preset (vse, vse++, "
+                                        "torabi-pairwise, annotation, mithun-weighted, infonce)."),
+        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's; "
+                                           "1 is fastest on a busy machine)."),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     ) -> None:
         """Train a model; resumes automatically from OUT/last after an interruption. Run under `torchrun
         --nproc_per_node N` for data-parallel training (negatives gathered across ranks)."""
         from reelsearch.train.session import train as run
 
+        _set_threads(threads)
         opts = {"protocol": protocol} if protocol else {}
         summary = run(config, data, out, features=features, epochs=epochs, device=device, train_split=train_split,
-                      val_split=val_split, seed=seed, **opts)
+                      val_split=val_split, seed=seed, loss=loss, **opts)
         if json_out:
             typer.echo(json.dumps(summary, indent=2, default=str))
         else:
@@ -48,6 +53,7 @@ def register(app: typer.Typer) -> None:
         device: str | None = typer.Option(None, "--device"),
         out: Path | None = typer.Option(None, "--out", help="Write the metrics JSON here "
                                         "(default: CHECKPOINT/eval-FORMAT-SPLIT.json)."),
+        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
         json_out: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
     ) -> None:
         """Retrieval metrics of a checkpoint in both directions (R@1/5/10, MedR, MeanR, mAP, RSum)."""
@@ -56,6 +62,7 @@ def register(app: typer.Typer) -> None:
         from reelsearch.models import resolve_checkpoint
         from reelsearch.train.session import evaluate as run
 
+        _set_threads(threads)
         opts = {"protocol": protocol} if protocol else {}
         res = run(checkpoint, data, split=split, features=features, device=device, progress=not json_out, **opts)
         fmt = res["data"].split(":", 1)[0]
@@ -68,3 +75,10 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(res))
         else:
             typer.echo(format_table(res))
+
+
+def _set_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)

@@ -207,8 +207,11 @@ def loss_of(cfg: dict):
 
 def train(config: str | Path | dict, data: str, out: Path, features: Path | None = None, epochs: int | None = None,
           device: str | None = None, train_split: str | None = None, val_split: str | None = None,
-          seed: int | None = None, progress: bool = True, overrides: dict | None = None, **data_options) -> dict:
-    """Train the model ``config`` (a name, a YAML path or a dict) on ``data`` ("FORMAT:ROOT"), writing to ``out``."""
+          seed: int | None = None, progress: bool = True, overrides: dict | None = None, loss: str | None = None,
+          **data_options) -> dict:
+    """Train the model ``config`` (a name, a YAML path or a dict) on ``data`` ("FORMAT:ROOT"), writing to ``out``.
+
+    ``loss`` replaces the config's loss preset (e.g. "annotation" for Torabi's eq. 5), keeping its margin."""
     from reelsearch.models import create_model, load_config, model_config, text_processor_for
     from reelsearch.train.distributed import init_distributed, shutdown
 
@@ -222,6 +225,12 @@ def train(config: str | Path | dict, data: str, out: Path, features: Path | None
         from reelsearch.models.registry import _merge
 
         cfg = _merge(cfg, overrides)
+    if loss:
+        from reelsearch.losses import create_loss
+
+        create_loss(loss)  # unknown names fail here, before any work
+        for c in cfg.get("experts", {"": cfg}).values():
+            c["train"]["loss"] = loss
     ctx, spec_split = DataContext.open(data, features, **data_options)
     train_split = train_split or spec_split or "train"
     val_split = val_split or ctx.default_val_split()
