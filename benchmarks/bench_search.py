@@ -1,0 +1,250 @@
+"""Search at scale: latency p50/p99, recall@10 of the approximate index against exact search, build rate.
+
+Measured in-process (the HTTP service comes later: see ``http_search`` below, a marked hook that is not wired yet).
+For each size: numpy exact scan (baseline), FAISS exact (flat), FAISS HNSW (a few efSearch values), Milvus Lite
+(HNSW, same M / efConstruction / ef), and LibraryIndex.search end to end (vector search + best-moment lookup of the
+10 hits in SQLite, synthetic rows written through the library's own commit path).
+
+Vectors look like real embeddings: MiniLM sentence embeddings of real MSVD captions (384-d, ../shared/data) are the
+semantic bases; each "video" mixes two of them plus noise, mapped into ``--dim`` by a fixed random isometry, plus
+a little isotropic noise so the vectors span the whole space; queries are held-out captions mapped the same way.
+``--source clustered`` uses Gaussian clusters instead (no model or data needed). On i.i.d. Gaussian vectors HNSW
+recall is meaningless (about 0.08 at recall@10), so that source is not offered.
+
+.venv/bin/python benchmarks/bench_search.py --sizes 10000 100000 --dim 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("REELSEARCH_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def caption_embeddings(n: int, cache: Path) -> np.ndarray:
+    """MiniLM sentence embeddings [n, 384] of n distinct real MSVD captions (cached)."""
+    cache_file = cache / f"msvd-minilm-{n}.npy"
+    if cache_file.exists():
+        return np.load(cache_file)
+    import torch
+
+    from reelsearch.text.minilm import MiniLMEncoder
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+    captions = json.loads((SHARED / "msvd" / "captions_msvd.json").read_text())
+    flat = sorted({c.strip().lower() for caps in captions.values() for c in caps if c.strip()})
+    pick = np.random.default_rng(0).choice(len(flat), size=n, replace=False)
+    t = time.perf_counter()
+    emb = MiniLMEncoder(batch_size=256).sentence_features([flat[i] for i in pick]).astype(np.float32)
+    print(f"encoded {n} MSVD captions with MiniLM in {time.perf_counter() - t:.1f} s")
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(cache_file, emb)
+    return emb
+
+
+def make_vectors(source: str, n: int, n_queries: int, dim: int, cache: Path, seed: int = 0):
+    """(database [n, dim], queries [n_queries, dim]), unit norm."""
+    rng = np.random.default_rng(seed)
+    if source == "clustered":
+        centres = unit(rng.standard_normal((max(100, n // 50), dim)) * np.linspace(2, 0.2, dim))
+        pick = lambda m: centres[rng.integers(0, len(centres), m)]  # noqa: E731
+        noise = lambda m: 0.6 * rng.standard_normal((m, dim)).astype(np.float32) / np.sqrt(dim)  # noqa: E731
+        return unit(pick(n) + noise(n)), unit(pick(n_queries) + noise(n_queries))
+    bases = caption_embeddings(6000, cache)
+    base, held = bases[:5000], bases[5000 : 5000 + n_queries]
+    sdim = base.shape[1]
+    iso, _ = np.linalg.qr(rng.standard_normal((dim, sdim)).astype(np.float32))  # [dim, 384], orthonormal columns
+    out = np.empty((n, dim), np.float32)
+    for start in range(0, n, 20000):
+        m = min(20000, n - start)
+        a, b = base[rng.integers(0, len(base), m)], base[rng.integers(0, len(base), m)]
+        w = rng.uniform(0.55, 0.9, (m, 1)).astype(np.float32)
+        sem = unit(w * a + (1 - w) * b + 0.15 * rng.standard_normal((m, sdim)).astype(np.float32) / np.sqrt(sdim))
+        out[start : start + m] = unit(sem @ iso.T + 0.3 * rng.standard_normal((m, dim)).astype(np.float32)
+                                      / np.sqrt(dim))
+    q = unit(held @ iso.T + 0.3 * rng.standard_normal((len(held), dim)).astype(np.float32) / np.sqrt(dim))
+    return out, q
+
+
+def latencies(fn, queries: np.ndarray, warmup: int = 20) -> np.ndarray:
+    """Per-query wall time (ms) of fn(query [1, D]) over all queries, one at a time."""
+    for q in queries[:warmup]:
+        fn(q[None])
+    out = np.empty(len(queries))
+    for i, q in enumerate(queries):
+        t = time.perf_counter()
+        fn(q[None])
+        out[i] = (time.perf_counter() - t) * 1e3
+    return out
+
+
+def recall_at(truth: list[list[str]], got: list[list[str]], k: int = 10) -> float:
+    return float(np.mean([len(set(a[:k]) & set(b[:k])) / k for a, b in zip(truth, got, strict=True)]))
+
+
+def row(name: str, n: int, lat: np.ndarray | None, recall: float | None, build_s: float | None) -> dict:
+    r = {"method": name, "n": n}
+    if lat is not None:
+        r.update(p50_ms=round(float(np.percentile(lat, 50)), 3), p99_ms=round(float(np.percentile(lat, 99)), 3))
+    if recall is not None:
+        r["recall@10"] = round(recall, 4)
+    if build_s is not None:
+        r["build_s"] = round(build_s, 2)
+        r["build_per_s"] = round(n / build_s)
+    print(json.dumps(r), flush=True)
+    return r
+
+
+def http_search(url: str, query: np.ndarray, k: int = 10):
+    """HOOK (not wired yet): time a search through the HTTP API once the service exists (issue 6, later part)."""
+    raise NotImplementedError("the HTTP search service does not exist yet; this benchmark measures in-process only")
+
+
+def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> list[dict]:
+    from reelsearch.index import FaissIndex, LibraryIndex
+    from reelsearch.index.media import EmbeddedMedia
+
+    x = x_all[:n]
+    ids = [str(i) for i in range(n)]
+    rows = []
+    lat = latencies(lambda qq: np.argpartition(-(x @ qq[0]), 10)[:10], q)
+    rows.append(row("numpy matmul exact (fp32)", n, lat, 1.0, None))
+
+    t = time.perf_counter()
+    flat = FaissIndex(x.shape[1], kind="flat")
+    flat.add(ids, x)
+    build = time.perf_counter() - t
+    truth, _ = flat.search(q, 10)
+    rows.append(row("faiss flat exact", n, latencies(lambda qq: flat.search(qq, 10), q), 1.0, build))
+
+    t = time.perf_counter()
+    hnsw = FaissIndex(x.shape[1], kind="hnsw", hnsw_m=args.m, ef_construction=args.ef_construction)
+    if not args.no_hnsw:
+        hnsw.add(ids, x)
+    build = time.perf_counter() - t
+    if args.order_queries:
+        from reelsearch.index.scoring import order_score_fn
+
+        score = order_score_fn()
+        xa = np.abs(x)  # order embeddings are non-negative (absolute values of the projections)
+        flat_abs = FaissIndex(x.shape[1], kind="flat")
+        flat_abs.add(ids, xa)
+        qa = np.abs(q[: args.order_queries + 5])
+        rows.append(row("exact order-similarity scan (chunked, torch)", n,
+                        latencies(lambda qq: flat_abs.scan(qq, 10, score), qa, warmup=5), 1.0, None))
+        del flat_abs, xa
+    for ef in [] if args.no_hnsw else args.ef_search:
+        hnsw.ef_search = ef
+        got, _ = hnsw.search(q, 10)
+        rows.append(row(f"faiss hnsw M={args.m} efC={args.ef_construction} ef={ef}", n,
+                        latencies(lambda qq: hnsw.search(qq, 10), q), recall_at(truth, got), build))
+
+    if not args.no_milvus:
+        from reelsearch.index.milvus import MilvusIndex
+
+        for index_type in args.milvus_index:
+            path = work / f"milvus-{n}-{index_type}.db"
+            t = time.perf_counter()
+            mil = MilvusIndex(str(path), "bench", x.shape[1], index_type=index_type, hnsw_m=args.m,
+                              ef_construction=args.ef_construction, ef_search=args.milvus_ef, nprobe=args.milvus_nprobe)
+            mil.add(ids, x)
+            indexed = mil.wait_indexed()
+            build = time.perf_counter() - t
+            info = mil._client.describe_index("bench", "vec")
+            print(f"milvus-lite {n} {index_type}: index built over all rows: {indexed}, {info}")
+            got, _ = mil.search(q, 10)
+            params = {"HNSW": f" M={args.m} efC={args.ef_construction} ef={args.milvus_ef}",
+                      "IVF_FLAT": f" nlist=1024 nprobe={args.milvus_nprobe}"}.get(index_type, "")
+            rows.append(row(f"milvus-lite {index_type.lower()}{params}", n,
+                            latencies(lambda qq, m=mil: m.search(qq, 10), q), recall_at(truth, got), build))
+            mil.close()
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.exists():
+                path.unlink()
+
+    if not args.no_library:
+        lib_dir = work / f"library-{n}"
+        t = time.perf_counter()
+        lib = LibraryIndex(lib_dir, ef_search=args.library_ef, hnsw_m=args.m, ef_construction=args.ef_construction)
+        rng = np.random.default_rng(1)
+        st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
+        times = np.arange(args.frames) * 0.5
+        for start in range(0, n, 2000):
+            pending = []
+            for i in range(start, min(n, start + 2000)):
+                frames = unit(x[i] + 0.3 * rng.standard_normal((args.frames, x.shape[1])).astype(np.float32)
+                              / np.sqrt(x.shape[1]))
+                pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
+                                EmbeddedMedia(x[i], frames, times, 2.0), f"{i:064x}"))
+            lib._commit(pending, [], "bench")
+        sql_s = time.perf_counter() - t
+        lib.close()
+        t = time.perf_counter()
+        lib = LibraryIndex(lib_dir, ef_search=args.library_ef, hnsw_m=args.m, ef_construction=args.ef_construction)
+        vec_s = time.perf_counter() - t
+        print(f"library {n}: SQLite rows {sql_s:.1f} s, vector index from SQLite {vec_s:.1f} s "
+              f"({lib.vectors.structure}), SQLite size {(lib_dir / 'library.sqlite').stat().st_size / 2**20:.0f} MiB")
+        got = [[h.id for h in lib.search(qq, 10)] for qq in q]
+        truth_lib = [[str(int(i) + 1) for i in r] for r in truth]  # library ids start at 1
+        rows.append(row(f"LibraryIndex.search faiss-{lib.vectors.structure} ef={args.library_ef} "
+                        f"+ moment ({args.frames} frames)", n, latencies(lambda qq: lib.search(qq[0], 10), q),
+                        recall_at(truth_lib, got), sql_s + vec_s))
+        lib.close()
+        shutil.rmtree(lib_dir, ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--dim", type=int, default=1024)
+    ap.add_argument("--queries", type=int, default=500)
+    ap.add_argument("--source", choices=["minilm", "clustered"], default="minilm")
+    ap.add_argument("--m", type=int, default=32, help="HNSW M")
+    ap.add_argument("--ef-construction", type=int, default=80)
+    ap.add_argument("--ef-search", type=int, nargs="+", default=[64, 128, 256])
+    ap.add_argument("--milvus-ef", type=int, default=128)
+    ap.add_argument("--milvus-nprobe", type=int, default=32)
+    ap.add_argument("--milvus-index", nargs="+", default=["HNSW"], help="Milvus index types to time (HNSW, IVF_FLAT)")
+    ap.add_argument("--library-ef", type=int, default=128)
+    ap.add_argument("--frames", type=int, default=4, help="frames per video in the library rows")
+    ap.add_argument("--threads", type=int, default=0, help="FAISS OpenMP threads (0: all cores)")
+    ap.add_argument("--order-queries", type=int, default=20, help="queries timed for the order scan (0: skip)")
+    ap.add_argument("--no-hnsw", action="store_true", help="skip the stand-alone FAISS HNSW rows")
+    ap.add_argument("--no-milvus", action="store_true")
+    ap.add_argument("--no-library", action="store_true")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-cache")
+    ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
+    args = ap.parse_args()
+
+    import faiss
+
+    if args.threads:
+        faiss.omp_set_num_threads(args.threads)
+    print(f"cpus={os.cpu_count()} faiss_threads={faiss.omp_get_max_threads()} source={args.source} dim={args.dim}")
+    x_all, q = make_vectors(args.source, max(args.sizes), args.queries, args.dim, args.cache)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-search-") as work:
+        for n in args.sizes:
+            rows += bench_size(n, args, x_all, q, Path(work))
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

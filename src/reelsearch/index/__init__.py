@@ -1,0 +1,38 @@
+"""Storage and search of video embeddings: vector indexes (FAISS embedded, Milvus) and the library index.
+
+``LibraryIndex`` keeps a folder's videos and images searchable: SQLite metadata and per-frame embeddings plus one
+vector per video in a ``VectorIndex`` (``FaissIndex`` or ``MilvusIndex``, same interface).
+"""
+
+from reelsearch.index.library import Hit, LibraryError, LibraryIndex, SyncReport, VideoRecord, default_index_dir
+from reelsearch.index.media import EmbeddedMedia, make_thumbnail, sha256_file, walk_media
+from reelsearch.index.scoring import inner_product_score, order_score_fn
+from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex, VectorIndexError, top_k
+
+__all__ = [
+    "EmbeddedMedia",
+    "FaissIndex",
+    "Hit",
+    "VectorIndexError",
+    "LibraryError",
+    "LibraryIndex",
+    "ScoreFn",
+    "SyncReport",
+    "VectorIndex",
+    "VideoRecord",
+    "default_index_dir",
+    "inner_product_score",
+    "make_thumbnail",
+    "order_score_fn",
+    "sha256_file",
+    "top_k",
+    "walk_media",
+]
+
+
+def __getattr__(name: str):
+    if name == "MilvusIndex":  # imports pymilvus only when asked for
+        from reelsearch.index.milvus import MilvusIndex
+
+        return MilvusIndex
+    raise AttributeError(name)

@@ -1,0 +1,570 @@
+"""LibraryIndex: a searchable library of videos and images, kept in sync with folders.
+
+Layout of an index directory::
+
+    DIR/library.sqlite     metadata, per-frame embeddings and thumbnails, video vectors: the source of truth
+    DIR/vectors.faiss.npz  the FAISS vector index (backend "faiss"), derived from the SQLite rows
+    DIR/vectors.milvus.db  Milvus Lite file (backend "milvus" without a URI); a server URI keeps vectors remotely
+    DIR/.writer.lock       flock held by the one process that syncs
+
+Every change is committed by one SQLite transaction (WAL) that bumps a generation counter; the vector index is
+brought up to that generation afterwards (upserts of rows with a newer generation, deletions from a tombstone
+table) and records the generation it reflects. A crash between the two leaves SQLite ahead; the next open replays
+the difference (idempotent), so the pair is always consistent as seen through this class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from reelsearch.errors import ConfigError, ReelsearchError
+from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, walk_media
+from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex
+
+SQLITE_NAME = "library.sqlite"
+FAISS_NAME = "vectors.faiss.npz"
+MILVUS_LITE_NAME = "vectors.milvus.db"
+LOCK_NAME = ".writer.lock"
+SCHEMA_VERSION = 1
+BACKENDS = ("faiss", "milvus")
+
+EmbedFn = Callable[[str], EmbeddedMedia]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS videos (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    path BLOB NOT NULL UNIQUE,          -- absolute path, file-system bytes (os.fsencode)
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    duration REAL,
+    n_frames INTEGER NOT NULL,
+    model_id TEXT NOT NULL,
+    added_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    gen INTEGER NOT NULL,               -- generation of the commit that last wrote the vector
+    vector BLOB NOT NULL                -- float32 [D], the video-level embedding
+);
+CREATE INDEX IF NOT EXISTS videos_sha256 ON videos (sha256);
+CREATE INDEX IF NOT EXISTS videos_gen ON videos (gen);
+CREATE TABLE IF NOT EXISTS frames (
+    video_id INTEGER NOT NULL REFERENCES videos (id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    t REAL NOT NULL,                    -- seconds from the start
+    thumbnail BLOB,                     -- small JPEG/PNG, or NULL
+    PRIMARY KEY (video_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS frame_vectors (
+    video_id INTEGER PRIMARY KEY REFERENCES videos (id) ON DELETE CASCADE,
+    vectors BLOB NOT NULL,              -- float16 [T, D], row i = frame idx i
+    times BLOB NOT NULL                 -- float64 [T], the frames' t (copied here for a one-row moment lookup)
+);
+CREATE TABLE IF NOT EXISTS tombstones (id INTEGER PRIMARY KEY, gen INTEGER NOT NULL);
+"""
+
+
+class LibraryError(ReelsearchError):
+    """The library index cannot do what was asked (locked by another writer, wrong dimension, ...)."""
+
+
+@dataclass
+class SyncReport:
+    """Outcome of :meth:`LibraryIndex.sync`: paths per fate; ``failed`` holds (path, problem) pairs."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    reused: int = 0  # added/updated files whose embeddings were copied from an identical file already indexed
+
+    def summary(self) -> str:
+        return (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
+                f"{len(self.unchanged)} unchanged, {len(self.failed)} failed")
+
+
+@dataclass
+class Hit:
+    """One search result: the video, its score, and the best-matching moment (seconds) with that frame's index."""
+
+    id: str
+    path: str
+    score: float
+    moment: float
+    frame: int
+    duration: float | None = None
+    frame_scores: np.ndarray | None = None  # [T] query-frame scores, when asked for
+
+
+@dataclass
+class VideoRecord:
+    """Stored metadata of one video."""
+
+    id: str
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    duration: float | None
+    n_frames: int
+    model_id: str
+    added_at: float
+    updated_at: float
+
+
+def default_index_dir() -> Path:
+    """Where the library index lives by default: ``<user data dir>/reelsearch/index``."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("reelsearch")) / "index"
+
+
+def _under(path: bytes, roots: list[bytes]) -> bool:
+    sep = os.fsencode(os.sep)
+    return any(path == r or path.startswith(r.rstrip(sep) + sep) for r in roots)
+
+
+class LibraryIndex:
+    """Videos and images with their embeddings, searchable by a query vector; synced with folders.
+
+    backend "faiss": an embedded FAISS index in the directory (exact below ``threshold`` videos, HNSW above).
+    backend "milvus": a Milvus collection, Milvus Lite in the directory when ``uri`` is None or a file path, a
+    server when ``uri`` is "http://host:19530" (``token`` for authentication). ``vector_options`` go to the
+    vector index (:class:`FaissIndex` or :class:`MilvusIndex`: ``threshold``, ``hnsw_m``, ``ef_search``, ...).
+    """
+
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        backend: str = "faiss",
+        uri: str | None = None,
+        *,
+        collection: str = "reelsearch",
+        token: str | None = None,
+        **vector_options,
+    ):
+        if backend not in BACKENDS:
+            raise ConfigError(f"unknown index backend {backend!r}; choose one of {BACKENDS}")
+        self.dir = Path(directory) if directory is not None else default_index_dir()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.backend = backend
+        self.uri = uri if uri is not None else (str(self.dir / MILVUS_LITE_NAME) if backend == "milvus" else None)
+        self.collection = collection
+        self._token = token
+        self._vector_options = vector_options
+        self._db = sqlite3.connect(self.dir / SQLITE_NAME, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+        version = self._meta("schema_version")
+        if version is None:
+            self._set_meta("schema_version", SCHEMA_VERSION)
+        elif int(version) > SCHEMA_VERSION:
+            raise LibraryError(f"{self.dir / SQLITE_NAME}: written by a newer reelsearch (schema {version})")
+        self.vectors: VectorIndex | None = None
+        self._loaded_gen = 0  # generation the in-memory vector index reflects
+        self.refresh()
+
+    # -- small helpers ---------------------------------------------------------------------------------------
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def _set_meta(self, key: str, value) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, str(value)))
+
+    @property
+    def dim(self) -> int | None:
+        """Embedding size of the stored vectors (None while the index is empty and has never been synced)."""
+        value = self._meta("dim")
+        return None if value is None else int(value)
+
+    @property
+    def model_id(self) -> str | None:
+        """Id of the model whose embeddings the index holds."""
+        return self._meta("model_id")
+
+    @property
+    def generation(self) -> int:
+        """Number of the last committed change."""
+        return int(self._meta("gen") or 0)
+
+    @property
+    def _vector_key(self) -> str:
+        where = "faiss" if self.backend == "faiss" else f"milvus:{self.uri}:{self.collection}"
+        return f"vector_gen:{where}"
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
+
+    def __enter__(self) -> LibraryIndex:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the vector index and the database."""
+        if self.vectors is not None:
+            self.vectors.close()
+            self.vectors = None
+        self._db.close()
+
+    @contextlib.contextmanager
+    def _writer(self) -> Iterator[None]:
+        """Hold the directory's writer lock (one syncing process at a time)."""
+        fh = open(self.dir / LOCK_NAME, "a+")
+        try:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LibraryError(f"{self.dir}: another process is updating this index; try again later") from None
+            yield
+        finally:
+            fh.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- vector index ----------------------------------------------------------------------------------------
+    def _open_vectors(self, dim: int, fresh: bool) -> VectorIndex:
+        if self.backend == "faiss":
+            index = FaissIndex(dim, None if fresh else self.dir / FAISS_NAME, **self._vector_options)
+            index.path = self.dir / FAISS_NAME  # a fresh index replaces the file at its first save
+            return index
+        from reelsearch.index.milvus import MilvusIndex
+
+        return MilvusIndex(self.uri, self.collection, dim, token=self._token, recreate=fresh, **self._vector_options)
+
+    def refresh(self) -> None:
+        """Load the vector index and bring it up to the last committed change (also one made by another process).
+
+        Only the process holding the writer lock saves the caught-up vector index; others catch up in memory.
+        """
+        dim = self.dim
+        if dim is None:
+            return
+        stored = int(self._meta(self._vector_key) or 0)
+        if self.vectors is None or self.vectors.dim != dim or (self.backend == "faiss" and stored > self._loaded_gen):
+            if self.vectors is not None:
+                self.vectors.close()
+            self.vectors = self._open_vectors(dim, fresh=stored == 0)
+            self._loaded_gen = stored
+        if self._loaded_gen == self.generation and len(self.vectors) == len(self):
+            return
+        try:
+            with self._writer():
+                self._catch_up(save=True)
+        except LibraryError:
+            self._catch_up(save=False)
+
+    def _catch_up(self, save: bool) -> None:
+        """Bring the vector index up to the committed generation (replays are idempotent)."""
+        assert self.vectors is not None
+        gen = self.generation
+        synced = self._loaded_gen
+        if synced == gen and len(self.vectors) == len(self):
+            return
+        if len(self.vectors) != len(self) and synced == gen:
+            synced = 0  # the vector store lost or gained rows behind our back: full reconciliation
+        if synced == 0:
+            known = {str(r[0]) for r in self._db.execute("SELECT id FROM videos")}
+            stale = [i for i in self._vector_ids() if i not in known]
+            self.vectors.remove(stale)
+        else:
+            dead = [str(r[0]) for r in self._db.execute("SELECT id FROM tombstones WHERE gen > ?", (synced,))]
+            self.vectors.remove(dead)
+        cur = self._db.execute("SELECT id, vector FROM videos WHERE gen > ? ORDER BY id", (synced,))
+        while rows := cur.fetchmany(4096):
+            self.vectors.add([str(r[0]) for r in rows], np.stack([np.frombuffer(r[1], np.float32) for r in rows]))
+        self._loaded_gen = gen
+        if save:
+            self.vectors.save()
+            with self._transaction():
+                self._set_meta(self._vector_key, gen)
+                self._db.execute("DELETE FROM tombstones WHERE gen <= ?", (gen,))
+
+    def _vector_ids(self) -> list[str]:
+        ids = getattr(self.vectors, "ids", None)
+        if ids is not None:
+            return ids()
+        return [i for chunk, _ in self.vectors.iter_chunks() for i in chunk]
+
+    # -- sync ------------------------------------------------------------------------------------------------
+    def sync(
+        self,
+        paths: Iterable[str | os.PathLike],
+        embed_fn: EmbedFn,
+        model_id: str = "default",
+        *,
+        progress: bool = True,
+        commit_every: int = 64,
+        commit_seconds: float = 60.0,
+    ) -> SyncReport:
+        """Make the index reflect the media files under ``paths`` (files, or folders searched recursively).
+
+        New files are added, files whose content changed (SHA-256; files with unchanged size and mtime are not
+        re-hashed) are re-embedded, and indexed files that vanished from under ``paths`` are dropped; files under
+        other roots are left alone, and so are files under a root that is absent (an unmounted disk does not
+        empty the index). ``embed_fn(path)`` is called only for new or changed files whose content is not
+        already indexed (a moved or copied file reuses its embeddings). A file that fails is recorded in
+        ``failed`` and the rest go on. Work is committed every ``commit_every`` files or ``commit_seconds``: a
+        crash keeps every committed file and a re-run continues from there.
+
+        A different ``model_id`` than the stored one re-embeds everything under ``paths`` and drops every other
+        video (embeddings of two models cannot be compared).
+        """
+        from tqdm import tqdm
+
+        report = SyncReport()
+        paths = list(paths)
+        with self._writer():
+            walk = walk_media(paths)
+            report.failed.extend(walk.missing)
+            missing_roots = {m[0] for m in walk.missing}
+            roots = [os.fsencode(absolute(p)) for p in paths]
+            roots = [r for r in roots if os.fsdecode(r) not in missing_roots]
+            model_changed = self.model_id is not None and self.model_id != model_id
+            existing: dict[bytes, tuple] = {}
+            for row in self._db.execute("SELECT path, id, size, mtime_ns, sha256 FROM videos"):
+                if model_changed or _under(row[0], roots):
+                    existing[row[0]] = row[1:]
+            found = {os.fsencode(f) for f in walk.files}
+            gone = [(pb, row[0]) for pb, row in existing.items() if pb not in found]
+            todo: list[tuple[str, os.stat_result, tuple | None]] = []
+            for f in walk.files:
+                row = existing.get(os.fsencode(f))
+                try:
+                    st = os.stat(f)
+                except OSError as exc:
+                    report.failed.append((f, f"cannot read: {exc.strerror}"))
+                    continue
+                if row is not None and not model_changed and row[1] == st.st_size and row[2] == st.st_mtime_ns:
+                    report.unchanged.append(f)
+                else:
+                    todo.append((f, st, None if model_changed else row))
+            if model_changed:  # start over: the old model's vectors go first
+                with self._transaction():
+                    gen = self.generation + 1
+                    self._db.executemany("INSERT OR REPLACE INTO tombstones (id, gen) VALUES (?, ?)",
+                                         [(r[0], gen) for r in existing.values()])
+                    self._db.execute("DELETE FROM videos")
+                    for key in ("dim", "model_id"):
+                        self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+                    self._set_meta("gen", gen)
+                report.removed.extend(os.fsdecode(pb) for pb, _ in gone)
+                gone = []
+                self._close_vectors()
+            pending: list[tuple] = []
+            last_commit = time.monotonic()
+            bar = tqdm(todo, desc="indexing", unit="file", disable=not progress or not todo)
+            for f, st, row in bar:
+                try:
+                    digest = sha256_file(f)
+                    if row is not None and row[3] == digest:
+                        pending.append(("touch", f, st, row, None, digest))
+                        report.unchanged.append(f)
+                    else:
+                        media, reused = self._reuse(digest, model_id)
+                        if media is None:
+                            media = embed_fn(f)
+                            if not isinstance(media, EmbeddedMedia):
+                                raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
+                        media = media.checked(self.dim or self._pending_dim(pending))
+                        report.reused += reused
+                        pending.append(("upsert", f, st, row, media, digest))
+                        (report.updated if row is not None else report.added).append(f)
+                except (KeyboardInterrupt, SystemExit, MemoryError):
+                    raise
+                except Exception as exc:  # one bad file never stops the sync
+                    report.failed.append((f, _describe(exc)))
+                if len(pending) >= commit_every or time.monotonic() - last_commit > commit_seconds:
+                    self._commit(pending, [], model_id)
+                    pending, last_commit = [], time.monotonic()
+            bar.close()
+            self._commit(pending, gone, model_id)
+            report.removed.extend(os.fsdecode(pb) for pb, _ in gone)
+            if self.dim is not None:
+                if self.vectors is None:
+                    self.vectors = self._open_vectors(self.dim, fresh=True)
+                    self._loaded_gen = 0
+                self._catch_up(save=True)
+        return report
+
+    @staticmethod
+    def _pending_dim(pending: list[tuple]) -> int | None:
+        for item in pending:
+            if item[4] is not None:
+                return int(item[4].video_vector.shape[0])
+        return None
+
+    def _close_vectors(self) -> None:
+        if self.vectors is not None:
+            self.vectors.close()
+            self.vectors = None
+        self._loaded_gen = 0
+        self._set_meta(self._vector_key, 0)
+        if self.backend == "faiss":
+            with contextlib.suppress(FileNotFoundError):
+                (self.dir / FAISS_NAME).unlink()
+
+    def _reuse(self, digest: str, model_id: str) -> tuple[EmbeddedMedia | None, int]:
+        """Embeddings of an indexed file with the same content and model, if any."""
+        if self.model_id != model_id:
+            return None, 0
+        row = self._db.execute("SELECT id FROM videos WHERE sha256 = ? LIMIT 1", (digest,)).fetchone()
+        if row is None:
+            return None, 0
+        return self.media(str(row[0])), 1
+
+    def _commit(self, pending: list[tuple], gone: list[tuple[bytes, int]], model_id: str) -> None:
+        """Write a batch of sync results and removals in one transaction (one new generation)."""
+        if not pending and not gone:
+            return
+        now = time.time()
+        with self._transaction() as db:
+            gen = self.generation + 1
+            for kind, f, st, row, media, digest in pending:
+                if kind == "touch":
+                    db.execute("UPDATE videos SET size = ?, mtime_ns = ? WHERE id = ?",
+                               (st.st_size, st.st_mtime_ns, row[0]))
+                    continue
+                values = (st.st_size, st.st_mtime_ns, digest, media.duration, len(media.timestamps), model_id, now,
+                          gen, media.video_vector.astype(np.float32).tobytes())
+                if row is not None:
+                    vid = row[0]
+                    db.execute("UPDATE videos SET size=?, mtime_ns=?, sha256=?, duration=?, n_frames=?, model_id=?, "
+                               "updated_at=?, gen=?, vector=? WHERE id=?", (*values, vid))
+                    db.execute("DELETE FROM frames WHERE video_id = ?", (vid,))
+                else:
+                    vid = db.execute(
+                        "INSERT INTO videos (size, mtime_ns, sha256, duration, n_frames, model_id, updated_at, gen, "
+                        "vector, path, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*values, os.fsencode(f), now)).lastrowid
+                thumbs = media.thumbnails or [None] * len(media.timestamps)
+                rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
+                db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
+                db.execute("INSERT OR REPLACE INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)",
+                           (vid, media.frame_vectors.astype(np.float16).tobytes(),
+                            media.timestamps.astype(np.float64).tobytes()))
+                if self.dim is None:
+                    self._set_meta("dim", media.video_vector.shape[0])
+            for _, vid in gone:
+                db.execute("DELETE FROM videos WHERE id = ?", (vid,))
+                db.execute("INSERT OR REPLACE INTO tombstones (id, gen) VALUES (?, ?)", (vid, gen))
+            self._set_meta("model_id", model_id)
+            self._set_meta("gen", gen)
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def search(
+        self,
+        query: np.ndarray,
+        k: int = 10,
+        *,
+        score_fn: ScoreFn | None = None,
+        frame_score_fn: ScoreFn | None = None,
+        frame_scores: bool = False,
+    ) -> list[Hit]:
+        """The ``k`` best videos for one query embedding [D], best first, each with its best moment.
+
+        Videos are ranked by the vector index (inner product), or, with ``score_fn(queries [Q, D], vectors
+        [N, D]) -> [Q, N]`` (e.g. order similarity, which no ANN index serves), by an exact chunked scan.
+        The moment is the timestamp of the frame whose embedding scores highest against the query:
+        ``frame_score_fn`` (default: ``score_fn`` if given, else the inner product).
+        """
+        if self.vectors is None or len(self) == 0:
+            return []
+        q = np.asarray(query, np.float32).reshape(1, -1)
+        if q.shape[1] != self.dim:
+            raise LibraryError(f"query has {q.shape[1]} dimensions, the index holds {self.dim}-dimensional vectors")
+        if score_fn is not None:
+            ids, scores = self.vectors.scan(q, k, score_fn)
+        else:
+            ids, scores = self.vectors.search(q, k)
+        frame_fn = frame_score_fn or score_fn
+        found = [int(i) for i in ids[0]]
+        rows = {r[0]: r[1:] for r in self._db.execute(
+            "SELECT v.id, v.path, v.duration, f.vectors, f.times FROM videos v JOIN frame_vectors f "
+            f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(found))})", found)}
+        hits = []
+        for id_, score in zip(found, scores[0].tolist()[: len(found)], strict=True):
+            row = rows.get(id_)
+            if row is None:  # committed away after the vector index was read: skip
+                continue
+            path, duration, fv_blob, times_blob = row
+            fv = np.frombuffer(fv_blob, np.float16).reshape(-1, q.shape[1]).astype(np.float32)
+            fs = np.asarray(frame_fn(q, fv), np.float32)[0] if frame_fn is not None else fv @ q[0]
+            best = int(np.argmax(fs))
+            hits.append(Hit(id=str(id_), path=os.fsdecode(path), score=float(score),
+                            moment=float(np.frombuffer(times_blob, np.float64)[best]), frame=best, duration=duration,
+                            frame_scores=fs if frame_scores else None))
+        return hits
+
+    def video(self, id_: str) -> VideoRecord:
+        """Metadata of one indexed video (KeyError when absent)."""
+        row = self._db.execute(
+            "SELECT id, path, size, mtime_ns, sha256, duration, n_frames, model_id, added_at, updated_at "
+            "FROM videos WHERE id = ?", (int(id_),)).fetchone()
+        if row is None:
+            raise KeyError(id_)
+        return VideoRecord(str(row[0]), os.fsdecode(row[1]), *row[2:])
+
+    def videos(self) -> list[VideoRecord]:
+        """Every indexed video, by id."""
+        return [self.video(str(r[0])) for r in self._db.execute("SELECT id FROM videos ORDER BY id").fetchall()]
+
+    def find(self, path: str | os.PathLike) -> str | None:
+        """Id of the video indexed at ``path`` (made absolute), or None."""
+        row = self._db.execute("SELECT id FROM videos WHERE path = ?",
+                               (os.fsencode(absolute(path)),)).fetchone()
+        return None if row is None else str(row[0])
+
+    def media(self, id_: str) -> EmbeddedMedia:
+        """Everything stored for one video: vectors (frame vectors as stored, float16 precision), times, thumbs."""
+        row = self._db.execute(
+            "SELECT v.vector, v.duration, f.vectors FROM videos v JOIN frame_vectors f ON f.video_id = v.id "
+            "WHERE v.id = ?", (int(id_),)).fetchone()
+        if row is None:
+            raise KeyError(id_)
+        frames = self._db.execute("SELECT t, thumbnail FROM frames WHERE video_id = ? ORDER BY idx",
+                                  (int(id_),)).fetchall()
+        vector = np.frombuffer(row[0], np.float32).copy()
+        fv = np.frombuffer(row[2], np.float16).reshape(len(frames), -1).astype(np.float32)
+        thumbs = [f[1] for f in frames]
+        return EmbeddedMedia(vector, fv, np.array([f[0] for f in frames], np.float64), row[1],
+                             None if any(t is None for t in thumbs) else thumbs)
+
+    def thumbnail(self, id_: str, frame: int) -> bytes | None:
+        """The stored thumbnail of one frame (None when the embedder gave none)."""
+        row = self._db.execute("SELECT thumbnail FROM frames WHERE video_id = ? AND idx = ?",
+                               (int(id_), int(frame))).fetchone()
+        if row is None:
+            raise KeyError((id_, frame))
+        return row[0]
+
+
+def _describe(exc: Exception) -> str:
+    """A one-line problem description for the sync report."""
+    if isinstance(exc, ReelsearchError):
+        return getattr(exc, "problem", None) or str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"cannot read: {exc.strerror}"
+    return f"{type(exc).__name__}: {exc}"

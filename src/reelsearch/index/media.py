@@ -1,0 +1,131 @@
+"""What the library index needs from media files: finding them, hashing them, small thumbnails."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from reelsearch.media.decode import AUDIO_EXTENSIONS, MEDIA_EXTENSIONS
+
+#: Long side of a stored thumbnail, pixels.
+THUMBNAIL_SIZE = 96
+_HASH_BLOCK = 1 << 20
+
+
+@dataclass
+class EmbeddedMedia:
+    """What an ``embed_fn(path)`` returns for one file (an image is a one-frame video).
+
+    ``video_vector`` [D] goes into the vector index; ``frame_vectors`` [T, D] with ``timestamps`` [T] (seconds)
+    locate the best moment of a hit; ``thumbnails`` (T encoded JPEG/PNG images, or None) are shown with it.
+    """
+
+    video_vector: np.ndarray
+    frame_vectors: np.ndarray
+    timestamps: np.ndarray
+    duration: float | None = None
+    thumbnails: list[bytes] | None = None
+
+    def checked(self, dim: int | None) -> EmbeddedMedia:
+        """Self with arrays of the right dtypes, or ValueError naming what is inconsistent."""
+        v = np.asarray(self.video_vector, np.float32).reshape(-1)
+        f = np.asarray(self.frame_vectors, np.float32)
+        t = np.asarray(self.timestamps, np.float64).reshape(-1)
+        if f.ndim == 1:
+            f = f[None, :]
+        if dim is not None and v.shape[0] != dim:
+            raise ValueError(f"video vector has {v.shape[0]} dimensions, the index has {dim}")
+        if f.ndim != 2 or f.shape[1] != v.shape[0] or f.shape[0] < 1:
+            raise ValueError(f"frame vectors must be [T>=1, {v.shape[0]}], got {tuple(np.shape(self.frame_vectors))}")
+        if t.shape[0] != f.shape[0]:
+            raise ValueError(f"{f.shape[0]} frame vectors but {t.shape[0]} timestamps")
+        if not (np.isfinite(v).all() and np.isfinite(f).all() and np.isfinite(t).all()):
+            raise ValueError("embedding or timestamps contain NaN or infinite values")
+        if self.thumbnails is not None and len(self.thumbnails) != f.shape[0]:
+            raise ValueError(f"{len(self.thumbnails)} thumbnails for {f.shape[0]} frames")
+        duration = None if self.duration is None else float(self.duration)
+        thumbs = None if self.thumbnails is None else [bytes(b) for b in self.thumbnails]
+        return EmbeddedMedia(v, f, t, duration, thumbs)
+
+
+@dataclass
+class Walk:
+    """Media files found under some paths, and the paths that could not be read."""
+
+    files: list[str] = field(default_factory=list)
+    missing: list[tuple[str, str]] = field(default_factory=list)
+
+
+def walk_media(paths: Iterable[str | os.PathLike]) -> Walk:
+    """Every media file under ``paths`` (absolute, sorted, each once); folders recursively, hidden ones skipped.
+
+    A file named directly is taken whatever its extension (it may be audio or an unusual container); inside
+    folders only image and video extensions count. Unreadable or absent paths are listed in ``missing``.
+    """
+    out = Walk()
+    seen: set[str] = set()
+
+    def keep(p: str) -> None:
+        if p not in seen:
+            seen.add(p)
+            out.files.append(p)
+
+    for root in paths:
+        root = absolute(root)
+        if os.path.isfile(root):
+            keep(root)
+            continue
+        if not os.path.isdir(root):
+            out.missing.append((root, "no such file or folder"))
+            continue
+        errors: list[OSError] = []
+        for dirpath, dirnames, filenames in os.walk(root, onerror=errors.append):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                if not name.startswith(".") and os.path.splitext(name)[1].lower() in MEDIA_EXTENSIONS:
+                    keep(os.path.join(dirpath, name))
+        out.missing.extend((e.filename or root, f"cannot list folder: {e.strerror}") for e in errors)
+    out.files.sort()
+    return out
+
+
+def absolute(path: str | os.PathLike) -> str:
+    """``path`` with ``~`` expanded, made absolute (symbolic links are kept as named)."""
+    return os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+
+def is_media_name(path: str) -> bool:
+    """Whether ``path`` has an image, video or audio extension."""
+    return os.path.splitext(path)[1].lower() in MEDIA_EXTENSIONS | AUDIO_EXTENSIONS
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex SHA-256 of the file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(_HASH_BLOCK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def make_thumbnail(rgb: np.ndarray, size: int = THUMBNAIL_SIZE, quality: int = 80) -> bytes:
+    """JPEG bytes of an RGB uint8 frame [H, W, 3] scaled so its long side is ``size`` pixels."""
+    import cv2
+
+    frame = np.asarray(rgb)
+    if frame.ndim != 3 or frame.shape[2] != 3:
+        raise ValueError(f"expected an RGB frame [H, W, 3], got shape {frame.shape}")
+    h, w = frame.shape[:2]
+    scale = size / max(h, w)
+    if scale < 1:
+        frame = cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(np.ascontiguousarray(frame, np.uint8), cv2.COLOR_RGB2BGR),
+                           [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    if not ok:
+        raise ValueError("JPEG encoding failed")
+    return buf.tobytes()

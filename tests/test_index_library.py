@@ -1,0 +1,372 @@
+"""LibraryIndex over real small files (PNGs and an MP4 generated here): sync, search, moments, crash safety.
+
+The same test functions run on the FAISS and the Milvus Lite backends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+
+import numpy as np
+import pytest
+
+from reelsearch.index import EmbeddedMedia, LibraryIndex, make_thumbnail
+from reelsearch.index.library import FAISS_NAME, SQLITE_NAME
+from reelsearch.index.scoring import order_score_fn
+
+DIM = 8
+N_FRAMES = 4
+
+
+def fake_vectors(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Deterministic (video vector, frame vectors) derived from the file's bytes."""
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(data).digest()[:8], "little"))
+    frames = rng.standard_normal((N_FRAMES, DIM)).astype(np.float32)
+    frames /= np.linalg.norm(frames, axis=1, keepdims=True)
+    video = frames.mean(0)
+    return video / np.linalg.norm(video), frames
+
+
+class FakeEmbedder:
+    """embed_fn over real files: vectors from the bytes, timestamps 0.5 s apart; counts calls, can fail."""
+
+    def __init__(self, fail_on: set[str] = frozenset(), interrupt_after: int | None = None):
+        self.calls: list[str] = []
+        self.fail_on = set(fail_on)
+        self.interrupt_after = interrupt_after
+
+    def __call__(self, path: str) -> EmbeddedMedia:
+        if self.interrupt_after is not None and len(self.calls) >= self.interrupt_after:
+            raise KeyboardInterrupt("simulated kill")
+        self.calls.append(os.path.basename(path))
+        if os.path.basename(path) in self.fail_on:
+            raise ValueError("cannot decode this one")
+        with open(path, "rb") as fh:
+            video, frames = fake_vectors(fh.read())
+        return EmbeddedMedia(video, frames, np.arange(N_FRAMES) * 0.5, duration=2.0)
+
+
+def write_png(path, seed: int) -> None:
+    import cv2
+
+    img = np.random.default_rng(seed).integers(0, 256, (12, 16, 3), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    assert cv2.imwrite(str(path), img)
+
+
+def vectors_of(path) -> tuple[np.ndarray, np.ndarray]:
+    return fake_vectors(path.read_bytes())
+
+
+@pytest.fixture(params=["faiss", "milvus"])
+def open_library(request, tmp_path):
+    """Factory: open (or reopen) the library in tmp_path/index with the parametrized backend."""
+    opened = []
+
+    def open_():
+        try:
+            lib = LibraryIndex(tmp_path / "index", backend=request.param)
+        except Exception as exc:
+            if request.param == "milvus":
+                pytest.skip(f"Milvus Lite unavailable: {type(exc).__name__}: {exc}")
+            raise
+        opened.append(lib)
+        return lib
+
+    yield open_
+    for lib in opened:
+        if lib._db is not None:
+            try:
+                lib.close()
+            except sqlite3.ProgrammingError:
+                pass
+
+
+@pytest.fixture
+def folder(tmp_path):
+    root = tmp_path / "videos"
+    for i in range(6):
+        write_png(root / ("sub" if i % 2 else "") / f"img{i}.png", seed=i)
+    (root / "notes.txt").write_text("not media")
+    return root
+
+
+def check_consistent(lib: LibraryIndex) -> None:
+    """Every video row has its frames, frame vectors and exactly one vector in the vector index."""
+    db = lib._db
+    ids = {str(r[0]) for r in db.execute("SELECT id FROM videos")}
+    assert len(lib.vectors or []) == len(ids)
+    for id_ in ids:
+        media = lib.media(id_)
+        assert media.frame_vectors.shape == (N_FRAMES, DIM)
+        np.testing.assert_allclose(lib.vectors.get([id_])[0], media.video_vector, atol=1e-6)
+
+
+def test_sync_add_update_delete(open_library, folder):
+    lib = open_library()
+    emb = FakeEmbedder()
+    rep = lib.sync([folder], emb, model_id="fake", progress=False)
+    assert len(rep.added) == 6 and not rep.failed and len(lib) == 6
+    assert sorted(emb.calls) == [f"img{i}.png" for i in range(6)]
+    check_consistent(lib)
+
+    rep = lib.sync([folder], emb, model_id="fake", progress=False)
+    assert len(rep.unchanged) == 6 and not (rep.added or rep.updated or rep.removed)
+    assert len(emb.calls) == 6
+
+    write_png(folder / "img0.png", seed=100)  # changed content
+    os.utime(folder / "sub" / "img1.png", ns=(1, 1))  # touched only: hashed, found unchanged, not re-embedded
+    (folder / "sub" / "img3.png").unlink()
+    write_png(folder / "new" / "img9.png", seed=9)
+    rep = lib.sync([folder], emb, model_id="fake", progress=False)
+    assert [os.path.basename(p) for p in rep.updated] == ["img0.png"]
+    assert [os.path.basename(p) for p in rep.added] == ["img9.png"]
+    assert [os.path.basename(p) for p in rep.removed] == ["img3.png"]
+    assert len(rep.unchanged) == 4 and sorted(emb.calls[6:]) == ["img0.png", "img9.png"]
+    assert len(lib) == 6
+    check_consistent(lib)
+
+    # the search finds the updated content at the same path, and nothing of the deleted file
+    video, _ = vectors_of(folder / "img0.png")
+    hits = lib.search(video, k=6)
+    assert hits[0].path == str(folder / "img0.png") and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert str(folder / "sub" / "img3.png") not in {h.path for h in hits}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+    lib.close()
+    again = open_library()  # reopened from disk
+    assert len(again) == 6 and again.search(video, k=1)[0].path == str(folder / "img0.png")
+
+
+def test_failed_file_is_recorded_and_the_rest_indexed(open_library, folder):
+    (folder / "broken.mp4").write_bytes(b"\x00not a video")
+    lib = open_library()
+    rep = lib.sync([folder, folder / "absent"], FakeEmbedder(fail_on={"broken.mp4", "img2.png"}), progress=False)
+    failed = {os.path.basename(p): msg for p, msg in rep.failed}
+    assert set(failed) == {"broken.mp4", "img2.png", "absent"}
+    assert "cannot decode" in failed["img2.png"] and "no such file" in failed["absent"]
+    assert len(rep.added) == 5 and len(lib) == 5
+    # failures are retried next time
+    rep = lib.sync([folder], FakeEmbedder(), progress=False)
+    assert sorted(os.path.basename(p) for p in rep.added) == ["broken.mp4", "img2.png"]
+
+
+def test_kill_mid_sync_keeps_a_consistent_index(open_library, folder):
+    lib = open_library()
+    with pytest.raises(KeyboardInterrupt):
+        lib.sync([folder], FakeEmbedder(interrupt_after=3), progress=False, commit_every=2)
+    lib.close()
+    lib = open_library()
+    assert len(lib) == 2  # the committed batch of two; the third embedding was never committed
+    check_consistent(lib)
+    emb = FakeEmbedder()
+    rep = lib.sync([folder], emb, progress=False)
+    assert len(rep.added) == 4 and len(rep.unchanged) == 2 and len(emb.calls) == 4
+    check_consistent(lib)
+
+
+def test_crash_before_vector_index_is_saved_is_replayed(open_library, folder, monkeypatch):
+    lib = open_library()
+    lib.sync([folder], FakeEmbedder(), progress=False)
+    write_png(folder / "late.png", seed=50)
+    (folder / "img4.png").unlink()
+
+    def crash(*_a, **_k):
+        raise KeyboardInterrupt("killed while saving the vector index")
+
+    monkeypatch.setattr(type(lib.vectors), "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        lib.sync([folder], FakeEmbedder(), progress=False)
+    monkeypatch.undo()
+    lib.close()
+    if lib.backend == "faiss":
+        assert (lib.dir / FAISS_NAME).exists()
+    lib = open_library()  # SQLite committed; the vector index catches up on open
+    assert len(lib) == 6
+    check_consistent(lib)
+    video, _ = vectors_of(folder / "late.png")
+    assert lib.search(video, k=1)[0].path == str(folder / "late.png")
+
+
+def test_moment_is_the_best_frame(open_library, folder):
+    lib = open_library()
+    lib.sync([folder], FakeEmbedder(), progress=False)
+    _, frames = vectors_of(folder / "sub" / "img5.png")
+    hits = lib.search(frames[2], k=6, frame_scores=True)
+    mine = next(h for h in hits if h.path == str(folder / "sub" / "img5.png"))
+    ref = frames.astype(np.float16).astype(np.float32) @ frames[2]
+    np.testing.assert_allclose(mine.frame_scores, ref, atol=1e-5)
+    assert mine.frame == 2 and mine.moment == pytest.approx(1.0)  # frame 2 at 2 x 0.5 s
+
+
+def test_order_similarity_search_is_exact(open_library, folder):
+    lib = open_library()
+    lib.sync([folder], FakeEmbedder(), progress=False)
+    q = np.abs(np.random.default_rng(11).standard_normal(DIM)).astype(np.float32) * 0.3
+    hits = lib.search(q, k=6, score_fn=order_score_fn())
+    ref = []
+    for rec in lib.videos():
+        v = lib.media(rec.id).video_vector
+        ref.append((-sum(max(0.0, float(a) - float(b)) ** 2 for a, b in zip(q, v, strict=True)), rec.path))
+    ref.sort(key=lambda s: -s[0])
+    assert [h.path for h in hits] == [p for _, p in ref]
+    np.testing.assert_allclose([h.score for h in hits], [s for s, _ in ref], rtol=1e-4, atol=1e-6)
+
+
+def test_model_change_reembeds_everything(open_library, folder, tmp_path):
+    lib = open_library()
+    other = tmp_path / "other"
+    write_png(other / "o.png", seed=77)
+    lib.sync([folder], FakeEmbedder(), model_id="m1", progress=False)
+    lib.sync([other], FakeEmbedder(), model_id="m1", progress=False)
+    assert len(lib) == 7
+    emb = FakeEmbedder()
+    rep = lib.sync([folder], emb, model_id="m2", progress=False)
+    assert len(emb.calls) == 6 and len(rep.added) == 6
+    assert [os.path.basename(p) for p in rep.removed] == ["o.png"]  # other model's vectors cannot stay
+    assert lib.model_id == "m2" and len(lib) == 6
+    check_consistent(lib)
+
+
+def test_moved_file_reuses_its_embeddings(open_library, folder):
+    lib = open_library()
+    lib.sync([folder], FakeEmbedder(), progress=False)
+    os.rename(folder / "img2.png", folder / "renamed.png")
+    emb = FakeEmbedder()
+    rep = lib.sync([folder], emb, progress=False)
+    assert emb.calls == [] and rep.reused == 1
+    assert [os.path.basename(p) for p in rep.added] == ["renamed.png"]
+    assert [os.path.basename(p) for p in rep.removed] == ["img2.png"]
+    check_consistent(lib)
+
+
+def test_undecodable_file_names_round_trip(open_library, tmp_path):
+    root = tmp_path / "names"
+    root.mkdir()
+    raw = os.fsencode(str(root)) + b"/caf\xe9-\xff.png"  # not UTF-8
+    write_png(root / "tmp.png", seed=3)
+    os.rename(root / "tmp.png", raw)
+    lib = open_library()
+    rep = lib.sync([root], FakeEmbedder(), progress=False)
+    assert len(rep.added) == 1
+    hit = lib.search(fake_vectors(open(raw, "rb").read())[0], k=1)[0]
+    assert os.fsencode(hit.path) == raw
+
+
+def test_real_video_thumbnails_and_moments(tmp_path):
+    """A real MP4 (written with PyAV) decoded with reelsearch.media: thumbnails stored, moment points at a frame."""
+    av = pytest.importorskip("av")
+    from reelsearch.media.decode import decode_frames
+
+    path = tmp_path / "clip" / "colours.mp4"
+    path.parent.mkdir()
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("mpeg4", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for i in range(20):  # 2 s: red for the first second, blue for the second
+            img = np.zeros((48, 64, 3), np.uint8)
+            img[..., 0 if i < 10 else 2] = 220
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")))
+        out.mux(stream.encode())
+
+    def embed(p: str) -> EmbeddedMedia:
+        fr = decode_frames(p, "interval:0.5")
+        means = fr.images.reshape(len(fr), -1, 3).mean(1).astype(np.float32)  # colour embedding [T, 3]
+        means /= np.linalg.norm(means, axis=1, keepdims=True)
+        v = means.mean(0)
+        return EmbeddedMedia(v / np.linalg.norm(v), means, fr.timestamps, fr.duration,
+                             [make_thumbnail(im) for im in fr.images])
+
+    lib = LibraryIndex(tmp_path / "index")
+    rep = lib.sync([tmp_path / "clip"], embed, model_id="colour-means", progress=False)
+    assert len(rep.added) == 1, rep.failed
+    hit = lib.search(np.array([0.0, 0.0, 1.0]), k=1)[0]  # "blue"
+    assert hit.moment >= 1.0 and hit.duration == pytest.approx(2.0, abs=0.15)
+    red = lib.search(np.array([1.0, 0.0, 0.0]), k=1)[0]
+    assert red.moment < 1.0
+    thumb = lib.thumbnail(hit.id, hit.frame)
+    import cv2
+
+    img = cv2.imdecode(np.frombuffer(thumb, np.uint8), cv2.IMREAD_COLOR)
+    assert img.shape == (48, 64, 3) and img[..., 0].mean() > 150  # BGR: blue channel
+    lib.close()
+
+
+def test_second_writer_is_refused(tmp_path, folder):
+    import fcntl
+
+    lib = LibraryIndex(tmp_path / "index")
+    with open(lib.dir / ".writer.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        from reelsearch.index import LibraryError
+
+        with pytest.raises(LibraryError, match="another process"):
+            lib.sync([folder], FakeEmbedder(), progress=False)
+    lib.close()
+
+
+def test_sqlite_file_is_where_documented(tmp_path, folder):
+    with LibraryIndex(tmp_path / "index") as lib:
+        lib.sync([folder], FakeEmbedder(), progress=False)
+    assert (tmp_path / "index" / SQLITE_NAME).exists() and (tmp_path / "index" / FAISS_NAME).exists()
+
+
+def test_reader_refresh_sees_another_writers_changes(tmp_path, folder):
+    writer = LibraryIndex(tmp_path / "index")
+    writer.sync([folder], FakeEmbedder(), progress=False)
+    reader = LibraryIndex(tmp_path / "index")
+    assert len(reader) == 6
+    write_png(folder / "fresh.png", seed=123)
+    (folder / "img0.png").unlink()
+    writer.sync([folder], FakeEmbedder(), progress=False)
+    reader.refresh()
+    video, _ = vectors_of(folder / "fresh.png")
+    hits = reader.search(video, k=10)
+    assert hits[0].path == str(folder / "fresh.png")
+    assert str(folder / "img0.png") not in {h.path for h in hits} and len(hits) == 6
+    assert reader.find(folder / "fresh.png") == hits[0].id and reader.find(folder / "img0.png") is None
+    writer.close()
+    reader.close()
+
+
+def colour_histogram_embedder(policy: str = "uniform:8"):
+    """embed_fn over real videos: per-frame 4x4x4 RGB histograms (unit norm), real timestamps and thumbnails."""
+    from reelsearch.media.decode import decode_frames
+
+    def embed(path: str) -> EmbeddedMedia:
+        fr = decode_frames(path, policy)
+        bins = (fr.images.reshape(len(fr), -1, 3) // 64).astype(np.int64)
+        codes = bins[..., 0] * 16 + bins[..., 1] * 4 + bins[..., 2]
+        hist = np.stack([np.bincount(c, minlength=64) for c in codes]).astype(np.float32)
+        hist /= np.linalg.norm(hist, axis=1, keepdims=True)
+        video = hist.mean(0)
+        return EmbeddedMedia(video / np.linalg.norm(video), hist, fr.timestamps, fr.duration,
+                             [make_thumbnail(im) for im in fr.images])
+
+    return embed
+
+
+def test_real_msrvtt_clips(tmp_path):
+    """The two real MSR-VTT clips: indexed with real durations and timestamps; a frame finds its video and moment."""
+    from conftest import shared_path
+
+    clips = shared_path("msrvtt", "clips")
+    embed = colour_histogram_embedder()
+    with LibraryIndex(tmp_path / "index") as lib:
+        rep = lib.sync([clips], embed, model_id="colour-hist", progress=False)
+        assert sorted(os.path.basename(p) for p in rep.added) == ["video9770.mp4", "video9771.mp4"], rep.failed
+        durations = {os.path.basename(r.path): r.duration for r in lib.videos()}
+        assert durations["video9770.mp4"] == pytest.approx(11.0, abs=0.1)
+        assert durations["video9771.mp4"] == pytest.approx(13.98, abs=0.1)
+        media = embed(str(clips / "video9771.mp4"))
+        hit = lib.search(media.frame_vectors[5], k=2)[0]
+        assert hit.path == str(clips / "video9771.mp4")
+        assert hit.moment == pytest.approx(media.timestamps[5], abs=1e-6) and 0 <= hit.moment <= hit.duration
+        import cv2
+
+        thumb = cv2.imdecode(np.frombuffer(lib.thumbnail(hit.id, hit.frame), np.uint8), cv2.IMREAD_COLOR)
+        assert max(thumb.shape[:2]) == 96  # 320 x 240 source, stored at 96 px on the long side
+        rep = lib.sync([clips], embed, model_id="colour-hist", progress=False)
+        assert len(rep.unchanged) == 2 and not rep.added
