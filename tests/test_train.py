@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from train_fixtures import make_dataset, small
 
 from reelsearch.train.session import evaluate, train
+from train_fixtures import make_dataset, small
 
 ROOT = Path(__file__).resolve().parents[1]
 
