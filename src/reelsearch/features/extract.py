@@ -35,6 +35,7 @@ class ExtractConfig:
 
     modalities: tuple[str, ...] = ("appearance",)
     extractors: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_EXTRACTORS))
+    extractor_options: dict[str, dict] = field(default_factory=dict)  # modality -> constructor options
     policy: SamplingPolicy = field(default_factory=lambda: SamplingPolicy("interval", 0.5, 64))
     short_side: int | None = 256
     workers: int = 2
@@ -116,11 +117,11 @@ def motion_of_pairs(extractor, frames) -> np.ndarray:
     return np.concatenate(rows)
 
 
-def make_extractor(name: str, device: str | None = None, batch_size: int | None = None):
-    """create_extractor(name) with ``device`` / ``batch_size`` passed when its constructor takes them."""
+def make_extractor(name: str, device: str | None = None, batch_size: int | None = None, **extra):
+    """create_extractor(name, **extra) with ``device`` / ``batch_size`` passed when its constructor takes them."""
     from reelsearch.features.extractors import EXTRACTORS, create_extractor
 
-    options = {}
+    options = dict(extra)
     try:
         module, factory = EXTRACTORS[name].split(":")
         import importlib
@@ -210,7 +211,7 @@ def run_extraction(jobs: list[Job], store_root: str | Path, config: ExtractConfi
         for m in modalities:
             if m not in ex and any(m in todo for _, todo in pending):
                 ex[m] = make_extractor(config.extractors.get(m, DEFAULT_EXTRACTORS[m]), config.device,
-                                       config.batch_size)
+                                       config.batch_size, **config.extractor_options.get(m, {}))
         _run_pending(pending, store, ex, config, summary, tqdm, FeatureStore)
     finally:
         summary.seconds = time.perf_counter() - t0
