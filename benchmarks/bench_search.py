@@ -1,17 +1,27 @@
 """Search at scale: latency p50/p99, recall@10 of the approximate index against exact search, build rate.
 
-Measured in-process (the HTTP service comes later: see ``http_search`` below, a marked hook that is not wired yet).
-For each size: numpy exact scan (baseline), FAISS exact (flat), FAISS HNSW (a few efSearch values), Milvus Lite
-(HNSW, same M / efConstruction / ef), and LibraryIndex.search end to end (vector search + best-moment lookup of the
-10 hits in SQLite, synthetic rows written through the library's own commit path).
+In-process, for each size: numpy exact scan (baseline), FAISS exact (flat), FAISS HNSW (a few efSearch values),
+Milvus Lite (HNSW, same M / efConstruction / ef), and LibraryIndex.search end to end (vector search + best-moment
+lookup of the 10 hits in SQLite, synthetic rows written through the library's own commit path).
 
-Vectors look like real embeddings: MiniLM sentence embeddings of real MSVD captions (384-d, ../shared/data) are the
-semantic bases; each "video" mixes two of them plus noise, mapped into ``--dim`` by a fixed random isometry, plus
-a little isotropic noise so the vectors span the whole space; queries are held-out captions mapped the same way.
-``--source clustered`` uses Gaussian clusters instead (no model or data needed). On i.i.d. Gaussian vectors HNSW
-recall is meaningless (about 0.08 at recall@10), so that source is not offered.
+Through the HTTP API (``bench_http``; ``--no-http`` skips it, ``--http-only`` runs only it): a Searcher with the
+bundled default model (``--http-model``) over n synthetic videos whose rows (video vector + per-frame vectors,
+synthetic paths, no decoding) are committed straight through the library's commit path with the searcher's model id;
+``create_app(searcher)`` is served by a real uvicorn server on a free 127.0.0.1 port (background thread) and an
+httpx client (keep-alive) sends held-out real captions to ``GET /search?q=...&k=10`` one at a time. Rows: end to end
+(the server encodes the text with the model), the same route with the text encoding replaced by a lookup of each
+query's precomputed encoding (HTTP + vector search + moments + JSON), and in-process splits (Searcher.search, text
+encoding alone, LibraryIndex.search). recall@10 is against an exact scan with the model's own query vectors. The
+videos live in the model's joint space: two of the model's embeddings of real MSVD captions mixed plus noise.
+
+In-process vectors look like real embeddings: MiniLM sentence embeddings of real MSVD captions (384-d,
+../shared/data) are the semantic bases; each "video" mixes two of them plus noise, mapped into ``--dim`` by a fixed
+random isometry, plus a little isotropic noise so the vectors span the whole space; queries are held-out captions
+mapped the same way. ``--source clustered`` uses Gaussian clusters instead (no model or data needed). On i.i.d.
+Gaussian vectors HNSW recall is meaningless (about 0.08 at recall@10), so that source is not offered.
 
 .venv/bin/python benchmarks/bench_search.py --sizes 10000 100000 --dim 1024
+.venv/bin/python benchmarks/bench_search.py --sizes 10000 100000 --http-only
 """
 
 from __future__ import annotations
@@ -109,9 +119,186 @@ def row(name: str, n: int, lat: np.ndarray | None, recall: float | None, build_s
     return r
 
 
-def http_search(url: str, query: np.ndarray, k: int = 10):
-    """HOOK (not wired yet): time a search through the HTTP API once the service exists (issue 6, later part)."""
-    raise NotImplementedError("the HTTP search service does not exist yet; this benchmark measures in-process only")
+def caption_texts(n: int) -> list[str]:
+    """The n distinct real MSVD captions behind ``caption_embeddings(n)`` (same order)."""
+    captions = json.loads((SHARED / "msvd" / "captions_msvd.json").read_text())
+    flat = sorted({c.strip().lower() for caps in captions.values() for c in caps if c.strip()})
+    pick = np.random.default_rng(0).choice(len(flat), size=n, replace=False)
+    return [flat[i] for i in pick]
+
+
+def query_vectors(searcher, texts: list[str]) -> np.ndarray:
+    """Query vectors [N, D] exactly as ``Searcher.search`` builds them in "ann" mode (weighted expert concat)."""
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(texts), 128):
+            per_expert = searcher.layout.encode_query(texts[start:start + 128])
+            out.append(torch.cat([e.weight * c for e, c in zip(searcher.layout.experts, per_expert)], 1).numpy())
+    return np.concatenate(out).astype(np.float32)
+
+
+def joint_bases(searcher, texts: list[str], cache: Path) -> np.ndarray:
+    """The model's own query embeddings of real captions (cached per model fingerprint): the semantic bases."""
+    cache_file = cache / f"joint-{searcher.layout.model_fingerprint()}-{len(texts)}.npy"
+    if cache_file.exists():
+        return np.load(cache_file)
+    t = time.perf_counter()
+    emb = query_vectors(searcher, texts)
+    print(f"encoded {len(texts)} MSVD captions with {searcher.model_id.split('@')[0]} "
+          f"in {time.perf_counter() - t:.1f} s")
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(cache_file, emb)
+    return emb
+
+
+def mixed_videos(bases: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+    """n unit "video" vectors in the bases' space: two bases mixed (0.55-0.9 / rest) plus noise (as make_vectors)."""
+    rng = np.random.default_rng(seed)
+    d = bases.shape[1]
+    out = np.empty((n, d), np.float32)
+    for start in range(0, n, 20000):
+        m = min(20000, n - start)
+        a, b = bases[rng.integers(0, len(bases), m)], bases[rng.integers(0, len(bases), m)]
+        w = rng.uniform(0.55, 0.9, (m, 1)).astype(np.float32)
+        out[start:start + m] = unit(w * a + (1 - w) * b + 0.3 * rng.standard_normal((m, d)).astype(np.float32)
+                                    / np.sqrt(d))
+    return out
+
+
+class ServerThread:
+    """A real uvicorn server for ``app`` on a free 127.0.0.1 port, in a background thread."""
+
+    def __init__(self, app):
+        import socket
+        import threading
+
+        import uvicorn
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def http_search(client, text: str, k: int = 10) -> list[str]:
+    """One ``GET /search?q=text&k=k`` through the HTTP API; the result ids, best first."""
+    r = client.get("/search", params={"q": text, "k": k})
+    r.raise_for_status()
+    return [hit["id"] for hit in r.json()["results"]]
+
+
+def timed_texts(fn, texts: list[str], warmup: int = 20) -> tuple[np.ndarray, list]:
+    """Per-query wall time (ms) of fn(text), one at a time after ``warmup`` untimed calls; and fn's results."""
+    for t in texts[:warmup]:
+        fn(t)
+    lat, out = np.empty(len(texts)), []
+    for i, text in enumerate(texts):
+        t = time.perf_counter()
+        out.append(fn(text))
+        lat[i] = (time.perf_counter() - t) * 1e3
+    return lat, out
+
+
+def load() -> str:
+    return "/".join(f"{v:.1f}" for v in os.getloadavg())
+
+
+def bench_http(n: int, args, work: Path) -> list[dict]:
+    """/search through uvicorn + httpx at n videos with the model ``args.http_model``; in-process splits too.
+
+    Rows are written straight through the library's commit path (video vector + ``args.frames`` frame vectors
+    per video, synthetic paths, no decoding) with the searcher's model id, so the server serves them as its own.
+    """
+    import httpx
+    import torch
+
+    from reelsearch.index.media import EmbeddedMedia
+    from reelsearch.search import Searcher
+    from reelsearch.service import create_app
+
+    texts = caption_texts(6000)
+    queries = texts[5000:5000 + args.http_queries]
+    rows = []
+    with Searcher(work / f"http-{n}", args.http_model) as searcher:
+        if searcher.mode != "ann":
+            raise SystemExit(f"--http-model must be a single-vector (ann) model; {args.http_model} is {searcher.mode}")
+        x = mixed_videos(joint_bases(searcher, texts, args.cache)[:5000], n)
+        lib, rng = searcher.library, np.random.default_rng(1)
+        st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
+        times = np.arange(args.frames) * 0.5
+        t = time.perf_counter()
+        for start in range(0, n, 2000):
+            pending = []
+            for i in range(start, min(n, start + 2000)):
+                frames = unit(x[i] + 0.3 * rng.standard_normal((args.frames, x.shape[1])).astype(np.float32)
+                              / np.sqrt(x.shape[1]))
+                pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
+                                EmbeddedMedia(x[i], frames, times, 2.0), f"{i:064x}"))
+            lib._commit(pending, [], searcher.model_id)
+        sql_s = time.perf_counter() - t
+        t = time.perf_counter()
+        lib.refresh()  # builds the vector index from SQLite (exact below 20,000 videos, HNSW above) and saves it
+        vec_s = time.perf_counter() - t
+        assert len(lib) == n and len(lib.vectors) == n and not searcher.stale()
+        print(f"http {n}: {lib.vectors.structure} index, SQLite rows {sql_s:.1f} s, vector index {vec_s:.1f} s, "
+              f"model {searcher.model_id.split('@')[0]} (D = {x.shape[1]})", flush=True)
+        searcher.warm_up()
+
+        qv = query_vectors(searcher, queries)
+        exact = np.argsort(-(qv @ x.T), axis=1)[:, :10]
+        truth = [[str(int(i) + 1) for i in r] for r in exact]  # library ids start at 1, in insertion order
+
+        def add(name, lat, got=None, before=""):
+            r = row(name, n, lat, None if got is None else recall_at(truth, got), None)
+            r["load"] = f"{before} -> {load()}"
+            print(f"  load average (1/5/15 min) {r['load']}", flush=True)
+            rows.append(r)
+
+        label = f"{lib.vectors.structure}"
+        with ServerThread(create_app(searcher)) as server, httpx.Client(base_url=server.url) as client:
+            before = load()
+            lat, got = timed_texts(lambda s: http_search(client, s), queries)
+            add(f"HTTP GET /search end to end (text encoding + {label} + moments + JSON)", lat, got, before)
+
+            # the same route with the text encoder swapped for a lookup of each query's own encoding (done here)
+            real_encode = searcher.layout.encode_query
+            encoded = {s: real_encode([s]) for s in queries}
+            searcher.layout.encode_query = lambda caps: [torch.cat(p) for p in zip(*(encoded[c] for c in caps))]
+            try:
+                before = load()
+                lat, got = timed_texts(lambda s: http_search(client, s), queries)
+                add(f"HTTP GET /search, text encoding precomputed ({label} + moments + JSON)", lat, got, before)
+            finally:
+                searcher.layout.encode_query = real_encode
+
+        before = load()
+        lat, _ = timed_texts(lambda s: searcher.search(s, 10), queries)
+        add("in-process Searcher.search (text encoding + search + moments)", lat, None, before)
+        before = load()
+        lat, _ = timed_texts(lambda s: searcher.layout.encode_query([s]), queries)
+        add("in-process text encoding only (layout.encode_query)", lat, None, before)
+        before = load()
+        qmap = dict(zip(queries, qv))
+        lat, got = timed_texts(lambda s: [h.id for h in lib.search(qmap[s], 10, frame_scores=True)], queries)
+        add(f"in-process LibraryIndex.search ({label} + moments)", lat, got, before)
+    return rows
 
 
 def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> list[dict]:
@@ -228,6 +415,12 @@ def main() -> None:
     ap.add_argument("--no-hnsw", action="store_true", help="skip the stand-alone FAISS HNSW rows")
     ap.add_argument("--no-milvus", action="store_true")
     ap.add_argument("--no-library", action="store_true")
+    ap.add_argument("--no-http", action="store_true", help="skip /search through the HTTP service")
+    ap.add_argument("--http-only", action="store_true", help="only the HTTP service rows (and their splits)")
+    ap.add_argument("--http-model", default="default", help="model served over HTTP (single-vector, ann mode)")
+    ap.add_argument("--http-queries", type=int, default=500, help="held-out caption queries sent (<= 1000)")
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="torch intra-op threads of the whole process, server included (0: torch's default)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-cache")
     ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
     args = ap.parse_args()
@@ -236,12 +429,21 @@ def main() -> None:
 
     if args.threads:
         faiss.omp_set_num_threads(args.threads)
-    print(f"cpus={os.cpu_count()} faiss_threads={faiss.omp_get_max_threads()} source={args.source} dim={args.dim}")
-    x_all, q = make_vectors(args.source, max(args.sizes), args.queries, args.dim, args.cache)
+    print(f"cpus={os.cpu_count()} faiss_threads={faiss.omp_get_max_threads()} source={args.source} dim={args.dim} "
+          f"load average {load()}")
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    x_all, q = (None, None) if args.http_only else make_vectors(args.source, max(args.sizes), args.queries, args.dim,
+                                                                 args.cache)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-search-") as work:
         for n in args.sizes:
-            rows += bench_size(n, args, x_all, q, Path(work))
+            if not args.http_only:
+                rows += bench_size(n, args, x_all, q, Path(work))
+            if not args.no_http:
+                rows += bench_http(n, args, Path(work))
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
 
