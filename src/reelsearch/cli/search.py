@@ -108,10 +108,14 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
         port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on."),
         model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
+        threads: int = typer.Option(1, "--threads", min=1, help="torch threads per query (1 keeps latency steady "
+                                    "when requests or other work share the cores; see docs/benchmarks.md)."),
     ) -> None:
         """Serve the search page, the JSON API (/docs) and the indexed videos over HTTP."""
+        import torch
         import uvicorn
 
+        torch.set_num_threads(threads)
         from reelsearch.service import create_app
 
         searcher, _ = _searcher(index, model, must_exist=True)
