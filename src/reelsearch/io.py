@@ -75,3 +75,23 @@ def recover_dir(dest: str | Path) -> Path:
     if not dest.exists() and old.exists():
         os.replace(old, dest)
     return dest
+
+
+def read_text(path: str | Path) -> str:
+    """A text file's content (UTF-8, BOM tolerated), or a DataFormatError naming the file."""
+    from reelsearch.errors import DataFormatError
+
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise DataFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
+
+
+def numbered_lines(text: str):
+    """(1-based line number, line without its end) for every non-blank line."""
+    for no, line in enumerate(text.split("\n"), 1):  # not splitlines(): it also splits on \x85, \u2028, ...
+        line = line.rstrip("\r")
+        if line.strip():
+            yield no, line

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from reelsearch.datasets.item import Item
 from reelsearch.errors import DataFormatError, ReelsearchError
+from reelsearch.io import numbered_lines, read_text  # noqa: F401  (re-exported for the readers)
 
 # Well-known split names come first, in this order; any other split follows alphabetically.
 _SPLIT_ORDER = ["train", "restval", "val", "dev", "validate", "test"]
@@ -61,24 +62,6 @@ class Dataset:
         counts = ", ".join(f"{s}={len(v)}" for s, v in self._splits.items())
         proto = f", protocol={self.protocol!r}" if self.protocol else ""
         return f"Dataset({self.name!r}, {str(self.root)!r}{proto}: {counts})"
-
-
-def read_text(path: Path) -> str:
-    """A text file's content (UTF-8, BOM tolerated), or a DataFormatError naming the file."""
-    try:
-        return Path(path).read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise DataFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
-
-
-def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(1-based line number, line without its end) for every non-blank line."""
-    for no, line in enumerate(text.split("\n"), 1):  # not splitlines(): it also splits on \x85, \u2028, ...
-        line = line.rstrip("\r")
-        if line.strip():
-            yield no, line
 
 
 def read_id_list(path: Path) -> list[tuple[int, str]]:

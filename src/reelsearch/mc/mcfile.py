@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reelsearch.errors import DataFormatError
-from reelsearch.io import atomic_write_text
+from reelsearch.io import atomic_write_text, numbered_lines, read_text
 
 N_CHOICES = 5
 _STAMPS = 4
@@ -86,17 +86,7 @@ def parse_mc_line(line: str, path: str | Path, no: int) -> Question:
 def read_mc_file(path: str | Path) -> list[Question]:
     """Questions of a multiple-choice file (ours or LSMDC16's), in file order; a bad line is a DataFormatError."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise DataFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
-    out = []
-    for no, line in enumerate(text.split("\n"), 1):
-        line = line.rstrip("\r")
-        if line.strip():
-            out.append(parse_mc_line(line, path, no))
+    out = [parse_mc_line(line, path, no) for no, line in numbered_lines(read_text(path))]
     if not out:
         raise DataFormatError(path, "no questions in the file")
     return out

@@ -264,19 +264,12 @@ class Searcher:
 def read_captions(path: str | Path) -> list[str]:
     """Captions from a text file, one per line (blank lines skipped)."""
     from reelsearch.errors import DataFormatError
+    from reelsearch.io import numbered_lines, read_text
 
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataFormatError(path, f"cannot read: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(path, f"not UTF-8 text ({exc.reason})") from exc
     captions = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in numbered_lines(read_text(path)):
         line = line.strip()
-        if not line:
-            continue
         if len(line) > MAX_QUERY_CHARS:
             raise DataFormatError(path, f"caption longer than {MAX_QUERY_CHARS} characters", n)
         captions.append(line)
