@@ -132,3 +132,23 @@ def test_two_process_ddp_matches_single_process(dataset, tmp_path):
     np.testing.assert_allclose(one["loss"], two["loss"], rtol=1e-4)  # global hardest negatives, same loss
     for k, v in one["weights"].items():
         assert two["weights"][k] == pytest.approx(v, rel=1e-3, abs=1e-4), k
+
+
+def test_warmup_epochs_train_with_sum_of_hinges_first(dataset, tmp_path):
+    """With warmup_epochs=1 the first epoch uses "vse" (all negatives: a loss ~B times larger than the hardest
+    negative's), then the configured "mithun-weighted" loss."""
+    manifest, store = dataset
+    torch.set_num_threads(1)
+    over = small("mithun-expert")
+    over["train"]["warmup_epochs"] = 1
+    train("mithun-expert", f"manifest:{manifest}", tmp_path / "warm", features=store, epochs=2, overrides=over,
+          progress=False)
+    plain = train("mithun-expert", f"manifest:{manifest}", tmp_path / "plain", features=store, epochs=1,
+                  overrides=small("mithun-expert"), progress=False)
+    warm_rows = (tmp_path / "warm" / "log.csv").read_text().splitlines()[1:]
+    plain_rows = (tmp_path / "plain" / "log.csv").read_text().splitlines()[1:]
+    warm = [float(r.split(",")[1]) for r in warm_rows]
+    first_plain = float(plain_rows[0].split(",")[1])
+    assert warm[0] > 5 * first_plain  # epoch 1: sum over all 31 negatives per query
+    assert warm[1] < warm[0] / 5  # epoch 2: back to the rank-weighted hardest negative
+    assert plain["epochs_run"] == 1

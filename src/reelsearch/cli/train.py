@@ -26,6 +26,9 @@ def register(app: typer.Typer) -> None:
         device: str | None = typer.Option(None, "--device", help="cpu, cuda, cuda:1 (default: GPU when present)."),
         loss: str | None = typer.Option(None, "--loss", help="Replace the config's loss preset (vse, vse++, "
                                         "torabi-pairwise, annotation, mithun-weighted, infonce)."),
+        warmup_epochs: int | None = typer.Option(None, "--warmup-epochs", help="Train the first N epochs with the "
+                                                 "sum-of-hinges loss (same margin) before the config's loss; "
+                                                 "hardest-negative losses can collapse from a random start."),
         threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's; "
                                            "1 is fastest on a busy machine)."),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -37,7 +40,8 @@ def register(app: typer.Typer) -> None:
         _set_threads(threads)
         opts = {"protocol": protocol} if protocol else {}
         summary = run(config, data, out, features=features, epochs=epochs, device=device, train_split=train_split,
-                      val_split=val_split, seed=seed, loss=loss, **opts)
+                      val_split=val_split, seed=seed, loss=loss,
+                      overrides={"train": {"warmup_epochs": warmup_epochs}} if warmup_epochs else None, **opts)
         if json_out:
             typer.echo(json.dumps(summary, indent=2, default=str))
         else:

@@ -194,6 +194,9 @@ def train_config_of(cfg: dict, epochs: int | None = None, seed: int | None = Non
     )
     if "checkpoint_every" in t:
         out.checkpoint_every = int(t["checkpoint_every"])
+    if t.get("warmup_epochs"):
+        out.warmup_epochs = int(t["warmup_epochs"])
+        out.warmup_loss = t.get("warmup_loss", "vse")
     return out
 
 

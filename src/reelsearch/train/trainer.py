@@ -49,6 +49,10 @@ class TrainConfig:
     seed: int = 0
     checkpoint_every: int = 200  # steps between mid-epoch training-state saves (0 = only at epoch ends)
     eval_batch_size: int = 512
+    # opt-in: train the first epochs with sum-of-hinges "vse" (same margin and similarity) before the configured
+    # loss; hardest-negative losses can collapse from a random start (all embeddings equal)
+    warmup_epochs: int = 0
+    warmup_loss: str = "vse"
 
     @classmethod
     def from_dict(cls, d: dict | None) -> TrainConfig:
@@ -92,11 +96,21 @@ class Trainer:
         self.params = params
         self.opt = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.schedule = LRSchedule(**cfg.schedule)
+        self.warmup = None
+        if cfg.warmup_epochs:
+            from reelsearch.losses import create_loss
+
+            kw = {"similarity": getattr(loss, "similarity", "cosine")}
+            if hasattr(loss, "margin"):
+                kw["margin"] = loss.margin
+            self.warmup = create_loss(cfg.warmup_loss, **kw)
+        self.epoch = 0
 
     # ---------------------------------------------------------------- one step
     def _loss_on(self, idx: np.ndarray) -> torch.Tensor:
         """Loss of the global batch ``idx`` (this rank's share of it when distributed)."""
         data, info = self.train_data, self.dist
+        loss_fn = self.warmup if self.warmup is not None and self.epoch < self.cfg.warmup_epochs else self.loss
         bl = len(idx) // info.world_size
         local = idx[info.rank * bl : (info.rank + 1) * bl] if info.enabled else idx
         vids_global = data.cap2vid[idx]
@@ -107,16 +121,16 @@ class Trainer:
         if not info.enabled:
             sims = self.model.similarity(t, v)
             same = torch.as_tensor(vids_global[:, None] == vids_global[None, :], device=sims.device)
-            return self.loss(sims, positive_mask=same)
+            return loss_fn(sims, positive_mask=same)
         tg, vg = gather_with_grad(t, info), gather_with_grad(v, info)  # FrameStates are padded, then gathered
         vids_local = data.cap2vid[local]
         same = torch.as_tensor(vids_local[:, None] == vids_global[None, :], device=t.device)
         pos = torch.arange(bl, device=t.device) + info.rank * bl
         s_c2v = self.model.similarity(t, vg)  # local captions x all videos
         s_v2c = self.model.similarity(tg, v).t()  # local videos x all captions
-        loss = self.loss.forward_rect(s_c2v, pos, s_v2c, pos, mask_c2v=same, mask_v2c=same)
+        loss = loss_fn.forward_rect(s_c2v, pos, s_v2c, pos, mask_c2v=same, mask_v2c=same)
         # gradients are summed over ranks: a per-rank mean must be scaled so the sum is the global mean
-        return loss / info.world_size if getattr(self.loss, "reduction", "sum") == "mean" else loss
+        return loss / info.world_size if getattr(loss_fn, "reduction", "sum") == "mean" else loss
 
     def _step(self, idx: np.ndarray) -> float:
         self.model.train()
@@ -201,7 +215,7 @@ class Trainer:
         log = TrainLog(self.out, st["history"]) if self.dist.is_main else None
         n = len(self.train_data.captions)
         while st["epoch"] < cfg.epochs:
-            epoch = st["epoch"]
+            epoch = self.epoch = st["epoch"]
             self.schedule.apply(self.opt, cfg.lr, epoch)
             batches = epoch_batches(n, cfg.batch_size, cfg.seed, epoch)
             t0 = time.time()
