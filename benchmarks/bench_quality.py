@@ -87,6 +87,8 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["torabi-m1", "torabi-m2", "torabi-m3", "mithun-expert",
                                                      "mithun-moe-images", "scde"])
     ap.add_argument("--epochs", type=int, default=None, help="cap on epochs (default: each config's)")
+    ap.add_argument("--warmup-epochs", type=int, default=None,
+                    help="sum-of-hinges epochs before the configured loss (mithun-* need it, see docs/training.md)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "quality")
     ap.add_argument("--json", type=Path, help="write the table as JSON here")
     args = ap.parse_args()
@@ -104,6 +106,8 @@ def main() -> None:
                "--features", str(args.features), "--out", str(run)]
         if args.epochs:
             cmd += ["--epochs", str(args.epochs)]
+        if args.warmup_epochs:
+            cmd += ["--warmup-epochs", str(args.warmup_epochs)]
         print("$", " ".join(cmd), flush=True)
         t0 = time.time()
         subprocess.run(cmd, check=True, cwd=ROOT)
