@@ -139,10 +139,8 @@ def test_warmup_epochs_train_with_sum_of_hinges_first(dataset, tmp_path):
     negative's), then the configured "mithun-weighted" loss."""
     manifest, store = dataset
     torch.set_num_threads(1)
-    over = small("mithun-expert")
-    over["train"]["warmup_epochs"] = 1
-    train("mithun-expert", f"manifest:{manifest}", tmp_path / "warm", features=store, epochs=2, overrides=over,
-          progress=False)
+    train("mithun-expert", f"manifest:{manifest}", tmp_path / "warm", features=store, epochs=2,
+          overrides=small("mithun-expert"), warmup_epochs=1, progress=False)
     plain = train("mithun-expert", f"manifest:{manifest}", tmp_path / "plain", features=store, epochs=1,
                   overrides=small("mithun-expert"), progress=False)
     warm_rows = (tmp_path / "warm" / "log.csv").read_text().splitlines()[1:]

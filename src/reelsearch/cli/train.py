@@ -40,8 +40,7 @@ def register(app: typer.Typer) -> None:
         _set_threads(threads)
         opts = {"protocol": protocol} if protocol else {}
         summary = run(config, data, out, features=features, epochs=epochs, device=device, train_split=train_split,
-                      val_split=val_split, seed=seed, loss=loss,
-                      overrides={"train": {"warmup_epochs": warmup_epochs}} if warmup_epochs else None, **opts)
+                      val_split=val_split, seed=seed, loss=loss, warmup_epochs=warmup_epochs, **opts)
         if json_out:
             typer.echo(json.dumps(summary, indent=2, default=str))
         else:

@@ -211,10 +211,11 @@ def loss_of(cfg: dict):
 def train(config: str | Path | dict, data: str, out: Path, features: Path | None = None, epochs: int | None = None,
           device: str | None = None, train_split: str | None = None, val_split: str | None = None,
           seed: int | None = None, progress: bool = True, overrides: dict | None = None, loss: str | None = None,
-          **data_options) -> dict:
+          warmup_epochs: int | None = None, **data_options) -> dict:
     """Train the model ``config`` (a name, a YAML path or a dict) on ``data`` ("FORMAT:ROOT"), writing to ``out``.
 
-    ``loss`` replaces the config's loss preset (e.g. "annotation" for Torabi's eq. 5), keeping its margin."""
+    ``loss`` replaces the config's loss preset (e.g. "annotation" for Torabi's eq. 5), keeping its margin;
+    ``warmup_epochs`` trains that many first epochs with sum-of-hinges (every expert of a mixture alike)."""
     from reelsearch.models import create_model, load_config, model_config, text_processor_for
     from reelsearch.train.distributed import init_distributed, shutdown
 
@@ -234,6 +235,9 @@ def train(config: str | Path | dict, data: str, out: Path, features: Path | None
         create_loss(loss)  # unknown names fail here, before any work
         for c in cfg.get("experts", {"": cfg}).values():
             c["train"]["loss"] = loss
+    if warmup_epochs:
+        for c in cfg.get("experts", {"": cfg}).values():
+            c["train"]["warmup_epochs"] = int(warmup_epochs)
     ctx, spec_split = DataContext.open(data, features, **data_options)
     train_split = train_split or spec_split or "train"
     val_split = val_split or ctx.default_val_split()
