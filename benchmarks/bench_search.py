@@ -167,34 +167,6 @@ def mixed_videos(bases: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
     return out
 
 
-class ServerThread:
-    """A real uvicorn server for ``app`` on a free 127.0.0.1 port, in a background thread."""
-
-    def __init__(self, app):
-        import socket
-        import threading
-
-        import uvicorn
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> ServerThread:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 def http_search(client, text: str, k: int = 10) -> list[str]:
@@ -272,6 +244,8 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
             rows.append(r)
 
         label = f"{lib.vectors.structure}"
+        from reelsearch.service.background import ServerThread
+
         with ServerThread(create_app(searcher)) as server, httpx.Client(base_url=server.url) as client:
             before = load()
             lat, got = timed_texts(lambda s: http_search(client, s), queries)

@@ -96,7 +96,7 @@ def main() -> None:
 
     from reelsearch.search import Searcher
     from reelsearch.service import create_app
-    from test_search_support import ServerThread
+    from reelsearch.service.background import ServerThread
 
     results = []
     built = models()
