@@ -64,6 +64,14 @@ class Dataset:
         return f"Dataset({self.name!r}, {str(self.root)!r}{proto}: {counts})"
 
 
+def claim_once(owner: dict[str, tuple[Path, int]], item_id: str, path: Path, no: int, what: str = "video") -> None:
+    """Record that ``path``:``no`` lists ``item_id``; a second listing anywhere is a DataFormatError naming both."""
+    if item_id in owner:
+        other, other_no = owner[item_id]
+        raise DataFormatError(path, f"{what} {item_id} is also listed in {other.name}:{other_no}", no)
+    owner[item_id] = (path, no)
+
+
 def read_id_list(path: Path) -> list[tuple[int, str]]:
     """A split list: one id per line. Returns (line, id); a repeated id is a DataFormatError."""
     seen: dict[str, int] = {}

@@ -25,6 +25,7 @@ from pathlib import Path
 from reelsearch.datasets.base import (
     Dataset,
     MediaFinder,
+    claim_once,
     clean_caption,
     first_existing,
     line_of,
@@ -176,10 +177,7 @@ def load_msrvtt(root: Path, protocol: str = "full") -> Dataset:
     def claim(vid: str, path: Path, no: int) -> None:
         if vid not in videos:
             raise DataFormatError(path, f"unknown video {vid!r} (not in the MSR-VTT annotations)", no)
-        if vid in owner:
-            other, other_no = owner[vid]
-            raise DataFormatError(path, f"video {vid} is also listed in {other.name}:{other_no}", no)
-        owner[vid] = (path, no)
+        claim_once(owner, vid, path, no)
 
     def from_list(path: Path, split: str) -> list[Item]:
         out = []

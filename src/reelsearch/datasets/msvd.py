@@ -16,7 +16,15 @@ import random
 import re
 from pathlib import Path
 
-from reelsearch.datasets.base import Dataset, MediaFinder, clean_caption, line_of, load_json, read_id_list
+from reelsearch.datasets.base import (
+    Dataset,
+    MediaFinder,
+    claim_once,
+    clean_caption,
+    line_of,
+    load_json,
+    read_id_list,
+)
 from reelsearch.datasets.item import Item
 from reelsearch.errors import DataFormatError, ReelsearchError
 
@@ -68,10 +76,7 @@ def load_msvd(root: Path, protocol: str | int = "all", seed: int = 0) -> Dataset
         for no, vid in read_id_list(list_file):
             if vid not in captions:
                 raise DataFormatError(list_file, f"unknown clip {vid!r} (not in {cap_file.name})", no)
-            if vid in owner:
-                other, other_no = owner[vid]
-                raise DataFormatError(list_file, f"clip {vid} is also listed in {other.name}:{other_no}", no)
-            owner[vid] = (list_file, no)
+            claim_once(owner, vid, list_file, no, "clip")
             caps = captions[vid] if k is None else sample_captions(captions[vid], k, seed, vid)
             items.append(Item(vid, finder.find(f"{vid}.avi", f"{vid}.mp4"), caps, split))
         splits[split] = items
