@@ -295,6 +295,9 @@ def _train_experts(cfg, ctx, train_split, val_split, out, info, epochs, seed, pr
         moe.save(out / "best")
         if val_split:
             summary["fused"] = evaluate_model(moe, ctx, val_split, str(info.device), progress)
+        from reelsearch.io import atomic_write_json
+
+        atomic_write_json(out / "summary.json", summary)
     return summary
 
 
