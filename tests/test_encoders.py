@@ -117,6 +117,15 @@ def test_dilated_conv_matches_equation_6_by_hand():
                 acc = acc + w[:, :, i] @ x[0, s]
         expected[t] = acc
     torch.testing.assert_close(conv(x)[0], expected)
+    # and the Conv1d it holds (right zero padding), for a bigger case with gradients
+    conv = DilatedConv(dim=16, kernel_size=5, dilation=2)
+    x = torch.randn(3, 6, 16, requires_grad=True)
+    ref = conv.conv(torch.nn.functional.pad(x.transpose(1, 2), (0, 8))).transpose(1, 2)
+    torch.testing.assert_close(conv(x), ref, rtol=1e-5, atol=1e-5)
+    g_ours = torch.autograd.grad(conv(x).square().sum(), (x, conv.conv.weight))
+    g_ref = torch.autograd.grad(ref.square().sum(), (x, conv.conv.weight))
+    for a, b in zip(g_ours, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_padded_frames_never_win_the_max_pool():

@@ -120,6 +120,20 @@ def test_m3_similarity_equals_a_loop_over_pairs(monkeypatch):
         torch.testing.assert_close(model.similarity(c, states.select(torch.tensor([2, 0]))), sims[:, [2, 0]])
 
 
+def test_m3_one_frame_videos_skip_the_attention_exactly():
+    """Images (one-frame videos, padded or not) take the shortcut; it equals the attention path block by block."""
+    torch.manual_seed(3)
+    model = create_model("torabi-m3", model__video__input_dims__appearance=12).eval()
+    tb = text_batch(model)
+    vb = {"feats": {"appearance": torch.randn(5, 3, 12)}, "lengths": {"appearance": torch.ones(5, dtype=torch.long)}}
+    with torch.no_grad():
+        c, states = model.encode_text(tb), model.encode_video(vb)
+        fast = model.similarity(c, states)
+        slow = model._attended_block(c, states.keys, states.values, states.lengths)  # the pairwise attention
+        torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(model.attention_weights(c, states)[..., 0], torch.ones(4, 5))
+
+
 def test_m3_trains_through_the_chunked_attention():
     torch.manual_seed(2)
     model = create_model("torabi-m3", model__video__input_dims__appearance=12).train()

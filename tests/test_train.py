@@ -135,14 +135,14 @@ def test_two_process_ddp_matches_single_process(dataset, tmp_path):
 
 
 def test_warmup_epochs_train_with_sum_of_hinges_first(dataset, tmp_path):
-    """With warmup_epochs=1 the first epoch uses "vse" (all negatives: a loss ~B times larger than the hardest
-    negative's), then the configured "mithun-weighted" loss."""
+    """With warmup_epochs=1 (mithun-expert's default) the first epoch uses "vse" (all negatives: a loss ~B times
+    larger than the hardest negative's), then the configured "mithun-weighted" loss; 0 gives the paper's."""
     manifest, store = dataset
     torch.set_num_threads(1)
     train("mithun-expert", f"manifest:{manifest}", tmp_path / "warm", features=store, epochs=2,
           overrides=small("mithun-expert"), warmup_epochs=1, progress=False)
     plain = train("mithun-expert", f"manifest:{manifest}", tmp_path / "plain", features=store, epochs=1,
-                  overrides=small("mithun-expert"), progress=False)
+                  overrides=small("mithun-expert"), warmup_epochs=0, progress=False)  # the config's default is 1
     warm_rows = (tmp_path / "warm" / "log.csv").read_text().splitlines()[1:]
     plain_rows = (tmp_path / "plain" / "log.csv").read_text().splitlines()[1:]
     warm = [float(r.split(",")[1]) for r in warm_rows]
@@ -150,3 +150,51 @@ def test_warmup_epochs_train_with_sum_of_hinges_first(dataset, tmp_path):
     assert warm[0] > 5 * first_plain  # epoch 1: sum over all 31 negatives per query
     assert warm[1] < warm[0] / 5  # epoch 2: back to the rank-weighted hardest negative
     assert plain["epochs_run"] == 1
+
+
+def test_images_and_videos_train_together(dataset, tmp_path):
+    """Torabi §5.1: two datasets (one-frame "images" and multi-frame "videos" with unrelated feature prototypes)
+    train together; the videos' own validation split is learned only when they are in the training set."""
+    from reelsearch.train.data import PairData
+
+    videos, video_store = dataset
+    images, image_store = make_dataset(tmp_path / "images", seed=7, max_frames=1)
+    torch.set_num_threads(1)
+    kw = dict(epochs=4, overrides=small("torabi-m1"), progress=False)
+    train("torabi-m1", f"manifest:{images}", tmp_path / "alone", features=image_store, **kw)
+    train("torabi-m1", [f"manifest:{images}", f"manifest:{videos}"], tmp_path / "both",
+          features=[image_store, video_store], **kw)
+    run = json.loads((tmp_path / "both" / "run.json").read_text())
+    assert run["data"] == [f"manifest:{images}", f"manifest:{videos}"] and run["train_pairs"] == 2 * 240 * 2
+    on_videos = {name: evaluate(tmp_path / name, f"manifest:{videos}", split="val", features=video_store,
+                                progress=False)["RSum"] for name in ("alone", "both")}
+    assert on_videos["both"] > on_videos["alone"] + 100, on_videos  # chance on 60 videos is RSum ~ 50
+
+    a = PairData(["x", "y", "z"], np.array([0, 0, 1]), ["a0", "a1"], {"m": [np.zeros((1, 2))] * 2}, str)
+    b = PairData(["u", "v"], np.array([1, 0]), ["b0", "b1"], {"m": [np.ones((3, 2))] * 2}, str)
+    both = PairData.concat([a, b])
+    assert [both.video_keys[j] for j in both.cap2vid] == ["a0", "a0", "a1", "b1", "b0"]
+    with pytest.raises(Exception, match="different modalities"):
+        PairData.concat([a, PairData(["w"], np.array([0]), ["c0"], {"n": [np.zeros((1, 2))]}, str)])
+
+
+def test_several_datasets_need_one_store_each(dataset, tmp_path):
+    import yaml
+
+    from reelsearch.errors import ReelsearchError
+    from reelsearch.models import model_config
+    from reelsearch.models.registry import _merge
+
+    manifest, store = dataset
+    config = tmp_path / "m1.yaml"
+    config.write_text(yaml.safe_dump(_merge(model_config("torabi-m1"), small("torabi-m1"))))
+    cli = [sys.executable, "-m", "reelsearch", "train", str(config), "--data", f"manifest:{manifest}",
+           "--data", f"manifest:{manifest}:val", "--features", str(store), "--out", str(tmp_path / "cli"),
+           "--epochs", "1", "--threads", "1"]
+    res = subprocess.run(cli + ["--features", str(store)], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "cli" / "run.json").read_text())["train_split"] == ["train", "val"]
+    res = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 2 and "2 datasets but 1 feature stores" in res.stderr
+    with pytest.raises(ReelsearchError, match="2 datasets but 1 feature stores"):
+        train("torabi-m1", [f"manifest:{manifest}"] * 2, tmp_path / "x", features=[store], progress=False)

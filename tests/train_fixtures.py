@@ -16,8 +16,10 @@ ACTIONS = ["runs", "jumps", "swims", "climbs", "sleeps", "eats", "dances", "sing
 PLACES = ["beach", "street", "forest", "snow", "water", "field", "stage", "kitchen", "park", "mountain"]
 
 
-def make_dataset(root: Path, n_train: int = 240, n_val: int = 60, dim: int = 32, seed: int = 0) -> tuple[Path, Path]:
-    """Write ``root/manifest.jsonl`` and the FeatureStore ``root/features``; return (manifest, store)."""
+def make_dataset(root: Path, n_train: int = 240, n_val: int = 60, dim: int = 32, seed: int = 0,
+                 max_frames: int = 5) -> tuple[Path, Path]:
+    """Write ``root/manifest.jsonl`` and the FeatureStore ``root/features``; return (manifest, store).
+    ``max_frames=1`` makes images (one-frame videos)."""
     from reelsearch.features.store import FeatureStore
 
     rng = np.random.default_rng(seed)
@@ -29,7 +31,7 @@ def make_dataset(root: Path, n_train: int = 240, n_val: int = 60, dim: int = 32,
     with store.writer("appearance", dim, dtype="float32") as w:
         for i in range(n_train + n_val):
             s, a, p = rng.integers(k), rng.integers(k), rng.integers(k)
-            t = int(rng.integers(1, 6))
+            t = int(rng.integers(1, max_frames + 1))
             feats = protos[(s, a)] + 0.3 * rng.normal(size=(t, dim)) + 0.5 * np.eye(dim)[p % dim]
             key = f"v{i:04d}"
             w.add(key, feats.astype(np.float32))

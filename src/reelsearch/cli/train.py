@@ -14,11 +14,14 @@ def register(app: typer.Typer) -> None:
     @app.command("train")
     def train(
         config: str = typer.Argument(..., help="A named model (torabi-m2, scde, ...) or a YAML config (configs/)."),
-        data: str = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT, e.g. flickr8k:../shared/data/flickr8k"),
+        data: list[str] = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT[:SPLIT], e.g. "
+                                       "flickr8k:../shared/data/flickr8k; repeat it to train on several together "
+                                       "(images and videos, Torabi §5.1); the first is validated on."),
         out: Path = typer.Option(..., "--out", help="Run directory (best/, last/, log.csv, curves.png)."),
         epochs: int | None = typer.Option(None, "--epochs", help="Override the config's number of epochs."),
-        features: Path | None = typer.Option(None, "--features", help="FeatureStore with the features "
-                                             "(default: a per-dataset cache, extracted on first use)."),
+        features: list[Path] | None = typer.Option(None, "--features", help="FeatureStore with the features "
+                                                   "(default: a per-dataset cache, extracted on first use); "
+                                                   "once per --data when several."),
         train_split: str | None = typer.Option(None, "--train-split", help="Default: train."),
         val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev when present."),
         protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol (msrvtt: full, 1k-a, ...)."),
@@ -28,7 +31,9 @@ def register(app: typer.Typer) -> None:
                                         "torabi-pairwise, annotation, mithun-weighted, infonce)."),
         warmup_epochs: int | None = typer.Option(None, "--warmup-epochs", help="Train the first N epochs with the "
                                                  "sum-of-hinges loss (same margin) before the config's loss; "
-                                                 "hardest-negative losses can collapse from a random start."),
+                                                 "hardest-negative losses can collapse from a random start. "
+                                                 "Default: the config's (1 for mithun-* and scde*, 0 = the "
+                                                 "papers' schedule)."),
         threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's; "
                                            "1 is fastest on a busy machine)."),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),

@@ -164,6 +164,8 @@ class JointModel(nn.Module):
                 return cosine_similarity(text_emb, video_emb, normalized=True)
             return get_similarity(self.similarity_name)(text_emb, video_emb)
         keys, values, lengths = video_emb
+        if bool((lengths <= 1).all()):  # one frame each (images): its weight is 1 whatever the sentence
+            return self.similarity(text_emb, self.video_projection.finish(values[:, 0]))
         n, (m, t, a), d = text_emb.size(0), keys.shape, values.size(-1)
         per_pair = max(1, t * max(a, d))
         tm = max(1, min(m, ATTENTION_CHUNK_ELEMENTS // per_pair))

@@ -30,6 +30,27 @@ class PairData:
     text_cache: list[np.ndarray] | None = None
     skipped: list[str] = field(default_factory=list)
 
+    @classmethod
+    def concat(cls, parts: list[PairData]) -> PairData:
+        """One PairData of several (e.g. two datasets' train splits), in order; text handling of the first."""
+        if len(parts) == 1:
+            return parts[0]
+        mods = set(parts[0].video_feats)
+        if any(set(p.video_feats) != mods for p in parts):
+            raise ReelsearchError(f"datasets carry different modalities: {[sorted(p.video_feats) for p in parts]}")
+        if len({p.text_cache is None for p in parts}) != 1:
+            raise ReelsearchError("cannot mix datasets with and without precomputed text features")
+        offsets = np.cumsum([0] + [len(p.video_keys) for p in parts[:-1]])
+        return cls(
+            captions=[c for p in parts for c in p.captions],
+            cap2vid=np.concatenate([p.cap2vid + off for p, off in zip(parts, offsets)]),
+            video_keys=[k for p in parts for k in p.video_keys],
+            video_feats={m: [f for p in parts for f in p.video_feats[m]] for m in parts[0].video_feats},
+            text_fn=parts[0].text_fn,
+            text_cache=None if parts[0].text_cache is None else [f for p in parts for f in p.text_cache],
+            skipped=[k for p in parts for k in p.skipped],
+        )
+
     def text_batch(self, idx: np.ndarray, device: torch.device) -> dict:
         caps = [self.captions[i] for i in idx]
         if self.text_cache is not None:

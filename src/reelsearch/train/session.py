@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,11 +209,16 @@ def loss_of(cfg: dict):
     return create_loss(t["loss"], **overrides)
 
 
-def train(config: str | Path | dict, data: str, out: Path, features: Path | None = None, epochs: int | None = None,
+def train(config: str | Path | dict, data: str | Sequence[str], out: Path,
+          features: Path | Sequence[Path] | None = None, epochs: int | None = None,
           device: str | None = None, train_split: str | None = None, val_split: str | None = None,
           seed: int | None = None, progress: bool = True, overrides: dict | None = None, loss: str | None = None,
           warmup_epochs: int | None = None, **data_options) -> dict:
     """Train the model ``config`` (a name, a YAML path or a dict) on ``data`` ("FORMAT:ROOT"), writing to ``out``.
+
+    Several datasets (a list of specs, e.g. Flickr8k images and MSR-VTT videos, Torabi §5.1) train together on the
+    union of their train splits (``FORMAT:ROOT:SPLIT`` picks another split); the first one is validated on.
+    ``features`` is then one store per dataset, in the same order, or None for every dataset's own cache.
 
     ``loss`` replaces the config's loss preset (e.g. "annotation" for Torabi's eq. 5), keeping its margin;
     ``warmup_epochs`` trains that many first epochs with sum-of-hinges (every expert of a mixture alike)."""
@@ -235,59 +241,86 @@ def train(config: str | Path | dict, data: str, out: Path, features: Path | None
         create_loss(loss)  # unknown names fail here, before any work
         for c in cfg.get("experts", {"": cfg}).values():
             c["train"]["loss"] = loss
-    if warmup_epochs:
+    if warmup_epochs is not None:  # 0 switches a config's warm-up off
         for c in cfg.get("experts", {"": cfg}).values():
             c["train"]["warmup_epochs"] = int(warmup_epochs)
-    ctx, spec_split = DataContext.open(data, features, **data_options)
-    train_split = train_split or spec_split or "train"
+    sources = open_sources(data, features, train_split, **data_options)
+    ctx = sources[0][0]
     val_split = val_split or ctx.default_val_split()
-    for s in (train_split, val_split):
-        if s is not None and s not in ctx.dataset.splits():
-            raise ReelsearchError(f"{data}: no split {s!r}; it has {', '.join(ctx.dataset.splits())}")
+    if val_split is not None and val_split not in ctx.dataset.splits():
+        raise ReelsearchError(f"{ctx.fmt}:{ctx.root}: no split {val_split!r}; it has {', '.join(ctx.dataset.splits())}")
     info = init_distributed(device)
     out = Path(out)
     try:
         if "experts" in cfg:
-            return _train_experts(cfg, ctx, train_split, val_split, out, info, epochs, seed, progress)
-        train_items = ctx.dataset.items(train_split)
-        proc = text_processor_for(cfg, [c for it in train_items for c in it.captions])
+            return _train_experts(cfg, sources, val_split, out, info, epochs, seed, progress)
+        proc = text_processor_for(cfg, training_captions(sources))
         seed_everything(train_config_of(cfg, epochs, seed).seed)
         model = create_model(cfg, proc).to(info.device)
-        return _fit(model, cfg, ctx, train_split, val_split, out, info, epochs, seed, progress)
+        return _fit(model, cfg, sources, val_split, out, info, epochs, seed, progress)
     finally:
         shutdown(info)
 
 
-def _fit(model, cfg, ctx, train_split, val_split, out, info, epochs, seed, progress) -> dict:
+def open_sources(data: str | Sequence[str], features: Path | Sequence[Path] | None = None,
+                 train_split: str | None = None, **data_options) -> list[tuple[DataContext, str]]:
+    """(DataContext, train split) of each dataset spec; ``features``: None, or one store per spec."""
+    specs = [data] if isinstance(data, str) else list(data)
+    if not specs:
+        raise ReelsearchError("no dataset given (--data FORMAT:ROOT)")
+    stores = [features] if isinstance(features, (str, Path)) else list(features or [None] * len(specs))
+    if len(stores) != len(specs):
+        raise ReelsearchError(f"{len(specs)} datasets but {len(stores)} feature stores: give --features once per "
+                              "--data, in the same order, or not at all")
+    sources = []
+    for spec, store in zip(specs, stores):
+        ctx, spec_split = DataContext.open(spec, Path(store) if store is not None else None, **data_options)
+        split = train_split or spec_split or "train"
+        if split not in ctx.dataset.splits():
+            raise ReelsearchError(f"{spec}: no split {split!r}; it has {', '.join(ctx.dataset.splits())}")
+        sources.append((ctx, split))
+    return sources
+
+
+def training_captions(sources: list[tuple[DataContext, str]]) -> list[str]:
+    """Every caption of the training splits (a vocabulary is built from these)."""
+    return [c for ctx, split in sources for it in ctx.dataset.items(split) for c in it.captions]
+
+
+def _fit(model, cfg, sources, val_split, out, info, epochs, seed, progress) -> dict:
     from reelsearch.io import atomic_write_json
     from reelsearch.train.trainer import Trainer
 
     dev = str(info.device)
-    train_data = split_pairs(model, ctx, train_split, dev, progress)
+    train_data = PairData.concat([split_pairs(model, ctx, split, dev, progress) for ctx, split in sources])
+    ctx = sources[0][0]
     val_data = split_pairs(model, ctx, val_split, dev, progress, store=ctx.store()) if val_split else None
     loss = loss_of(cfg).to(info.device)
     tcfg = train_config_of(cfg, epochs, seed)
     out.mkdir(parents=True, exist_ok=True)
     if info.is_main:
-        atomic_write_json(out / "run.json", {"config": cfg, "data": f"{ctx.fmt}:{ctx.root}", "train_split": train_split,
-                                             "val_split": val_split, "features": str(ctx.store_root)})
+        atomic_write_json(out / "run.json", {
+            "config": cfg, "data": [f"{c.fmt}:{c.root}" for c, _ in sources],
+            "train_split": [s for _, s in sources], "train_pairs": len(train_data.captions),
+            "val_data": f"{ctx.fmt}:{ctx.root}", "val_split": val_split,
+            "features": [str(c.store_root) for c, _ in sources]})
     trainer = Trainer(model, loss, train_data, val_data, tcfg, out, info, progress=progress)
     return trainer.fit()
 
 
-def _train_experts(cfg, ctx, train_split, val_split, out, info, epochs, seed, progress) -> dict:
+def _train_experts(cfg, sources, val_split, out, info, epochs, seed, progress) -> dict:
     """Mithun et al. 2018 §3.5: each expert is trained separately, then fused."""
     from reelsearch.models import MixtureOfExperts, create_model, load_model, text_processor_for
 
-    train_caps = [c for it in ctx.dataset.items(train_split) for c in it.captions]
+    ctx = sources[0][0]
+    train_caps = training_captions(sources)
     summaries = {}
     for name, ecfg in cfg["experts"].items():
         print(f"training expert {name!r} on {', '.join(ecfg['model']['video']['modalities'])}")
         proc = text_processor_for(ecfg, train_caps)
         seed_everything(train_config_of(ecfg, epochs, seed).seed)
         model = create_model(ecfg, proc).to(info.device)
-        summaries[name] = _fit(model, ecfg, ctx, train_split, val_split, out / "experts" / name, info, epochs, seed,
-                               progress)
+        summaries[name] = _fit(model, ecfg, sources, val_split, out / "experts" / name, info, epochs, seed, progress)
     experts = {k: load_model(out / "experts" / k / "best") for k in cfg["experts"]}
     moe = MixtureOfExperts(experts, cfg["fusion"], name=cfg["name"], features=cfg.get("features"))
     summary = {"experts": summaries}

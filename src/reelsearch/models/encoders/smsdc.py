@@ -34,9 +34,17 @@ class DilatedConv(nn.Module):
         return self.dilation * (self.kernel_size - 1) + 1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [B, L, d] (padding already zeroed) -> [B, L, d]."""
-        y = F.pad(x.transpose(1, 2), (0, self.receptive_field - 1))
-        return self.conv(y).transpose(1, 2)
+        """x [B, L, d] (padding already zeroed) -> [B, L, d].
+
+        Computed as one matrix product over the gathered taps [F[t], F[t+r], ...] with the Conv1d's own weight:
+        the same numbers as ``self.conv`` on the right-padded input, 1.7x faster forward + backward on CPU
+        (benchmarks/bench_temporal.py).
+        """
+        length = x.size(1)
+        y = F.pad(x, (0, 0, 0, self.receptive_field - 1))
+        taps = torch.cat([y[:, i * self.dilation : i * self.dilation + length] for i in range(self.kernel_size)], -1)
+        weight = self.conv.weight.permute(0, 2, 1).reshape(self.conv.out_channels, -1)  # [d, w*d], tap-major
+        return F.linear(taps, weight, self.conv.bias)
 
 
 class MSDC(nn.Module):
