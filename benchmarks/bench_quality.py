@@ -85,10 +85,13 @@ def main() -> None:
     ap.add_argument("--features", type=Path, required=True, help="FeatureStore with Lite0 'appearance' features")
     ap.add_argument("--lite2-from", type=Path, help="FeatureStore whose 'appearance' is EfficientNet-Lite2")
     ap.add_argument("--models", nargs="+", default=["torabi-m1", "torabi-m2", "torabi-m3", "mithun-expert",
-                                                     "mithun-moe-images", "scde"])
+                                                     "mithun-moe-images", "scde-ablation-baseline",
+                                                     "scde-ablation-bert", "scde-ablation-transformer",
+                                                     "scde-ablation-msdc", "scde"])
     ap.add_argument("--epochs", type=int, default=None, help="cap on epochs (default: each config's)")
     ap.add_argument("--warmup-epochs", type=int, default=None,
-                    help="sum-of-hinges epochs before the configured loss (mithun-* need it, see docs/training.md)")
+                    help="sum-of-hinges epochs before the configured loss (default: each config's, 1 for mithun-* "
+                         "and scde*; 0 = the papers' schedule; see docs/training.md)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "quality")
     ap.add_argument("--json", type=Path, help="write the table as JSON here")
     args = ap.parse_args()
@@ -106,7 +109,7 @@ def main() -> None:
                "--features", str(args.features), "--out", str(run)]
         if args.epochs:
             cmd += ["--epochs", str(args.epochs)]
-        if args.warmup_epochs:
+        if args.warmup_epochs is not None:
             cmd += ["--warmup-epochs", str(args.warmup_epochs)]
         print("$", " ".join(cmd), flush=True)
         t0 = time.time()

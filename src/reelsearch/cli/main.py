@@ -11,7 +11,7 @@ from reelsearch.errors import ReelsearchError
 
 # Each module defines register(app). Heavy imports (torch, av, ...) stay inside the commands so that
 # `reelsearch --help` is fast.
-COMMAND_MODULES = ["data", "metrics", "features", "extract", "train", "mc", "search", "demo"]
+COMMAND_MODULES = ["data", "metrics", "features", "extract", "train", "mc", "search", "demo", "text"]
 
 app = typer.Typer(
     name="reelsearch",

@@ -34,6 +34,8 @@ def register(app: typer.Typer) -> None:
                                                  "hardest-negative losses can collapse from a random start. "
                                                  "Default: the config's (1 for mithun-* and scde*, 0 = the "
                                                  "papers' schedule)."),
+        text_encoder: Path | None = typer.Option(None, "--text-encoder", help="An adapted MiniLM folder from "
+                                                 "`reelsearch adapt-text`, for models reading MiniLM token features."),
         threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's; "
                                            "1 is fastest on a busy machine)."),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -45,7 +47,8 @@ def register(app: typer.Typer) -> None:
         _set_threads(threads)
         opts = {"protocol": protocol} if protocol else {}
         summary = run(config, data, out, features=features, epochs=epochs, device=device, train_split=train_split,
-                      val_split=val_split, seed=seed, loss=loss, warmup_epochs=warmup_epochs, **opts)
+                      val_split=val_split, seed=seed, loss=loss, warmup_epochs=warmup_epochs,
+                      text_encoder=text_encoder, **opts)
         if json_out:
             typer.echo(json.dumps(summary, indent=2, default=str))
         else:

@@ -197,6 +197,10 @@ class JointModel(nn.Module):
         with atomic_path(directory / WEIGHTS_FILE) as tmp:
             save_file(state, str(tmp), metadata={"format": FORMAT})
         processor = self.text_processor.state() if self.text_processor is not None else None
+        if processor and processor.get("model_dir"):  # an adapted text encoder travels with the checkpoint
+            from reelsearch.text.mlm import bundle_encoder
+
+            processor["model_dir"] = bundle_encoder(processor["model_dir"], directory)
         atomic_write_json(directory / CONFIG_FILE,
                           {"format": FORMAT, "version": 1, "config": self.config, "text_processor": processor})
         return directory
@@ -208,6 +212,11 @@ class JointModel(nn.Module):
 
         directory = Path(directory)
         meta = read_model_json(directory / CONFIG_FILE, FORMAT)
+        if (meta.get("text_processor") or {}).get("model_dir"):
+            encoder_dir = directory / meta["text_processor"]["model_dir"]
+            if not (encoder_dir / "modules.json").is_file():
+                raise DataFormatError(encoder_dir, "missing: the model's adapted text encoder folder")
+            meta["text_processor"]["model_dir"] = str(encoder_dir.resolve())
         processor = text_processor_from_state(meta["text_processor"]) if meta.get("text_processor") else None
         model = cls(meta["config"], processor)
         weights = directory / WEIGHTS_FILE

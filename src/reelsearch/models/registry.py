@@ -412,7 +412,7 @@ def text_processor_for(name_or_config: str | dict, train_captions=None):
     if text["features"] == "glove":
         return GloveTextProcessor()
     if text["features"] == "minilm":
-        return MiniLMTextProcessor(dim=text["encoder"]["input_dim"])
+        return MiniLMTextProcessor(dim=text["encoder"]["input_dim"], model_dir=text.get("encoder_dir"))
     if train_captions is None:
         raise ConfigError(f"model {cfg.get('name')!r} learns its vocabulary: pass the training captions")
     return VocabTextProcessor.build(train_captions, min_count=text.get("vocab_min_count", 1))

@@ -130,19 +130,21 @@ class VocabTextProcessor(TextProcessor):
 
 
 class MiniLMTextProcessor(TextProcessor):
-    """Captions -> frozen MiniLM token features (reelsearch.text.minilm.MiniLMEncoder)."""
+    """Captions -> frozen MiniLM token features (reelsearch.text.minilm.MiniLMEncoder); ``model_dir``: an adapted
+    MiniLM folder (``reelsearch adapt-text``, SCDE stage 1) instead of the package model."""
 
     kind = "minilm"
 
-    def __init__(self, encoder=None, dim: int = 384):
+    def __init__(self, encoder=None, dim: int = 384, model_dir: str | None = None):
         self._encoder, self.dim = encoder, dim
+        self.model_dir = str(model_dir) if model_dir else None
 
     @property
     def encoder(self):
         if self._encoder is None:
             from reelsearch.text.minilm import MiniLMEncoder
 
-            self._encoder = MiniLMEncoder()
+            self._encoder = MiniLMEncoder(model_dir=self.model_dir)
         return self._encoder
 
     def __call__(self, captions: Sequence[str]) -> dict:
@@ -152,7 +154,7 @@ class MiniLMTextProcessor(TextProcessor):
         return {"feats": feats, "lengths": lengths, "mask": mask}
 
     def state(self) -> dict:
-        return {"kind": self.kind, "dim": self.dim}
+        return {"kind": self.kind, "dim": self.dim, **({"model_dir": self.model_dir} if self.model_dir else {})}
 
 
 def text_processor_from_state(state: dict) -> TextProcessor:
@@ -163,5 +165,5 @@ def text_processor_from_state(state: dict) -> TextProcessor:
     if kind == "vocab":
         return VocabTextProcessor(state["words"], min_count=state.get("min_count", 1))
     if kind == "minilm":
-        return MiniLMTextProcessor(dim=state.get("dim", 384))
+        return MiniLMTextProcessor(dim=state.get("dim", 384), model_dir=state.get("model_dir"))
     raise ConfigError(f"unknown text processor kind {kind!r}")

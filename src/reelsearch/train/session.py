@@ -109,21 +109,25 @@ def caption_key(caption: str) -> str:
     return hashlib.sha1(caption.encode("utf-8")).hexdigest()[:20]
 
 
-def minilm_token_features(captions: list[str], store_root: Path, progress: bool = True) -> list[np.ndarray]:
-    """MiniLM token features of ``captions``, computed once and cached in the store as "text-minilm"."""
+def minilm_token_features(captions: list[str], store_root: Path, progress: bool = True,
+                          model_dir: str | Path | None = None) -> list[np.ndarray]:
+    """MiniLM token features of ``captions``, computed once and cached in the store as "text-minilm" (an adapted
+    encoder ``model_dir``: "text-minilm-<sha1 of its weights, 10 hex>", so features of different encoders never mix)."""
     from reelsearch.features.store import FeatureStore
+    from reelsearch.text.mlm import minilm_features_name
 
+    name = minilm_features_name(model_dir) if model_dir else TEXT_MINILM
     store = FeatureStore(store_root)
     keys = [caption_key(c) for c in captions]
-    todo = list(dict.fromkeys(k for k in keys if not store.has(TEXT_MINILM, k)))
+    todo = list(dict.fromkeys(k for k in keys if not store.has(name, k)))
     if todo:
         from tqdm import tqdm
 
         from reelsearch.text.minilm import MiniLMEncoder
 
-        enc = MiniLMEncoder()
+        enc = MiniLMEncoder(model_dir=model_dir)
         text_of = dict(zip(keys, captions))
-        with store.writer(TEXT_MINILM, enc.dim, dtype="float16") as w:
+        with store.writer(name, enc.dim, dtype="float16") as w:
             step = 512
             for i in tqdm(range(0, len(todo), step), desc="MiniLM token features", unit="batch",
                           disable=not progress, leave=False):
@@ -131,7 +135,7 @@ def minilm_token_features(captions: list[str], store_root: Path, progress: bool 
                 for k, f in zip(chunk, enc.token_features([text_of[k] for k in chunk])):
                     w.add(k, np.asarray(f, dtype=np.float32))
         store.refresh()
-    return [np.asarray(store.get_raw(TEXT_MINILM, k)) for k in keys]
+    return [np.asarray(store.get_raw(name, k)) for k in keys]
 
 
 def text_inputs(model, captions: list[str], store_root: Path, progress: bool = True):
@@ -148,7 +152,7 @@ def text_inputs(model, captions: list[str], store_root: Path, progress: bool = T
         feats, lengths = pad_features(rows, proc.dim)
         return {"feats": feats, "lengths": lengths, "mask": torch.arange(feats.size(1))[None, :] < lengths[:, None]}
 
-    return minilm_batch, minilm_token_features(captions, store_root, progress)
+    return minilm_batch, minilm_token_features(captions, store_root, progress, getattr(proc, "model_dir", None))
 
 
 def split_pairs(model, ctx: DataContext, split: str, device: str | None = None, progress: bool = True,
@@ -213,7 +217,7 @@ def train(config: str | Path | dict, data: str | Sequence[str], out: Path,
           features: Path | Sequence[Path] | None = None, epochs: int | None = None,
           device: str | None = None, train_split: str | None = None, val_split: str | None = None,
           seed: int | None = None, progress: bool = True, overrides: dict | None = None, loss: str | None = None,
-          warmup_epochs: int | None = None, **data_options) -> dict:
+          warmup_epochs: int | None = None, text_encoder: Path | None = None, **data_options) -> dict:
     """Train the model ``config`` (a name, a YAML path or a dict) on ``data`` ("FORMAT:ROOT"), writing to ``out``.
 
     Several datasets (a list of specs, e.g. Flickr8k images and MSR-VTT videos, Torabi §5.1) train together on the
@@ -221,7 +225,8 @@ def train(config: str | Path | dict, data: str | Sequence[str], out: Path,
     ``features`` is then one store per dataset, in the same order, or None for every dataset's own cache.
 
     ``loss`` replaces the config's loss preset (e.g. "annotation" for Torabi's eq. 5), keeping its margin;
-    ``warmup_epochs`` trains that many first epochs with sum-of-hinges (every expert of a mixture alike)."""
+    ``warmup_epochs`` trains that many first epochs with sum-of-hinges (every expert of a mixture alike);
+    ``text_encoder``: an adapted MiniLM folder (``reelsearch adapt-text``) for the configs reading MiniLM features."""
     from reelsearch.models import create_model, load_config, model_config, text_processor_for
     from reelsearch.train.distributed import init_distributed, shutdown
 
@@ -244,6 +249,14 @@ def train(config: str | Path | dict, data: str | Sequence[str], out: Path,
     if warmup_epochs is not None:  # 0 switches a config's warm-up off
         for c in cfg.get("experts", {"": cfg}).values():
             c["train"]["warmup_epochs"] = int(warmup_epochs)
+    if text_encoder:
+        minilm = [c for c in cfg.get("experts", {"": cfg}).values() if c["model"]["text"]["features"] == "minilm"]
+        if not minilm:
+            raise ReelsearchError(f"--text-encoder {text_encoder}: model {cfg.get('name')!r} reads no MiniLM features")
+        if not (Path(text_encoder) / "modules.json").is_file():
+            raise ReelsearchError(f"--text-encoder {text_encoder}: not a sentence-transformers model folder")
+        for c in minilm:
+            c["model"]["text"]["encoder_dir"] = str(Path(text_encoder).resolve())
     sources = open_sources(data, features, train_split, **data_options)
     ctx = sources[0][0]
     val_split = val_split or ctx.default_val_split()

@@ -1,0 +1,63 @@
+"""`reelsearch adapt-text`: SCDE stage 1, masked-language-model adaptation of MiniLM to a dataset's captions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add `adapt-text` to ``app``."""
+
+    @app.command("adapt-text")
+    def adapt_text(
+        data: str = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT[:SPLIT], e.g. "
+                                 "flickr8k:../shared/data/flickr8k"),
+        split: str | None = typer.Option(None, "--split", help="Split whose captions to train on (default: train)."),
+        out: Path = typer.Option(..., "--out", help="Folder for the adapted encoder (sentence-transformers layout "
+                                 "+ adaptation.json)."),
+        epochs: int = typer.Option(1, "--epochs", help="Passes over the captions."),
+        mask_prob: float = typer.Option(0.15, "--mask-prob", help="Fraction of word pieces to predict (BERT: 0.15)."),
+        lr: float = typer.Option(5e-5, "--lr", help="AdamW learning rate."),
+        batch_size: int = typer.Option(32, "--batch-size", help="Captions per step."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the held-out split, masking, head init and order."),
+        heldout: float = typer.Option(0.05, "--heldout", help="Fraction of captions kept out to score before/after."),
+        protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol (msrvtt: full, 1k-a, ...)."),
+        device: str | None = typer.Option(None, "--device", help="cpu, cuda (default: GPU when present)."),
+        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's)."),
+        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Fine-tune MiniLM with BERT's masked-LM objective on a split's captions (SCDE §3.2, stage 1); train with
+        it via `reelsearch train ... --text-encoder OUT`. Rerunning with the same parameters reuses OUT."""
+        from reelsearch.datasets import load_dataset, parse_data_spec
+        from reelsearch.errors import ReelsearchError
+        from reelsearch.text.mlm import adapt_minilm
+
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        fmt, root, spec_split = parse_data_spec(data)
+        if split and spec_split and split != spec_split:
+            raise ReelsearchError(f"two different splits given: {spec_split!r} in --data and --split {split!r}")
+        split = split or spec_split or "train"
+        dataset = load_dataset(fmt, root, **({"protocol": protocol} if protocol else {}))
+        if split not in dataset.splits():
+            raise ReelsearchError(f"{data}: no split {split!r}; it has {', '.join(dataset.splits())}")
+        captions = [c for it in dataset.items(split) for c in it.captions]
+        report = adapt_minilm(captions, out, epochs=epochs, mask_prob=mask_prob, lr=lr, batch_size=batch_size,
+                              seed=seed, heldout=heldout, device=device, progress=not json_out)
+        report = {**report, "data": f"{fmt}:{root}", "split": split}
+        if json_out:
+            typer.echo(json.dumps(report, indent=2))
+            return
+        if report.get("reused"):
+            typer.echo(f"{out} already holds this adaptation (remove it to redo)")
+        before, after = report.get("heldout_before"), report.get("heldout_after")
+        if before and after and before["masked_tokens"]:
+            typer.echo(f"held-out masked tokens ({before['masked_tokens']}): loss {before['loss']:.3f} -> "
+                       f"{after['loss']:.3f}, accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%}")
+        typer.echo(f"adapted MiniLM on {report['train_captions']:,} {split} captions in {report['seconds']:.0f} s "
+                   f"-> {out}")
