@@ -1,4 +1,4 @@
-"""`reelsearch train` and `reelsearch eval`: train a named model on a dataset; evaluate a checkpoint."""
+"""`reelsearch train`, `eval` and `fuse`: train a named model on a dataset; evaluate a checkpoint; fuse experts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add `train` and `eval` to ``app``."""
+    """Add `train`, `eval` and `fuse` to ``app``."""
 
     @app.command("train")
     def train(
@@ -86,6 +86,55 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(res))
         else:
             typer.echo(format_table(res))
+
+    _register_fuse(app)
+
+
+def _register_fuse(app: typer.Typer) -> None:
+    @app.command("fuse")
+    def fuse(
+        checkpoints: list[str] = typer.Argument(..., help="Two or more model or run directories (the experts)."),
+        out: Path = typer.Option(..., "--out", help="Where to save the mixture (moe.json + experts/ + fusion.json)."),
+        kind: str = typer.Option("score", "--kind", help="score (weighted sum, Mithun Eq. 4) or rank fusion."),
+        weights: str | None = typer.Option(None, "--weights", help="Comma-separated, one per expert "
+                                           "(default 1 each; a nested mixture keeps its own)."),
+        normalize: str = typer.Option("none", "--normalize", help="Score fusion only: none (the paper) or zscore "
+                                      "(experts scoring on different scales)."),
+        data: str | None = typer.Option(None, "--data", help="FORMAT:ROOT to evaluate (and tune) on."),
+        split: str | None = typer.Option(None, "--split", help="Split to evaluate on (default: val/dev)."),
+        features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the dataset cache)."),
+        tune: bool = typer.Option(False, "--tune", help="Grid-search the weights (first expert fixed at 1) for "
+                                  "the best RSum on the split."),
+        protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol."),
+        device: str | None = typer.Option(None, "--device"),
+        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Fuse separately trained models into one mixture of experts (Mithun et al. §3.5); with --data, report
+        each expert alone and the fusion, optionally tuning the weights."""
+        from reelsearch.errors import ReelsearchError
+        from reelsearch.evaluation import format_table
+        from reelsearch.train.fusion import fuse as run
+
+        _set_threads(threads)
+        try:
+            w = [float(x) for x in weights.split(",")] if weights else None
+        except ValueError as exc:
+            raise ReelsearchError(f"--weights: expected numbers separated by commas, got {weights!r}") from exc
+        if kind not in ("score", "rank") or normalize not in ("none", "zscore"):
+            raise ReelsearchError("--kind is score or rank; --normalize is none or zscore")
+        opts = {"protocol": protocol} if protocol else {}
+        rep = run(checkpoints, out, kind=kind, weights=w, normalize=normalize, data=data, split=split,
+                  features=features, tune=tune, device=device, progress=not json_out, **opts)
+        if json_out:
+            typer.echo(json.dumps(rep))
+            return
+        typer.echo(f"experts: {', '.join(rep['experts'])}; fusion {rep['fusion']}")
+        if "result" in rep:
+            for name, res in rep["experts_alone"].items():
+                typer.echo(f"{name} alone: RSum {res['RSum']:.1f}")
+            typer.echo(format_table(rep["result"]))
+        typer.echo(f"saved: {out}")
 
 
 def _set_threads(threads: int | None) -> None:

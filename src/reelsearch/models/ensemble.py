@@ -1,7 +1,8 @@
 """Mixture of experts (Mithun et al. 2018 §3.1, §3.5): separately trained JointModels fused by score or by rank.
 
 Each expert has its own video modalities and its own text processor (vocabulary). Fusion:
-  score  S = sum_k w_k S_k (Eq. 4; weights object 1, activity 1, place 0.5)
+  score  S = sum_k w_k S_k (Eq. 4; weights object 1, activity 1, place 0.5); ``fusion["normalize"] = "zscore"``
+         standardises each matrix first (experts scoring on different scales, e.g. cosine and order)
   rank   weighted rank aggregation of the experts' rankings (Table 1 row 1.7)
 both delegated to ``reelsearch.evaluation.score_fusion`` / ``rank_fusion``.
 
@@ -73,7 +74,7 @@ class MixtureOfExperts(nn.Module):
         weights = [float(self.fusion["weights"][k]) for k in names]
         arrays = [sims[k].detach().float().cpu().numpy() for k in names]
         if self.fusion["kind"] == "score":
-            fused = score_fusion(arrays, weights)
+            fused = score_fusion(arrays, weights, normalize=self.fusion.get("normalize", "none"))
         else:
             fused = rank_fusion(arrays, weights, axis=axis)
         return torch.as_tensor(fused, dtype=torch.float32)

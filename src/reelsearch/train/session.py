@@ -351,28 +351,15 @@ def evaluate_model(model, ctx: DataContext, split: str, device: str | None = Non
     """Both-direction retrieval metrics of ``model`` on ``split`` (a MixtureOfExperts is fused as configured)."""
     from reelsearch.evaluation import retrieval_metrics
     from reelsearch.models import MixtureOfExperts
+    from reelsearch.train.fusion import expert_matrices, fused_metrics
     from reelsearch.train.trainer import embed_and_score
 
     dev = resolve_device(device)
+    if isinstance(model, MixtureOfExperts):
+        return fused_metrics(model, *expert_matrices(model, ctx, split, str(dev), progress))
     model = model.to(dev)
-    if not isinstance(model, MixtureOfExperts):
-        data = split_pairs(model, ctx, split, str(dev), progress)
-        return retrieval_metrics(embed_and_score(model, data, dev), data.cap2vid)
-    sims, cap2vid = {}, None
-    for name, expert in model.experts.items():
-        data = split_pairs(expert, ctx, split, str(dev), progress)
-        if cap2vid is not None and not np.array_equal(cap2vid, data.cap2vid):
-            raise ReelsearchError(f"experts see different {split} items (features missing for some modality); "
-                                  "extract every expert's modalities for all items")
-        cap2vid = data.cap2vid
-        sims[name] = torch.as_tensor(embed_and_score(expert, data, dev))
-    t2v = model.fuse(sims, axis=1).numpy()
-    v2t = model.fuse(sims, axis=0).numpy()
-    res_t2v = retrieval_metrics(t2v, cap2vid)
-    res_v2t = retrieval_metrics(v2t, cap2vid) if model.fusion["kind"] == "rank" else res_t2v
-    res = {"t2v": res_t2v["t2v"], "v2t": res_v2t["v2t"]}
-    res["RSum"] = sum(res[d][k] for d in ("t2v", "v2t") for k in ("R@1", "R@5", "R@10"))
-    return res
+    data = split_pairs(model, ctx, split, str(dev), progress)
+    return retrieval_metrics(embed_and_score(model, data, dev), data.cap2vid)
 
 
 def evaluate(checkpoint: str | Path, data: str, split: str | None = None, features: Path | None = None,

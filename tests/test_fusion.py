@@ -1,0 +1,96 @@
+"""`reelsearch fuse`: separately trained models fused into a mixture of experts, evaluated and weight-tuned."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.evaluation import retrieval_metrics
+from reelsearch.models import load_model
+from reelsearch.train.fusion import fuse
+from reelsearch.train.session import DataContext, evaluate, split_pairs, train
+from reelsearch.train.trainer import embed_and_score
+from train_fixtures import make_dataset, small
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("fuse")
+    manifest, store = make_dataset(root / "toy")
+    for name in ("torabi-m1", "mithun-expert"):
+        train(name, f"manifest:{manifest}", root / name, features=store, epochs=2, overrides=small(name),
+              progress=False)
+    return root, manifest, store
+
+
+def _matrix(run: Path, manifest: Path, store: Path) -> tuple[np.ndarray, np.ndarray]:
+    model = load_model(run)
+    ctx, _ = DataContext.open(f"manifest:{manifest}", store)
+    data = split_pairs(model, ctx, "val", "cpu", progress=False)
+    return embed_and_score(model, data, torch.device("cpu")), data.cap2vid
+
+
+def test_fused_scores_are_the_weighted_sum_and_tuning_never_loses(runs, tmp_path):
+    root, manifest, store = runs
+    a, cap2vid = _matrix(root / "torabi-m1", manifest, store)
+    b, _ = _matrix(root / "mithun-expert", manifest, store)
+    rep = fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "moe", weights=[1.0, 0.5],
+               data=f"manifest:{manifest}", features=store, progress=False)
+    assert rep["experts"] == ["torabi-m1", "mithun-expert"] and rep["split"] == "val"
+    expected = retrieval_metrics(a + 0.5 * b, cap2vid)  # Mithun Eq. 4, computed here independently
+    assert rep["result"]["RSum"] == pytest.approx(expected["RSum"])
+    assert rep["experts_alone"]["torabi-m1"]["RSum"] == pytest.approx(retrieval_metrics(a, cap2vid)["RSum"])
+    # the saved mixture reproduces the report through `eval`
+    again = evaluate(tmp_path / "moe", f"manifest:{manifest}", split="val", features=store, progress=False)
+    assert again["RSum"] == pytest.approx(rep["result"]["RSum"])
+
+    tuned = fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "tuned", data=f"manifest:{manifest}",
+                 features=store, tune=True, progress=False)
+    w = tuned["fusion"]["weights"]
+    assert w["torabi-m1"] == 1.0 and tuned["trials"] == 6  # grid of 7, all-zero skipped
+    best = retrieval_metrics(a + w["mithun-expert"] * b, cap2vid)["RSum"]
+    assert tuned["result"]["RSum"] == pytest.approx(best)
+    for other in (0.25, 0.5, 1.0, 2.0):
+        assert best >= retrieval_metrics(a + other * b, cap2vid)["RSum"] - 1e-9
+
+    rank = fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "rank", kind="rank",
+                data=f"manifest:{manifest}", features=store, progress=False)
+    assert rank["result"]["RSum"] > 0 and (tmp_path / "rank" / "moe.json").is_file()
+
+
+def test_a_score_fused_mixture_nests_by_its_experts(runs, tmp_path):
+    root, manifest, store = runs
+    fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "inner", weights=[1.0, 0.5])
+    rep = fuse([tmp_path / "inner", root / "torabi-m1"], tmp_path / "outer")
+    assert rep["experts"] == ["torabi-m1", "mithun-expert", "torabi-m1-2"]
+    assert rep["fusion"]["weights"] == {"torabi-m1": 1.0, "mithun-expert": 0.5, "torabi-m1-2": 1.0}
+
+
+def test_bad_requests_are_clear(runs, tmp_path):
+    root, manifest, store = runs
+    with pytest.raises(ReelsearchError, match="at least two experts"):
+        fuse([root / "torabi-m1"], tmp_path / "x")
+    with pytest.raises(ReelsearchError, match="3 weights for 2 experts"):
+        fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "x", weights=[1, 1, 1])
+    with pytest.raises(ReelsearchError, match="--tune needs --data"):
+        fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "x", tune=True)
+    res = subprocess.run([sys.executable, "-m", "reelsearch", "fuse", str(root / "torabi-m1"),
+                          str(root / "mithun-expert"), "--out", str(tmp_path / "cli"), "--weights", "1,x"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 2 and "--weights: expected numbers" in res.stderr
+    res = subprocess.run([sys.executable, "-m", "reelsearch", "fuse", str(root / "torabi-m1"),
+                          str(root / "mithun-expert"), "--out", str(tmp_path / "cli"), "--data",
+                          f"manifest:{manifest}", "--features", str(store), "--json", "--threads", "1"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["result"]["RSum"] > 0
