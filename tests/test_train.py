@@ -198,3 +198,17 @@ def test_several_datasets_need_one_store_each(dataset, tmp_path):
     assert res.returncode == 2 and "2 datasets but 1 feature stores" in res.stderr
     with pytest.raises(ReelsearchError, match="2 datasets but 1 feature stores"):
         train("torabi-m1", [f"manifest:{manifest}"] * 2, tmp_path / "x", features=[store], progress=False)
+
+
+def test_items_without_features_or_media_are_left_out(dataset, tmp_path, capsys):
+    """A dataset only partly on disk (e.g. two MSR-VTT clips of 10,000) trains on what it has."""
+    manifest, store = dataset
+    partial = tmp_path / "partial.jsonl"
+    extra = [{"id": f"gone{i}", "path": None, "captions": ["a dog runs"], "split": "train"} for i in range(3)]
+    partial.write_text(manifest.read_text() + "".join(json.dumps(x) + "\n" for x in extra))
+    torch.set_num_threads(1)
+    summary = train("torabi-m1", f"manifest:{partial}", tmp_path / "run", features=store, epochs=1,
+                    overrides=small("torabi-m1"), progress=False)
+    assert summary["epochs_run"] == 1
+    out = capsys.readouterr().out
+    assert "3 items of" in out and "left out" in out

@@ -93,9 +93,15 @@ class DataContext:
             for it in its:
                 if it.path is not None:
                     jobs.setdefault(it.key, Job(it.key, Path(it.path), it.start, it.end))
+        no_media = sum(1 for its in todo.values() for it in its if it.path is None)
         if not jobs:
-            raise ReelsearchError(f"{self.root}: the items lack {', '.join(todo)} features and the dataset has no "
-                                  "media files to extract them from; pass --features with precomputed features")
+            if all(len(its) == len(items) for its in todo.values()):
+                raise ReelsearchError(f"{self.root}: the items lack {', '.join(todo)} features and the dataset has "
+                                      "no media files to extract them from; pass --features with precomputed "
+                                      "features")
+            print(f"note: {no_media} items of {self.root} have no features in {self.store_root} and no media file; "
+                  "they are left out")
+            return store
         cfg = ExtractConfig(modalities=tuple(todo), device=device, progress=progress)
         summary = run_extraction(list(jobs.values()), self.store_root, cfg)
         if summary.failed_items:
