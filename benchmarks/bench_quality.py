@@ -90,8 +90,8 @@ def main() -> None:
                                                      "scde-ablation-msdc", "scde"])
     ap.add_argument("--epochs", type=int, default=None, help="cap on epochs (default: each config's)")
     ap.add_argument("--warmup-epochs", type=int, default=None,
-                    help="sum-of-hinges epochs before the configured loss (default: each config's, 1 for mithun-* "
-                         "and scde*; 0 = the papers' schedule; see docs/training.md)")
+                    help="sum-of-hinges epochs before the configured loss (default: each config's, 1 for mithun-*; "
+                         "0 = the papers' schedule; see docs/training.md)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "quality")
     ap.add_argument("--json", type=Path, help="write the table as JSON here")
     args = ap.parse_args()

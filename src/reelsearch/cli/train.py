@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         warmup_epochs: int | None = typer.Option(None, "--warmup-epochs", help="Train the first N epochs with the "
                                                  "sum-of-hinges loss (same margin) before the config's loss; "
                                                  "hardest-negative losses can collapse from a random start. "
-                                                 "Default: the config's (1 for mithun-* and scde*, 0 = the "
+                                                 "Default: the config's (1 for mithun-*; 0 = the "
                                                  "papers' schedule)."),
         text_encoder: Path | None = typer.Option(None, "--text-encoder", help="An adapted MiniLM folder from "
                                                  "`reelsearch adapt-text`, for models reading MiniLM token features."),
