@@ -31,9 +31,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fine-tune MiniLM with BERT's masked-LM objective on a split's captions (SCDE §3.2, stage 1); train with
         it via `reelsearch train ... --text-encoder OUT`. Rerunning with the same parameters reuses OUT."""
-        from reelsearch.datasets import load_dataset, parse_data_spec
+        from reelsearch.datasets import parse_data_spec
         from reelsearch.errors import ReelsearchError
         from reelsearch.text.mlm import adapt_minilm
+        from reelsearch.train.session import open_sources, training_captions
 
         if threads:
             import torch
@@ -42,11 +43,9 @@ def register(app: typer.Typer) -> None:
         fmt, root, spec_split = parse_data_spec(data)
         if split and spec_split and split != spec_split:
             raise ReelsearchError(f"two different splits given: {spec_split!r} in --data and --split {split!r}")
-        split = split or spec_split or "train"
-        dataset = load_dataset(fmt, root, **({"protocol": protocol} if protocol else {}))
-        if split not in dataset.splits():
-            raise ReelsearchError(f"{data}: no split {split!r}; it has {', '.join(dataset.splits())}")
-        captions = [c for it in dataset.items(split) for c in it.captions]
+        sources = open_sources(data, train_split=split, **({"protocol": protocol} if protocol else {}))
+        split = sources[0][1]
+        captions = training_captions(sources)
         report = adapt_minilm(captions, out, epochs=epochs, mask_prob=mask_prob, lr=lr, batch_size=batch_size,
                               seed=seed, heldout=heldout, device=device, progress=not json_out)
         report = {**report, "data": f"{fmt}:{root}", "split": split}

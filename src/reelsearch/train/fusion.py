@@ -104,9 +104,10 @@ def fuse(checkpoints: Sequence[str | Path], out: Path, kind: str = "score", weig
          normalize: str = "none", data: str | None = None, split: str | None = None, features: Path | None = None,
          tune: bool = False, device: str | None = None, progress: bool = True, **data_options) -> dict:
     """Build (and with ``data``, evaluate or ``tune``) the mixture of ``checkpoints``; save it to ``out``."""
+    from reelsearch.evaluation import retrieval_metrics
     from reelsearch.io import atomic_write_json
     from reelsearch.models import MixtureOfExperts
-    from reelsearch.train.session import DataContext
+    from reelsearch.train.session import open_eval_split
 
     experts, default_weights = gather_experts(checkpoints)
     if weights is not None:
@@ -122,15 +123,9 @@ def fuse(checkpoints: Sequence[str | Path], out: Path, kind: str = "score", weig
     if tune and data is None:
         raise ReelsearchError("--tune needs --data (the split to tune the weights on)")
     if data is not None:
-        ctx, spec_split = DataContext.open(data, features, **data_options)
-        split = split or spec_split or ctx.default_val_split() or "test"
-        if split not in ctx.dataset.splits():
-            raise ReelsearchError(f"{data}: no split {split!r}; it has {', '.join(ctx.dataset.splits())}")
+        ctx, split = open_eval_split(data, split, features, **data_options)
         sims, cap2vid = expert_matrices(moe, ctx, split, device, progress)
-        report["experts_alone"] = {}
-        for name in experts:
-            alone = MixtureOfExperts({name: experts[name]}, {"kind": "score", "weights": {name: 1.0}})
-            report["experts_alone"][name] = fused_metrics(alone, {name: sims[name]}, cap2vid)
+        report["experts_alone"] = {k: retrieval_metrics(sims[k].numpy(), cap2vid) for k in experts}
         if tune:
             _, trials = tune_weights(moe, sims, cap2vid, progress=progress)
             report["trials"] = len(trials)

@@ -93,12 +93,12 @@ class DataContext:
             for it in its:
                 if it.path is not None:
                     jobs.setdefault(it.key, Job(it.key, Path(it.path), it.start, it.end))
-        no_media = sum(1 for its in todo.values() for it in its if it.path is None)
         if not jobs:
             if all(len(its) == len(items) for its in todo.values()):
                 raise ReelsearchError(f"{self.root}: the items lack {', '.join(todo)} features and the dataset has "
                                       "no media files to extract them from; pass --features with precomputed "
                                       "features")
+            no_media = len({it.key for its in todo.values() for it in its})
             print(f"note: {no_media} items of {self.root} have no features in {self.store_root} and no media file; "
                   "they are left out")
             return store
@@ -368,15 +368,22 @@ def evaluate_model(model, ctx: DataContext, split: str, device: str | None = Non
     return retrieval_metrics(embed_and_score(model, data, dev), data.cap2vid)
 
 
+def open_eval_split(data: str, split: str | None = None, features: Path | None = None,
+                    **data_options) -> tuple[DataContext, str]:
+    """The dataset ``data`` and the split to evaluate on: ``split``, the spec's, val/dev, else test."""
+    ctx, spec_split = DataContext.open(data, features, **data_options)
+    split = split or spec_split or ctx.default_val_split() or "test"
+    if split not in ctx.dataset.splits():
+        raise ReelsearchError(f"{data}: no split {split!r}; it has {', '.join(ctx.dataset.splits())}")
+    return ctx, split
+
+
 def evaluate(checkpoint: str | Path, data: str, split: str | None = None, features: Path | None = None,
              device: str | None = None, progress: bool = True, **data_options) -> dict:
     """Load ``checkpoint`` and evaluate it on ``data``'s ``split``."""
     from reelsearch.models import load_model
 
-    ctx, spec_split = DataContext.open(data, features, **data_options)
-    split = split or spec_split or ctx.default_val_split() or "test"
-    if split not in ctx.dataset.splits():
-        raise ReelsearchError(f"{data}: no split {split!r}; it has {', '.join(ctx.dataset.splits())}")
+    ctx, split = open_eval_split(data, split, features, **data_options)
     model = load_model(checkpoint)
     res = evaluate_model(model, ctx, split, device, progress)
     res["data"], res["split"] = f"{ctx.fmt}:{ctx.root}", split
