@@ -18,6 +18,7 @@ from reelsearch.models import (
     VocabTextProcessor,
     create_model,
     list_models,
+    model_config,
 )
 from reelsearch.models import joint as joint_module
 from reelsearch.models.encoders import FrameStates
@@ -33,8 +34,10 @@ def vocab():
 
 
 def small(name: str, **kw):
-    """A named model with a smaller video input so that tests stay fast (the architecture is unchanged)."""
-    proc = vocab() if "mithun" in name else None
+    """A named model with a smaller video input so that tests stay fast (the architecture is unchanged); models
+    learning their word vectors get the small vocabulary ``WORDS``."""
+    cfg = model_config(name)
+    proc = vocab() if cfg.get("model", {}).get("text", {}).get("features") == "vocab" else None
     if name == "mithun-moe":
         proc = {k: vocab() for k in ("object", "activity", "place")}
     return create_model(name, text_processor=proc, **kw)
@@ -95,7 +98,7 @@ def test_shapes_masking_and_norms(name):
 
 def test_m3_similarity_equals_a_loop_over_pairs(monkeypatch):
     torch.manual_seed(1)
-    model = create_model("torabi-m3", model__video__input_dims__appearance=12).eval()
+    model = small("torabi-m3", model__video__input_dims__appearance=12).eval()
     tb, vb = text_batch(model), video_batch({"appearance": 12}, m=3, T=6)
     frames, lengths = vb["feats"]["appearance"], vb["lengths"]["appearance"]
     with torch.no_grad():
@@ -123,7 +126,7 @@ def test_m3_similarity_equals_a_loop_over_pairs(monkeypatch):
 def test_m3_one_frame_videos_skip_the_attention_exactly():
     """Images (one-frame videos, padded or not) take the shortcut; it equals the attention path block by block."""
     torch.manual_seed(3)
-    model = create_model("torabi-m3", model__video__input_dims__appearance=12).eval()
+    model = small("torabi-m3", model__video__input_dims__appearance=12).eval()
     tb = text_batch(model)
     vb = {"feats": {"appearance": torch.randn(5, 3, 12)}, "lengths": {"appearance": torch.ones(5, dtype=torch.long)}}
     with torch.no_grad():
@@ -136,7 +139,7 @@ def test_m3_one_frame_videos_skip_the_attention_exactly():
 
 def test_m3_trains_through_the_chunked_attention():
     torch.manual_seed(2)
-    model = create_model("torabi-m3", model__video__input_dims__appearance=12).train()
+    model = small("torabi-m3", model__video__input_dims__appearance=12).train()
     sims = model(text_batch(model), video_batch({"appearance": 12}))
     sims.sum().backward()
     assert model.attention.frame_proj.weight.grad.abs().sum() > 0
@@ -240,13 +243,15 @@ def test_mixture_of_experts_fuses_by_score_and_round_trips(tmp_path):
 
 
 def test_real_glove_captions_through_torabi_m2():
+    """The frozen-GloVe variant of M2 (``model.text.features: glove``, 50-d vectors straight into the LSTM)."""
     pytest.importorskip("reelsearch.text.glove")
     from conftest import shared_path
 
     captions_file = shared_path("msvd", "captions_msvd.json")
     captions = [c for caps in list(json.loads(captions_file.read_text()).values())[:4] for c in caps[:2]]
     torch.manual_seed(5)
-    model = create_model("torabi-m2", text_processor=GloveTextProcessor()).eval()
+    frozen = {"text": {"features": "glove", "encoder": {"input_dim": 50, "embed_dim": None}}}
+    model = create_model("torabi-m2", text_processor=GloveTextProcessor(), model=frozen).eval()
     batch = model.text_processor(captions)
     assert batch["feats"].shape[2] == 50 and (batch["lengths"] >= 1).all()
     with torch.no_grad():
@@ -260,7 +265,7 @@ def test_real_glove_captions_through_torabi_m2():
 def test_real_minilm_features_through_scde():
     pytest.importorskip("reelsearch.text.minilm")
     try:
-        proc = MiniLMTextProcessor()
+        proc = MiniLMTextProcessor(layer=3)  # scde's Transformer continues MiniLM after its layer 3
         batch = proc(["a man is playing a guitar", "a dog runs"])
     except Exception as exc:  # the weights package may be missing on a user's machine
         pytest.skip(f"MiniLM unavailable: {exc}")

@@ -21,10 +21,13 @@ def test_torabi_numbers():
         assert m["text"]["projection"]["dim"] == m["video"]["projection"]["dim"] == 950
         assert (t["margin"], t["batch_size"], t["optimizer"], t["lr"], t["grad_clip"]) == (0.05, 200, "adam", 1e-3,
                                                                                           2.0)
-        assert t["loss"] == "torabi-pairwise" and t["val_samples"] == 1000  # Eq. 4; early stop on 1000 val samples
+        assert t["loss"] == "torabi-pairwise" and t["val_samples"] == 1000  # Eq. 4; the paper's 1000 val samples
+        assert (t["selection"], t["early_stopping"]) == ("rsum", {"metric": "rsum", "patience": 3})  # our choice
         assert m["similarity"] == "order"  # Eq. 3
         assert m["video"]["projection"]["kind"] == "linear-abs-l2"  # |W_video mean(v)|, unit norm
-        assert m["text"]["features"] == "glove"
+        # B.1: words initially encoded by GloVe, d_w = 300 (from our 50-d GloVe by an orthonormal map, fine-tuned)
+        assert (m["text"]["features"], m["text"]["glove_init"]) == ("vocab", "project")
+        assert m["text"]["encoder"]["embed_dim"] == m["text"]["encoder"]["input_dim"] == 300
     assert model_config("torabi-m1")["model"]["text"]["encoder"]["sequence"] is None  # average of word vectors
     for variant in ("m2", "m3"):
         enc = model_config(f"torabi-{variant}")["model"]["text"]["encoder"]
@@ -63,8 +66,12 @@ def test_scde_numbers_and_ablation_ladder():
     assert m["similarity"] == "cosine" and t["loss"] == "vse++" and t["margin"] == 0.2  # Eq. 11, §4.1
     assert (t["batch_size"], t["lr"], t["epochs"], t["selection"]) == (64, 5e-5, 30, "rsum")
     assert t["schedule"] == {"kind": "plateau", "factor": 0.5, "patience": 3, "metric": "rsum"}
+    # the K = 3 layers continue MiniLM from its layer 3 (MiniLM's own shape), see registry._scde
+    assert (m["text"]["feature_layer"], m["text"]["init_transformer"]) == (3, "minilm")
+    assert (t_enc["heads"], t_enc["ff_dim"], t_enc["activation"], t_enc["positional"]) == (12, 1536, "gelu", False)
     ladder = {s: model_config(f"scde-ablation-{s}")["model"] for s in ("baseline", "bert", "transformer", "msdc")}
     ladder["smsdc"] = m
+    assert [c["text"].get("init_transformer") for c in ladder.values()] == [None, None, "minilm", "minilm", "minilm"]
     text = {s: (c["text"]["features"], c["text"]["encoder"]["sequence"]) for s, c in ladder.items()}
     assert text == {"baseline": ("glove", "bigru"), "bert": ("minilm", "bigru"), "transformer": ("minilm",
                     "transformer"), "msdc": ("minilm", "transformer"), "smsdc": ("minilm", "transformer")}
@@ -108,10 +115,15 @@ def test_overrides_and_bad_configs(tmp_path):
     assert cfg["model"]["video"]["input_dims"]["appearance"] == 2048
     with pytest.raises(ValueError, match="unknown model"):
         model_config("nope")
+    from reelsearch.models import VocabTextProcessor
+
+    words = VocabTextProcessor(["a", "dog"])
     with pytest.raises(ConfigError, match="hiden_size"):
-        create_model("torabi-m2", model__text__encoder__hiden_size=3)
+        create_model("torabi-m2", words, model__text__encoder__hiden_size=3)
     with pytest.raises(ConfigError, match="sequence model"):
-        create_model("torabi-m2", model__text__encoder__sequence="rnn")
+        create_model("torabi-m2", words, model__text__encoder__sequence="rnn")
+    with pytest.raises(ConfigError, match="VocabTextProcessor"):
+        create_model("torabi-m2")  # learns its words: needs the training vocabulary
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nmodel: [1,\n")
     with pytest.raises(DataFormatError, match="bad.yaml"):
@@ -125,19 +137,27 @@ def test_parameter_counts_by_hand():
     def count(model):
         return sum(p.numel() for p in model.parameters())
 
-    # M1: text linear 50 -> 950, video linear 1280 -> 950
-    assert count(create_model("torabi-m1")) == (50 * 950 + 950) + (1280 * 950 + 950)
-    # M2: LSTM(50 -> 950): 4 gates x (950 x (50 + 950) + 2 biases of 950); video linear
-    assert count(create_model("torabi-m2")) == 4 * (950 * 1000 + 2 * 950) + (1280 * 950 + 950)
+    from reelsearch.models import VocabTextProcessor
+
+    words = VocabTextProcessor(["a", "dog", "runs"])  # 5 rows with <pad> and <unk>
+
+    def torabi(variant):
+        return create_model(f"torabi-{variant}", words, model__text__glove_init=None)
+
+    # M1: 300-d word vectors, text linear 300 -> 950, video linear 1280 -> 950
+    assert count(torabi("m1")) == 5 * 300 + (300 * 950 + 950) + (1280 * 950 + 950)
+    # M2: words; LSTM(300 -> 950): 4 gates x (950 x (300 + 950) + 2 biases of 950); video linear
+    assert count(torabi("m2")) == 5 * 300 + 4 * (950 * 1250 + 2 * 950) + (1280 * 950 + 950)
     # M3: M2 + attention W_f (1280 -> 300, bias), W_s (950 -> 300), w (300 -> 1)
-    assert count(create_model("torabi-m3")) == count(create_model("torabi-m2")) + 1280 * 300 + 300 + 950 * 300 + 300
+    assert count(torabi("m3")) == count(torabi("m2")) + 1280 * 300 + 300 + 950 * 300 + 300
 
 
 def test_text_processor_for_each_kind():
     from reelsearch.models import GloveTextProcessor, MiniLMTextProcessor, VocabTextProcessor, text_processor_for
 
-    assert isinstance(text_processor_for("torabi-m1"), GloveTextProcessor)
-    assert isinstance(text_processor_for("scde"), MiniLMTextProcessor)
+    assert isinstance(text_processor_for("torabi-m1", ["a dog"]), VocabTextProcessor)
+    assert isinstance(text_processor_for("scde"), MiniLMTextProcessor) and text_processor_for("scde").layer == 3
+    assert text_processor_for("scde-ablation-bert").layer is None  # the last layer's features
     assert isinstance(text_processor_for("scde-ablation-baseline"), GloveTextProcessor)
     with pytest.raises(ConfigError, match="training captions"):
         text_processor_for("mithun-expert")

@@ -76,7 +76,7 @@ def small_model(kind: str = "cosine", seed: int = 0, dim: int = 24):
     from reelsearch.models import MixtureOfExperts, create_model
 
     torch.manual_seed(seed)
-    text = {"features": "vocab", "projection": {"dim": dim}}
+    text = {"features": "vocab", "projection": {"dim": dim}, "glove_init": None}
     if kind == "cosine":
         text["encoder"] = {"embed_dim": 16, "hidden_size": dim}
         model = create_model("mithun-expert", _vocab(), model={"text": text, "video": {"projection": {"dim": dim}}})

@@ -90,6 +90,28 @@ def test_token_features_match_plain_transformers(encoder, dev_captions):
         np.testing.assert_allclose(feats, hidden, atol=2e-5)
 
 
+def test_inner_layer_features_match_plain_transformers(encoder, dev_captions):
+    """``layer=k``: the hidden states after layer k of the BERT model run by transformers alone, one caption at a
+    time; layer 0 is the embedding layer's output, the last layer the default features."""
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = minilm.package_model_dir()
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+    captions = dev_captions[0][:5]
+    assert encoder.num_layers == 6
+    for layer in (0, 3):
+        ours = encoder.token_features(captions, layer=layer)
+        for caption, feats in zip(captions, ours, strict=True):
+            with torch.inference_mode():
+                out = model(**tokenizer(caption, return_tensors="pt"), output_hidden_states=True)
+            np.testing.assert_allclose(feats, out.hidden_states[layer][0].numpy(), atol=2e-5)
+    last = encoder.token_features(captions[:2], layer=6)
+    for a, b in zip(last, encoder.token_features(captions[:2]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ReelsearchError, match="layers 0..6"):
+        encoder.token_features(captions[:1], layer=7)
+
+
 def test_batching_does_not_change_results(encoder, features, dev_captions):
     small = minilm.MiniLMEncoder(device="cpu", batch_size=7)
     small.model = encoder.model  # same weights, smaller batches (other padding)

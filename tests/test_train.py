@@ -152,6 +152,27 @@ def test_warmup_epochs_train_with_sum_of_hinges_first(dataset, tmp_path):
     assert plain["epochs_run"] == 1
 
 
+def test_bf16_training_learns_and_tracks_fp32(dataset, tmp_path):
+    """precision="bf16" (autocast forward, float32 weights and loss): an LSTM + order-similarity model learns as well
+    and its per-epoch training loss stays within a few percent of the float32 run's from the same start."""
+    from reelsearch.errors import ReelsearchError
+
+    manifest, store = dataset
+    torch.set_num_threads(1)
+    runs = {p: train("torabi-m2", f"manifest:{manifest}", tmp_path / p, features=store, epochs=3,
+                     overrides=small("torabi-m2"), precision=p, progress=False) for p in ("fp32", "bf16")}
+    assert runs["bf16"]["config"]["precision"] == "bf16" and runs["fp32"]["config"]["precision"] == "fp32"
+    assert runs["bf16"]["best"]["RSum"] > 150 and runs["fp32"]["best"]["RSum"] > 150
+    loss = {p: [float(r.split(",")[1]) for r in (tmp_path / p / "log.csv").read_text().splitlines()[1:]]
+            for p in runs}
+    assert loss["bf16"] != loss["fp32"]  # bf16 really ran
+    for a, b in zip(loss["bf16"], loss["fp32"]):
+        assert abs(a - b) <= 0.05 * b + 1.0, loss
+    with pytest.raises(ReelsearchError, match="precision"):
+        train("torabi-m1", f"manifest:{manifest}", tmp_path / "x", features=store, epochs=1,
+              overrides=small("torabi-m1"), precision="fp8", progress=False)
+
+
 def test_images_and_videos_train_together(dataset, tmp_path):
     """Torabi §5.1: two datasets (one-frame "images" and multi-frame "videos" with unrelated feature prototypes)
     train together; the videos' own validation split is learned only when they are in the training set."""

@@ -5,7 +5,8 @@ Kinds (``model.text.features`` in a config):
           lower-cased and covers 400k words); a caption with no known word becomes one zero vector. Torabi B.1.
   vocab   {"ids": [N, L] long, "lengths"}; a vocabulary built from the training captions (Mithun §3.2), id 0 is
           padding and id 1 is <unk>; words seen fewer than ``min_count`` times map to <unk>.
-  minilm  {"feats": [N, L, 384] frozen MiniLM token features, "lengths", "mask"} (SCDE §3.2's BERT stage).
+  minilm  {"feats": [N, L, 384] frozen MiniLM token features, "lengths", "mask"} (SCDE §3.2's BERT stage); with
+          ``layer=k`` the hidden states after MiniLM's layer k, for a model whose Transformer continues from there.
 """
 
 from __future__ import annotations
@@ -131,13 +132,15 @@ class VocabTextProcessor(TextProcessor):
 
 class MiniLMTextProcessor(TextProcessor):
     """Captions -> frozen MiniLM token features (reelsearch.text.minilm.MiniLMEncoder); ``model_dir``: an adapted
-    MiniLM folder (``reelsearch adapt-text``, SCDE stage 1) instead of the package model."""
+    MiniLM folder (``reelsearch adapt-text``, SCDE stage 1) instead of the package model; ``layer``: the hidden
+    states after that layer instead of the last layer's."""
 
     kind = "minilm"
 
-    def __init__(self, encoder=None, dim: int = 384, model_dir: str | None = None):
+    def __init__(self, encoder=None, dim: int = 384, model_dir: str | None = None, layer: int | None = None):
         self._encoder, self.dim = encoder, dim
         self.model_dir = str(model_dir) if model_dir else None
+        self.layer = None if layer is None else int(layer)
 
     @property
     def encoder(self):
@@ -148,13 +151,15 @@ class MiniLMTextProcessor(TextProcessor):
         return self._encoder
 
     def __call__(self, captions: Sequence[str]) -> dict:
-        rows = [torch.as_tensor(f, dtype=torch.float32) for f in self.encoder.token_features(list(captions))]
+        rows = [torch.as_tensor(f, dtype=torch.float32)
+                for f in self.encoder.token_features(list(captions), layer=self.layer)]
         feats, lengths = pad_features(rows, self.dim)
         mask = torch.arange(feats.size(1))[None, :] < lengths[:, None]
         return {"feats": feats, "lengths": lengths, "mask": mask}
 
     def state(self) -> dict:
-        return {"kind": self.kind, "dim": self.dim, **({"model_dir": self.model_dir} if self.model_dir else {})}
+        return {"kind": self.kind, "dim": self.dim, **({"model_dir": self.model_dir} if self.model_dir else {}),
+                **({"layer": self.layer} if self.layer is not None else {})}
 
 
 def text_processor_from_state(state: dict) -> TextProcessor:
@@ -165,5 +170,6 @@ def text_processor_from_state(state: dict) -> TextProcessor:
     if kind == "vocab":
         return VocabTextProcessor(state["words"], min_count=state.get("min_count", 1))
     if kind == "minilm":
-        return MiniLMTextProcessor(dim=state.get("dim", 384), model_dir=state.get("model_dir"))
+        return MiniLMTextProcessor(dim=state.get("dim", 384), model_dir=state.get("model_dir"),
+                                   layer=state.get("layer"))
     raise ConfigError(f"unknown text processor kind {kind!r}")

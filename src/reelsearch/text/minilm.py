@@ -7,6 +7,8 @@ L2 normalisation.
 
 ``token_features`` are the last layer's hidden states per token, padding removed, **[CLS] and [SEP] kept**, so a
 caption of L word pieces gives L + 2 rows and mean-pooling them then L2-normalising gives ``sentence_features``.
+``layer=k`` gives the hidden states after layer k instead (0 = the embedding layer's output), the input of layers
+k+1.. that a model may fine-tune (``reelsearch.models.transformer_init``).
 """
 
 from __future__ import annotations
@@ -72,27 +74,42 @@ class MiniLMEncoder:
         """Longest token sequence (special tokens included); longer captions are truncated."""
         return int(self.model.max_seq_length)
 
+    @property
+    def num_layers(self) -> int:
+        """Number of Transformer layers (6 for MiniLM-L6)."""
+        return int(self.bert.config.num_hidden_layers)
+
+    @property
+    def bert(self):
+        """The underlying Hugging Face BERT model (its ``encoder.layer`` list holds the Transformer layers)."""
+        return self.model[0].auto_model
+
     def tokens(self, caption: str) -> list[str]:
         """The word pieces ``token_features`` has one row for, [CLS] and [SEP] included."""
         ids = self.tokenizer(caption, truncation=True, max_length=self.max_length)["input_ids"]
         return self.tokenizer.convert_ids_to_tokens(ids)
 
-    def token_features(self, captions: Sequence[str]) -> list[np.ndarray]:
-        """Contextual token embeddings of the last layer: one float32 [L_i, 384] array per caption."""
-        return self.encode(captions)[0]
+    def token_features(self, captions: Sequence[str], layer: int | None = None) -> list[np.ndarray]:
+        """Contextual token embeddings of the last layer (or after ``layer``): one float32 [L_i, 384] per caption."""
+        return self.encode(captions, layer=layer)[0]
 
     def sentence_features(self, captions: Sequence[str]) -> np.ndarray:
         """The model's sentence embeddings (mean pooling + L2 norm): float32 [N, 384]."""
         return self.encode(captions)[1]
 
-    def encode(self, captions: Sequence[str], progress: bool | None = None) -> tuple[list[np.ndarray], np.ndarray]:
+    def encode(self, captions: Sequence[str], progress: bool | None = None,
+               layer: int | None = None) -> tuple[list[np.ndarray], np.ndarray]:
         """Token features and sentence features of ``captions`` in one pass (batched, longest captions first).
 
-        ``progress``: show a progress bar (default: when there are more than 20 batches).
+        ``progress``: show a progress bar (default: when there are more than 20 batches). ``layer``: token features
+        after that layer (0..num_layers) instead of the last one; sentence features are always the model's own.
         """
         import torch
         from tqdm import tqdm
 
+        if layer is not None and not 0 <= layer <= self.num_layers:
+            raise ReelsearchError(f"MiniLM has layers 0..{self.num_layers}; got layer={layer}")
+        inner = layer is not None and layer != self.num_layers
         captions = list(captions)
         for i, caption in enumerate(captions):
             if not isinstance(caption, str):
@@ -108,9 +125,11 @@ class MiniLMEncoder:
                 batch = order[start:start + self.batch_size]
                 features = preprocess([captions[i] for i in batch])
                 features = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in features.items()}
+                self.bert.config.output_hidden_states = inner
                 out = self.model(features)
                 lengths = out["attention_mask"].sum(dim=1).tolist()
-                token_embeddings = out["token_embeddings"].float().cpu().numpy()
+                token_embeddings = (out["all_layer_embeddings"][layer] if inner
+                                    else out["token_embeddings"]).float().cpu().numpy()
                 sentence_embeddings = out["sentence_embedding"].float().cpu().numpy()
                 for row, (i, length) in enumerate(zip(batch, lengths, strict=True)):
                     tokens[i] = token_embeddings[row, : int(length)].copy()

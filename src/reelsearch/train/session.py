@@ -116,13 +116,15 @@ def caption_key(caption: str) -> str:
 
 
 def minilm_token_features(captions: list[str], store_root: Path, progress: bool = True,
-                          model_dir: str | Path | None = None) -> list[np.ndarray]:
+                          model_dir: str | Path | None = None, layer: int | None = None) -> list[np.ndarray]:
     """MiniLM token features of ``captions``, computed once and cached in the store as "text-minilm" (an adapted
-    encoder ``model_dir``: "text-minilm-<sha1 of its weights, 10 hex>", so features of different encoders never mix)."""
+    encoder ``model_dir``: "text-minilm-<sha1 of its weights, 10 hex>", so features of different encoders never mix;
+    the hidden states after ``layer``: the same name + "-l<layer>")."""
     from reelsearch.features.store import FeatureStore
     from reelsearch.text.mlm import minilm_features_name
 
-    name = minilm_features_name(model_dir) if model_dir else TEXT_MINILM
+    name = (minilm_features_name(model_dir) if model_dir else TEXT_MINILM) + (f"-l{layer}" if layer is not None
+                                                                               else "")
     store = FeatureStore(store_root)
     keys = [caption_key(c) for c in captions]
     todo = list(dict.fromkeys(k for k in keys if not store.has(name, k)))
@@ -138,7 +140,7 @@ def minilm_token_features(captions: list[str], store_root: Path, progress: bool 
             for i in tqdm(range(0, len(todo), step), desc="MiniLM token features", unit="batch",
                           disable=not progress, leave=False):
                 chunk = todo[i : i + step]
-                for k, f in zip(chunk, enc.token_features([text_of[k] for k in chunk])):
+                for k, f in zip(chunk, enc.token_features([text_of[k] for k in chunk], layer=layer)):
                     w.add(k, np.asarray(f, dtype=np.float32))
         store.refresh()
     return [np.asarray(store.get_raw(name, k)) for k in keys]
@@ -158,7 +160,8 @@ def text_inputs(model, captions: list[str], store_root: Path, progress: bool = T
         feats, lengths = pad_features(rows, proc.dim)
         return {"feats": feats, "lengths": lengths, "mask": torch.arange(feats.size(1))[None, :] < lengths[:, None]}
 
-    return minilm_batch, minilm_token_features(captions, store_root, progress, getattr(proc, "model_dir", None))
+    return minilm_batch, minilm_token_features(captions, store_root, progress, getattr(proc, "model_dir", None),
+                                               getattr(proc, "layer", None))
 
 
 def split_pairs(model, ctx: DataContext, split: str, device: str | None = None, progress: bool = True,
@@ -205,6 +208,8 @@ def train_config_of(cfg: dict, epochs: int | None = None, seed: int | None = Non
     )
     if "checkpoint_every" in t:
         out.checkpoint_every = int(t["checkpoint_every"])
+    if t.get("precision"):
+        out.precision = str(t["precision"])
     if t.get("warmup_epochs"):
         out.warmup_epochs = int(t["warmup_epochs"])
         out.warmup_loss = t.get("warmup_loss", "vse")
@@ -223,7 +228,8 @@ def train(config: str | Path | dict, data: str | Sequence[str], out: Path,
           features: Path | Sequence[Path] | None = None, epochs: int | None = None,
           device: str | None = None, train_split: str | None = None, val_split: str | None = None,
           seed: int | None = None, progress: bool = True, overrides: dict | None = None, loss: str | None = None,
-          warmup_epochs: int | None = None, text_encoder: Path | None = None, **data_options) -> dict:
+          warmup_epochs: int | None = None, text_encoder: Path | None = None, precision: str | None = None,
+          **data_options) -> dict:
     """Train the model ``config`` (a name, a YAML path or a dict) on ``data`` ("FORMAT:ROOT"), writing to ``out``.
 
     Several datasets (a list of specs, e.g. Flickr8k images and MSR-VTT videos, Torabi §5.1) train together on the
@@ -232,6 +238,7 @@ def train(config: str | Path | dict, data: str | Sequence[str], out: Path,
 
     ``loss`` replaces the config's loss preset (e.g. "annotation" for Torabi's eq. 5), keeping its margin;
     ``warmup_epochs`` trains that many first epochs with sum-of-hinges (every expert of a mixture alike);
+    ``precision`` ("fp32" | "bf16") sets the training forward pass's precision (``TrainConfig.precision``);
     ``text_encoder``: an adapted MiniLM folder (``reelsearch adapt-text``) for the configs reading MiniLM features."""
     from reelsearch.models import create_model, load_config, model_config, text_processor_for
     from reelsearch.train.distributed import init_distributed, shutdown
@@ -255,6 +262,9 @@ def train(config: str | Path | dict, data: str | Sequence[str], out: Path,
     if warmup_epochs is not None:  # 0 switches a config's warm-up off
         for c in cfg.get("experts", {"": cfg}).values():
             c["train"]["warmup_epochs"] = int(warmup_epochs)
+    if precision is not None:
+        for c in cfg.get("experts", {"": cfg}).values():
+            c["train"]["precision"] = precision
     if text_encoder:
         minilm = [c for c in cfg.get("experts", {"": cfg}).values() if c["model"]["text"]["features"] == "minilm"]
         if not minilm:

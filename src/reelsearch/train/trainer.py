@@ -32,6 +32,8 @@ from reelsearch.train.logs import TrainLog
 from reelsearch.train.schedule import LRSchedule
 from reelsearch.train.state import load_training_state, save_training_state
 
+PRECISIONS = ("fp32", "bf16")
+
 
 @dataclass
 class TrainConfig:
@@ -53,6 +55,9 @@ class TrainConfig:
     # loss; hardest-negative losses can collapse from a random start (all embeddings equal)
     warmup_epochs: int = 0
     warmup_loss: str = "vse"
+    # "bf16": the training forward pass under bfloat16 autocast (matrix products in bf16, weights, optimizer and loss
+    # in float32); ~2x faster on CPUs with AVX512-BF16/AMX and on recent GPUs. Validation stays float32.
+    precision: str = "fp32"
 
     @classmethod
     def from_dict(cls, d: dict | None) -> TrainConfig:
@@ -89,6 +94,8 @@ class Trainer:
         self.progress = progress and self.dist.is_main
         if cfg.batch_size % self.dist.world_size:
             raise ReelsearchError(f"batch size {cfg.batch_size} is not divisible by {self.dist.world_size} ranks")
+        if cfg.precision not in PRECISIONS:
+            raise ReelsearchError(f"unknown precision {cfg.precision!r}; choose one of {', '.join(PRECISIONS)}")
         # a loss may learn too (InfoNCE's temperature)
         params = [p for p in (*model.parameters(), *loss.parameters()) if p.requires_grad]
         if cfg.optimizer != "adam":
@@ -118,21 +125,28 @@ class Trainer:
         vids_global = data.cap2vid[idx]
         text = data.text_batch(local, info.device)
         video = data.video_batch(data.cap2vid[local], info.device)
-        t = self.model.encode_text(text)
-        v = self.model.encode_video(video)
+        with self._autocast():
+            t = self.model.encode_text(text)
+            v = self.model.encode_video(video)
+            if not info.enabled:
+                sims = self.model.similarity(t, v)
         if not info.enabled:
-            sims = self.model.similarity(t, v)
             same = torch.as_tensor(vids_global[:, None] == vids_global[None, :], device=sims.device)
-            return loss_fn(sims, positive_mask=same)
+            return loss_fn(sims.float(), positive_mask=same)
         tg, vg = gather_with_grad(t, info), gather_with_grad(v, info)  # FrameStates are padded, then gathered
         vids_local = data.cap2vid[local]
         same = torch.as_tensor(vids_local[:, None] == vids_global[None, :], device=t.device)
         pos = torch.arange(bl, device=t.device) + info.rank * bl
-        s_c2v = self.model.similarity(t, vg)  # local captions x all videos
-        s_v2c = self.model.similarity(tg, v).t()  # local videos x all captions
+        with self._autocast():
+            s_c2v = self.model.similarity(t, vg).float()  # local captions x all videos
+            s_v2c = self.model.similarity(tg, v).t().float()  # local videos x all captions
         loss = loss_fn.forward_rect(s_c2v, pos, s_v2c, pos, mask_c2v=same, mask_v2c=same)
         # gradients are summed over ranks: a per-rank mean must be scaled so the sum is the global mean
         return loss / info.world_size if getattr(loss_fn, "reduction", "sum") == "mean" else loss
+
+    def _autocast(self):
+        """bfloat16 autocast for ``precision: bf16`` (a no-op context otherwise)."""
+        return torch.autocast(self.dist.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == "bf16")
 
     def _step(self, idx: np.ndarray) -> float:
         self.model.train()

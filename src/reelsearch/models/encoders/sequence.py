@@ -43,11 +43,16 @@ def sinusoidal_positions(length: int, dim: int, device=None) -> torch.Tensor:
 
 
 class TransformerStack(nn.Module):
-    """K Transformer encoder layers over (frozen) token features, SCDE Eq. (4); d_model = feature size."""
+    """K Transformer encoder layers over (frozen) token features, SCDE Eq. (4); d_model = feature size.
 
-    def __init__(self, dim: int, num_layers: int, heads: int, ff_dim: int, dropout: float, positional: bool):
+    Post-norm layers (BERT's layout); ``activation="gelu"`` and ``layer_norm_eps=1e-12`` make each layer compute what
+    a BERT layer computes, so pretrained layers can be loaded (``reelsearch.models.transformer_init``)."""
+
+    def __init__(self, dim: int, num_layers: int, heads: int, ff_dim: int, dropout: float, positional: bool,
+                 activation: str = "relu", layer_norm_eps: float = 1e-5):
         super().__init__()
-        layer = nn.TransformerEncoderLayer(dim, heads, ff_dim, dropout=dropout, batch_first=True)
+        layer = nn.TransformerEncoderLayer(dim, heads, ff_dim, dropout=dropout, activation=activation,
+                                           layer_norm_eps=layer_norm_eps, batch_first=True)
         self.layers = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
         self.positional = positional
 
@@ -74,6 +79,8 @@ class SequenceEncoder(nn.Module):
         dropout: float = 0.0,
         positional: bool = True,
         smsdc: dict | None = None,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
     ):
         super().__init__()
         if sequence not in SEQUENCE_KINDS:
@@ -96,7 +103,7 @@ class SequenceEncoder(nn.Module):
             state_dim = hidden_size * (2 if sequence == "bigru" else 1)
         elif sequence == "transformer":
             self.transformer = TransformerStack(input_dim, num_layers, heads, ff_dim or 4 * input_dim, dropout,
-                                                positional)
+                                                positional, activation, layer_norm_eps)
             state_dim = input_dim
         else:
             state_dim = input_dim
