@@ -47,7 +47,9 @@ class MiniLMEncoder:
     def __init__(self, device: str | None = "cpu", batch_size: int = 64, model_dir: str | Path | None = None):
         import torch
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar on every load; our commands show their own
         if batch_size < 1:
             raise ReelsearchError(f"batch_size must be >= 1, got {batch_size}")
         folder = Path(model_dir) if model_dir else package_model_dir()
