@@ -2,7 +2,7 @@
 print the dev table (R@1/5/10, MedR, MeanR, RSum, both directions; seconds per epoch).
 
     .venv/bin/python benchmarks/bench_quality.py --data ../shared/data/flickr8k --features STORE \
-        --models torabi-m1 torabi-m2 --epochs 10 --out runs/quality
+        --models torabi-m1 torabi-m2 --epochs 10 --out runs/quality [--precision bf16] [--threads 1]
 
 Each model is trained with `reelsearch train NAME --data flickr8k:ROOT --features STORE --out OUT/NAME` (so the
 numbers are what the CLI gives), resuming if OUT/NAME exists. ``mithun-moe-images`` is the mixture of experts on
@@ -92,6 +92,9 @@ def main() -> None:
     ap.add_argument("--warmup-epochs", type=int, default=None,
                     help="sum-of-hinges epochs before the configured loss (default: each config's, 1 for mithun-*; "
                          "0 = the papers' schedule; see docs/training.md)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default=None,
+                    help="training forward precision (default: each config's, fp32; docs/training.md)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads of each training run")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "quality")
     ap.add_argument("--json", type=Path, help="write the table as JSON here")
     args = ap.parse_args()
@@ -111,6 +114,10 @@ def main() -> None:
             cmd += ["--epochs", str(args.epochs)]
         if args.warmup_epochs is not None:
             cmd += ["--warmup-epochs", str(args.warmup_epochs)]
+        if args.precision:
+            cmd += ["--precision", args.precision]
+        if args.threads:
+            cmd += ["--threads", str(args.threads)]
         print("$", " ".join(cmd), flush=True)
         t0 = time.time()
         subprocess.run(cmd, check=True, cwd=ROOT)

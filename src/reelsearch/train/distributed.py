@@ -49,20 +49,21 @@ def init_distributed(device: str | None = None) -> DistInfo:
 def gather_with_grad(x, info: DistInfo):
     """Concatenate ``x`` from all ranks along dim 0; gradients flow back to the rank that owns each row.
 
-    ``x`` is a tensor, or the FrameStates of a frame-attention model (padded in time to the longest rank's).
+    ``x`` is a tensor, or the FrameStates of a frame-attention model (padded in time to the longest rank's); it is
+    gathered in float32 (a bf16-autocast forward's outputs included: not every backend reduces bfloat16).
     """
     if not info.enabled:
         return x
     from torch.distributed.nn.functional import all_gather
 
     if torch.is_tensor(x):
-        return torch.cat(all_gather(x.contiguous()), dim=0)
+        return torch.cat(all_gather(x.float().contiguous()), dim=0)
     from reelsearch.models.encoders.attention import FrameStates
 
     t = torch.tensor([x.keys.size(1)], device=x.keys.device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     pad = int(t.item()) - x.keys.size(1)
-    keys, values = (torch.nn.functional.pad(a, (0, 0, 0, pad)) for a in (x.keys, x.values))
+    keys, values = (torch.nn.functional.pad(a.float(), (0, 0, 0, pad)) for a in (x.keys, x.values))
     lengths = [torch.zeros_like(x.lengths) for _ in range(info.world_size)]
     dist.all_gather(lengths, x.lengths.contiguous())
     return FrameStates(torch.cat(all_gather(keys.contiguous()), 0), torch.cat(all_gather(values.contiguous()), 0),
