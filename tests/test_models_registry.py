@@ -72,6 +72,13 @@ def test_scde_numbers_and_ablation_ladder():
     ladder = {s: model_config(f"scde-ablation-{s}")["model"] for s in ("baseline", "bert", "transformer", "msdc")}
     ladder["smsdc"] = m
     assert [c["text"].get("init_transformer") for c in ladder.values()] == [None, None, "minilm", "minilm", "minilm"]
+    # the paper's random start over the last layer's features (docs/models.md) is a plain override
+    from reelsearch.models import MiniLMTextProcessor
+
+    paper = {"text": {"feature_layer": None, "init_transformer": None, "encoder": {
+        "heads": 6, "activation": "relu", "layer_norm_eps": 1e-5, "positional": True}}}
+    model = create_model("scde", text_processor=MiniLMTextProcessor(), model=paper)
+    assert model.text_encoder.transformer.positional and model.text_processor.layer is None
     text = {s: (c["text"]["features"], c["text"]["encoder"]["sequence"]) for s, c in ladder.items()}
     assert text == {"baseline": ("glove", "bigru"), "bert": ("minilm", "bigru"), "transformer": ("minilm",
                     "transformer"), "msdc": ("minilm", "transformer"), "smsdc": ("minilm", "transformer")}

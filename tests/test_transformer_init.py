@@ -56,8 +56,10 @@ def test_init_requires_minilm_shaped_layers(processors):
     from reelsearch.models import create_model
 
     after3, last = processors
-    with pytest.raises(ConfigError, match="only 6"):
-        create_model("scde-ablation-transformer", text_processor=last)  # 3 layers after layer 6
+    with pytest.raises(ConfigError, match="after layer 3"):
+        create_model("scde-ablation-transformer", text_processor=last)  # the processor gives other features
+    with pytest.raises(ConfigError, match="only 6"):  # 3 layers after layer 6
+        create_model("scde-ablation-transformer", text_processor=last, model__text__feature_layer=None)
     with pytest.raises(ConfigError, match="positional"):
         create_model("scde-ablation-transformer", text_processor=after3, model__text__encoder__positional=True)
     with pytest.raises(ConfigError, match="heads"):

@@ -183,7 +183,7 @@ def _mithun_moe() -> dict:
 
 
 # --------------------------------------------------------------------------------------------- Zhao et al. 2020
-def _scde(stage: str = "smsdc", pretrained_text: bool = True) -> dict:
+def _scde(stage: str = "smsdc") -> dict:
     """SCDE, Zhao, Zheng & Zha 2020, and its Table 3 ablation ladder (``stage``).
 
     * video (§3.1): frames every 0.5 s; single-layer bi-GRU with 512-d hidden states, concatenated -> 1024 (Eq. 1-2);
@@ -193,10 +193,9 @@ def _scde(stage: str = "smsdc", pretrained_text: bool = True) -> dict:
       retrieval loss. Our pretrained encoder is MiniLM-L6 (6 layers, d = 384) instead of BERT-base: the fixed
       features are its hidden states after layer 3 (``feature_layer: 3``) and the K = 3 layers start from its
       layers 4-6 (``init_transformer: minilm``, so they have its shape: 12 heads, feed-forward 1536, GELU, no added
-      positions). The paper's layers start at random over the last layers' features; on Flickr8k (30k captions,
-      CPU) that learns slowly and stays below a linear map of the frozen sentence features, while starting from
-      the pretrained layers does not (docs/benchmarks.md). ``pretrained_text=False`` gives the paper's random
-      start (6 heads, feed-forward 4d, sinusoidal positions, last-layer features).
+      positions). The paper's layers start at random over the last layer's features; on Flickr8k that start
+      reached RSum 249.6 after 6 epochs, the pretrained one 308.8 after 4 (docs/benchmarks.md). The random start
+      stays available as an override (docs/models.md, "SCDE's text stage").
     * SMSDC (§3.3): kernels {2..n+1} x dilations {1..m}, (n, m) = (4, 2) for video and (3, 2) for text (§4.1);
       local feature n*m*d concatenated to the global one (Eq. 9).
     * joint space: FC + BatchNorm to 2048 (Eq. 10, §4.1), cosine similarity (§3.4).
@@ -219,17 +218,13 @@ def _scde(stage: str = "smsdc", pretrained_text: bool = True) -> dict:
     elif level == 1:
         text_features, text_encoder = "minilm", {"input_dim": MINILM_DIM, "sequence": "bigru", "hidden_size": 512,
                                                  "pool": "mean"}
-    elif pretrained_text:
+    else:
         text_features = "minilm"
         text_encoder = {"input_dim": MINILM_DIM, "sequence": "transformer", "num_layers": 3, "heads": 12,
                         "ff_dim": 4 * MINILM_DIM, "dropout": 0.1, "activation": "gelu", "layer_norm_eps": 1e-12,
                         "positional": False, "pool": "mean"}
-    else:
-        text_features = "minilm"
-        text_encoder = {"input_dim": MINILM_DIM, "sequence": "transformer", "num_layers": 3, "heads": 6,
-                        "ff_dim": 4 * MINILM_DIM, "dropout": 0.1, "positional": True, "pool": "mean"}
     text: dict[str, Any] = {"features": text_features}
-    if level >= 2 and pretrained_text:
+    if level >= 2:
         text.update(feature_layer=3, init_transformer="minilm")
     if level >= 3:
         video_encoder["smsdc"] = {"n": 4, "m": 2, "stacked": level == 4}
@@ -386,6 +381,10 @@ def create_model(name_or_config: str | dict, text_processor=None, *, glove=None,
         text_processor = text_processor_for(cfg)
     if text_processor is not None and text_processor.kind != kind:
         raise ConfigError(f"model {cfg['name']} reads {kind!r} text, got a {text_processor.kind!r} processor")
+    layer = cfg["model"]["text"].get("feature_layer")
+    if kind == "minilm" and text_processor is not None and getattr(text_processor, "layer", None) != layer:
+        raise ConfigError(f"model {cfg['name']} reads MiniLM features after layer {layer or 'last'}; the text "
+                          f"processor gives layer {text_processor.layer or 'last'} (MiniLMTextProcessor(layer=...))")
     try:
         model = JointModel(cfg, text_processor)
     except (KeyError, TypeError) as exc:  # a missing section or a misspelt encoder argument
