@@ -72,6 +72,7 @@ def test_scde_numbers_and_ablation_ladder():
     ladder = {s: model_config(f"scde-ablation-{s}")["model"] for s in ("baseline", "bert", "transformer", "msdc")}
     ladder["smsdc"] = m
     assert [c["text"].get("init_transformer") for c in ladder.values()] == [None, None, "minilm", "minilm", "minilm"]
+    assert ladder["baseline"]["text"]["encoder"]["embed_dim"] == 300  # word2vec's size, GloVe-initialised
     # the paper's random start over the last layer's features (docs/models.md) is a plain override
     from reelsearch.models import MiniLMTextProcessor
 
@@ -80,7 +81,7 @@ def test_scde_numbers_and_ablation_ladder():
     model = create_model("scde", text_processor=MiniLMTextProcessor(), model=paper)
     assert model.text_encoder.transformer.positional and model.text_processor.layer is None
     text = {s: (c["text"]["features"], c["text"]["encoder"]["sequence"]) for s, c in ladder.items()}
-    assert text == {"baseline": ("glove", "bigru"), "bert": ("minilm", "bigru"), "transformer": ("minilm",
+    assert text == {"baseline": ("vocab", "bigru"), "bert": ("minilm", "bigru"), "transformer": ("minilm",
                     "transformer"), "msdc": ("minilm", "transformer"), "smsdc": ("minilm", "transformer")}
     conv = {s: (c["video"]["encoder"].get("smsdc"), c["text"]["encoder"].get("smsdc")) for s, c in ladder.items()}
     assert conv["baseline"] == conv["bert"] == conv["transformer"] == (None, None)
@@ -165,7 +166,8 @@ def test_text_processor_for_each_kind():
     assert isinstance(text_processor_for("torabi-m1", ["a dog"]), VocabTextProcessor)
     assert isinstance(text_processor_for("scde"), MiniLMTextProcessor) and text_processor_for("scde").layer == 3
     assert text_processor_for("scde-ablation-bert").layer is None  # the last layer's features
-    assert isinstance(text_processor_for("scde-ablation-baseline"), GloveTextProcessor)
+    assert isinstance(text_processor_for("scde-ablation-baseline", ["a dog"]), VocabTextProcessor)
+    assert isinstance(text_processor_for(model_config("torabi-m1", model__text__features="glove")), GloveTextProcessor)
     with pytest.raises(ConfigError, match="training captions"):
         text_processor_for("mithun-expert")
     cfg = model_config("mithun-expert", model__text__vocab_min_count=2)

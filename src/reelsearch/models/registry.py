@@ -205,7 +205,8 @@ def _scde(stage: str = "smsdc") -> dict:
     * ``warmup_epochs: 0``: unlike Mithun's loss at 2e-3, vse++ at Adam 5e-5 did not collapse from a random start
       on Flickr8k (scde-ablation-baseline epoch 1: RSum 123.5 without warm-up, docs/benchmarks.md).
 
-    Stages of Table 3: "baseline" (bi-GRU on both sides with word2vec-style vectors: our GloVe), "bert" (text bi-GRU
+    Stages of Table 3: "baseline" (bi-GRU on both sides with word2vec vectors: 300-d word vectors started from our
+    50-d GloVe through a fixed orthonormal map and fine-tuned, as for Torabi's models), "bert" (text bi-GRU
     over the pretrained token features), "transformer" (Transformer instead of the text bi-GRU), "msdc" (+ one MSDC
     on both sides), "smsdc" (+ the stacked MSDC = the full model).
     """
@@ -213,8 +214,8 @@ def _scde(stage: str = "smsdc") -> dict:
     level = stages.index(stage)
     video_encoder: dict[str, Any] = {"sequence": "bigru", "hidden_size": 512, "pool": "mean"}
     if level == 0:
-        text_features, text_encoder = "glove", {"input_dim": GLOVE_DIM, "sequence": "bigru", "hidden_size": 512,
-                                                "pool": "mean"}
+        text_features, text_encoder = "vocab", {"input_dim": 300, "embed_dim": 300, "sequence": "bigru",
+                                                "hidden_size": 512, "pool": "mean"}
     elif level == 1:
         text_features, text_encoder = "minilm", {"input_dim": MINILM_DIM, "sequence": "bigru", "hidden_size": 512,
                                                  "pool": "mean"}
@@ -224,6 +225,8 @@ def _scde(stage: str = "smsdc") -> dict:
                         "ff_dim": 4 * MINILM_DIM, "dropout": 0.1, "activation": "gelu", "layer_norm_eps": 1e-12,
                         "positional": False, "pool": "mean"}
     text: dict[str, Any] = {"features": text_features}
+    if level == 0:
+        text.update(vocab_min_count=1, glove_init="project")
     if level >= 2:
         text.update(feature_layer=3, init_transformer="minilm")
     if level >= 3:
