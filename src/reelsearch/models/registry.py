@@ -54,7 +54,7 @@ def _torabi(variant: str) -> dict:
       training vocabulary gets a 300-d vector initialised from its GloVe vector by a fixed orthonormal map (norms and
       inner products kept; ``reelsearch.models.word_init``) and fine-tuned with the model. Frozen 50-d GloVe
       (``model.text.features: glove``) caps M1's sentence space at rank 50 and gave RSum 165 (M1) / 214 (M2) on
-      Flickr8k dev, against 238 for M1 this way (docs/benchmarks.md).
+      Flickr8k dev, against 242 (M1) and 235 (M2) this way (docs/benchmarks.md).
     * M1: average of word vectors (B.1) -> linear -> |.|; M2/M3: |h_N| of the LSTM's last hidden state (B.1).
     * video: average of frame features (M1, M2) or sentence-conditioned weighted average (M3) -> linear -> |.|
       (B.2: |W_video (1/M) sum v_i|); all embeddings unit L2 norm (§5.1) and non-negative (§4, after [24]).
