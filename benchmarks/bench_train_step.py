@@ -18,7 +18,6 @@ import torch
 
 
 def build(name: str):
-    from reelsearch.losses import create_loss
     from reelsearch.models import VocabTextProcessor, create_model, model_config
     from reelsearch.train.session import loss_of
 
@@ -28,8 +27,7 @@ def build(name: str):
         proc = VocabTextProcessor([f"w{i}" for i in range(8000)])
         cfg["model"]["text"]["glove_init"] = None  # timing only: the initial values do not matter
     model = create_model(cfg, proc).train()
-    loss = loss_of(cfg) if cfg["train"]["loss"] != "infonce" else create_loss("infonce")
-    return model, loss, cfg
+    return model, loss_of(cfg), cfg
 
 
 def batches(model, cfg, length: int = 16, seed: int = 0):

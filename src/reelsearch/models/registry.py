@@ -386,8 +386,11 @@ def create_model(name_or_config: str | dict, text_processor=None, *, glove=None,
         raise ConfigError(f"model {cfg['name']} reads {kind!r} text, got a {text_processor.kind!r} processor")
     layer = cfg["model"]["text"].get("feature_layer")
     if kind == "minilm" and text_processor is not None and getattr(text_processor, "layer", None) != layer:
-        raise ConfigError(f"model {cfg['name']} reads MiniLM features after layer {layer or 'last'}; the text "
-                          f"processor gives layer {text_processor.layer or 'last'} (MiniLMTextProcessor(layer=...))")
+        def name(k):
+            return "the last layer" if k is None else f"layer {k}"
+
+        raise ConfigError(f"model {cfg['name']} reads MiniLM features after {name(layer)}; the text processor gives "
+                          f"{name(text_processor.layer)} (MiniLMTextProcessor(layer=...))")
     try:
         model = JointModel(cfg, text_processor)
     except (KeyError, TypeError) as exc:  # a missing section or a misspelt encoder argument

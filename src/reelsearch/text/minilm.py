@@ -61,6 +61,7 @@ class MiniLMEncoder:
         self.batch_size = batch_size
         self.model = SentenceTransformer(str(folder), device=str(self.device))
         self.model.eval()
+        self._truncated: dict = {}  # layer -> BERT cut after that layer (``_bert_upto``)
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         dim = get_dim()
         if dim != self.dim:
@@ -86,6 +87,25 @@ class MiniLMEncoder:
         """The underlying Hugging Face BERT model (its ``encoder.layer`` list holds the Transformer layers)."""
         return self.model[0].auto_model
 
+    def _bert_upto(self, layer: int):
+        """The BERT model cut after ``layer`` layers, sharing every weight with ``bert`` (built once per layer), so
+        inner-layer features cost only the layers below them."""
+        import copy
+
+        from torch import nn
+
+        net = self._truncated.get(layer)
+        if net is None:
+            bert = self.bert
+            encoder = copy.copy(bert.encoder)
+            encoder._modules = dict(bert.encoder._modules)  # a module dict of its own: the original keeps its layers
+            encoder.layer = nn.ModuleList(bert.encoder.layer[:layer])
+            net = copy.copy(bert)
+            net._modules = dict(bert._modules)
+            net.encoder = encoder
+            self._truncated[layer] = net
+        return net
+
     def tokens(self, caption: str) -> list[str]:
         """The word pieces ``token_features`` has one row for, [CLS] and [SEP] included."""
         ids = self.tokenizer(caption, truncation=True, max_length=self.max_length)["input_ids"]
@@ -104,9 +124,11 @@ class MiniLMEncoder:
         """Token features and sentence features of ``captions`` in one pass (batched, longest captions first).
 
         ``progress``: show a progress bar (default: when there are more than 20 batches). ``layer``: token features
-        after that layer (0..num_layers) instead of the last one; sentence features are always the model's own.
+        after that layer (0..num_layers) instead of the last one; only the layers up to it run, and the sentence
+        features are then that layer's states, mean-pooled and L2-normalised like the model's own.
         """
         import torch
+        import torch.nn.functional as F
         from tqdm import tqdm
 
         if layer is not None and not 0 <= layer <= self.num_layers:
@@ -127,11 +149,18 @@ class MiniLMEncoder:
                 batch = order[start:start + self.batch_size]
                 features = preprocess([captions[i] for i in batch])
                 features = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in features.items()}
-                self.bert.config.output_hidden_states = inner
-                out = self.model(features)
+                if inner:
+                    mask = features["attention_mask"]
+                    inputs = {k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids")
+                              if k in features}
+                    states = self._bert_upto(layer)(**inputs).last_hidden_state
+                    pooled = (states * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp_min(1)
+                    out = {"attention_mask": mask, "token_embeddings": states,
+                           "sentence_embedding": F.normalize(pooled, dim=-1)}
+                else:
+                    out = self.model(features)
                 lengths = out["attention_mask"].sum(dim=1).tolist()
-                token_embeddings = (out["all_layer_embeddings"][layer] if inner
-                                    else out["token_embeddings"]).float().cpu().numpy()
+                token_embeddings = out["token_embeddings"].float().cpu().numpy()
                 sentence_embeddings = out["sentence_embedding"].float().cpu().numpy()
                 for row, (i, length) in enumerate(zip(batch, lengths, strict=True)):
                     tokens[i] = token_embeddings[row, : int(length)].copy()

@@ -55,11 +55,13 @@ def model_sha1(model_dir: str | Path) -> str:
     return _sha1_file(str(weights.resolve()), st.st_size, st.st_mtime_ns)
 
 
-def minilm_features_name(model_dir: str | Path | None = None) -> str:
+def minilm_features_name(model_dir: str | Path | None = None, layer: int | None = None) -> str:
     """Feature-store modality of MiniLM token features: "text-minilm" for the package model, else
-    "text-minilm-<first 10 hex of the adapted model.safetensors' sha1>" (features of different encoders never mix)."""
+    "text-minilm-<first 10 hex of the adapted model.safetensors' sha1>" (features of different encoders never mix);
+    the hidden states after an inner ``layer`` add "-l<layer>"."""
+    suffix = f"-l{layer}" if layer is not None else ""
     if model_dir is None:
-        return FEATURES_PREFIX
+        return FEATURES_PREFIX + suffix
     from reelsearch.text.minilm import package_model_dir
 
     digest = model_sha1(model_dir)
@@ -67,7 +69,7 @@ def minilm_features_name(model_dir: str | Path | None = None) -> str:
         package = model_sha1(package_model_dir())
     except ReelsearchError:
         package = None
-    return FEATURES_PREFIX if digest == package else f"{FEATURES_PREFIX}-{digest[:10]}"
+    return (FEATURES_PREFIX if digest == package else f"{FEATURES_PREFIX}-{digest[:10]}") + suffix
 
 
 def _files(folder: Path) -> dict[str, Path]:

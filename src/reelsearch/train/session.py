@@ -20,7 +20,6 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.train.data import PairData, build_pair_data
 
 VAL_SPLITS = ("val", "dev", "validate", "valid")
-TEXT_MINILM = "text-minilm"
 
 
 def cache_root() -> Path:
@@ -123,8 +122,7 @@ def minilm_token_features(captions: list[str], store_root: Path, progress: bool 
     from reelsearch.features.store import FeatureStore
     from reelsearch.text.mlm import minilm_features_name
 
-    name = (minilm_features_name(model_dir) if model_dir else TEXT_MINILM) + (f"-l{layer}" if layer is not None
-                                                                               else "")
+    name = minilm_features_name(model_dir, layer)
     store = FeatureStore(store_root)
     keys = [caption_key(c) for c in captions]
     todo = list(dict.fromkeys(k for k in keys if not store.has(name, k)))

@@ -128,11 +128,10 @@ class Trainer:
         with self._autocast():
             t = self.model.encode_text(text)
             v = self.model.encode_video(video)
-            if not info.enabled:
-                sims = self.model.similarity(t, v)
-        if not info.enabled:
+            sims = self.model.similarity(t, v).float() if not info.enabled else None
+        if sims is not None:
             same = torch.as_tensor(vids_global[:, None] == vids_global[None, :], device=sims.device)
-            return loss_fn(sims.float(), positive_mask=same)
+            return loss_fn(sims, positive_mask=same)
         tg, vg = gather_with_grad(t, info), gather_with_grad(v, info)  # FrameStates are padded, then gathered
         vids_local = data.cap2vid[local]
         same = torch.as_tensor(vids_local[:, None] == vids_global[None, :], device=t.device)
