@@ -64,10 +64,13 @@ def bench_decode(paths: list[Path], repeat: int) -> list[dict]:
 
 
 def bench_workers(images: list[Path], repeat: int) -> dict:
+    from reelsearch.config.recipe import frame_recipe
     from reelsearch.features.extract import ExtractConfig, _decoded_stream
+    from reelsearch.features.pipeline import FeaturePipeline
     from reelsearch.features.sources import Job
 
     pending = [(Job(p.stem, p), ["appearance"]) for p in images]
+    pipeline = FeaturePipeline({"appearance": frame_recipe("efficientnet-lite0")})  # decoding only: no model runs
     out = {}
     for label, workers, executor in (("main thread", 0, "thread"), ("2 threads", 2, "thread"),
                                      ("2 processes", 2, "process")):
@@ -75,7 +78,7 @@ def bench_workers(images: list[Path], repeat: int) -> dict:
 
         def run(cfg=cfg):
             n = 0
-            for _, _, result in _decoded_stream(pending, ["appearance"], None, cfg):
+            for _, _, result in _decoded_stream(pending, pipeline, cfg):
                 n += result.frames is not None
             return n
 
@@ -85,27 +88,32 @@ def bench_workers(images: list[Path], repeat: int) -> dict:
 
 
 def bench_extractors(images: list[Path], videos: list[Path], names: list[str]) -> dict:
-    from reelsearch.features.extract import ExtractConfig, make_extractor, run_extraction
+    from reelsearch.cli.extract import option_pipeline
+    from reelsearch.features.extract import ExtractConfig, run_extraction
     from reelsearch.features.sources import collect_jobs
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            ex = make_extractor(name, device="cpu")
-            modality = ex.modality
-            cfg = ExtractConfig(modalities=(modality,), workers=2, progress=False)
+            from reelsearch.features.extract import make_extractor
+
+            modality = make_extractor(name, device="cpu").modality
+            pipeline = option_pipeline([modality], {modality: name}, {}, "interval:0.5", 64, 256, "pairs", "float16",
+                                       "cpu", None)
+            ex = pipeline.extractor(modality)
+            cfg = ExtractConfig(workers=2, progress=False)
             row = {"modality": modality, "dim": ex.dim}
             if modality == "appearance":
                 jobs = collect_jobs(images).jobs
                 # warm-up outside the timing (first call allocates)
-                run_extraction(jobs[:8], Path(tmp) / f"{name}-warm", cfg, extractors={modality: ex})
+                run_extraction(jobs[:8], Path(tmp) / f"{name}-warm", pipeline, cfg)
                 t0 = time.perf_counter()
-                s = run_extraction(jobs, Path(tmp) / f"{name}-img", cfg, extractors={modality: ex})
+                s = run_extraction(jobs, Path(tmp) / f"{name}-img", pipeline, cfg)
                 t = time.perf_counter() - t0
                 row["images"] = {"n": s.added[modality], "s": round(t, 2), "images_per_s": round(len(jobs) / t, 1)}
             jobs = collect_jobs(videos).jobs
             t0 = time.perf_counter()
-            s = run_extraction(jobs, Path(tmp) / f"{name}-vid", cfg, extractors={modality: ex})
+            s = run_extraction(jobs, Path(tmp) / f"{name}-vid", pipeline, cfg)
             t = time.perf_counter() - t0
             from reelsearch.features.store import FeatureStore
 

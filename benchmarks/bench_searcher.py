@@ -1,6 +1,6 @@
 """Searcher query latency per scoring mode (model in the loop), and /search through HTTP.
 
-For each library size, synthetic unit-norm rows (video vector + per-frame vectors) of the right layout are committed
+For each library size, synthetic unit-norm rows (video vector + per-frame vectors) of the model's width are committed
 through the library's own commit path with the Searcher's model id, then ``Searcher.search(text, 10)`` is timed:
 query encoding + ranking + best moments + the frame strips. Models are the registry's paper-size architectures,
 untrained (latency does not depend on the weights):
@@ -39,11 +39,9 @@ def models():
 
     vocab = VocabTextProcessor.build(QUERIES)
     torch.manual_seed(0)
-    text = {"features": "vocab", "encoder": {"embed_dim": 300, "input_dim": 300}}
     cosine = create_model("mithun-expert", vocab).eval()
-    order = create_model("torabi-m1", vocab, model={"text": text}).eval()
-    pairwise = create_model("torabi-m3", vocab, model={"text": dict(text, encoder={"embed_dim": 300,
-                                                                                    "input_dim": 300})}).eval()
+    order = create_model("torabi-m1", vocab, model__text__glove_init=None).eval()
+    pairwise = create_model("torabi-m3", vocab, model__text__glove_init=None).eval()
     moe = MixtureOfExperts({"object": cosine, "scene": create_model("mithun-expert", vocab).eval()},
                            {"kind": "rank", "weights": {"object": 1.0, "scene": 0.5}}, name="moe-rank").eval()
     return {"ann": cosine, "scan": order, "rank": moe, "pairwise": pairwise}
@@ -54,7 +52,7 @@ def fill(searcher, n: int, frames: int, seed: int = 0) -> float:
     from reelsearch.index.media import EmbeddedMedia
 
     rng = np.random.default_rng(seed)
-    lib, dim = searcher.library, searcher.layout.dim
+    lib, dim = searcher.library, searcher.model.row_dim
     st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
     times = np.arange(frames) * 0.5
     t = time.perf_counter()

@@ -17,11 +17,12 @@ import time
 import numpy as np
 import torch
 
-from reelsearch.datasets.synthetic import clip_features, order_pairs, random_clip, swap_accuracy
+from reelsearch.config import TrainConfig
+from reelsearch.datasets.synthetic import clip_features, order_pairs, random_clip, swap_accuracy, synthetic_clip_recipe
+from reelsearch.features.pairs import PairData
 from reelsearch.losses import create_loss
 from reelsearch.models import VocabTextProcessor, create_model
-from reelsearch.train.data import PairData
-from reelsearch.train.trainer import TrainConfig, Trainer
+from reelsearch.training.trainer import Trainer
 
 ORDER_ENCODERS = {
     "mean": {"sequence": None, "pool": "mean"},
@@ -36,22 +37,23 @@ MOVES = ("moves left", "moves right", "moves up", "moves down")
 def build(encoder: dict, attention: bool, feature_dim: int, processor):
     return create_model(
         "mithun-expert", text_processor=processor,
-        model={"text": {"encoder": {"input_dim": 32, "embed_dim": 32, "hidden_size": 64}, "projection": {"dim": 64}},
-               "video": {"input_dims": {"appearance": feature_dim}, "encoder": encoder,
-                         "attention": {"dim": 32} if attention else None, "projection": {"dim": 64}}})
+        model={"text": {"encoder": {"embed_dim": 32, "hidden_size": 64}, "projection": {"dim": 64}},
+               "video": {"encoder": encoder,
+                         "attention": {"dim": 32} if attention else None, "projection": {"dim": 64}}},
+        features={"video": {"appearance": synthetic_clip_recipe(feature_dim)}})
 
 
-def pair_data(captions, cap2vid, clips, feats, processor) -> PairData:
+def pair_data(captions, cap2vid, clips, feats) -> PairData:
     return PairData(captions, np.asarray(cap2vid), [c.id for c in clips],
-                    {"appearance": [f.astype(np.float16) for f in feats]}, processor)
+                    {"appearance": [f.astype(np.float16) for f in feats]})
 
 
 @torch.inference_mode()
 def sims_of(model, data: PairData, n_videos: int):
     model.eval()
     cpu = torch.device("cpu")
-    t = model.encode_text(data.text_batch(np.arange(len(data.captions)), cpu))
-    v = model.encode_video(data.video_batch(np.arange(n_videos), cpu))
+    t = model.text_forward(data.text_batch(model.text_processor, np.arange(len(data.captions)), cpu))
+    v = model.video_forward(data.video_batch(np.arange(n_videos), cpu))
     return model.similarity(t, v).numpy(), t, v
 
 
@@ -67,8 +69,8 @@ def order_task(seed: int, args) -> dict:
     test = [c for p in order_pairs(args.test_pairs, seed * 10 + 1, "test", exclude=train) for c in p]
     proc = VocabTextProcessor.build([c.caption for c in train])
     dim = args.grid * args.grid * 3
-    tr = pair_data([c.caption for c in train], range(len(train)), train, clip_features(train, grid=args.grid), proc)
-    te = pair_data([c.caption for c in test], range(len(test)), test, clip_features(test, grid=args.grid), proc)
+    tr = pair_data([c.caption for c in train], range(len(train)), train, clip_features(train, grid=args.grid))
+    te = pair_data([c.caption for c in test], range(len(test)), test, clip_features(test, grid=args.grid))
     cfg = TrainConfig(epochs=args.epochs, batch_size=50, lr=2e-3, grad_clip=2.0, checkpoint_every=0, seed=seed)
     out = {}
     for name, enc in ORDER_ENCODERS.items():
@@ -94,7 +96,7 @@ def attention_task(seed: int, args) -> dict:
 
     def data(cl):
         caps = [e.phrase for c in cl for e in c.events]
-        return pair_data(caps, [i for i, c in enumerate(cl) for _ in c.events], cl, clip_features(cl, grid=8), proc)
+        return pair_data(caps, [i for i, c in enumerate(cl) for _ in c.events], cl, clip_features(cl, grid=8))
 
     tr, te = data(train), data(test)
     shots = [k for c in test for k in range(len(c.events))]

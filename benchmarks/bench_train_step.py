@@ -19,29 +19,29 @@ import torch
 
 def build(name: str):
     from reelsearch.models import VocabTextProcessor, create_model, model_config
-    from reelsearch.train.session import loss_of
+    from reelsearch.training.run import loss_of
 
     cfg = model_config(name)
     proc = None
-    if cfg["model"]["text"]["features"] == "vocab":
+    if cfg.features.text.kind == "vocab":
         proc = VocabTextProcessor([f"w{i}" for i in range(8000)])
-        cfg["model"]["text"]["glove_init"] = None  # timing only: the initial values do not matter
+        cfg = model_config(name, model__text__glove_init=None)  # timing only: the initial values do not matter
     model = create_model(cfg, proc).train()
-    return model, loss_of(cfg), cfg
+    return model, loss_of(cfg.train), cfg
 
 
 def batches(model, cfg, length: int = 16, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
-    b = int(cfg["train"]["batch_size"])
+    b = cfg.train.batch_size
     lengths = torch.randint(length // 2, length + 1, (b,), generator=g)
-    if cfg["model"]["text"]["features"] == "vocab":
+    if cfg.features.text.kind == "vocab":
         text = {"ids": torch.randint(2, model.text_processor.vocab_size, (b, length), generator=g), "lengths": lengths}
     else:
-        d = cfg["model"]["text"]["encoder"]["input_dim"]
+        d = cfg.features.text.dim
         text = {"feats": torch.randn(b, length, d, generator=g), "lengths": lengths,
                 "mask": torch.arange(length)[None] < lengths[:, None]}
-    dims = cfg["model"]["video"]["input_dims"]
-    video = {"feats": torch.randn(b, 1, next(iter(dims.values())), generator=g), "lengths": torch.ones(b, dtype=int)}
+    dim = next(iter(cfg.features.video.values())).dim
+    video = {"feats": torch.randn(b, 1, dim, generator=g), "lengths": torch.ones(b, dtype=int)}
     return text, video
 
 
@@ -72,7 +72,7 @@ def main() -> None:
         torch.manual_seed(0)
         model, loss_fn, cfg = build(name)
         text, video = batches(model, cfg)
-        opt = torch.optim.Adam(model.parameters(), lr=float(cfg["train"]["lr"]), fused=True)
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=True)
         state = {k: v.clone() for k, v in model.state_dict().items()}
         step = partial(train_step, model, loss_fn, opt, text, video)
 
@@ -89,7 +89,7 @@ def main() -> None:
                     step(bf16)
                 best[bf16] = min(best[bf16], (time.perf_counter() - t0) / args.steps)
         diff = abs(first[True] - first[False]) / max(abs(first[False]), 1e-12)
-        print(f"| {name} | {cfg['train']['batch_size']} | {best[False]:.3f} | {best[True]:.3f} | "
+        print(f"| {name} | {cfg.train.batch_size} | {best[False]:.3f} | {best[True]:.3f} | "
               f"{best[False] / best[True]:.2f} | {diff:.1e} |", flush=True)
 
 

@@ -13,7 +13,6 @@ from reelsearch.evaluation import (
     MITHUN2018_WEIGHTS,
     EmbeddingScores,
     EvaluationInputError,
-    RetrievalEvaluator,
     average_ranks,
     format_table,
     query_ranks,
@@ -293,21 +292,45 @@ def test_to_json_and_format_table(tmp_path):
         format_table({"x": 1})
 
 
-def test_retrieval_evaluator(tmp_path):
-    rng = np.random.default_rng(9)
-    text = rng.standard_normal((40, 8)).astype(np.float32)
-    video = rng.standard_normal((10, 8)).astype(np.float32)
-    c2v = np.repeat(np.arange(10), 4)
-    ev = RetrievalEvaluator("val", c2v, chunk_size=7, device="cpu")
-    out = ev(text_embeddings=text, video_embeddings=video, output_path=tmp_path)
-    expected = retrieval_metrics(text @ video.T, c2v, device="cpu")
-    assert out["val_RSum"] == expected["RSum"] and out["val_t2v_R@1"] == expected["t2v"]["R@1"]
-    assert out["val_v2t_mAP"] == expected["v2t"]["mAP"] and len(out) == 2 * len(METRIC_KEYS) + 1
-    assert ev.primary_metric == "RSum" and ev.last_results == expected
-    assert json.loads((tmp_path / "val_results.json").read_text()) == expected
-    assert ev(text @ video.T) == out
-    with pytest.raises(ValueError):
-        ev()
+def test_retrieval_evaluator_scores_any_model_through_its_interface(tmp_path):
+    """RetrievalEvaluator(pairs)(model): a joint model's metrics are those of its tensor-path matrix; a rank-fused
+    mixture ranks videos per caption for t2v and captions per video for v2t."""
+    import torch
+
+    from reelsearch.config import apply_overrides
+    from reelsearch.evaluation.evaluator import RetrievalEvaluator
+    from reelsearch.features.caches import DatasetSource
+    from reelsearch.models import MixtureOfExperts, create_model, model_config, text_processor_for
+    from reelsearch.training.run import model_pairs
+    from train_fixtures import make_dataset, small
+
+    torch.manual_seed(0)
+    manifest, store = make_dataset(tmp_path / "toy", n_train=30, n_val=20)
+    source, _ = DatasetSource.open(f"manifest:{manifest}", store)
+    caps = [c for it in source.dataset.items("train") for c in it.captions]
+    models = {}
+    for name in ("torabi-m1", "mithun-expert"):
+        cfg = apply_overrides(model_config(name), small(name))
+        models[name] = create_model(cfg, text_processor_for(cfg, caps)).eval()
+    pairs = model_pairs(models["torabi-m1"], source, "val", progress=False)
+    evaluator = RetrievalEvaluator(pairs, batch_size=7)
+    cpu = torch.device("cpu")
+    matrices = {}
+    for name, m in models.items():
+        with torch.no_grad():
+            t = m.text_forward(pairs.text_batch(m.text_processor, np.arange(len(pairs.captions)), cpu))
+            v = m.video_forward(pairs.video_batch(np.arange(len(pairs.video_keys)), cpu))
+            matrices[name] = m.similarity(t, v).numpy()
+        res = evaluator(m)
+        want = retrieval_metrics(matrices[name], pairs.cap2vid)
+        assert res["RSum"] == pytest.approx(want["RSum"]) and res["t2v"] == pytest.approx(want["t2v"])
+    moe = MixtureOfExperts(models, {"kind": "rank", "weights": {"torabi-m1": 1.0, "mithun-expert": 0.5}})
+    res = evaluator(moe)
+    fused_t2v = rank_fusion([matrices["torabi-m1"], matrices["mithun-expert"]], [1.0, 0.5], axis=1)
+    fused_v2t = rank_fusion([matrices["torabi-m1"], matrices["mithun-expert"]], [1.0, 0.5], axis=0)
+    assert res["t2v"] == pytest.approx(retrieval_metrics(fused_t2v, pairs.cap2vid)["t2v"])
+    assert res["v2t"] == pytest.approx(retrieval_metrics(fused_v2t, pairs.cap2vid)["v2t"])
+    assert evaluator.primary_metric == "RSum" and set(evaluator.last_scores) == set(models)
 
 
 def test_callable_without_shape_and_progress(capsys):

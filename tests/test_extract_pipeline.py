@@ -18,7 +18,6 @@ from conftest import ROOT, shared_path
 from reelsearch.errors import ReelsearchError
 from reelsearch.features.extract import ExtractConfig, run_extraction
 from reelsearch.features.sources import Job, collect_jobs, shard
-from reelsearch.media.decode import SamplingPolicy
 from test_media_decode import make_clip, make_huge_png, make_image, make_wav, read_index
 
 pytest.importorskip("av")
@@ -30,7 +29,7 @@ REELSEARCH = [sys.executable, "-m", "reelsearch"]
 class IndexExtractor:
     """A frame 'extractor' that reads back the painted frame index: one row [index, mean] per frame; counts calls."""
 
-    modality, input, dim = "appearance", "frames", 2
+    modality, input, dim, per_frame = "appearance", "frames", 2, True
 
     def __init__(self, delay: float = 0.0):
         self.frames_seen = 0
@@ -40,6 +39,22 @@ class IndexExtractor:
         time.sleep(self.delay * len(frames))
         self.frames_seen += len(frames)
         return np.array([[read_index(f), f.mean()] for f in frames], np.float32)
+
+
+def pipeline_of(extractors: dict, sampling: str = "interval:0.5", max_frames: int | None = 64,
+                short_side: int | None = 256):
+    """A FeaturePipeline running the given extractor objects (recipes named after them, frames as given)."""
+    from reelsearch.config.recipe import ModalityRecipe
+    from reelsearch.features.pipeline import FeaturePipeline
+
+    recipes = {}
+    for m, ex in extractors.items():
+        frames = getattr(ex, "input", "frames") == "frames"
+        recipes[m] = ModalityRecipe(getattr(ex, "name", type(ex).__name__), int(ex.dim),
+                                    sampling=sampling if frames else None, max_frames=max_frames if frames else None,
+                                    short_side=short_side if frames else None,
+                                    motion_input="pairs" if m == "motion" else None)
+    return FeaturePipeline(recipes, extractors=extractors)
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +92,8 @@ def test_collect_jobs_keys_and_collisions(media, tmp_path):
 def test_frames_reach_the_store_with_timestamps(media, tmp_path):
     jobs = collect_jobs([media]).jobs
     ex = IndexExtractor()
-    cfg = ExtractConfig(policy=SamplingPolicy("interval", 0.5, 64), workers=2, progress=False, call_frames=4)
-    summary = run_extraction(jobs, tmp_path / "s", cfg, extractors={"appearance": ex})
+    cfg = ExtractConfig(workers=2, progress=False, call_frames=4)
+    summary = run_extraction(jobs, tmp_path / "s", pipeline_of({"appearance": ex}), cfg)
     assert summary.added == {"appearance": 6} and not summary.errors
     store = FeatureStore(tmp_path / "s")
     v1 = store.get("appearance", "videos/deep/v1")
@@ -91,7 +106,7 @@ def test_frames_reach_the_store_with_timestamps(media, tmp_path):
         assert store.get("appearance", f"images/im{i}")[:, 0].tolist() == [10 + i]
     # a second run finds everything done and calls no extractor
     again = IndexExtractor()
-    s2 = run_extraction(jobs, tmp_path / "s", cfg, extractors={"appearance": again})
+    s2 = run_extraction(jobs, tmp_path / "s", pipeline_of({"appearance": again}), cfg)
     assert again.frames_seen == 0 and s2.already == {"appearance": 6} and s2.added == {"appearance": 0}
 
 
@@ -115,8 +130,8 @@ def test_real_extractors_and_bad_inputs_in_one_batch(media, tmp_path, real_extra
         fh.write((media / "images" / "im1.png").read_bytes())
     wav = make_wav(tmp_path / "speech.wav")
     jobs = collect_jobs([media / "videos", bad, wav]).jobs
-    cfg = ExtractConfig(modalities=("appearance", "motion", "audio"), workers=2, progress=False)
-    summary = run_extraction(jobs, tmp_path / "s", cfg, extractors=real_extractors)
+    summary = run_extraction(jobs, tmp_path / "s", pipeline_of(real_extractors), ExtractConfig(workers=2,
+                                                                                                progress=False))
     store = FeatureStore(tmp_path / "s")
     assert sorted(store.keys("appearance")) == ["caf\\xe9", "deep/v1", "v2"]
     assert store.get("appearance", "deep/v1").shape == (4, 1280)
@@ -160,11 +175,11 @@ def test_cli_exit_status_summary_and_errors(media, tmp_path):
 SLOW_RUN = """
 import sys, time
 sys.path.insert(0, {tests!r})
-from test_extract_pipeline import IndexExtractor
+from test_extract_pipeline import IndexExtractor, pipeline_of
 from reelsearch.features.extract import ExtractConfig, run_extraction
 from reelsearch.features.sources import collect_jobs
 cfg = ExtractConfig(workers=1, progress=False, commit_every=2, call_frames=1)
-run_extraction(collect_jobs([{media!r}]).jobs, {store!r}, cfg, extractors={{"appearance": IndexExtractor(0.15)}})
+run_extraction(collect_jobs([{media!r}]).jobs, {store!r}, pipeline_of({{"appearance": IndexExtractor(0.15)}}), cfg)
 """
 
 
@@ -188,8 +203,8 @@ def test_killed_run_resumes_without_redoing(tmp_path):
     done_before = FeatureStore(store).keys("appearance")
     assert 4 <= len(done_before) < 16, "the run was not killed mid-way"
     ex = IndexExtractor()
-    summary = run_extraction(collect_jobs([media]).jobs, store, ExtractConfig(workers=1, progress=False),
-                             extractors={"appearance": ex})
+    summary = run_extraction(collect_jobs([media]).jobs, store, pipeline_of({"appearance": ex}),
+                             ExtractConfig(workers=1, progress=False))
     assert ex.frames_seen == 16 - len(done_before)  # nothing committed before the kill is extracted again
     assert summary.already["appearance"] == len(done_before)
     s = FeatureStore(store)
@@ -222,8 +237,9 @@ def test_real_flickr_images_and_msrvtt_clips(tmp_path, real_extractors):
     images = shared_path("flickr8k", "images")
     clips = shared_path("msrvtt", "clips")
     jobs = collect_jobs(sorted(images.glob("*.jpg"))[:3] + [clips]).jobs
-    cfg = ExtractConfig(modalities=("appearance", "audio"), policy=SamplingPolicy("interval", 2.0), progress=False)
-    summary = run_extraction(jobs, tmp_path / "s", cfg, extractors=real_extractors)
+    chosen = {m: real_extractors[m] for m in ("appearance", "audio")}
+    summary = run_extraction(jobs, tmp_path / "s", pipeline_of(chosen, sampling="interval:2"),
+                             ExtractConfig(progress=False))
     assert not summary.errors and summary.added == {"appearance": 5, "audio": 1}
     s = FeatureStore(tmp_path / "s")
     assert s.get("appearance", "video9770").shape == (6, 1280)  # 0, 2, ..., 10 s of the 11 s clip

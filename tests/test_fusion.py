@@ -13,10 +13,10 @@ import torch
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation import retrieval_metrics
+from reelsearch.features.caches import DatasetSource
 from reelsearch.models import load_model
-from reelsearch.train.fusion import fuse
-from reelsearch.train.session import DataContext, evaluate, split_pairs, train
-from reelsearch.train.trainer import embed_and_score
+from reelsearch.training.fusion import fuse
+from reelsearch.training.run import evaluate, model_pairs, train
 from train_fixtures import make_dataset, small
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,16 +28,21 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuse")
     manifest, store = make_dataset(root / "toy")
     for name in ("torabi-m1", "mithun-expert"):
-        train(name, f"manifest:{manifest}", root / name, features=store, epochs=2, overrides=small(name),
+        train(name, f"manifest:{manifest}", root / name, features=store, overrides=small(name, epochs=2),
               progress=False)
     return root, manifest, store
 
 
 def _matrix(run: Path, manifest: Path, store: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One model's validation matrix through its tensor path (independent of the evaluator)."""
     model = load_model(run)
-    ctx, _ = DataContext.open(f"manifest:{manifest}", store)
-    data = split_pairs(model, ctx, "val", "cpu", progress=False)
-    return embed_and_score(model, data, torch.device("cpu")), data.cap2vid
+    source, _ = DatasetSource.open(f"manifest:{manifest}", store)
+    data = model_pairs(model, source, "val", "cpu", progress=False)
+    cpu = torch.device("cpu")
+    with torch.no_grad():
+        t = model.text_forward(data.text_batch(model.text_processor, np.arange(len(data.captions)), cpu))
+        v = model.video_forward(data.video_batch(np.arange(len(data.video_keys)), cpu))
+        return model.similarity(t, v).numpy(), data.cap2vid
 
 
 def test_fused_scores_are_the_weighted_sum_and_tuning_never_loses(runs, tmp_path):

@@ -208,7 +208,10 @@ def test_import_resumes_after_interruption(tmp_path):
     for key, arr in items.items():
         np.save(src / f"{key}.npy", arr)
     store = FeatureStore(tmp_path / "store")
-    with store.writer("appearance", D, dtype="float32") as w:  # what an interrupted import had committed
+    from reelsearch.features.importers import imported_recipe
+
+    recipe = imported_recipe("imported", D)
+    with store.writer("appearance", D, dtype="float32", recipe=recipe) as w:  # what an interrupted import committed
         for key in list(items)[:7]:
             w.add(key, items[key])
     report = import_features(src, tmp_path / "store", "appearance", progress=False)
@@ -227,10 +230,12 @@ def test_cli_import_and_info(tmp_path):
     for key, arr in items.items():
         np.save(src / f"{key}.npy", arr)
     store = str(tmp_path / "store")
-    res = runner.invoke(app, ["features", "import", str(src), "--out", store, "--modality", "appearance"])
+    res = runner.invoke(app, ["features", "import", str(src), "--out", store, "--modality", "appearance",
+                              "--extractor", "resnet152"])
     assert res.exit_code == 0, res.output
     assert "imported 4" in res.stdout
-    res = runner.invoke(app, ["features", "import", str(src), "-o", store, "-m", "motion", "--dtype", "float32"])
+    res = runner.invoke(app, ["features", "import", str(src), "-o", store, "-m", "motion", "--dtype", "float32",
+                              "--extractor", "i3d"])
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["features", "info", store, "--json"])
     assert res.exit_code == 0, res.output
@@ -241,18 +246,21 @@ def test_cli_import_and_info(tmp_path):
         "motion": (4, D),
     }
     assert info["modalities"]["motion"]["dtype"] == "float32"
+    assert info["modalities"]["motion"]["recipe"]["extractor"] == "i3d"  # what made them, for the recipe checks
     res = runner.invoke(app, ["features", "info", store])
     assert res.exit_code == 0
     lines = res.stdout.splitlines()
     assert lines[1].split()[:4] == ["modality", "items", "dim", "dtype"]
-    assert lines[2].split()[:4] == ["appearance", "4", str(D), "float16"]
+    assert lines[2].split()[:4] == ["appearance", "4", str(D), "float16"] and "resnet152" in lines[2]
+    res = runner.invoke(app, ["features", "import", str(src), "-o", store, "-m", "motion", "--extractor", "c3d"])
+    assert isinstance(res.exception, ReelsearchError) and "made differently" in str(res.exception)  # never mixed
 
 
-def test_cli_import_bad_entries_exit_1_and_json_report(tmp_path):
+def test_cli_import_bad_entries_exit_3_and_json_report(tmp_path):
     np.savez(tmp_path / "f.npz", a=np.ones((2, 3)), b=np.ones((2, 4)), c=np.ones(3))
     res = runner.invoke(app, ["features", "import", str(tmp_path / "f.npz"), "-o", str(tmp_path / "s"), "-m", "audio",
-                              "--json"])  # fmt: skip
-    assert res.exit_code == 1
+                              "--extractor", "vggish", "--json"])  # fmt: skip
+    assert res.exit_code == 3  # partial failure: the bad entry is reported, the rest imported
     assert f"bad entry: {tmp_path / 'f.npz'}[b]: id 'b'" in res.stderr
     report = json.loads(res.stdout)
     assert (report["imported"], report["dim"], [b["id"] for b in report["bad"]]) == (2, 3, ["b"])
@@ -262,7 +270,7 @@ def test_cli_merge_and_errors(tmp_path):
     for r in range(2):
         np.savez(tmp_path / f"r{r}.npz", **{f"v{r}{i}": np.full((1, 3), r + i, np.float32) for i in range(3)})
         res = runner.invoke(app, ["features", "import", str(tmp_path / f"r{r}.npz"), "-o", str(tmp_path / f"rank{r}"),
-                                  "-m", "appearance"])  # fmt: skip
+                                  "-m", "appearance", "--extractor", "clip-vit-b32"])  # fmt: skip
         assert res.exit_code == 0, res.output
     res = runner.invoke(
         app, ["features", "merge", str(tmp_path / "all"), str(tmp_path / "rank0"), str(tmp_path / "rank1")]

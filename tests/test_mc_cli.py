@@ -81,6 +81,10 @@ def test_tag_command():
                                       "fallback": False}
 
 
+#: What the hand-made 6-d features of these tests are recorded as (extracted by nothing reelsearch has).
+TINY_RECIPE = {"extractor": "hand-made", "dim": 6, "sampling": None, "max_frames": None, "short_side": None}
+
+
 def tiny_model(attention: dict | None = None) -> JointModel:
     """A Torabi-M1-shaped model (mean words -> linear -> |.| -> L2; order similarity), small and untrained;
     with ``attention`` the video is a sentence-conditioned weighted average of its frames (M3)."""
@@ -88,13 +92,13 @@ def tiny_model(attention: dict | None = None) -> JointModel:
     cfg = {
         "name": "tiny-order",
         "model": {
-            "text": {"features": "vocab", "encoder": {"input_dim": 8, "embed_dim": 8, "sequence": None, "pool": "mean"},
+            "text": {"encoder": {"embed_dim": 8, "sequence": None, "pool": "mean"},
                      "projection": {"kind": "linear-abs-l2", "dim": 4}},
-            "video": {"modalities": ["appearance"], "input_dims": {"appearance": 6},
-                      "encoder": {"sequence": None, "pool": "mean"}, "attention": attention,
+            "video": {"encoder": {"sequence": None, "pool": "mean"}, "attention": attention,
                       "projection": {"kind": "linear-abs-l2", "dim": 4}},
             "similarity": "order",
         },
+        "features": {"video": {"appearance": TINY_RECIPE}, "text": {"kind": "vocab"}},
     }
     torch.manual_seed(0)
     return create_model(cfg, text_processor=VocabTextProcessor(words))
@@ -107,7 +111,10 @@ def test_eval_command_matches_a_brute_force_loop(tmp_path, manifest, attention):
     store_dir = tmp_path / "store"
     rng = np.random.default_rng(0)
     feats = {}
-    with FeatureStore(store_dir).writer("appearance", dim=6, dtype="float32") as w:
+    from reelsearch.config import ModalityRecipe
+
+    with FeatureStore(store_dir).writer("appearance", dim=6, dtype="float32",
+                                        recipe=ModalityRecipe(**TINY_RECIPE)) as w:
         for k in list(CAPTIONS)[:-1]:  # v8 has no features: skipped and reported
             feats[k] = rng.standard_normal((3, 6)).astype(np.float32)
             w.add(f"k-{k}", feats[k])
@@ -126,10 +133,10 @@ def test_eval_command_matches_a_brute_force_loop(tmp_path, manifest, attention):
         for q in read_mc_file(mc):
             if q.id not in feats:
                 continue
-            video = loaded.encode_video({"feats": torch.from_numpy(feats[q.id])[None]})
+            video = loaded.video_forward({"feats": torch.from_numpy(feats[q.id])[None]})
             scores = []
             for c in q.candidates:  # one caption at a time
-                t = loaded.encode_captions([c])
+                t = loaded.text_forward(loaded.text_processor([c]))
                 if attention is None:  # S = -||max(0, c - v)||^2 by hand
                     scores.append(-float(((t[0] - video[0]).clamp_min(0) ** 2).sum()))
                 else:  # the model's own 1 x 1 attended similarity
@@ -151,7 +158,7 @@ def test_eval_needs_a_checkpoint(tmp_path, manifest):
     run("mc", "build", f"manifest:{manifest}", "--split", "test", "--out", mc, "--quiet")
     res = CliRunner().invoke(app, ["mc", "eval", str(tmp_path / "nothing"), str(mc), "--data",
                                    f"manifest:{manifest}", "--features", str(tmp_path)])
-    assert res.exit_code != 0 and "needs a trained checkpoint" in str(res.exception)
+    assert res.exit_code != 0 and "needs a trained model" in str(res.exception)
 
 
 def test_mixture_rank_fusion_ranks_each_questions_five_candidates():
@@ -167,14 +174,15 @@ def test_mixture_rank_fusion_ranks_each_questions_five_candidates():
     caps = [c for v in CAPTIONS.values() for c in v]
     qs = [Question(f"q{i}", tuple(caps[i : i + 5]), i % 5) for i in range(4)]
     videos = {q.id: torch.randn(3, 6) for q in qs}
-    got = model_scores(moe, qs, lambda ids: {"feats": torch.stack([videos[i] for i in ids])}, batch_size=3,
+    got = model_scores(moe, qs, lambda ids: [{"appearance": videos[i].numpy()} for i in ids], batch_size=3,
                        progress=False)
     with torch.no_grad():
         for q, scores in zip(qs, got, strict=True):
             fused = np.zeros(5)
             for expert, w in ((a, 1.0), (b, 0.5)):
-                v = expert.encode_video({"feats": videos[q.id][None]})
-                s = [float(expert.similarity(expert.encode_captions([c]), v)[0, 0]) for c in q.candidates]
+                v = expert.video_forward({"feats": videos[q.id][None]})
+                s = [float(expert.similarity(expert.text_forward(expert.text_processor([c])), v)[0, 0])
+                     for c in q.candidates]
                 ranks = [1 + sum(o > x for o in s) + (sum(o == x for o in s) - 1) / 2 for x in s]  # 1 = best
                 fused -= w * np.array(ranks)
             assert scores == pytest.approx(fused.tolist())

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import struct
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from reelsearch.errors import DataFormatError
+from reelsearch.config import config_from_dict
+from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.models import (
     GloveTextProcessor,
     JointModel,
@@ -22,7 +24,6 @@ from reelsearch.models import (
 )
 from reelsearch.models import joint as joint_module
 from reelsearch.models.encoders import FrameStates
-from reelsearch.models.registry import FEATURE_DIMS
 
 torch.set_num_threads(1)
 
@@ -37,7 +38,8 @@ def small(name: str, **kw):
     """A named model with a smaller video input so that tests stay fast (the architecture is unchanged); models
     learning their word vectors get the small vocabulary ``WORDS``."""
     cfg = model_config(name)
-    proc = vocab() if cfg.get("model", {}).get("text", {}).get("features") == "vocab" else None
+    proc = vocab() if getattr(getattr(cfg, "features", None), "text", None) and cfg.features.text.kind == "vocab" \
+        else None
     if name == "mithun-moe":
         proc = {k: vocab() for k in ("object", "activity", "place")}
     return create_model(name, text_processor=proc, **kw)
@@ -46,10 +48,15 @@ def small(name: str, **kw):
 def text_batch(model: JointModel, n=4, L=7, seed=0):
     g = torch.Generator().manual_seed(seed)
     lengths = torch.tensor([L, 3, 1, 5][:n])
-    if model.config["model"]["text"]["features"] == "vocab":
+    if model.config.features.text.kind == "vocab":
         return {"ids": torch.randint(2, len(WORDS) + 2, (n, L), generator=g), "lengths": lengths}
-    d = model.config["model"]["text"]["encoder"]["input_dim"]
+    d = model.config.features.text.dim
     return {"feats": torch.randn(n, L, d, generator=g), "lengths": lengths}
+
+
+def dims(model) -> dict:
+    """{modality: feature size} of the video features a model reads."""
+    return {m: r.dim for m, r in model.recipes.items()}
 
 
 def video_batch(modalities: dict, m=3, T=9, seed=1):
@@ -81,9 +88,9 @@ SINGLE = [n for n in list_models() if n != "mithun-moe"]
 def test_shapes_masking_and_norms(name):
     torch.manual_seed(0)
     model = small(name).eval()
-    tb, vb = text_batch(model), video_batch(model.config["model"]["video"]["input_dims"])
+    tb, vb = text_batch(model), video_batch(dims(model))
     with torch.no_grad():
-        t, v = model.encode_text(tb), model.encode_video(vb)
+        t, v = model.text_forward(tb), model.video_forward(vb)
         sims = model.similarity(t, v)
         assert sims.shape == (4, 3) and torch.isfinite(sims).all()
         assert t.shape == (4, model.dim)
@@ -92,18 +99,18 @@ def test_shapes_masking_and_norms(name):
             assert v.shape == (3, model.dim)
             torch.testing.assert_close(v.norm(dim=1), torch.ones(3))
         torch.testing.assert_close(model(pad_junk(tb), pad_junk(vb)), sims, rtol=1e-4, atol=1e-5)
-    if model.config["model"]["similarity"] == "order":
+    if model.config.model.similarity == "order":
         assert (t >= 0).all()  # absolute values (Torabi §4)
 
 
 def test_m3_similarity_equals_a_loop_over_pairs(monkeypatch):
     torch.manual_seed(1)
-    model = small("torabi-m3", model__video__input_dims__appearance=12).eval()
+    model = small("torabi-m3", features__video__appearance__dim=12).eval()
     tb, vb = text_batch(model), video_batch({"appearance": 12}, m=3, T=6)
     frames, lengths = vb["feats"]["appearance"], vb["lengths"]["appearance"]
     with torch.no_grad():
-        c = model.encode_text(tb)
-        states = model.encode_video(vb)
+        c = model.text_forward(tb)
+        states = model.video_forward(vb)
         assert isinstance(states, FrameStates) and states.values.shape == (3, 6, 950)
         sims = model.similarity(c, states)
         monkeypatch.setattr(joint_module, "ATTENTION_CHUNK_ELEMENTS", 1)  # one pair per block
@@ -126,11 +133,11 @@ def test_m3_similarity_equals_a_loop_over_pairs(monkeypatch):
 def test_m3_one_frame_videos_skip_the_attention_exactly():
     """Images (one-frame videos, padded or not) take the shortcut; it equals the attention path block by block."""
     torch.manual_seed(3)
-    model = small("torabi-m3", model__video__input_dims__appearance=12).eval()
+    model = small("torabi-m3", features__video__appearance__dim=12).eval()
     tb = text_batch(model)
     vb = {"feats": {"appearance": torch.randn(5, 3, 12)}, "lengths": {"appearance": torch.ones(5, dtype=torch.long)}}
     with torch.no_grad():
-        c, states = model.encode_text(tb), model.encode_video(vb)
+        c, states = model.text_forward(tb), model.video_forward(vb)
         fast = model.similarity(c, states)
         slow = model._attended_block(c, states.keys, states.values, states.lengths)  # the pairwise attention
         torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-6)
@@ -139,7 +146,7 @@ def test_m3_one_frame_videos_skip_the_attention_exactly():
 
 def test_m3_trains_through_the_chunked_attention():
     torch.manual_seed(2)
-    model = small("torabi-m3", model__video__input_dims__appearance=12).train()
+    model = small("torabi-m3", features__video__appearance__dim=12).train()
     sims = model(text_batch(model), video_batch({"appearance": 12}))
     sims.sum().backward()
     assert model.attention.frame_proj.weight.grad.abs().sum() > 0
@@ -154,9 +161,9 @@ def test_save_load_round_trip_without_pickle(name, tmp_path):
     if name == "scde":  # give BatchNorm non-trivial running statistics first
         model.train()
         with torch.no_grad():
-            model(text_batch(model), video_batch(model.config["model"]["video"]["input_dims"]))
+            model(text_batch(model), video_batch(dims(model)))
     model.eval()
-    tb, vb = text_batch(model), video_batch(model.config["model"]["video"]["input_dims"])
+    tb, vb = text_batch(model), video_batch(dims(model))
     with torch.no_grad():
         before = model(tb, vb)
     model.save(tmp_path / "m")
@@ -166,9 +173,10 @@ def test_save_load_round_trip_without_pickle(name, tmp_path):
     header = json.loads(raw[8 : 8 + header_len])  # a safetensors header: plain JSON, no pickle opcodes
     assert "__metadata__" in header and not raw.startswith(b"\x80")
     meta = json.loads((tmp_path / "m" / "config.json").read_text())
-    assert meta["config"] == model.config
+    assert config_from_dict(meta["config"]) == model.config and meta["version"] == 2
+    assert meta["config"]["features"]["video"]["appearance"]["extractor"] == "efficientnet-lite0"  # the recipe
     if name == "mithun-expert":
-        assert meta["text_processor"]["words"][:2] == ["<pad>", "<unk>"] and "guitar" in meta["text_processor"]["words"]
+        assert meta["vocabulary"][:2] == ["<pad>", "<unk>"] and "guitar" in meta["vocabulary"]
     loaded = JointModel.load(tmp_path / "m")
     loaded.text_processor._tokenizer = str.split if name == "mithun-expert" else None
     with torch.no_grad():
@@ -214,32 +222,98 @@ def test_vocab_model_requires_its_vocabulary():
         create_model("mithun-expert")
 
 
+def feature_items(dims: dict, m=3, T=9, seed=1) -> list[dict]:
+    """``m`` videos as feature dicts {modality: [T_i, D]} (the numpy interface's input)."""
+    batch = video_batch(dims, m, T, seed)
+    return [{k: batch["feats"][k][i, : int(batch["lengths"][k][i])].numpy() for k in dims} for i in range(m)]
+
+
 def test_mixture_of_experts_fuses_by_score_and_round_trips(tmp_path):
+    from dataclasses import replace
+
     evaluation = pytest.importorskip("reelsearch.evaluation")
     torch.manual_seed(4)
     moe = small("mithun-moe").eval()
-    assert isinstance(moe, MixtureOfExperts) and moe.fusion["weights"] == {"object": 1.0, "activity": 1.0,
-                                                                          "place": 0.5}
+    assert isinstance(moe, MixtureOfExperts) and moe.fusion.weights == {"object": 1.0, "activity": 1.0, "place": 0.5}
     assert moe.experts["activity"].modalities == ["motion", "audio"]
+    assert moe.modalities == ["appearance", "motion", "audio", "place"]
     captions = ["a man is playing the guitar", "a dog is running", "the man"]
-    vb = video_batch(FEATURE_DIMS)
+    items = feature_items(dims(moe))
+    text, video = moe.encode_text(captions), moe.encode_video(items)
+    assert text.shape == (3, 3 * 1024) and video.video.shape == (3, 3 * 1024)
+    fused = moe.score(text, video)
+    parts = moe.expert_scores(text, video)
+    np.testing.assert_allclose(fused, parts["object"] + parts["activity"] + 0.5 * parts["place"], rtol=1e-5,
+                               atol=1e-6)
+    # each expert alone: its own encoders on its own features
     with torch.no_grad():
-        fused = moe(captions, vb)
-        parts = moe.expert_similarities(moe.encode_captions(captions), moe.encode_video(vb))
-    torch.testing.assert_close(fused, parts["object"] + parts["activity"] + 0.5 * parts["place"])
-    moe.fusion["kind"] = "rank"  # weighted rank aggregation: -sum_k w_k rank_k, ranks of videos per caption
-    with torch.no_grad():
-        by_rank = moe(captions, vb)
-    ranks = {k: (-p).argsort(1).argsort(1).float() + 1 for k, p in parts.items()}  # no ties with random weights
-    torch.testing.assert_close(by_rank, -(ranks["object"] + ranks["activity"] + 0.5 * ranks["place"]))
-    assert evaluation.MITHUN2018_WEIGHTS == tuple(moe.fusion["weights"].values())
-    moe.fusion["kind"] = "score"
+        obj = moe.experts["object"]
+        alone = obj.similarity(obj.text_forward(obj.text_processor(captions)),
+                               obj.video_forward(video_batch({"appearance": 1280})))
+    np.testing.assert_allclose(parts["object"], alone.numpy(), rtol=1e-4, atol=1e-5)
+    # inner product of the ANN query with a stored row is the fused score
+    np.testing.assert_allclose(moe.ann_query(text) @ video.video.T, fused, rtol=1e-4, atol=1e-5)
+    by_rank = MixtureOfExperts(dict(moe.experts), replace(moe.fusion, kind="rank"), "r").score(text, video)
+    ranks = {k: (-torch.as_tensor(p)).argsort(1).argsort(1).float() + 1 for k, p in parts.items()}  # no ties
+    np.testing.assert_allclose(by_rank, -(ranks["object"] + ranks["activity"] + 0.5 * ranks["place"]).numpy())
+    assert evaluation.MITHUN2018_WEIGHTS == tuple(moe.fusion.weights.values())
     moe.save(tmp_path / "moe")
     loaded = MixtureOfExperts.load(tmp_path / "moe")
     for e in loaded.experts.values():
         e.text_processor._tokenizer = str.split
+    np.testing.assert_allclose(loaded.score(loaded.encode_text(captions), loaded.encode_video(items)), fused,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_experts_reading_one_modality_made_two_ways_get_their_own_features():
+    """Two experts over EfficientNet-Lite0 and Lite2 appearance: the second's features are named appearance@NAME,
+    and each expert embeds its own."""
+    torch.manual_seed(8)
+    lite0 = small("mithun-expert", features__video__appearance__dim=16)
+    lite2 = small("mithun-expert", features__video__appearance={"extractor": "efficientnet-lite2", "dim": 24,
+                                                               "weights": None})
+    moe = MixtureOfExperts({"lite0": lite0, "lite2": lite2}, {"kind": "score", "weights": {"lite0": 1, "lite2": 1}})
+    assert list(moe.recipes) == ["appearance", "appearance@lite2"]
+    items = [{"appearance": np.random.rand(3, 16).astype(np.float32),
+              "appearance@lite2": np.random.rand(3, 24).astype(np.float32)}]
+    video = moe.encode_video(items)
+    np.testing.assert_allclose(video.parts["lite2"].video, lite2.encode_video([{"appearance":
+                                                                                items[0]["appearance@lite2"]}]).video)
+    with pytest.raises(ConfigError, match="appearance@lite2"):
+        moe.encode_video([{"appearance": items[0]["appearance"]}])
+
+
+@pytest.mark.parametrize("name", ["torabi-m1", "torabi-m3", "scde-ablation-bert"])
+def test_numpy_interface_equals_the_tensor_path(name):
+    """encode_text / encode_video / score give what the tensor forward gives; frame rows embed each frame alone;
+    frame_scores is the per-frame similarity (attention weights for M3)."""
+    torch.manual_seed(9)
+    model = small(name, features__video__appearance__dim=12).eval()
+    captions = ["a man is playing the guitar", "a dog is running"]
+    if model.config.features.text.kind == "minilm":
+        pytest.importorskip("sentence_transformers")
+    items = feature_items({"appearance": 12}, m=3, T=5)
+    text = model.encode_text(captions)
+    video = model.encode_video(items, batch_size=2)
     with torch.no_grad():
-        torch.testing.assert_close(loaded(captions, vb), fused)
+        t = model.text_forward(model.text_processor(captions))
+        v = model.video_forward(video_batch({"appearance": 12}, m=3, T=5))
+        want = model.similarity(t, v).numpy()
+    np.testing.assert_allclose(text, t.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(model.score(text, video), want, rtol=1e-4, atol=1e-5)
+    assert [len(f) for f in video.frames] == [5, 4, 2]
+    for i, item in enumerate(items):
+        alone = model.encode_video([{"appearance": item["appearance"][j:j + 1]} for j in range(len(video.frames[i]))])
+        if model.is_pairwise:  # frame rows are attention keys and projected values
+            np.testing.assert_allclose(video.frames[i], np.concatenate([f for f in alone.frames]), rtol=1e-4, atol=1e-5)
+            weights = model.frame_scores(text[0], video.frames[i])
+            assert weights.shape == (len(video.frames[i]),) and weights.sum() == pytest.approx(1, rel=1e-5)
+        else:
+            np.testing.assert_allclose(video.frames[i], alone.video, rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(model.frame_scores(text[0], video.frames[i]),
+                                       model.score(text[:1], alone.video)[0], rtol=1e-4, atol=1e-5)
+    assert model.search_mode == ("pairwise" if model.is_pairwise else
+                                 "ann" if model.config.model.similarity == "cosine" else "scan")
 
 
 def test_real_glove_captions_through_torabi_m2():
@@ -250,16 +324,15 @@ def test_real_glove_captions_through_torabi_m2():
     captions_file = shared_path("msvd", "captions_msvd.json")
     captions = [c for caps in list(json.loads(captions_file.read_text()).values())[:4] for c in caps[:2]]
     torch.manual_seed(5)
-    frozen = {"text": {"features": "glove", "encoder": {"input_dim": 50, "embed_dim": None}}}
-    model = create_model("torabi-m2", text_processor=GloveTextProcessor(), model=frozen).eval()
+    model = create_model("torabi-m2", text_processor=GloveTextProcessor(), features__text={"kind": "glove", "dim": 50},
+                         model__text__encoder__embed_dim=None, model__text__glove_init=None).eval()
     batch = model.text_processor(captions)
     assert batch["feats"].shape[2] == 50 and (batch["lengths"] >= 1).all()
-    with torch.no_grad():
-        emb = model.encode_captions(captions)
-        # each caption alone gives the same embedding as inside the padded batch
-        alone = torch.cat([model.encode_captions([c]) for c in captions[:3]])
+    emb = model.encode_text(captions)
+    # each caption alone gives the same embedding as inside the padded batch
+    alone = np.concatenate([model.encode_text([c]) for c in captions[:3]])
     assert emb.shape == (8, 950)
-    torch.testing.assert_close(alone, emb[:3], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(alone, emb[:3], rtol=1e-4, atol=1e-6)
 
 
 def test_real_minilm_features_through_scde():
@@ -273,7 +346,7 @@ def test_real_minilm_features_through_scde():
     model = create_model("scde", text_processor=proc).eval()
     assert batch["feats"].shape[2] == 384 and batch["mask"].sum(1).tolist() == batch["lengths"].tolist()
     with torch.no_grad():
-        assert model.encode_text(batch).shape == (2, 2048)
+        assert model.text_forward(batch).shape == (2, 2048)
 
 
 def test_real_msvd_vocabulary_and_mithun_expert(tmp_path):
@@ -290,18 +363,18 @@ def test_real_msvd_vocabulary_and_mithun_expert(tmp_path):
     assert (batch["ids"][batch["ids"] > 0] >= 1).all() and (batch["lengths"] >= 1).all()
     torch.manual_seed(7)
     model = create_model("mithun-expert", text_processor=proc).eval()
-    with torch.no_grad():
-        emb = model.encode_captions(captions[test_vid][:5])
+    emb = model.encode_text(captions[test_vid][:5])
     assert emb.shape == (5, 1024)
     model.save(tmp_path / "m")
     loaded = JointModel.load(tmp_path / "m")
     assert loaded.text_processor.words == proc.words
-    with torch.no_grad():
-        torch.testing.assert_close(loaded.encode_captions(captions[test_vid][:5]), emb)
+    np.testing.assert_allclose(loaded.encode_text(captions[test_vid][:5]), emb, rtol=1e-5, atol=1e-6)
 
 
 def test_missing_modality_is_reported():
-    from reelsearch.errors import ConfigError
-
     with pytest.raises(ConfigError, match="appearance"):
-        small("torabi-m1").encode_video({"feats": {"audio": torch.zeros(1, 2, 3)}})
+        small("torabi-m1").video_forward({"feats": {"audio": torch.zeros(1, 2, 3)}})
+    with pytest.raises(ConfigError, match="appearance"):
+        small("torabi-m1").encode_video([{"audio": np.zeros((2, 3), np.float32)}])
+    with pytest.raises(ConfigError, match="media paths or feature dicts"):
+        small("torabi-m1").encode_video([3])

@@ -38,12 +38,17 @@ def _ranks(scores: list[float]) -> np.ndarray:
 def _expected(model, kind, ref):
     """Fused score per file from the brute-force per-file (per-expert) scores."""
     if kind in ("moe", "moe-mixed"):
-        return [sum(model.fusion["weights"][k] * v for k, v in r.items()) for r in ref]
+        return [sum(model.fusion.weights[k] * v for k, v in r.items()) for r in ref]
     if kind == "moe-rank":
         names = list(model.experts)
         ranks = {k: _ranks([r[k] for r in ref]) for k in names}
-        return [-sum(model.fusion["weights"][k] * ranks[k][i] for k in names) for i in range(len(ref))]
+        return [-sum(model.fusion.weights[k] * ranks[k][i] for k in names) for i in range(len(ref))]
     return ref
+
+
+def model_recipe(model):
+    """The appearance recipe of a model (a mixture's first expert's: the test mixtures' experts share it)."""
+    return model.recipes["appearance"]
 
 
 MODES = {"cosine": "ann", "order": "scan", "pairwise": "pairwise", "moe": "ann", "moe-rank": "rank",
@@ -68,7 +73,7 @@ def test_search_matches_brute_force(kind, media, tmp_path):
                 assert r["score"] == pytest.approx(want[r["path"]], abs=tol)
                 i = paths.index(type(paths[0])(r["path"]))
                 fs = ref_frames[i]
-                _, times = frame_features(paths[i])
+                _, times = frame_features(paths[i], model_recipe(model))
                 assert len(r["frames"]) == len(times)
                 assert [f["t"] for f in r["frames"]] == pytest.approx(times.tolist())
                 assert [f["score"] for f in r["frames"]] == pytest.approx(fs.tolist(), abs=2e-2)
@@ -140,7 +145,7 @@ def test_annotate_ranks_captions_like_brute_force(media, tmp_path):
             by_id = searcher.annotate_id(searcher.library.find(clip), CAPTIONS)
         want = {c: reference_scores(model, c, [clip])[0][0] for c in CAPTIONS}
         if kind in ("moe", "moe-mixed"):
-            want = {c: sum(model.fusion["weights"][k] * v for k, v in s.items()) for c, s in want.items()}
+            want = {c: sum(model.fusion.weights[k] * v for k, v in s.items()) for c, s in want.items()}
         assert [r["caption"] for r in fresh] == sorted(CAPTIONS, key=lambda c: -want[c])
         assert [r["score"] for r in fresh] == pytest.approx([want[r["caption"]] for r in fresh], abs=1e-4)
         tol = 2e-2 if kind == "pairwise" else 1e-5
@@ -200,13 +205,13 @@ def test_real_msrvtt_clips(tmp_path):
     clips = shared_path("msrvtt", "clips")
     paths = sorted(clips.glob("*.mp4"))
     captions = _msrvtt_captions([p.stem for p in paths])
-    model = small_model("cosine")
-    with Searcher(tmp_path / "index", model, max_frames=8) as searcher:
+    model = small_model("cosine", max_frames=8)
+    with Searcher(tmp_path / "index", model) as searcher:
         report = searcher.index([clips], progress=False)
         assert len(report.added) == len(paths) == 2 and not report.failed
         query = captions[paths[0].stem][0]
         results = searcher.search(query, k=5)
-        ref, ref_frames = reference_scores(model, query, paths, max_frames=8)
+        ref, ref_frames = reference_scores(model, query, paths)
         assert [r["path"] for r in results] == [str(paths[i]) for i in np.argsort(-np.array(ref), kind="stable")]
         for r in results:
             assert 0 <= r["moment"] <= r["duration"]

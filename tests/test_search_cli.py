@@ -77,7 +77,7 @@ def test_reindex_reports_changes(setup, tmp_path):
     bad = root / "media" / "broken.mp4"
     bad.write_bytes(b"not a video")
     res = runner.invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--quiet"])
-    assert res.exit_code == 1 and f"failed: {bad}" in res.output
+    assert res.exit_code == 3 and f"failed: {bad}" in res.output  # partial failure
     bad.unlink()
 
 

@@ -67,8 +67,9 @@ def _vocab():
     return VocabTextProcessor.build(CAPTIONS + ["a video", "clip"])
 
 
-def small_model(kind: str = "cosine", seed: int = 0, dim: int = 24):
-    """A real, untrained registry model with small sizes reading 1280-d EfficientNet-Lite0 appearance features.
+def small_model(kind: str = "cosine", seed: int = 0, dim: int = 24, max_frames: int = 64):
+    """A real, untrained registry model with small sizes reading 1280-d EfficientNet-Lite0 appearance features
+    (frames every 0.5 s, at most ``max_frames``).
 
     kind: "cosine" (mithun-expert), "order" (torabi-m1), "pairwise" (torabi-m3: frame attention),
     "moe" / "moe-rank" (two cosine experts fused by score / by rank), "moe-mixed" (cosine + order, by score).
@@ -76,20 +77,22 @@ def small_model(kind: str = "cosine", seed: int = 0, dim: int = 24):
     from reelsearch.models import MixtureOfExperts, create_model
 
     torch.manual_seed(seed)
-    text = {"features": "vocab", "projection": {"dim": dim}, "glove_init": None}
+    text = {"projection": {"dim": dim}, "glove_init": None}
+    video = {"projection": {"dim": dim}}
+    features = {"video": {"appearance": {"sampling": "interval:0.5", "max_frames": max_frames}}}
     if kind == "cosine":
         text["encoder"] = {"embed_dim": 16, "hidden_size": dim}
-        model = create_model("mithun-expert", _vocab(), model={"text": text, "video": {"projection": {"dim": dim}}})
+        model = create_model("mithun-expert", _vocab(), model={"text": text, "video": video}, features=features)
     elif kind == "order":
-        text["encoder"] = {"embed_dim": 16, "input_dim": 16}
-        model = create_model("torabi-m1", _vocab(), model={"text": text, "video": {"projection": {"dim": dim}}})
+        text["encoder"] = {"embed_dim": 16}
+        model = create_model("torabi-m1", _vocab(), model={"text": text, "video": video}, features=features)
     elif kind == "pairwise":
-        text["encoder"] = {"embed_dim": 16, "input_dim": 16, "hidden_size": dim}
-        model = create_model("torabi-m3", _vocab(), model={"text": text, "video": {"projection": {"dim": dim},
-                                                                                   "attention": {"dim": 8}}})
+        text["encoder"] = {"embed_dim": 16, "hidden_size": dim}
+        model = create_model("torabi-m3", _vocab(), model={"text": text, "video": {**video, "attention": {"dim": 8}}},
+                             features=features)
     elif kind in ("moe", "moe-rank", "moe-mixed"):
-        scene = small_model("order" if kind == "moe-mixed" else "cosine", seed + 1, dim + 8)
-        experts = {"object": small_model("cosine", seed, dim), "scene": scene}
+        scene = small_model("order" if kind == "moe-mixed" else "cosine", seed + 1, dim + 8, max_frames)
+        experts = {"object": small_model("cosine", seed, dim, max_frames), "scene": scene}
         fusion = {"kind": "rank" if kind == "moe-rank" else "score", "weights": {"object": 1.0, "scene": 0.5}}
         return MixtureOfExperts(experts, fusion, name=f"test-{kind}").eval()
     else:
@@ -100,46 +103,51 @@ def small_model(kind: str = "cosine", seed: int = 0, dim: int = 24):
 _FEATURES: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
 
-def frame_features(path: Path, interval: float = 0.5, max_frames: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """(EfficientNet-Lite0 features [T, 1280], timestamps [T]) of a file, decoded with the searcher's sampling."""
+def frame_features(path: Path, recipe) -> tuple[np.ndarray, np.ndarray]:
+    """(features [T, D], timestamps [T]) of a file as ``recipe`` (a ModalityRecipe) says, computed here without the
+    FeaturePipeline: decode with its sampling and size, its extractor, float16 rounding when it stores float16."""
     from reelsearch.features.extractors import create_extractor
-    from reelsearch.media.decode import SamplingPolicy, decode_frames
+    from reelsearch.media.decode import decode_frames, parse_policy
 
-    key = f"{path}:{path.stat().st_mtime_ns}:{interval}:{max_frames}"
+    key = f"{path}:{path.stat().st_mtime_ns}:{recipe.key}:{recipe.dtype}"
     if key not in _FEATURES:
-        frames = decode_frames(path, SamplingPolicy("interval", interval, max_frames), short_side=224)
-        feats = create_extractor("efficientnet-lite0").extract_frames(frames.images)
+        frames = decode_frames(path, parse_policy(recipe.sampling, recipe.max_frames), short_side=recipe.short_side)
+        feats = create_extractor(recipe.extractor).extract_frames(frames.images)
+        if recipe.dtype == "float16":
+            feats = feats.astype(np.float16).astype(np.float32)
         _FEATURES[key] = (feats, np.asarray(frames.timestamps, np.float64))
     return _FEATURES[key]
 
 
 @torch.no_grad()
-def reference_scores(model, query: str, paths: list[Path], max_frames: int = 64) -> tuple[list, list[np.ndarray]]:
-    """Brute force with the model's own API, file by file: (video scores [N], per-frame scores per file).
+def reference_scores(model, query: str, paths: list[Path]) -> tuple[list, list[np.ndarray]]:
+    """Brute force with the model's tensor path, file by file: (video scores [N], per-frame scores per file).
 
-    Per-frame scores: each frame as a one-frame video; for a frame-attention model, the attention weights.
+    Per-frame scores: each frame as a one-frame video; for a frame-attention model, the attention weights. A mixture's
+    video scores are {expert: score}; its per-frame scores are fused as its fusion says.
     """
     from reelsearch.models import MixtureOfExperts
 
     scores, per_frame = [], []
+    experts = model.experts if isinstance(model, MixtureOfExperts) else {"": model}
     for p in paths:
-        feats, _ = frame_features(p, max_frames=max_frames)
-        whole = {"feats": torch.from_numpy(feats[None]), "lengths": torch.tensor([len(feats)])}
+        video, frames = {}, {}
+        for name, m in experts.items():
+            feats, _ = frame_features(p, m.recipes["appearance"])
+            c = m.text_forward(m.text_processor([query]))
+            whole = m.video_forward({"feats": torch.from_numpy(feats[None]), "lengths": torch.tensor([len(feats)])})
+            video[name] = float(m.similarity(c, whole)[0, 0])
+            if m.is_pairwise:
+                frames[name] = m.attention_weights(c, whole)[0, 0].numpy()
+            else:
+                alone = m.video_forward({"feats": torch.from_numpy(feats[:, None, :])})  # T one-frame videos
+                frames[name] = m.similarity(c, alone)[0].numpy()
         if isinstance(model, MixtureOfExperts):
-            c = model.encode_captions([query])
-            sims = model.expert_similarities(c, model.encode_video(whole))
-            scores.append({k: float(s[0, 0]) for k, s in sims.items()})
-            one_frame_videos = {"feats": torch.from_numpy(feats[:, None, :])}  # T videos of one frame each
-            per_frame.append(model.similarity(c, model.encode_video(one_frame_videos), axis=1)[0].numpy())
-            continue
-        c = model.encode_captions([query])
-        video = model.encode_video(whole)
-        scores.append(float(model.similarity(c, video)[0, 0]))
-        if model.is_pairwise:
-            per_frame.append(model.attention_weights(c, video)[0, 0].numpy())
+            scores.append(video)
+            per_frame.append(model.fuse({k: f[None] for k, f in frames.items()}, axis=1)[0])
         else:
-            per_frame.append(np.array([float(model.similarity(c, model.encode_video(
-                {"feats": torch.from_numpy(feats[t:t + 1][None])}))[0, 0]) for t in range(len(feats))]))
+            scores.append(video[""])
+            per_frame.append(frames[""])
     return scores, per_frame
 
 

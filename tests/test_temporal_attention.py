@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from reelsearch.datasets.synthetic import clip_features, random_clip
+from reelsearch.config import TrainConfig
+from reelsearch.datasets.synthetic import clip_features, random_clip, synthetic_clip_recipe
+from reelsearch.features.pairs import PairData
 from reelsearch.losses import create_loss
 from reelsearch.models import VocabTextProcessor, create_model
-from reelsearch.train.data import PairData
-from reelsearch.train.trainer import TrainConfig, Trainer
+from reelsearch.training.trainer import Trainer
 
 GRID, FRAMES_PER_EVENT = 8, 4
 MOVES = ("moves left", "moves right", "moves up", "moves down")  # the shape is visible in every frame of its shot
@@ -29,17 +30,18 @@ def build(attention: bool, processor: VocabTextProcessor):
     torch.manual_seed(0)
     return create_model(
         "mithun-expert", text_processor=processor,
-        model={"text": {"encoder": {"input_dim": 32, "embed_dim": 32, "hidden_size": 64}, "projection": {"dim": 64}},
-               "video": {"input_dims": {"appearance": GRID * GRID * 3}, "encoder": {"sequence": None, "pool": "mean"},
-                         "attention": {"dim": 32} if attention else None, "projection": {"dim": 64}}})
+        model={"text": {"encoder": {"embed_dim": 32, "hidden_size": 64}, "projection": {"dim": 64}},
+               "video": {"encoder": {"sequence": None, "pool": "mean"},
+                         "attention": {"dim": 32} if attention else None, "projection": {"dim": 64}}},
+        features={"video": {"appearance": synthetic_clip_recipe(GRID * GRID * 3)}})
 
 
-def event_data(clips, processor) -> PairData:
+def event_data(clips) -> PairData:
     """One caption per shot: the phrase of that event alone ("a red square moves left")."""
     captions = [e.phrase for c in clips for e in c.events]
     cap2vid = np.array([i for i, c in enumerate(clips) for _ in c.events])
     feats = [f.astype(np.float16) for f in clip_features(clips, grid=GRID)]
-    return PairData(captions, cap2vid, [c.id for c in clips], {"appearance": feats}, processor)
+    return PairData(captions, cap2vid, [c.id for c in clips], {"appearance": feats})
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def results(tmp_path_factory):
                  for i in range(600)]
         train, test = clips[:400], clips[400:]
         processor = VocabTextProcessor.build([e.phrase for c in train for e in c.events])
-        train_data, test_data = event_data(train, processor), event_data(test, processor)
+        train_data, test_data = event_data(train), event_data(test)
         out = {}
         for name, attention in (("mean", False), ("m3", True)):
             model = build(attention, processor)
@@ -70,8 +72,8 @@ def evaluate(model, test, data: PairData) -> dict:
     and (M3) the attention mass the caption puts on its own shot's frames (uniform: 1/4)."""
     model.eval()
     cpu = torch.device("cpu")
-    t = model.encode_text(data.text_batch(np.arange(len(data.captions)), cpu))
-    v = model.encode_video(data.video_batch(np.arange(len(test)), cpu))
+    t = model.text_forward(data.text_batch(model.text_processor, np.arange(len(data.captions)), cpu))
+    v = model.video_forward(data.video_batch(np.arange(len(test)), cpu))
     sims = model.similarity(t, v).numpy()
     weights = model.attention_weights(t, v).numpy() if model.is_pairwise else None
     singles = [(j, c.events[0]) for j, c in enumerate(test) if len(c.events) == 1]

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from reelsearch.datasets.synthetic import clip_features, order_pairs, swap_accuracy
+from reelsearch.config import TrainConfig
+from reelsearch.datasets.synthetic import clip_features, order_pairs, swap_accuracy, synthetic_clip_recipe
+from reelsearch.features.pairs import PairData
 from reelsearch.losses import create_loss
 from reelsearch.models import VocabTextProcessor, create_model
-from reelsearch.train.data import PairData
-from reelsearch.train.trainer import TrainConfig, Trainer
+from reelsearch.training.trainer import Trainer
 
 GRID = 4  # 64x64 frames averaged over 16x16 px blocks: 48-d per-frame features (colour and coarse position)
 FEATURE_DIM = GRID * GRID * 3
@@ -34,14 +35,15 @@ def build(kind: str, processor: VocabTextProcessor):
     torch.manual_seed(0)
     return create_model(
         "mithun-expert", text_processor=processor,
-        model={"text": {"encoder": {"input_dim": 32, "embed_dim": 32, "hidden_size": 64}, "projection": {"dim": 64}},
-               "video": {"input_dims": {"appearance": FEATURE_DIM}, "encoder": VIDEO_ENCODERS[kind],
-                         "attention": {"dim": 32} if kind == "m3" else None, "projection": {"dim": 64}}})
+        model={"text": {"encoder": {"embed_dim": 32, "hidden_size": 64}, "projection": {"dim": 64}},
+               "video": {"encoder": VIDEO_ENCODERS[kind],
+                         "attention": {"dim": 32} if kind == "m3" else None, "projection": {"dim": 64}}},
+        features={"video": {"appearance": synthetic_clip_recipe(FEATURE_DIM)}})
 
 
-def pair_data(clips, feats, processor) -> PairData:
+def pair_data(clips, feats) -> PairData:
     return PairData([c.caption for c in clips], np.arange(len(clips)), [c.id for c in clips],
-                    {"appearance": [f.astype(np.float16) for f in feats]}, processor)
+                    {"appearance": [f.astype(np.float16) for f in feats]})
 
 
 @torch.inference_mode()
@@ -49,8 +51,8 @@ def similarities(model, data: PairData) -> np.ndarray:
     model.eval()
     idx = np.arange(len(data.captions))
     cpu = torch.device("cpu")
-    return model.similarity(model.encode_text(data.text_batch(idx, cpu)),
-                            model.encode_video(data.video_batch(idx, cpu))).numpy()
+    return model.similarity(model.text_forward(data.text_batch(model.text_processor, idx, cpu)),
+                            model.video_forward(data.video_batch(idx, cpu))).numpy()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -69,8 +71,8 @@ def world():
     test = [c for p in order_pairs(100, seed=1, prefix="test", exclude=train) for c in p]
     processor = VocabTextProcessor.build([c.caption for c in train])
     return {"processor": processor,
-            "train": pair_data(train, clip_features(train, grid=GRID), processor),
-            "test": pair_data(test, clip_features(test, grid=GRID), processor)}
+            "train": pair_data(train, clip_features(train, grid=GRID)),
+            "test": pair_data(test, clip_features(test, grid=GRID))}
 
 
 def test_swap_accuracy_by_hand():
@@ -87,7 +89,7 @@ def test_order_blind_encoders_give_twins_identical_scores(world):
     weighted average of frames (M3) embed them identically, whatever the caption; the bi-GRU and SMSDC do not."""
     data = world["test"]
     sub = PairData(data.captions[:40], np.arange(40), data.video_keys[:40],
-                   {"appearance": data.video_feats["appearance"][:40]}, data.text_fn)
+                   {"appearance": data.video_feats["appearance"][:40]})
     for kind in VIDEO_ENCODERS:
         acc, ties = swap_accuracy(similarities(build(kind, world["processor"]), sub))
         if kind in ("mean", "m3"):

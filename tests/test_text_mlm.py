@@ -175,53 +175,53 @@ def test_refuses_foreign_folders(tmp_path):
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
 
 
-def test_feature_cache_names_keep_encoders_apart(adapted, tmp_path):
+def test_feature_cache_names_keep_encoders_apart(adapted, tmp_path, monkeypatch):
+    from reelsearch.features.caches import TOKENS, caption_features, caption_key
     from reelsearch.features.store import FeatureStore
-    from reelsearch.train.session import caption_key, minilm_token_features
+    from reelsearch.models import MiniLMTextProcessor
 
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
     name = minilm_features_name(adapted["dir"])
     assert minilm_features_name(None) == minilm_features_name(package_model_dir()) == "text-minilm"
     assert name == "text-minilm-" + _sha1(adapted["dir"] / "model.safetensors")[:10]
     captions = ["a dog runs through the grass .", "a girl climbs a wall"]
-    adapted_feats = minilm_token_features(captions, tmp_path / "store", progress=False, model_dir=adapted["dir"])
-    base_feats = minilm_token_features(captions, tmp_path / "store", progress=False)
-    store = FeatureStore(tmp_path / "store")
-    assert set(store.modalities()) == {"text-minilm", name}
-    assert all(store.has(name, caption_key(c)) for c in captions)
+    adapted_feats = caption_features(captions, MiniLMTextProcessor(model_dir=adapted["dir"]), progress=False)
+    base_feats = caption_features(captions, MiniLMTextProcessor(), progress=False)
+    assert sorted(p.name for p in (tmp_path / "cache" / "text").iterdir()) == sorted(["text-minilm", name])
+    store = FeatureStore(tmp_path / "cache" / "text" / name)
+    assert all(store.has(TOKENS, caption_key(c)) for c in captions)
     expected = MiniLMEncoder(model_dir=adapted["dir"]).token_features(captions)
     for got, want, base in zip(adapted_feats, expected, base_feats):
         assert np.allclose(got, want, atol=2e-2)  # stored as float16
         assert not np.allclose(got, base, atol=2e-2)
 
 
-def test_processor_state_and_registry_carry_the_encoder_dir(adapted):
-    from reelsearch.models import MiniLMTextProcessor, model_config
+def test_the_recipe_carries_the_encoder_dir(adapted):
+    from reelsearch.config.recipe import file_identity
+    from reelsearch.models import model_config
     from reelsearch.models.registry import text_processor_for
-    from reelsearch.models.text_processor import text_processor_from_state
+    from reelsearch.training.run import with_text_encoder
 
-    proc = MiniLMTextProcessor(model_dir=adapted["dir"])
-    assert proc.state()["model_dir"] == str(adapted["dir"])
-    assert text_processor_from_state(proc.state()).model_dir == str(adapted["dir"])
-    assert "model_dir" not in MiniLMTextProcessor().state()
-    cfg = model_config("scde-ablation-transformer")
-    cfg["model"]["text"]["encoder_dir"] = str(adapted["dir"])
-    assert text_processor_for(cfg).model_dir == str(adapted["dir"])
+    assert text_processor_for("scde-ablation-transformer").model_dir is None  # the package model
+    cfg = with_text_encoder(model_config("scde-ablation-transformer"), adapted["dir"])
+    assert cfg.features.text.encoder == str(adapted["dir"].resolve()) and cfg.features.text.adapted
+    assert cfg.features.text.weights == file_identity(adapted["dir"] / "model.safetensors")
+    assert text_processor_for(cfg).model_dir == str(adapted["dir"].resolve())
 
 
 def test_saved_joint_model_is_self_contained(adapted, tmp_path):
-    from reelsearch.models import JointModel, MiniLMTextProcessor, create_model
+    from reelsearch.models import JointModel, create_model, model_config
+    from reelsearch.training.run import with_text_encoder
 
     encoder_copy = tmp_path / "my-encoder"
     shutil.copytree(adapted["dir"], encoder_copy)
     torch.manual_seed(0)
-    model = create_model("scde-ablation-transformer",
-                         text_processor=MiniLMTextProcessor(model_dir=encoder_copy, layer=3)).eval()
+    model = create_model(with_text_encoder(model_config("scde-ablation-transformer"), encoder_copy)).eval()
     captions = ["a dog runs through the grass .", "a man rides a bike"]
-    with torch.no_grad():
-        want = model.encode_captions(captions)
+    want = model.encode_text(captions)
     ckpt = model.save(tmp_path / "ckpt")
     meta = json.loads((ckpt / "config.json").read_text())
-    assert meta["text_processor"]["model_dir"] == "text-encoder"
+    assert meta["config"]["features"]["text"]["encoder"] == "text-encoder"
     weights = ckpt / "text-encoder" / "model.safetensors"
     first = weights.stat().st_ino
     model.save(ckpt)  # identical encoder already there: left alone
@@ -230,9 +230,8 @@ def test_saved_joint_model_is_self_contained(adapted, tmp_path):
 
     loaded = JointModel.load(ckpt)
     assert loaded.text_processor.model_dir == str((ckpt / "text-encoder").resolve())
-    with torch.no_grad():
-        got = loaded.encode_captions(captions)
-    assert torch.allclose(got, want, atol=1e-5)
+    got = loaded.encode_text(captions)
+    assert np.allclose(got, want, atol=1e-5)
     loaded.save(tmp_path / "ckpt2")  # re-saving a loaded model bundles the encoder again
     assert (tmp_path / "ckpt2" / "text-encoder" / "modules.json").is_file()
 
@@ -276,22 +275,21 @@ def test_cli_adapt_text(tmp_path):
     assert bad.exit_code != 0
 
 
-def test_train_with_text_encoder_uses_and_bundles_it(adapted, tmp_path):
-    from reelsearch.features.store import FeatureStore
+def test_train_with_text_encoder_uses_and_bundles_it(adapted, tmp_path, monkeypatch):
     from reelsearch.models import JointModel
-    from reelsearch.train.session import train
+    from reelsearch.training.run import train
     from train_fixtures import make_dataset, small
 
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
     manifest, store = make_dataset(tmp_path / "toy", n_train=64, n_val=16)
     with pytest.raises(ReelsearchError, match="reads no MiniLM"):
         train("torabi-m1", f"manifest:{manifest}", tmp_path / "x", features=store, text_encoder=adapted["dir"])
     with pytest.raises(ReelsearchError, match="not a sentence-transformers"):
         train("scde-ablation-bert", f"manifest:{manifest}", tmp_path / "x", features=store, text_encoder=tmp_path)
     name = "scde-ablation-bert"
-    train(name, f"manifest:{manifest}", tmp_path / "run", features=store, epochs=1, overrides=small(name),
+    train(name, f"manifest:{manifest}", tmp_path / "run", features=store, overrides=small(name, epochs=1),
           progress=False, text_encoder=adapted["dir"])
-    assert minilm_features_name(adapted["dir"]) in FeatureStore(store).modalities()
-    assert "text-minilm" not in FeatureStore(store).modalities()
+    assert [p.name for p in (tmp_path / "cache" / "text").iterdir()] == [minilm_features_name(adapted["dir"])]
     best = JointModel.load(tmp_path / "run" / "best")
     assert best.text_processor.model_dir == str((tmp_path / "run" / "best" / "text-encoder").resolve())
     assert model_sha1(best.text_processor.model_dir) == model_sha1(adapted["dir"])

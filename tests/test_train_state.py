@@ -6,9 +6,9 @@ import random
 import numpy as np
 import torch
 
-from reelsearch.train.schedule import LRSchedule
-from reelsearch.train.state import load_training_state, save_training_state
-from reelsearch.train.trainer import epoch_batches
+from reelsearch.training.schedule import LRSchedule
+from reelsearch.training.state import load_training_state, save_training_state
+from reelsearch.training.trainer import epoch_batches
 
 
 def _train_some(model, opt, steps, seed):

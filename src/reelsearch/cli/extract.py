@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import typer
 
-EXIT_SOME_FAILED = 3
+from reelsearch.errors import EXIT_PARTIAL_FAILURE
 
 
 def extract(
     paths: list[str] = typer.Argument(..., help="Media files, folders (searched recursively) or FORMAT:ROOT[:SPLIT]."),
     out: str = typer.Option(..., "--out", "-o", help="FeatureStore folder (created; resumed when it exists)."),
+    recipe: str | None = typer.Option(None, "--recipe", help="Extract exactly the features a model reads: a named "
+                                      "model, a config YAML or a model directory (`default`: the bundled model). "
+                                      "Replaces the feature options below."),
     modality: str = typer.Option("appearance", "--modality", "-m", help="Comma list: appearance,motion,audio."),
     sampling: str = typer.Option("interval:0.5", help="Frames to keep: every:N | interval:SECONDS | uniform:K | all."),
     max_frames: int | None = typer.Option(64, help="Cap on frames per video (spread uniformly); 0 = no cap."),
     short_side: int = typer.Option(256, help="Resize decoded frames so the short side is at most this; 0 = keep."),
-    workers: int = typer.Option(2, help="Parallel decode workers (0 = decode in the main thread)."),
-    executor: str = typer.Option("thread", help="Decode workers: thread | process."),
     appearance: str = typer.Option("efficientnet-lite0", help="Appearance extractor name (efficientnet-lite0, "
                                    "efficientnet-lite2, backbone)."),
     appearance_option: list[str] = typer.Option([], "--appearance-option", help="KEY=VALUE for the appearance "
@@ -26,15 +27,18 @@ def extract(
     motion_input: str = typer.Option("pairs", help="Motion from each sampled frame and the next decoded frame "
                                                    "(pairs) or between consecutive sampled frames (sampled)."),
     audio: str = typer.Option("soundnet8", help="Audio extractor name."),
+    dtype: str = typer.Option("float16", help="Stored dtype: float16 | float32."),
+    workers: int = typer.Option(2, help="Parallel decode workers (0 = decode in the main thread)."),
+    executor: str = typer.Option("thread", help="Decode workers: thread | process."),
     batch_size: int | None = typer.Option(None, help="Frames per model forward pass (default: the extractor's)."),
     device: str | None = typer.Option(None, help="cpu | cuda | auto (default: the extractor's)."),
-    dtype: str = typer.Option("float16", help="Stored dtype: float16 | float32."),
     commit_every: int = typer.Option(256, help="Items per store commit (a killed run loses at most these)."),
     split: str | None = typer.Option(None, help="Only this split of a dataset spec without :SPLIT."),
     merge_timeout: float | None = typer.Option(None, help="Distributed: seconds rank 0 waits for the others."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
 ) -> None:
-    """Extract per-modality features into a FeatureStore; resumable; failures go to STORE/errors.jsonl.
+    """Extract features into a FeatureStore, each stored with its recipe; resumable; failures go to
+    STORE/errors.jsonl.
 
     Exit status 0 when every item succeeded, 3 when some failed (the rest are stored). Under torchrun (or with
     RANK / WORLD_SIZE set) rank r extracts every WORLD_SIZE-th item of the key-sorted list, starting at item r,
@@ -45,42 +49,88 @@ def extract(
     from reelsearch.errors import ReelsearchError
     from reelsearch.features import extract as ex
     from reelsearch.features.sources import collect_jobs, shard
-    from reelsearch.media.decode import parse_policy
 
-    mods = tuple(m.strip() for m in modality.split(",") if m.strip())
-    bad = [m for m in mods if m not in ex.DEFAULT_EXTRACTORS]
-    if not mods or bad:
-        raise ReelsearchError(f"--modality: unknown {', '.join(bad) or '(none)'}; choose from appearance,motion,audio")
-    config = ex.ExtractConfig(
-        modalities=mods,
-        extractors={"appearance": appearance, "motion": motion, "audio": audio},
-        extractor_options={"appearance": _key_values(appearance_option, "--appearance-option")},
-        policy=parse_policy(sampling, max_frames or None),
-        short_side=short_side or None,
-        workers=workers,
-        executor=executor,
-        batch_size=batch_size,
-        device=device,
-        dtype=dtype,
-        commit_every=commit_every,
-        motion_input=motion_input,
-        progress=progress,
-    )
-    if motion_input not in ("pairs", "sampled"):
-        raise ReelsearchError(f"--motion-input must be pairs or sampled, got {motion_input!r}")
+    if executor not in ("thread", "process"):
+        raise ReelsearchError(f"--executor must be thread or process, got {executor!r}")
+    if recipe is not None:
+        pipeline = _model_pipeline(recipe, device, batch_size)
+    else:
+        if motion_input not in ("pairs", "sampled"):
+            raise ReelsearchError(f"--motion-input must be pairs or sampled, got {motion_input!r}")
+        mods = tuple(m.strip() for m in modality.split(",") if m.strip())
+        bad = [m for m in mods if m not in ("appearance", "motion", "audio")]
+        if not mods or bad:
+            raise ReelsearchError(f"--modality: unknown {', '.join(bad) or '(none)'}; choose from "
+                                  "appearance,motion,audio")
+        names = {"appearance": appearance, "motion": motion, "audio": audio}
+        options = {"appearance": _key_values(appearance_option, "--appearance-option")}
+        pipeline = option_pipeline(mods, names, options, sampling, max_frames or None, short_side or None,
+                                   motion_input, dtype, device, batch_size)
+    config = ex.ExtractConfig(workers=workers, executor=executor, batch_size=batch_size, device=device,
+                              commit_every=commit_every, progress=progress)
     collected = collect_jobs(paths, split=split)
     rank, world = ex.dist_env()
     root = Path(out)
     if world == 1:
-        summary = ex.run_extraction(collected.jobs, root, config, problems=collected.problems)
+        summary = ex.run_extraction(collected.jobs, root, pipeline, config, problems=collected.problems)
         typer.echo(summary.line(root / ex.ERRORS_FILE))
         if summary.failed_items:
-            raise typer.Exit(EXIT_SOME_FAILED)
+            raise typer.Exit(EXIT_PARTIAL_FAILURE)
         return
-    _extract_distributed(collected, root, config, rank, world, merge_timeout, progress, ex, shard)
+    _extract_distributed(collected, root, pipeline, config, rank, world, merge_timeout, progress, ex, shard)
 
 
-def _extract_distributed(collected, root, config, rank, world, merge_timeout, progress, ex, shard) -> None:
+def option_pipeline(modalities, names: dict, options: dict, sampling: str, max_frames: int | None,
+                    short_side: int | None, motion_input: str, dtype: str, device, batch_size):
+    """The FeaturePipeline of ``reelsearch extract``'s feature options: each extractor is created once, and its
+    recipe records its name, options, output size and weights' identity."""
+    from reelsearch.config.recipe import ModalityRecipe
+    from reelsearch.errors import ReelsearchError
+    from reelsearch.features.extract import make_extractor
+    from reelsearch.features.pipeline import FeaturePipeline
+
+    if dtype not in ("float16", "float32"):
+        raise ReelsearchError(f"--dtype must be float16 or float32, got {dtype!r}")
+    recipes, extractors = {}, {}
+    for m in modalities:
+        ex = extractors[m] = make_extractor(names[m], device, batch_size, **options.get(m, {}))
+        frames = getattr(ex, "input", "frames") == "frames"
+        recipes[m] = ModalityRecipe(
+            names[m], int(ex.dim), getattr(ex, "weights_id", None), options.get(m, {}),
+            sampling=sampling if frames else None, max_frames=max_frames if frames else None,
+            short_side=short_side if frames else None,
+            motion_input=motion_input if getattr(ex, "modality", "") == "motion" else None, dtype=dtype)
+    return FeaturePipeline(recipes, device=device, batch_size=batch_size, extractors=extractors)
+
+
+def _model_pipeline(spec: str, device, batch_size):
+    """The FeaturePipeline of a model's recipe: a named model, a config file or a saved model directory."""
+    from pathlib import Path
+
+    from reelsearch.features.pipeline import FeaturePipeline
+    from reelsearch.models import resolve_checkpoint
+    from reelsearch.models.checkpoint import DEFAULT_MODEL
+    from reelsearch.models.registry import resolve_config
+
+    if spec == DEFAULT_MODEL or (Path(spec).is_dir()):
+        from reelsearch.models import load_model
+
+        return FeaturePipeline(load_model(resolve_checkpoint(spec)).recipes, device=device, batch_size=batch_size)
+    cfg = resolve_config(spec)
+    configs = cfg.experts.values() if hasattr(cfg, "experts") else [cfg]
+    recipes = {}
+    for c in configs:
+        for m, r in c.features.video.items():
+            if recipes.setdefault(m, r).key != r.key:
+                from reelsearch.errors import ReelsearchError
+
+                raise ReelsearchError(f"--recipe {spec}: its experts read {m!r} made two ways; extract each "
+                                      "expert's features into its own store")
+    return FeaturePipeline(recipes, device=device, batch_size=batch_size)
+
+
+def _extract_distributed(collected, root, pipeline, config, rank, world, merge_timeout, progress, ex,
+                         shard) -> None:
     """One rank: its shard into STORE/rank-<r>; rank 0 then merges (gloo barrier under torchrun, else files)."""
     import contextlib
 
@@ -92,7 +142,7 @@ def _extract_distributed(collected, root, config, rank, world, merge_timeout, pr
         ex.shard_done_marker(root, rank).unlink()
     group = _init_process_group(merge_timeout)
     try:
-        summary = ex.run_extraction(mine, shard_root, config, problems=problems)
+        summary = ex.run_extraction(mine, shard_root, pipeline, config, problems=problems)
         ex.write_done_marker(root, rank, summary)
         typer.echo(f"rank {rank}/{world}: " + summary.line(shard_root / ex.ERRORS_FILE), err=True)
         failed = summary.failed_items
@@ -118,7 +168,7 @@ def _extract_distributed(collected, root, config, rank, world, merge_timeout, pr
 
             dist.destroy_process_group()
     if failed:
-        raise typer.Exit(EXIT_SOME_FAILED)
+        raise typer.Exit(EXIT_PARTIAL_FAILURE)
 
 
 def _init_process_group(timeout: float | None):

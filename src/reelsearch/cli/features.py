@@ -36,6 +36,9 @@ def register(app: typer.Typer) -> None:
         src: Path = typer.Argument(..., help="Folder of <id>.npy, an .npz, an HDF5 file, or an [N, (T,) D] .npy."),
         out: Path = typer.Option(..., "--out", "-o", help="Feature store directory (created if missing)."),
         modality: str = typer.Option(..., "--modality", "-m", help="Modality name: appearance, motion, audio, ..."),
+        extractor: str = typer.Option(..., "--extractor", help="What made the features (i3d, clip-vit-b32, "
+                                      "resnet152, ...): recorded as their recipe; a model reading them names the same "
+                                      "extractor in features.video.<modality>.extractor."),
         fmt: str = typer.Option(None, "--format", "-f", help=FORMAT_HELP),
         ids: Path = typer.Option(None, "--ids", help="Ids file (one per line): npy-matrix row order; else a filter."),
         dim: int = typer.Option(None, "--dim", help="Expected feature dimension D (default: the most common)."),
@@ -47,13 +50,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Import precomputed features into a store; resumes (ids already there are skipped).
 
-        Bad entries are listed on stderr with their file and id, the rest is imported; the exit status is then 1.
+        Bad entries are listed on stderr with their file and id, the rest is imported; the exit status is then 3.
         """
         from reelsearch.features.importers import import_features
 
         report = import_features(
             src, out, modality, fmt=fmt, ids=ids, dim=dim, dtype=dtype, dataset=dataset,
-            strip_padding=strip_padding, finalize=finalize,
+            strip_padding=strip_padding, finalize=finalize, extractor=extractor,
         )  # fmt: skip
         for problem in report.bad:
             typer.echo(f"bad entry: {problem}", err=True)
@@ -73,7 +76,9 @@ def register(app: typer.Typer) -> None:
                 f"already there {report.skipped}, bad {len(report.bad)}"
             )
         if report.bad:
-            raise typer.Exit(1)
+            from reelsearch.errors import EXIT_PARTIAL_FAILURE
+
+            raise typer.Exit(EXIT_PARTIAL_FAILURE)
 
     @features.command("merge")
     def merge(
@@ -88,13 +93,23 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{dest}: {modality!r}: added {n}")
 
 
+def _made_by(recipe: dict | None) -> str:
+    """A feature recipe in a few words (or "unrecorded")."""
+    if not recipe:
+        return "unrecorded"
+    from reelsearch.config.recipe import ModalityRecipe
+    from reelsearch.config.typed import from_dict
+
+    return from_dict(ModalityRecipe, recipe).describe()
+
+
 def _table(store: Path, modalities: dict) -> str:
     if not modalities:
         return f"{store}: no modalities"
-    head = ("modality", "items", "dim", "dtype", "rows", "segments", "MiB", "finalized")
+    head = ("modality", "items", "dim", "dtype", "rows", "segments", "MiB", "finalized", "made by")
     rows = [
         (name, m["items"], m["dim"], m["dtype"], m["rows"], m["segments"], f"{m['bytes'] / 2**20:.1f}",
-         "yes" if m["finalized"] else "no")
+         "yes" if m["finalized"] else "no", _made_by(m.get("recipe")))
         for name, m in modalities.items()
     ]  # fmt: skip
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]

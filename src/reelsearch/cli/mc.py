@@ -83,42 +83,56 @@ def tag(
 
 @mc_app.command("eval")
 def evaluate(
-    checkpoint: Path = typer.Argument(..., help="Trained model directory (config.json + model.safetensors)."),
+    checkpoint: str = typer.Argument(..., help="Trained model: a model directory, a training run's folder, or "
+                                     "`default` (the bundled model)."),
     mc_file: Path = typer.Argument(..., help="Multiple-choice file (from `mc build`, or LSMDC16's)."),
-    data: str = typer.Option(..., "--data", help=DATA_HELP + " Maps clip ids to feature keys."),
-    features: Path = typer.Option(..., "--features", help="FeatureStore directory with the videos' features."),
+    data: str = typer.Option(..., "--data", help=DATA_HELP + " Maps clip ids to media and features."),
+    features: Path | None = typer.Option(None, "--features", help="FeatureStore with the videos' features (default: "
+                                         "the feature caches, extracted on first use with the model's recipe)."),
     protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol (as for `mc build`)."),
     choices: Path | None = typer.Option(None, "--choices", help="Write one JSON line per question here."),
     batch_size: int = typer.Option(64, "--batch-size", help="Questions scored per batch."),
+    device: str | None = typer.Option(None, "--device", help="cpu, cuda (default: GPU when present)."),
     as_json: bool = typer.Option(False, "--json", help='Print {"accuracy": percent, "items": N, ...}.'),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     """Accuracy of a model: each video gets the candidate with the highest model similarity (order for Torabi)."""
-    from reelsearch.datasets import load_dataset, parse_data_spec
-    from reelsearch.features.store import FeatureStore
+    import numpy as np
+
+    from reelsearch.features.caches import DatasetSource
     from reelsearch.io import atomic_write_text
     from reelsearch.mc import mc_accuracy, read_mc_file
-    from reelsearch.mc.model_scores import load_checkpoint, model_modalities, model_scores, store_video_fn
+    from reelsearch.mc.model_scores import model_scores
+    from reelsearch.models import load_model
+    from reelsearch.training.run import resolve_device
 
     questions = read_mc_file(mc_file)
-    model = load_checkpoint(checkpoint)
-    fmt, root, spec_split = parse_data_spec(data)
+    try:
+        model = load_model(checkpoint).to(resolve_device(device))
+    except ReelsearchError as exc:
+        raise ReelsearchError(f"{exc} (mc eval needs a trained model: a model directory with config.json + "
+                              "model.safetensors, a training run's folder holding best/, or `default`)") from exc
     options = {"protocol": protocol} if protocol else {}
-    key_of = {it.id: it.key for it in load_dataset(fmt, root, **options).items(spec_split)}
-    if not features.is_dir():
-        raise ReelsearchError(f"{features}: no feature store here")
-    store = FeatureStore(features, create=False)
-    modalities = model_modalities(model)
+    source, spec_split = DatasetSource.open(data, features, **options)
+    by_id = {it.id: it for it in source.dataset.items(spec_split)}
+    asked = [by_id[q.id] for q in questions if q.id in by_id]
+    stores = source.stores(list({it.key: it for it in asked}.values()), model.recipes, device, progress=not quiet)
     usable, missing = [], []
     for q in questions:
-        ok = q.id in key_of and all(store.has(m, key_of[q.id]) for m in modalities)
+        it = by_id.get(q.id)
+        ok = it is not None and all(store.has(name, it.key) for store, name in stores.values())
         (usable if ok else missing).append(q)
     for q in missing:
-        where = "the dataset" if q.id not in key_of else f"{features} ({', '.join(modalities)})"
+        where = "the dataset" if q.id not in by_id else f"the features ({', '.join(stores)})"
         print(f"warning: {q.id}: not in {where}; question skipped", file=sys.stderr)
     if not usable:
-        raise ReelsearchError(f"none of the {len(questions)} questions of {mc_file} has features in {features}")
-    scores = model_scores(model, usable, store_video_fn(store, modalities, key_of), batch_size, progress=not quiet)
+        raise ReelsearchError(f"none of the {len(questions)} questions of {mc_file} has its video's features")
+
+    def video_features(ids: list[str]) -> list[dict]:
+        return [{n: np.asarray(store.get_raw(name, by_id[i].key), np.float32) for n, (store, name) in stores.items()}
+                for i in ids]
+
+    scores = model_scores(model, usable, video_features, batch_size, progress=not quiet)
     table = {(q.id, q.candidates): s for q, s in zip(usable, scores, strict=True)}
     accuracy, records = mc_accuracy(lambda qid, cands: table[qid, tuple(cands)], usable)
     if choices is not None:

@@ -35,14 +35,13 @@ def register(app: typer.Typer) -> None:
         model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
         backend: str | None = typer.Option(None, "--backend", help="Vector index: faiss (default) or milvus."),
         uri: str | None = typer.Option(None, "--uri", help="Milvus server URI (backend milvus)."),
-        interval: float = typer.Option(0.5, "--interval", help="Seconds between sampled frames."),
-        max_frames: int = typer.Option(64, "--max-frames", help="At most this many frames per video."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     ) -> None:
-        """Add new files to the index, re-embed changed ones and drop deleted ones (exit 1 if any file failed)."""
+        """Add new files to the index, re-embed changed ones and drop deleted ones (exit 3 if any file failed).
+        Frames are sampled and their features extracted as the model's feature recipe says."""
         from reelsearch.search.settings import write_settings
 
-        searcher, model_name = _searcher(index, model, backend, uri, interval=interval, max_frames=max_frames)
+        searcher, model_name = _searcher(index, model, backend, uri)
         with searcher:
             report = searcher.index([str(p) for p in paths], progress=not quiet)
             write_settings(searcher.library.dir, model_name, searcher.library.backend, uri)
@@ -51,7 +50,9 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"failed: {path}: {problem}", err=True)
         typer.echo(f"{report.summary()}; {total} in {searcher.library.dir}")
         if report.failed:
-            raise typer.Exit(1)
+            from reelsearch.errors import EXIT_PARTIAL_FAILURE
+
+            raise typer.Exit(EXIT_PARTIAL_FAILURE)
 
     @app.command("search")
     def search_cmd(

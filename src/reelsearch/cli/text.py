@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         from reelsearch.datasets import parse_data_spec
         from reelsearch.errors import ReelsearchError
         from reelsearch.text.mlm import adapt_minilm
-        from reelsearch.train.session import open_sources, training_captions
+        from reelsearch.training.run import open_sources, training_captions
 
         if threads:
             import torch

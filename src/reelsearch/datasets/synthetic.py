@@ -244,6 +244,13 @@ def swap_accuracy(sims: np.ndarray, tol: float = 1e-5) -> tuple[float, float]:
 
 
 # --------------------------------------------------------------------------------------------- outputs
+def synthetic_clip_recipe(dim: int) -> dict:
+    """The feature recipe of ``clip_features`` (block colour averages, made here, not by an extractor), as a dict
+    for a model config's ``features.video.appearance``."""
+    return {"extractor": "synthetic-clip-blocks", "dim": int(dim), "weights": None, "sampling": None,
+            "max_frames": None, "short_side": None}
+
+
 def clip_features(clips: Sequence[Clip], size: int = 64, grid: int = 8) -> list[np.ndarray]:
     """:func:`frame_features` of every rendered clip ([T, grid*grid*3] float32 each); each distinct shot is
     rendered once (a clip and its swapped twin share their shots)."""

@@ -1,56 +1,47 @@
-"""A retrieval evaluator object in the sentence-transformers style: call it, get a flat dict of named metrics."""
+"""The one retrieval evaluator: any model (joint or mixture) on one split's caption-video pairs.
+
+``RetrievalEvaluator(pairs)(model)`` embeds the captions and videos through the model's own interface
+(``encode_text``, ``encode_video``), scores them with each expert's similarity (``expert_scores``), fuses as the
+model does, and returns ``{"t2v": {...}, "v2t": {...}, "RSum"}`` (``reelsearch.evaluation.retrieval_metrics``).
+Trainer validation, ``reelsearch eval`` and ``reelsearch fuse`` use it; ``mc eval`` scores its questions with the same
+model interface (``reelsearch.mc.model_scores``).
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from reelsearch.evaluation.ranking import DEFAULT_MEMORY_BUDGET_MB, retrieval_metrics
-from reelsearch.evaluation.report import to_json
-from reelsearch.evaluation.sources import EmbeddingScores
+from reelsearch.evaluation.ranking import retrieval_metrics
+
+
+def fused_metrics(model, scores: dict[str, np.ndarray], caption_to_video) -> dict:
+    """Both-direction metrics of the model's fusion of per-expert [captions x videos] matrices (rank fusion ranks
+    videos per caption for t2v and captions per video for v2t)."""
+    t2v = retrieval_metrics(model.fuse(scores, axis=1), caption_to_video)
+    if model.fusion_kind != "rank":
+        return t2v
+    v2t = retrieval_metrics(model.fuse(scores, axis=0), caption_to_video)
+    res = {"t2v": t2v["t2v"], "v2t": v2t["v2t"]}
+    res["RSum"] = sum(res[d][k] for d in ("t2v", "v2t") for k in ("R@1", "R@5", "R@10"))
+    return res
 
 
 class RetrievalEvaluator:
-    """Caption <-> video retrieval on a fixed ground truth (``caption_to_video[caption] = video index``).
-
-    ``evaluator(sims)`` or ``evaluator(text_embeddings=T, video_embeddings=V)`` returns
-    ``{"<name>_t2v_R@1": ..., ..., "<name>_RSum": ...}``; the nested result is kept in ``last_results`` and, with
-    ``output_path``, written to ``<output_path>/<name>_results.json``. ``primary_metric`` is RSum, the model
-    selection criterion of Mithun et al. 2018 §4.2 ("the best sum of recalls on the validation set").
-    """
+    """Retrieval metrics of a model on ``pairs`` (a ``reelsearch.features.pairs.PairData`` whose video features
+    are named as the model reads them); caption token features come from the cache."""
 
     primary_metric = "RSum"
 
-    def __init__(
-        self,
-        name: str,
-        caption_to_video,
-        *,
-        chunk_size: int | None = None,
-        memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB,
-        device: str | None = None,
-    ):
-        self.name = name
-        self.caption_to_video = np.asarray(caption_to_video)
-        self.chunk_size = chunk_size
-        self.memory_budget_mb = memory_budget_mb
-        self.device = device
-        self.last_results: dict | None = None
+    def __init__(self, pairs, batch_size: int = 512, progress: bool = False):
+        self.pairs, self.batch_size, self.progress = pairs, batch_size, progress
+        self.last_scores: dict[str, np.ndarray] | None = None
 
-    def __call__(
-        self, sims=None, *, text_embeddings=None, video_embeddings=None, output_path: str | Path | None = None
-    ) -> dict[str, float]:
-        if (sims is None) == (text_embeddings is None or video_embeddings is None):
-            raise ValueError("give either sims or both text_embeddings and video_embeddings")
-        if sims is None:
-            sims = EmbeddingScores(text_embeddings, video_embeddings)
-        results = retrieval_metrics(
-            sims, self.caption_to_video, self.chunk_size, self.memory_budget_mb, device=self.device
-        )
-        self.last_results = results
-        if output_path is not None:
-            to_json(results, Path(output_path) / f"{self.name}_results.json")
-        flat = {f"{self.name}_{d}_{k}": v for d in ("t2v", "v2t") for k, v in results[d].items()}
-        flat[f"{self.name}_RSum"] = results["RSum"]
-        return flat
+    def expert_scores(self, model) -> dict[str, np.ndarray]:
+        """Each expert's [captions x videos] similarity matrix."""
+        text = model.encode_text(self.pairs.captions, self.batch_size, cached=True)
+        video = model.encode_video(self.pairs.video_items(), batch_size=self.batch_size)
+        self.last_scores = model.expert_scores(text, video)
+        return self.last_scores
+
+    def __call__(self, model) -> dict:
+        return fused_metrics(model, self.expert_scores(model), self.pairs.cap2vid)

@@ -25,28 +25,20 @@ from reelsearch.features.sources import Job
 from reelsearch.io import atomic_write_text
 from reelsearch.media.decode import SamplingPolicy, decode_audio, decode_frames
 
-DEFAULT_EXTRACTORS = {"appearance": "efficientnet-lite0", "motion": "hof-mbh", "audio": "soundnet8"}
 ERRORS_FILE = "errors.jsonl"
 
 
 @dataclass
 class ExtractConfig:
-    """Options of one extraction run (see ``reelsearch extract --help``)."""
+    """How one extraction run works (what it extracts is the pipeline's recipes; see ``reelsearch extract --help``)."""
 
-    modalities: tuple[str, ...] = ("appearance",)
-    extractors: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_EXTRACTORS))
-    extractor_options: dict[str, dict] = field(default_factory=dict)  # modality -> constructor options
-    policy: SamplingPolicy = field(default_factory=lambda: SamplingPolicy("interval", 0.5, 64))
-    short_side: int | None = 256
     workers: int = 2
     executor: str = "thread"  # "thread" | "process"
     batch_size: int | None = None  # frames per model forward pass (None: the extractor's default)
     call_frames: int = 64  # frames of several items gathered into one extractor call
     device: str | None = None
-    dtype: str = "float16"
     commit_every: int = 256
     decode_threads: int = 0
-    motion_input: str = "pairs"  # "pairs": flow from each sampled frame to the next decoded one; "sampled"
     progress: bool = True
 
 
@@ -174,45 +166,39 @@ class _FrameBatcher:
             self.emit(job, lambda part=part: part, meta)
 
 
-def run_extraction(jobs: list[Job], store_root: str | Path, config: ExtractConfig, extractors: dict | None = None,
+def run_extraction(jobs: list[Job], store_root: str | Path, pipeline, config: ExtractConfig | None = None,
                    problems: list[dict] | None = None) -> ExtractSummary:
-    """Extract ``config.modalities`` of ``jobs`` into the FeatureStore at ``store_root``; errors to errors.jsonl.
+    """Extract every feature of ``pipeline`` (a ``FeaturePipeline``: its recipes name the features) for ``jobs``
+    into the FeatureStore at ``store_root``, each feature stored with its recipe; errors go to errors.jsonl.
 
-    ``extractors``: modality -> extractor object, to use instead of creating them by name (tests, notebooks).
+    Resumable: a key already stored for a feature is skipped for it. A store whose feature was made by another
+    recipe is refused (ConfigError) before any work.
     """
     from tqdm import tqdm
 
-    from reelsearch.features.store import FeatureStore
-
+    config = config or ExtractConfig()
     t0 = time.perf_counter()
     store = _open_store(store_root)
     summary = ExtractSummary(total=len(jobs))
     summary.errors.extend(problems or [])
-    modalities = list(dict.fromkeys(config.modalities))
-    for m in modalities:
-        if m not in DEFAULT_EXTRACTORS:
-            raise ReelsearchError(f"unknown modality {m!r}; choose from {', '.join(DEFAULT_EXTRACTORS)}")
+    names = list(pipeline.recipes)
+    for name in names:
+        store.check_recipe(name, pipeline.recipes[name])
     errors_path = Path(store_root) / ERRORS_FILE
     try:
-        # resumption: which keys still need which modality (read before loading any model)
+        # resumption: which keys still need which feature (read before loading any model)
         pending: list[tuple[Job, list[str]]] = []
-        for m in modalities:
-            summary.added[m] = summary.already[m] = 0
+        for name in names:
+            summary.added[name] = summary.already[name] = 0
         for job in jobs:
-            todo = [m for m in modalities if not store.has(m, job.key)]
-            for m in modalities:
-                if m not in todo:
-                    summary.already[m] += 1
+            todo = [n for n in names if not store.has(n, job.key)]
+            for n in names:
+                if n not in todo:
+                    summary.already[n] += 1
             if todo:
                 pending.append((job, todo))
-        if not pending:
-            return summary
-        ex = dict(extractors or {})
-        for m in modalities:
-            if m not in ex and any(m in todo for _, todo in pending):
-                ex[m] = make_extractor(config.extractors.get(m, DEFAULT_EXTRACTORS[m]), config.device,
-                                       config.batch_size, **config.extractor_options.get(m, {}))
-        _run_pending(pending, store, ex, config, summary, tqdm, FeatureStore)
+        if pending:
+            _run_pending(pending, store, pipeline, config, summary, tqdm)
     finally:
         summary.seconds = time.perf_counter() - t0
         _write_errors(errors_path, summary.errors)
@@ -236,92 +222,103 @@ def _write_errors(path: Path, errors: list[dict]) -> None:
         atomic_write_text(path, "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors))
 
 
-def _run_pending(pending, store, ex, config: ExtractConfig, summary: ExtractSummary, tqdm, _store_cls) -> None:
+def _run_pending(pending, store, pipeline, config: ExtractConfig, summary: ExtractSummary, tqdm) -> None:
     import contextlib
 
-    frame_mods = [m for m in ("appearance", "motion") if m in ex]
+    names = list(pipeline.recipes)
     with contextlib.ExitStack() as stack:
-        writers = {m: stack.enter_context(store.writer(m, int(ex[m].dim), dtype=config.dtype,
-                                                       commit_every=config.commit_every)) for m in ex}
+        writers = {n: stack.enter_context(store.writer(n, pipeline.recipes[n].dim, dtype=pipeline.recipes[n].dtype,
+                                                       commit_every=config.commit_every,
+                                                       recipe=pipeline.recipes[n])) for n in names}
 
-        def fail(job: Job, modality: str, error: str) -> None:
-            summary.errors.append({"id": job.key, "path": job.shown, "modality": modality, "error": error})
+        def fail(job: Job, name: str, error: str) -> None:
+            summary.errors.append({"id": job.key, "path": job.shown, "modality": name, "error": error})
 
-        def emit_for(modality):
+        def emit_for(name):
             def emit(job: Job, compute, meta: dict) -> None:
                 try:
-                    feats = np.asarray(compute(), dtype=np.float32)
-                    writers[modality].add(job.key, feats, meta)
-                    summary.added[modality] += 1
+                    feats = compute()
+                    if feats is None:
+                        summary.absent[name] = summary.absent.get(name, 0) + 1
+                        return
+                    writers[name].add(job.key, np.asarray(feats, dtype=np.float32), meta)
+                    summary.added[name] += 1
                 except Exception as exc:  # noqa: BLE001 - one item's failure stays that item's
-                    fail(job, modality, f"{job.shown}: {ex[modality].__class__.__name__}: {exc}")
+                    ex_name = type(pipeline.extractor(name)).__name__
+                    fail(job, name, str(exc) if isinstance(exc, ReelsearchError) else
+                         f"{job.shown}: {ex_name}: {exc}")
             return emit
 
         bar = tqdm(total=len(pending), unit="item", desc="extract", disable=not config.progress, file=sys.stderr,
                    dynamic_ncols=True, smoothing=0.05)
-        batcher = None
-        if "appearance" in ex:
-            emit_appearance = emit_for("appearance")
+        # per-frame CNNs run on frames of several items at once; an item counts as done when they are stored
+        batched = [n for n in pipeline.frame_names if pipeline.recipes[n].motion_input is None
+                   and getattr(pipeline.extractor(n), "per_frame", False)]
+        waiting: dict[str, int] = {}
 
-            def emit_and_count(job, compute, meta):  # an item is done once its batched appearance is stored
-                emit_appearance(job, compute, meta)
+        def done_one(job: Job) -> None:
+            waiting[job.key] -= 1
+            if not waiting[job.key]:
                 bar.update(1)
 
-            batcher = _FrameBatcher(ex["appearance"], max(1, config.call_frames, config.batch_size or 0),
-                                    emit_and_count)
-        emit_motion = emit_for("motion") if "motion" in ex else None
-        emit_audio = emit_for("audio") if "audio" in ex else None
-        audio_rate = int(getattr(ex["audio"], "sample_rate", 22050)) if "audio" in ex else None
+        batchers = {}
+        for n in batched:
+            emit_n = emit_for(n)
 
-        for job, todo, result in _decoded_stream(pending, frame_mods, audio_rate, config):
-            deferred = False
-            if result.frame_error is not None:
-                for m in todo:
-                    if m in frame_mods:
-                        fail(job, m, result.frame_error)
-            elif result.frames is not None:
-                frames = result.frames
-                meta = {"path": job.shown, "timestamps": np.round(frames.timestamps, 4).tolist(),
-                        "duration": round(frames.duration, 4), "fps": round(frames.fps, 4),
-                        "width": frames.width, "height": frames.height, "sampling": str(config.policy),
-                        "image": frames.is_image}
-                if job.start is not None or job.end is not None:
-                    meta.update(start=job.start, end=job.end)
-                if "appearance" in todo:
-                    batcher.add(job, frames, meta)
-                    deferred = True
-                if "motion" in todo:
-                    if frames.is_image or len(frames) < 2:
-                        summary.absent["motion"] = summary.absent.get("motion", 0) + 1
-                    elif frames.next_images is not None:
-                        emit_motion(job, lambda f=frames: motion_of_pairs(ex["motion"], f), meta)
-                    else:
-                        emit_motion(job, lambda f=frames: ex["motion"].extract_frames(f.images), meta)
-            if "audio" in todo:
-                if result.audio_error is not None:
-                    fail(job, "audio", result.audio_error)
-                elif result.audio is None or result.audio.size == 0:
-                    summary.absent["audio"] = summary.absent.get("audio", 0) + 1
+            def emit_and_count(job, compute, meta, emit_n=emit_n):
+                emit_n(job, compute, meta)
+                done_one(job)
+
+            batchers[n] = _FrameBatcher(pipeline.extractor(n), max(1, config.call_frames, config.batch_size or 0),
+                                        emit_and_count)
+        emits = {n: emit_for(n) for n in names if n not in batchers}
+
+        for job, todo, decoded in _decoded_stream(pending, pipeline, config):
+            waiting[job.key] = 1
+            meta = _frame_meta(job, decoded, pipeline)
+            for n in todo:
+                if n in batchers and decoded.frame_error is None:
+                    waiting[job.key] += 1
+                    batchers[n].add(job, decoded.frames, meta)
+                elif n in batchers:
+                    fail(job, n, decoded.frame_error)
                 else:
-                    wave = result.audio
-                    meta = {"path": job.shown, "sample_rate": result.audio_rate,
-                            "duration": round(len(wave) / result.audio_rate, 4)}
-                    emit_audio(job, lambda w=wave, r=result.audio_rate: ex["audio"].extract_audio(w, r), meta)
-            if not deferred:
-                bar.update(1)
-        if batcher is not None:
-            batcher.flush()
+                    emits[n](job, lambda n=n, d=decoded: pipeline.compute(n, d), meta if n in pipeline.frame_names
+                             else _audio_meta(job, decoded))
+            done_one(job)
+        for b in batchers.values():
+            b.flush()
         bar.close()
 
 
-def _decoded_stream(pending, frame_mods, audio_rate, config: ExtractConfig):
+def _frame_meta(job: Job, decoded: Decoded, pipeline) -> dict | None:
+    frames = decoded.frames
+    if frames is None:
+        return None
+    meta = {"path": job.shown, "timestamps": np.round(frames.timestamps, 4).tolist(),
+            "duration": round(frames.duration, 4), "fps": round(frames.fps, 4), "width": frames.width,
+            "height": frames.height, "sampling": str(pipeline.policy), "image": frames.is_image}
+    if job.start is not None or job.end is not None:
+        meta.update(start=job.start, end=job.end)
+    return meta
+
+
+def _audio_meta(job: Job, decoded: Decoded) -> dict | None:
+    if decoded.audio is None:
+        return None
+    return {"path": job.shown, "sample_rate": decoded.audio_rate,
+            "duration": round(len(decoded.audio) / max(1, decoded.audio_rate), 4)}
+
+
+def _decoded_stream(pending, pipeline, config: ExtractConfig):
     """Yield (job, todo, Decoded) in job order, decoding ahead in ``config.workers`` threads or processes."""
 
     def args(job, todo):
-        need_frames = any(m in todo for m in frame_mods)
-        rate = audio_rate if "audio" in todo else None
-        pairs = "motion" in todo and "motion" in frame_mods and config.motion_input == "pairs"
-        return (job, need_frames, rate, config.policy, config.short_side, config.decode_threads, pairs)
+        names = list(todo)
+        need_frames = any(n in pipeline.frame_names for n in names)
+        rate = pipeline.audio_rate if any(n in pipeline.audio_names for n in names) else None
+        pairs = any(pipeline.recipes[n].motion_input == "pairs" for n in names)
+        return (job, need_frames, rate, pipeline.policy, pipeline.short_side, config.decode_threads, pairs)
 
     if config.workers <= 0:
         for job, todo in pending:

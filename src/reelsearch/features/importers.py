@@ -260,12 +260,15 @@ def import_features(
     finalize: bool = True,
     progress: bool = True,
     commit_every: int = 256,
+    extractor: str = "imported",
 ) -> ImportReport:
     """Import the features in ``src`` into modality ``modality`` of the store ``out``.
 
     ``ids``: an ids text file; required for npy-matrix (row order), otherwise it selects and orders the ids to import
     (ids it lists that the source lacks are reported). ``dim``: expected D (default: the store's, else the most common
     in the source). ``strip_padding``: drop trailing all-zero rows. ``finalize``: compact the store at the end.
+    ``extractor``: what made the features (``i3d``, ``clip-vit-b32``, ...), recorded as their recipe; a model reading
+    them names the same extractor in its feature recipe (``features.video.<modality>``).
     """
     from tqdm import tqdm
 
@@ -293,7 +296,7 @@ def import_features(
             raise DataFormatError(src, "no features to import")
         dim = _choose_dim(store, modality, dim, chosen)
         report = ImportReport(modality, dim, len(chosen), bad=problems)
-        with store.writer(modality, dim, dtype, commit_every=commit_every) as w:
+        with store.writer(modality, dim, dtype, commit_every=commit_every, recipe=imported_recipe(extractor, dim)) as w:
             for e in tqdm(chosen, desc=f"import {modality}", unit="item", disable=not progress):
                 if w.done(e.id):
                     report.skipped += 1
@@ -306,6 +309,13 @@ def import_features(
     if finalize and report.imported:
         store.finalize(modality, progress=progress)
     return report
+
+
+def imported_recipe(extractor: str, dim: int):
+    """The recipe of features made outside reelsearch: the extractor's name and their size, nothing else known."""
+    from reelsearch.config.recipe import ModalityRecipe
+
+    return ModalityRecipe(extractor, int(dim), sampling=None, max_frames=None, short_side=None)
 
 
 def _choose_dim(store: FeatureStore, modality: str, dim: int | None, entries: list[ImportEntry]) -> int:

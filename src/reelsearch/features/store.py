@@ -21,7 +21,6 @@ import copy
 import fcntl
 import json
 import os
-import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.errors import DataFormatError, ReelsearchError
+from reelsearch.config.recipe import check_modality_name
+from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path, atomic_write_json
 
 MARKER = "reelsearch-store.json"
@@ -39,7 +39,6 @@ LOCK = ".lock"
 FORMAT = "reelsearch-feature-store"
 VERSION = 1
 DTYPES = ("float16", "float32")
-_MODALITY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _OPEN_SEGMENTS = 64  # memory maps kept open per store (each holds a file descriptor)
 _COPY_CHUNK_ROWS = 65536
 
@@ -82,6 +81,7 @@ class _ModalityIndex:
         self.generation = int(manifest.get("generation", 0))
         self.next_seq = int(manifest.get("next_seq", len(segments) + 1))
         self.finalized = bool(manifest.get("finalized", False))
+        self.recipe: dict | None = manifest.get("recipe")  # reelsearch.config.ModalityRecipe as a dict, if known
         self.signature: tuple | None = None  # (inode, mtime, size) of the manifest file this index was read from
         self.segments: list[_Segment] = []
         self.loc: dict[str, tuple[int, int]] = {}
@@ -89,8 +89,8 @@ class _ModalityIndex:
             self.append(seg)
 
     @classmethod
-    def empty(cls, mod_dir: Path, dim: int, dtype: str) -> _ModalityIndex:
-        return cls(mod_dir, {"dim": dim, "dtype": dtype, "generation": 0, "next_seq": 1}, [])
+    def empty(cls, mod_dir: Path, dim: int, dtype: str, recipe: dict | None = None) -> _ModalityIndex:
+        return cls(mod_dir, {"dim": dim, "dtype": dtype, "generation": 0, "next_seq": 1, "recipe": recipe}, [])
 
     @classmethod
     def load(cls, mod_dir: Path) -> _ModalityIndex | None:
@@ -124,6 +124,7 @@ class _ModalityIndex:
             "generation": self.generation,
             "next_seq": self.next_seq,
             "finalized": self.finalized,
+            "recipe": self.recipe,
             "segments": [s.name for s in self.segments],
         }
 
@@ -274,8 +275,26 @@ class FeatureStore:
                 "segments": len(idx.segments),
                 "bytes": sum(s.path.stat().st_size for s in idx.segments if s.path.exists()),
                 "finalized": idx.finalized,
+                "recipe": idx.recipe,
             }
         return {"modalities": out}
+
+    def recipe(self, modality: str):
+        """The ``ModalityRecipe`` the ``modality`` features were made with (None when not recorded)."""
+        from reelsearch.config.recipe import ModalityRecipe
+        from reelsearch.config.typed import from_dict
+
+        data = self._index(modality).recipe
+        return None if data is None else from_dict(ModalityRecipe, data, f"{self.root / modality / MANIFEST}: recipe")
+
+    def check_recipe(self, modality: str, recipe) -> None:
+        """ConfigError when the store already holds ``modality`` features made by another recipe than ``recipe``
+        (or by an unrecorded one): features of two recipes never mix under one name."""
+        from reelsearch.config.recipe import check_compatible
+
+        if not (self.root / modality / MANIFEST).exists():
+            return
+        check_compatible(recipe, self.recipe(modality), modality, str(self.root))
 
     def keys(self, modality: str) -> list[str]:
         """Item keys of ``modality`` in commit order."""
@@ -380,14 +399,16 @@ class FeatureStore:
         dtype: str | None = None,
         commit_every: int = 256,
         max_buffer_bytes: int = 256 * 2**20,
+        recipe=None,
     ) -> FeatureWriter:
         """A writer that appends ``modality`` items; use as a context manager (commits on exit).
 
         ``dtype`` is the storage dtype, "float16" (default for a new modality) or "float32"; for an existing modality
-        it must match. A commit happens every ``commit_every`` items and whenever the buffer exceeds
+        it must match. ``recipe`` (a ``ModalityRecipe``) records how the features are made; an existing modality made
+        by another recipe is refused. A commit happens every ``commit_every`` items and whenever the buffer exceeds
         ``max_buffer_bytes``. One writer per modality at a time (across processes).
         """
-        return FeatureWriter(self, modality, dim, dtype, commit_every, max_buffer_bytes)
+        return FeatureWriter(self, modality, dim, dtype, commit_every, max_buffer_bytes, recipe)
 
     def finalize(self, modality: str | None = None, progress: bool = False) -> None:
         """Compact each modality (default: all) into one segment, dropping replaced rows; atomic."""
@@ -487,10 +508,10 @@ class FeatureStore:
             owner: dict[str, Path] = {}
             for s in having:
                 idx = s._index(modality)
-                if (idx.dim, idx.dtype) != (first.dim, first.dtype):
+                if (idx.dim, idx.dtype, idx.recipe) != (first.dim, first.dtype, first.recipe):
                     raise FeatureStoreError(
-                        f"{s.root}: {modality!r} is [T, {idx.dim}] {idx.dtype} but {having[0].root} has "
-                        f"[T, {first.dim}] {first.dtype}; cannot merge"
+                        f"{s.root}: {modality!r} is [T, {idx.dim}] {idx.dtype} ({idx.recipe}) but {having[0].root} has "
+                        f"[T, {first.dim}] {first.dtype} ({first.recipe}); cannot merge"
                     )
                 for key in idx.loc:
                     if key in owner:
@@ -498,7 +519,8 @@ class FeatureStore:
                     owner[key] = s.root
             added[modality] = 0
             total = len(owner)
-            with out.writer(modality, first.dim, first.dtype, commit_every=4096) as w:
+            recipe = having[0].recipe(modality)
+            with out.writer(modality, first.dim, first.dtype, commit_every=4096, recipe=recipe) as w:
                 bar = tqdm(total=total, desc=f"merge {modality}", unit="item", disable=not progress)
                 for s in having:
                     for key in s.keys(modality):
@@ -512,11 +534,10 @@ class FeatureStore:
 
     # ---- internals -----------------------------------------------------------------------------------------------
     def _mod_dir(self, modality: str) -> Path:
-        if not isinstance(modality, str) or not _MODALITY_NAME.match(modality) or modality == SEGMENTS:
-            raise FeatureStoreError(
-                f"{self.root}: invalid modality name {modality!r} (letters, digits, '_', '-', '.'; at most 64)"
-            )
-        return self.root / modality
+        try:
+            return self.root / check_modality_name(modality, str(self.root), reserved=(SEGMENTS,))
+        except ConfigError as exc:
+            raise FeatureStoreError(str(exc)) from None
 
     def _index(self, modality: str) -> _ModalityIndex:
         idx = self._indexes.get(modality)
@@ -599,7 +620,8 @@ class FeatureWriter:
     """
 
     def __init__(
-        self, store: FeatureStore, modality: str, dim: int, dtype: str | None, commit_every: int, max_buffer_bytes: int
+        self, store: FeatureStore, modality: str, dim: int, dtype: str | None, commit_every: int, max_buffer_bytes: int,
+        recipe=None,
     ):
         self.store = store
         self.modality = modality
@@ -614,12 +636,19 @@ class FeatureWriter:
         self._lock = _ModalityLock(mod_dir, f"write {modality!r}")
         try:
             idx = _ModalityIndex.load(mod_dir)
+            recorded = None
+            if recipe is not None:
+                from reelsearch.config.typed import to_dict
+
+                recorded = to_dict(recipe.with_dtype(dtype or (idx.dtype if idx else "float16")))
             if idx is None:
-                idx = _ModalityIndex.empty(mod_dir, int(dim), dtype or "float16")
+                idx = _ModalityIndex.empty(mod_dir, int(dim), dtype or "float16", recorded)
             elif idx.dim != dim or (dtype is not None and idx.dtype != dtype):
                 raise FeatureStoreError(
                     f"{where}: stored as [T, {idx.dim}] {idx.dtype}, cannot write [T, {dim}] {dtype or idx.dtype}"
                 )
+            elif recipe is not None:
+                store.check_recipe(modality, recipe)
             _remove_orphans(idx)
         except BaseException:
             self._lock.release()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.errors import MediaError, ReelsearchError
+from reelsearch.errors import MediaError, ReelsearchError, missing_extra
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jp2"})
 VIDEO_EXTENSIONS = frozenset(
@@ -112,9 +112,18 @@ def display_path(path: str | os.PathLike) -> str:
     return os.fsencode(path).decode("utf-8", errors="backslashreplace")
 
 
+def _import_av():
+    """PyAV, or a MissingExtraError naming the [media] extra."""
+    try:
+        import av
+    except ImportError as exc:
+        raise missing_extra(exc) or exc from exc
+    return av
+
+
 def _open(path: str | os.PathLike):
     """av.open that works for any file name: an undecodable name goes through a Python file object."""
-    import av
+    av = _import_av()
 
     raw = os.fsencode(path)
     shown = display_path(path)
@@ -561,7 +570,7 @@ def decode_audio(
     end: float | None = None,
 ) -> np.ndarray | None:
     """The first audio track as mono float32 in [-1, 1] at ``sample_rate``; None when the file has no audio."""
-    import av
+    av = _import_av()
 
     shown = display_path(path)
     with _open(path) as container:

@@ -2,8 +2,9 @@
 
 from .checkpoint import load_model, resolve_checkpoint
 from .ensemble import MixtureOfExperts
+from .interface import VideoEmbeddings
 from .joint import JointModel
-from .registry import create_model, list_models, load_config, model_config, text_processor_for
+from .registry import create_model, list_models, model_config, resolve_config, text_processor_for
 from .text_processor import GloveTextProcessor, MiniLMTextProcessor, TextProcessor, VocabTextProcessor
 
 __all__ = [
@@ -12,12 +13,13 @@ __all__ = [
     "MiniLMTextProcessor",
     "MixtureOfExperts",
     "TextProcessor",
+    "VideoEmbeddings",
     "VocabTextProcessor",
     "create_model",
     "list_models",
     "load_model",
-    "load_config",
     "model_config",
     "resolve_checkpoint",
+    "resolve_config",
     "text_processor_for",
 ]

@@ -1,69 +1,155 @@
 """Mixture of experts (Mithun et al. 2018 §3.1, §3.5): separately trained JointModels fused by score or by rank.
 
-Each expert has its own video modalities and its own text processor (vocabulary). Fusion:
-  score  S = sum_k w_k S_k (Eq. 4; weights object 1, activity 1, place 0.5); ``fusion["normalize"] = "zscore"``
+Each expert has its own video modalities, feature recipes and text processor. Fusion:
+  score  S = sum_k w_k S_k (Eq. 4; weights object 1, activity 1, place 0.5); ``fusion.normalize = "zscore"``
          standardises each matrix first (experts scoring on different scales, e.g. cosine and order)
   rank   weighted rank aggregation of the experts' rankings (Table 1 row 1.7)
 both delegated to ``reelsearch.evaluation.score_fusion`` / ``rank_fusion``.
 
-Saved as a directory: ``moe.json`` (names, fusion, features) and ``experts/<name>/`` (each a JointModel directory).
+It has the interface of every model (``reelsearch.models.interface``): caption embeddings and video rows are the
+experts' side by side. Features are named by modality; when two experts read the same modality made differently
+(e.g. EfficientNet-Lite0 and Lite2 appearance), the second one's is named ``MODALITY@EXPERT``.
+
+Saved as a directory: ``moe.json`` (names, fusion) and ``experts/<name>/`` (each a JointModel directory).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
+from reelsearch.config import config_to_dict
+from reelsearch.config.schema import FusionConfig
+from reelsearch.config.typed import from_dict
 from reelsearch.errors import ConfigError
 from reelsearch.io import atomic_write_json
 
+from .interface import EmbeddingModel, VideoEmbeddings, as_rows
 from .joint import JointModel, read_model_json
 
 MOE_FILE, FORMAT = "moe.json", "reelsearch.mixture-of-experts"
-FUSIONS = ("score", "rank")
 
 
-class MixtureOfExperts(nn.Module):
+class MixtureOfExperts(EmbeddingModel, nn.Module):
     """Several JointModels over different video cues, fused into one caption x video score matrix."""
 
-    def __init__(self, experts: dict[str, JointModel], fusion: dict, name: str = "mixture-of-experts",
-                 features: dict | None = None):
-        super().__init__()
-        if fusion.get("kind") not in FUSIONS:
-            raise ConfigError(f"unknown fusion {fusion.get('kind')!r}; choose one of {FUSIONS}")
-        missing = set(experts) - set(fusion.get("weights", {}))
+    def __init__(self, experts: dict[str, JointModel], fusion: FusionConfig | dict, name: str = "mixture-of-experts"):
+        nn.Module.__init__(self)
+        if isinstance(fusion, dict):
+            fusion = from_dict(FusionConfig, fusion, "fusion")
+        missing = set(experts) - set(fusion.weights)
         if missing:
             raise ConfigError(f"fusion weights missing for experts {sorted(missing)}")
         self.experts = nn.ModuleDict(experts)
-        self.fusion = dict(fusion)
+        self.fusion = fusion
         self.name = name
-        self.features = features
+        self.feature_names = _feature_names(experts)
+
+    # ---- properties
+    @property
+    def modalities(self) -> list[str]:
+        out: list[str] = []
+        for e in self.experts.values():
+            out += [m for m in e.modalities if m not in out]
+        return out
+
+    @property
+    def recipes(self) -> dict:
+        """{feature name: ModalityRecipe} of every input (see the module docstring for the names)."""
+        return {self.feature_names[k][m]: r for k, e in self.experts.items() for m, r in e.recipes.items()}
 
     @property
     def is_pairwise(self) -> bool:
         return any(e.is_pairwise for e in self.experts.values())
 
-    def encode_captions(self, captions: Sequence[str]) -> dict[str, torch.Tensor]:
-        """Per expert caption embeddings, each through that expert's own text processor."""
-        return {k: e.encode_captions(list(captions)) for k, e in self.experts.items()}
+    @property
+    def search_mode(self) -> str:
+        if self.is_pairwise:
+            raise ConfigError(f"mixture {self.name!r} has a frame-attention expert: it cannot be served from an "
+                              "index; use experts that score single vectors")
+        if self.fusion.kind == "rank":
+            return "rank"
+        if self.fusion.normalize == "none" and all(e.search_mode == "ann" for e in self.experts.values()):
+            return "ann"
+        return "scan"
 
-    def encode_text(self, text_batches: dict[str, dict]) -> dict[str, torch.Tensor]:
-        """Per expert caption embeddings from per-expert text batches ({expert: text_batch})."""
-        return {k: e.encode_text(text_batches[k]) for k, e in self.experts.items()}
+    @property
+    def widths(self) -> dict[str, tuple[int, int]]:
+        """{expert: (text width, row width)}."""
+        return {k: (e.dim, e.row_dim) for k, e in self.experts.items()}
 
-    def encode_video(self, video_batch: dict) -> dict[str, torch.Tensor]:
-        """Per expert video embeddings; ``video_batch["feats"]`` is a dict holding every expert's modalities."""
-        return {k: e.encode_video(video_batch) for k, e in self.experts.items()}
+    @property
+    def row_dim(self) -> int:
+        return sum(w for _, w in self.widths.values())
 
-    def expert_similarities(self, text_embs: dict, video_embs: dict) -> dict[str, torch.Tensor]:
-        """Each expert's [N, M] similarity matrix."""
-        return {k: e.similarity(text_embs[k], video_embs[k]) for k, e in self.experts.items()}
+    @property
+    def dim(self) -> int:
+        return sum(d for d, _ in self.widths.values())
 
-    def fuse(self, sims: dict[str, torch.Tensor], axis: int = 1) -> torch.Tensor:
-        """Fused [N, M] matrix from the experts' matrices, by score or by rank as configured.
+    def weight(self, expert: str) -> float:
+        return float(self.fusion.weights[expert])
+
+    @property
+    def fusion_kind(self) -> str:
+        """"score" or "rank" (rank fusion depends on the direction: ``score(..., axis)``)."""
+        return self.fusion.kind
+
+    # ---- the model interface
+    def encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
+        """The experts' caption embeddings side by side [N, sum D_k] (each through its own text processor)."""
+        return np.concatenate([e.encode_text(texts, batch_size, cached) for e in self.experts.values()], axis=1)
+
+    def _split(self, x: np.ndarray, text: bool) -> dict[str, np.ndarray]:
+        out, start = {}, 0
+        for k, (d, w) in self.widths.items():
+            width = d if text else w
+            out[k] = x[:, start:start + width]
+            start += width
+        return out
+
+    def _expert_items(self, items: list[dict], expert: str) -> list[dict]:
+        names = self.feature_names[expert]
+        out = []
+        for item in items:
+            if expert in item and isinstance(item[expert], dict):  # {expert: {modality: features}}
+                out.append(item[expert])
+                continue
+            missing = [n for n in names.values() if n not in item]
+            if missing:
+                raise ConfigError(f"mixture {self.name!r}: expert {expert!r} reads features {sorted(names.values())}; "
+                                  f"missing {missing}")
+            out.append({m: item[n] for m, n in names.items()})
+        return out
+
+    def _embed_feature_batch(self, items: list[dict], frames: bool = True) -> VideoEmbeddings:
+        parts = {k: e._embed_feature_batch(self._expert_items(items, k), frames) for k, e in self.experts.items()}
+        video = np.concatenate([p.video for p in parts.values()], axis=1)
+        rows = []
+        for i in range(len(items)):  # side by side when the experts' frames line up (one decode of the media)
+            own = [p.frames[i] for p in parts.values()]
+            aligned = all(f is not None for f in own) and len({len(f) for f in own}) == 1
+            rows.append(np.concatenate(own, axis=1) if aligned else None)
+        return VideoEmbeddings(video, rows, parts)
+
+    def _expert_video(self, video, expert: str):
+        if isinstance(video, VideoEmbeddings) and expert in video.parts:
+            return video.parts[expert]
+        if isinstance(video, VideoEmbeddings):
+            rows = self._split(video.video, text=False)[expert]
+            frames = [None if f is None else self._split(f, text=False)[expert] for f in video.frames]
+            return VideoEmbeddings(rows, frames)
+        return self._split(as_rows(video), text=False)[expert]
+
+    def expert_scores(self, text, video) -> dict[str, np.ndarray]:
+        """Each expert's [N, M] similarity."""
+        texts = self._split(np.asarray(text, np.float32), text=True)
+        return {k: e.score(texts[k], self._expert_video(video, k)) for k, e in self.experts.items()}
+
+    def fuse(self, scores: dict[str, np.ndarray], axis: int = 1) -> np.ndarray:
+        """Fused [N, M] from the experts' matrices, by score or by rank as configured.
 
         Rank fusion depends on the direction: ``axis=1`` ranks videos per caption (text-to-video), ``axis=0``
         captions per video (video-to-text); score fusion serves both.
@@ -71,29 +157,38 @@ class MixtureOfExperts(nn.Module):
         from reelsearch.evaluation import rank_fusion, score_fusion
 
         names = list(self.experts)
-        weights = [float(self.fusion["weights"][k]) for k in names]
-        arrays = [sims[k].detach().float().cpu().numpy() for k in names]
-        if self.fusion["kind"] == "score":
-            fused = score_fusion(arrays, weights, normalize=self.fusion.get("normalize", "none"))
-        else:
-            fused = rank_fusion(arrays, weights, axis=axis)
-        return torch.as_tensor(fused, dtype=torch.float32)
+        weights = [self.weight(k) for k in names]
+        arrays = [np.asarray(scores[k], np.float32) for k in names]
+        if self.fusion.kind == "score":
+            return np.asarray(score_fusion(arrays, weights, normalize=self.fusion.normalize), np.float32)
+        return np.asarray(rank_fusion(arrays, weights, axis=axis), np.float32)
 
-    def similarity(self, text_embs: dict, video_embs: dict, axis: int = 1) -> torch.Tensor:
+    def score(self, text, video, axis: int = 1) -> np.ndarray:
         """Fused similarity [N, M] (rows captions); ``axis`` picks the direction for rank fusion."""
-        return self.fuse(self.expert_similarities(text_embs, video_embs), axis=axis)
+        return self.fuse(self.expert_scores(text, video), axis=axis)
 
-    def forward(self, captions: Sequence[str], video_batch: dict, axis: int = 1) -> torch.Tensor:
-        """Fused similarity [N, M] of caption strings against a multi-modality video batch."""
-        return self.similarity(self.encode_captions(captions), self.encode_video(video_batch), axis=axis)
+    def frame_scores(self, text_row, frames: np.ndarray) -> np.ndarray:
+        """[T]: the fused score of each frame alone (score fusion; rank fusion ranks the frames)."""
+        texts = self._split(np.asarray(text_row, np.float32).reshape(1, -1), text=True)
+        rows = self._split(np.asarray(frames, np.float32), text=False)
+        per = {k: e.frame_scores(texts[k][0], rows[k])[None] for k, e in self.experts.items()}
+        return self.fuse(per, axis=1)[0]
 
+    def ann_query(self, text: np.ndarray) -> np.ndarray:
+        """Weighted experts' embeddings side by side: their inner product with a stored row is the fused score."""
+        if self.search_mode != "ann":
+            raise ConfigError(f"mixture {self.name!r} is searched by {self.search_mode}, not by inner product")
+        texts = self._split(np.asarray(text, np.float32), text=True)
+        return np.concatenate([self.weight(k) * texts[k] for k in self.experts], axis=1)
+
+    # ---- persistence
     def save(self, directory: str | Path) -> Path:
         directory = Path(directory)
         for k, e in self.experts.items():
             e.save(directory / "experts" / k)
-        atomic_write_json(directory / MOE_FILE, {"format": FORMAT, "version": 1, "name": self.name,
-                                                 "experts": list(self.experts), "fusion": self.fusion,
-                                                 "features": self.features})
+        atomic_write_json(directory / MOE_FILE, {"format": FORMAT, "version": 2, "name": self.name,
+                                                 "experts": list(self.experts),
+                                                 "fusion": config_to_dict(self.fusion)})
         return directory
 
     @classmethod
@@ -101,4 +196,18 @@ class MixtureOfExperts(nn.Module):
         directory = Path(directory)
         meta = read_model_json(directory / MOE_FILE, FORMAT)
         experts = {k: JointModel.load(directory / "experts" / k, map_location) for k in meta["experts"]}
-        return cls(experts, meta["fusion"], name=meta.get("name", ""), features=meta.get("features")).eval()
+        fusion = from_dict(FusionConfig, meta["fusion"], str(directory / MOE_FILE))
+        return cls(experts, fusion, name=meta.get("name", "")).eval()
+
+
+def _feature_names(experts: dict[str, JointModel]) -> dict[str, dict[str, str]]:
+    """{expert: {modality: feature name}}: the modality, or MODALITY@EXPERT when an earlier expert reads that
+    modality made by another recipe."""
+    first: dict[str, str] = {}
+    names: dict[str, dict[str, str]] = {}
+    for k, e in experts.items():
+        names[k] = {}
+        for m, recipe in e.recipes.items():
+            key = first.setdefault(m, recipe.key)
+            names[k][m] = m if key == recipe.key else f"{m}@{k}"
+    return names

@@ -1,20 +1,19 @@
 """JointModel: a text encoder and a video encoder projected into one space, compared by a named similarity.
 
-Config (the ``model`` section of a named model, see ``reelsearch.models.registry`` and configs/*.yaml)::
+Built from a typed ``ModelConfig`` (``reelsearch.config.schema``): ``model`` (encoders, projections, similarity),
+``features`` (the recipe of its inputs: each video modality's extractor and sampling, how captions become input).
+Its public interface is the one of every reelsearch model (``reelsearch.models.interface``): ``encode_text``,
+``encode_video``, ``score``, numpy in and out. Training works on tensors:
 
-    text:  {features: glove|vocab|minilm, encoder: {SequenceEncoder kwargs}, projection: {kind, dim}}
-    video: {modalities: [names], input_dims: {name: D}, encoder: {SequenceEncoder kwargs w/o input_dim},
-            attention: null | {dim: A}, projection: {kind, dim}}
-    similarity: cosine | order
+text batch  {"feats": [N, L, D] float | "ids": [N, L] long, "lengths": [N]} (a ``TextProcessor`` makes it)
+video batch {"feats": [M, T, Dv], "lengths": [M]} for one modality, or {"feats": {name: [M, T_name, D_name]},
+            "lengths": {name: [M]}} for several (each modality is encoded over its own frames, then concatenated —
+            Mithun §3.5's activity expert fuses motion and audio this way). Omitted lengths mean every step is valid.
 
-Batches. text: {"feats": [N, L, D] float | "ids": [N, L] long, "lengths": [N]} (a ``TextProcessor`` makes it).
-video: {"feats": [M, T, Dv], "lengths": [M]} for one modality, or {"feats": {name: [M, T_name, D_name]},
-"lengths": {name: [M]}} for several (each modality is encoded over its own frames, then concatenated — Mithun §3.5's
-activity expert fuses motion and audio this way). Omitted lengths mean every step is valid.
-
-With ``video.attention`` (Torabi M3) the video embedding depends on the sentence: ``encode_video`` returns
+``text_forward`` / ``video_forward`` give the [N, D] / [M, D] tensors and ``similarity`` the [N, M] matrix. With
+``model.video.attention`` (Torabi M3) the video embedding depends on the sentence: ``video_forward`` returns
 ``FrameStates`` (per-frame keys and projected values) and ``similarity`` attends per (caption, video) pair in
-chunks. Such a model cannot be served from a plain vector index (``is_pairwise`` is True).
+chunks; such a model is served by an exact scan over frames (``search_mode == "pairwise"``).
 """
 
 from __future__ import annotations
@@ -22,16 +21,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from reelsearch.config import ModelConfig, config_from_dict, config_to_dict
+from reelsearch.config.recipe import MINILM_PACKAGE
 from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.features.pairs import pad_sequences
 from reelsearch.io import atomic_path, atomic_write_json
 
 from .encoders import FrameStates, SequenceEncoder, SoftFrameAttention
+from .interface import EmbeddingModel, VideoEmbeddings, as_rows
 from .projection import Projection
-from .text_processor import TextProcessor, text_processor_from_state
+from .text_processor import TextProcessor, VocabTextProcessor, processor_for_recipe
 
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 FORMAT = "reelsearch.joint-model"
@@ -50,70 +54,98 @@ def _lengths(batch: dict, key: str | None, x: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(lengths, dtype=torch.long)
 
 
-class JointModel(nn.Module):
+class JointModel(EmbeddingModel, nn.Module):
     """Text and video encoders + joint-space projections + similarity; see the module docstring."""
 
-    def __init__(self, config: dict, text_processor: TextProcessor | None = None):
-        super().__init__()
-        self.config = json.loads(json.dumps(config))  # a private, JSON-clean copy
-        m = self.config["model"]
-        t, v = m["text"], m["video"]
-        self.similarity_name = m["similarity"]
-        self.text_processor = text_processor
-        text_kwargs = dict(t["encoder"])
-        if t["features"] == "vocab":
-            if text_processor is None or text_processor.vocab_size is None:
-                raise ConfigError("a vocab text model needs its VocabTextProcessor (VocabTextProcessor.build)")
-            text_kwargs["vocab_size"] = text_processor.vocab_size
+    def __init__(self, config: ModelConfig | dict, text_processor: TextProcessor | None = None):
+        nn.Module.__init__(self)
+        if isinstance(config, dict):
+            config = config_from_dict(config)
+        if not isinstance(config, ModelConfig):
+            raise ConfigError(f"a JointModel needs a ModelConfig, got {type(config).__name__}")
+        self.config = config
+        m, recipe = config.model, config.features
+        self.similarity_name = m.similarity
+        if text_processor is None and recipe.text.kind != "vocab":
+            text_processor = processor_for_recipe(recipe.text)
+        self.text_processor = _checked_processor(text_processor, config)
+        text_kwargs = config_to_dict(m.text.encoder)
+        if recipe.text.kind == "vocab":
+            text_kwargs.update(input_dim=text_kwargs["embed_dim"], vocab_size=self.text_processor.vocab_size)
+        else:
+            text_kwargs.update(input_dim=recipe.text.dim)
         self.text_encoder = SequenceEncoder(**text_kwargs)
-        self.text_projection = Projection(t["projection"]["kind"], self.text_encoder.output_dim,
-                                          t["projection"].get("dim"))
-        self.modalities = list(v["modalities"])
+        self.text_projection = Projection(m.text.projection.kind, self.text_encoder.output_dim, m.text.projection.dim)
+        self.modalities = list(recipe.video)
+        video_kwargs = config_to_dict(m.video.encoder)
+        video_kwargs.pop("embed_dim", None)
         self.video_encoders = nn.ModuleDict(
-            {name: SequenceEncoder(input_dim=v["input_dims"][name], **v["encoder"]) for name in self.modalities}
-        )
+            {name: SequenceEncoder(input_dim=r.dim, **video_kwargs) for name, r in recipe.video.items()})
         video_dim = sum(enc.output_dim for enc in self.video_encoders.values())
-        self.video_projection = Projection(v["projection"]["kind"], video_dim, v["projection"].get("dim"))
+        self.video_projection = Projection(m.video.projection.kind, video_dim, m.video.projection.dim)
         self.attention = None
-        if v.get("attention"):
-            if len(self.modalities) != 1 or self.video_projection.linear is None or self.video_projection.bn:
-                raise ConfigError("frame attention needs one modality and a linear projection without BatchNorm")
-            self.attention = SoftFrameAttention(video_dim, self.text_projection.dim, v["attention"]["dim"])
+        if m.video.attention:
+            if self.video_projection.linear is None or self.video_projection.bn:
+                raise ConfigError("frame attention needs a linear projection without BatchNorm")
+            self.attention = SoftFrameAttention(video_dim, self.text_projection.dim, m.video.attention.dim)
         if self.text_projection.dim != self.video_projection.dim:
             raise ConfigError(f"joint sizes differ: text {self.text_projection.dim}, video {self.video_projection.dim}")
 
     # ---- properties
     @property
     def name(self) -> str:
-        return self.config.get("name", "")
+        return self.config.name
+
+    @property
+    def recipes(self) -> dict:
+        """{modality: ModalityRecipe} of the video inputs."""
+        return dict(self.config.features.video)
 
     @property
     def dim(self) -> int:
-        """Size D of the joint space."""
+        """Size D of the joint space (of ``encode_text``'s rows)."""
         return self.text_projection.dim
 
     @property
+    def row_dim(self) -> int:
+        """Width of a stored video/frame row: D, or A + D (keys and values) for a frame-attention model."""
+        return self.dim + (self.attention.frame_proj.out_features if self.attention is not None else 0)
+
+    @property
     def is_pairwise(self) -> bool:
-        """True when video embeddings depend on the sentence (Torabi M3): no plain vector index."""
+        """True when video embeddings depend on the sentence (Torabi M3)."""
         return self.attention is not None
+
+    @property
+    def search_mode(self) -> str:
+        if self.is_pairwise:
+            return "pairwise"
+        return "ann" if self.similarity_name == "cosine" else "scan"
 
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
-    # ---- encoding
-    def encode_text(self, text_batch: dict) -> torch.Tensor:
+    @property
+    def experts(self) -> dict[str, JointModel]:
+        """{name: joint model}: a joint model is its own single expert."""
+        return {self.name or "model": self}
+
+    @property
+    def fusion_kind(self) -> str:
+        """How expert scores combine: "none" (one expert), "score" or "rank" (rank depends on the direction)."""
+        return "none"
+
+    def weight(self, expert: str) -> float:
+        return 1.0
+
+    # ---- tensors (training)
+    def text_forward(self, text_batch: dict) -> torch.Tensor:
         """Caption embeddings [N, D] (unit norm) from a text batch."""
         x = text_batch["ids"] if "ids" in text_batch else text_batch["feats"]
         lengths = _lengths(text_batch, None, x)
         x = x.to(self.device) if x.dtype == torch.long else x.to(self.device, torch.float32)
         return self.text_projection(self.text_encoder(x, lengths.to(self.device)))
-
-    def encode_captions(self, captions: list[str]) -> torch.Tensor:
-        """Caption embeddings [N, D] straight from strings, through this model's text processor."""
-        if self.text_processor is None:
-            raise ConfigError("this model has no text processor")
-        return self.encode_text(self.text_processor(captions))
 
     def _modality(self, video_batch: dict, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         feats = video_batch["feats"]
@@ -127,7 +159,7 @@ class JointModel(nn.Module):
         lengths = _lengths(video_batch, name, feats)
         return feats.to(self.device, torch.float32), lengths.to(self.device)
 
-    def encode_video(self, video_batch: dict) -> torch.Tensor | FrameStates:
+    def video_forward(self, video_batch: dict) -> torch.Tensor | FrameStates:
         """Video embeddings [M, D] (unit norm); ``FrameStates`` for a frame-attention model."""
         if self.attention is not None:
             name = self.modalities[0]
@@ -136,6 +168,118 @@ class JointModel(nn.Module):
             return FrameStates(self.attention.keys(h), self.video_projection.linear(h), lengths.clamp_min(1))
         parts = [self.video_encoders[n](*self._modality(video_batch, n)) for n in self.modalities]
         return self.video_projection(torch.cat(parts, dim=-1))
+
+    # ---- numpy (the model interface)
+    @torch.inference_mode()
+    def encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
+        """Caption embeddings [N, D] (float32, unit norm) of ``texts``. ``cached``: read (and keep) the captions'
+        MiniLM token features in the cache (``reelsearch.features.caches.caption_features``), as evaluation does
+        for captions it sees every epoch."""
+        if isinstance(texts, str):
+            texts = [texts]
+        texts = list(texts)
+        if self.text_processor is None:
+            raise ConfigError(f"model {self.name!r} has no text processor")
+        features = None
+        if cached:
+            from reelsearch.features.caches import caption_features
+
+            features = caption_features(texts, self.text_processor, progress=False)
+        was_training = self.training
+        self.eval()
+        out = []
+        for i in range(0, len(texts), batch_size):
+            chunk = texts[i:i + batch_size]
+            if features is not None:
+                batch = self.text_processor.from_features(features[i:i + batch_size])
+            else:
+                batch = self.text_processor(chunk)
+            out.append(self.text_forward(batch).float().cpu().numpy())
+        self.train(was_training)
+        return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
+
+    @torch.inference_mode()
+    def _embed_feature_batch(self, items: list[dict], frames: bool = True) -> VideoEmbeddings:
+        """Rows of several videos from their feature dicts {modality: [T, D]}: the video row (all frames) and one
+        row per frame (each frame alone as a one-frame video; frame-attention models: keys and values)."""
+        was_training = self.training
+        self.eval()
+        for item in items:
+            missing = [m for m in self.modalities if m not in item]
+            if missing:
+                raise ConfigError(f"model {self.name!r} reads {self.modalities}; features lack {missing}")
+        whole = {"feats": {}, "lengths": {}}
+        for m in self.modalities:
+            whole["feats"][m], whole["lengths"][m] = pad_sequences([item[m] for item in items])
+        if self.attention is not None:
+            states = self.video_forward(whole)
+            frames = [torch.cat([states.keys[i, :n], states.values[i, :n]], 1).float().cpu().numpy()
+                      for i, n in enumerate(states.lengths.tolist())]
+            video = np.stack([f.mean(0) for f in frames])
+        else:
+            video = self.video_forward(whole).float().cpu().numpy()
+            frames = self._frame_rows(items) if frames else [None] * len(items)
+        self.train(was_training)
+        return VideoEmbeddings(video.astype(np.float32), frames)
+
+    def _frame_rows(self, items: list[dict]) -> list[np.ndarray]:
+        """Each frame of each video embedded alone. Modalities with as many rows as the first one are taken frame
+        by frame; any other (e.g. audio over the whole clip) is given whole to every frame."""
+        ref = self.modalities[0]
+        counts = [len(item[ref]) for item in items]
+        batch = {"feats": {}, "lengths": {}}
+        for m in self.modalities:
+            seqs = []
+            for item, t in zip(items, counts):
+                x = np.asarray(item[m], np.float32)
+                seqs += [x[j:j + 1] for j in range(t)] if len(x) == t else [x] * t
+            batch["feats"][m], batch["lengths"][m] = pad_sequences(seqs)
+        rows = self.video_forward(batch).float().cpu().numpy()
+        return list(np.split(rows, np.cumsum(counts)[:-1]))
+
+    def _states(self, frames: list[np.ndarray]) -> FrameStates:
+        """FrameStates of a frame-attention model from stored frame rows [T_i, A + D]."""
+        padded, lengths = pad_sequences(frames)
+        a = self.row_dim - self.dim
+        padded = padded.to(self.device)
+        return FrameStates(padded[:, :, :a], padded[:, :, a:], lengths.to(self.device))
+
+    @torch.inference_mode()
+    def score(self, text, video, axis: int = 1) -> np.ndarray:
+        """Similarity [N, M] of caption embeddings ``text`` [N, D] and videos (VideoEmbeddings, or rows [M, D] for
+        a model without frame attention). ``axis`` is for mixtures' rank fusion; a joint model ignores it."""
+        t = torch.as_tensor(np.asarray(text, np.float32), device=self.device)
+        if self.attention is not None:
+            if not isinstance(video, VideoEmbeddings):
+                raise ConfigError(f"model {self.name!r} attends over frames: score needs VideoEmbeddings")
+            return self.similarity(t, self._states(video.frames)).float().cpu().numpy()
+        v = torch.as_tensor(as_rows(video), device=self.device)
+        return self.similarity(t, v).float().cpu().numpy()
+
+    def expert_scores(self, text, video) -> dict[str, np.ndarray]:
+        """{name: [N, M]}: a joint model is its own single expert."""
+        (name,) = self.experts
+        return {name: self.score(text, video)}
+
+    def fuse(self, scores: dict[str, np.ndarray], axis: int = 1) -> np.ndarray:
+        """The one matrix of ``expert_scores`` (a joint model has nothing to fuse)."""
+        (matrix,) = scores.values()
+        return np.asarray(matrix, np.float32)
+
+    @torch.inference_mode()
+    def frame_scores(self, text_row, frames: np.ndarray) -> np.ndarray:
+        """[T]: each frame's match with one caption (per-frame similarity; attention weights for M3)."""
+        t = torch.as_tensor(np.asarray(text_row, np.float32).reshape(1, -1), device=self.device)
+        if self.attention is not None:
+            states = self._states([frames])
+            return self.attention.weights(t, states.keys, states.lengths)[0, 0].float().cpu().numpy()
+        return self.similarity(t, torch.as_tensor(as_rows(frames), device=self.device))[0].cpu().numpy()
+
+    def ann_query(self, text: np.ndarray) -> np.ndarray:
+        """Query rows whose inner product with stored rows is the score (``search_mode == "ann"`` only)."""
+        if self.search_mode != "ann":
+            raise ConfigError(f"model {self.name!r} is searched by {self.search_mode}, not by inner product")
+        return np.asarray(text, np.float32)
 
     # ---- similarity
     def _pair_similarity(self, c: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -183,12 +327,14 @@ class JointModel(nn.Module):
         return torch.cat(rows, dim=0)
 
     def forward(self, text_batch: dict, video_batch: dict) -> torch.Tensor:
-        """Similarity matrix [N, M] of a text batch against a video batch."""
-        return self.similarity(self.encode_text(text_batch), self.encode_video(video_batch))
+        """Similarity matrix [N, M] of a text batch against a video batch (tensors, with gradients)."""
+        return self.similarity(self.text_forward(text_batch), self.video_forward(video_batch))
+
 
     # ---- persistence
     def save(self, directory: str | Path) -> Path:
-        """Write ``config.json`` (config + text processor state, vocabulary included) and ``model.safetensors``."""
+        """Write ``config.json`` (the config, its recipe and the vocabulary) and ``model.safetensors``; an adapted
+        text encoder is copied into the folder, so the checkpoint is self-contained."""
         from safetensors.torch import save_file
 
         directory = Path(directory)
@@ -196,29 +342,33 @@ class JointModel(nn.Module):
         state = {k: t.detach().cpu().contiguous() for k, t in self.state_dict().items()}
         with atomic_path(directory / WEIGHTS_FILE) as tmp:
             save_file(state, str(tmp), metadata={"format": FORMAT})
-        processor = self.text_processor.state() if self.text_processor is not None else None
-        if processor and processor.get("model_dir"):  # an adapted text encoder travels with the checkpoint
+        config = config_to_dict(self.config)
+        if self.config.features.text.adapted:
             from reelsearch.text.mlm import bundle_encoder
 
-            processor["model_dir"] = bundle_encoder(processor["model_dir"], directory)
-        atomic_write_json(directory / CONFIG_FILE,
-                          {"format": FORMAT, "version": 1, "config": self.config, "text_processor": processor})
+            config["features"]["text"]["encoder"] = bundle_encoder(self.config.features.text.encoder, directory)
+        vocab = self.text_processor.words if isinstance(self.text_processor, VocabTextProcessor) else None
+        atomic_write_json(directory / CONFIG_FILE, {"format": FORMAT, "version": self.config.version,
+                                                    "config": config, "vocabulary": vocab})
         return directory
 
     @classmethod
     def load(cls, directory: str | Path, map_location: str | torch.device = "cpu") -> JointModel:
-        """Load a model written by ``save`` (in eval mode)."""
+        """Load a model written by ``save`` (in eval mode); version-1 folders are read too."""
         from safetensors.torch import load_file
 
         directory = Path(directory)
         meta = read_model_json(directory / CONFIG_FILE, FORMAT)
-        if (meta.get("text_processor") or {}).get("model_dir"):
-            encoder_dir = directory / meta["text_processor"]["model_dir"]
+        config_dict, vocab = _stored_config(meta)
+        text = config_dict.get("features", {}).get("text", {})
+        if text.get("encoder") and text["encoder"] != MINILM_PACKAGE:  # a bundled adapted encoder
+            encoder_dir = directory / text["encoder"]
             if not (encoder_dir / "modules.json").is_file():
                 raise DataFormatError(encoder_dir, "missing: the model's adapted text encoder folder")
-            meta["text_processor"]["model_dir"] = str(encoder_dir.resolve())
-        processor = text_processor_from_state(meta["text_processor"]) if meta.get("text_processor") else None
-        model = cls(meta["config"], processor)
+            text["encoder"] = str(encoder_dir.resolve())
+        config = config_from_dict(config_dict, str(directory / CONFIG_FILE))
+        processor = VocabTextProcessor(vocab, min_count=config.features.text.min_count) if vocab else None
+        model = cls(config, processor)
         weights = directory / WEIGHTS_FILE
         if not weights.is_file():
             raise DataFormatError(weights, "missing model weights")
@@ -231,6 +381,42 @@ class JointModel(nn.Module):
         except RuntimeError as exc:
             raise DataFormatError(weights, f"weights do not fit the config: {exc}") from exc
         return model.to(map_location).eval()
+
+
+def _checked_processor(processor: TextProcessor | None, config: ModelConfig) -> TextProcessor:
+    """``processor`` if it gives the text inputs the recipe names; ConfigError otherwise."""
+    recipe = config.features.text
+    if processor is None:
+        raise ConfigError(f"model {config.name!r} learns its vocabulary: pass a VocabTextProcessor "
+                          "(VocabTextProcessor.build(training captions))")
+    if processor.kind != recipe.kind:
+        raise ConfigError(f"model {config.name!r} reads {recipe.kind!r} text, got a {processor.kind!r} processor")
+    if recipe.kind == "minilm" and getattr(processor, "layer", None) != recipe.layer:
+        def name(k):
+            return "the last layer" if k is None else f"layer {k}"
+
+        raise ConfigError(f"model {config.name!r} reads MiniLM features after {name(recipe.layer)}; the text "
+                          f"processor gives {name(processor.layer)} (MiniLMTextProcessor(layer=...))")
+    if recipe.kind == "minilm":
+        given = Path(processor.model_dir).resolve() if processor.model_dir else None
+        wanted = Path(recipe.encoder).resolve() if recipe.adapted else None
+        if given != wanted:
+            raise ConfigError(f"model {config.name!r} reads MiniLM features of {wanted or 'the package model'}; the "
+                              f"text processor runs {given or 'the package model'}")
+    return processor
+
+
+def _stored_config(meta: dict) -> tuple[dict, list[str] | None]:
+    """(version-2 config dict, vocabulary) of a config.json, version 1 (``text_processor`` state) or 2."""
+    from reelsearch.config.schema import migrate_v1
+
+    if meta.get("version", 1) >= 2:
+        return meta["config"], meta.get("vocabulary")
+    config = json.loads(json.dumps(meta["config"]))
+    state = meta.get("text_processor") or {}
+    if state.get("model_dir"):
+        config.setdefault("model", {}).setdefault("text", {})["encoder_dir"] = state["model_dir"]
+    return migrate_v1(config), state.get("words")
 
 
 def read_model_json(path: Path, expected_format: str) -> dict:

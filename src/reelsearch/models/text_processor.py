@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
+import numpy as np
 import torch
 
 from reelsearch.errors import ConfigError
@@ -45,8 +46,9 @@ class TextProcessor:
     def __call__(self, captions: Sequence[str]) -> dict:
         raise NotImplementedError
 
-    def state(self) -> dict:
-        return {"kind": self.kind}
+    def from_features(self, rows: Sequence) -> dict:
+        """A text batch from precomputed per-caption inputs (only processors whose inputs can be cached)."""
+        raise ConfigError(f"{self.kind} text inputs are not precomputed")
 
     @property
     def vocab_size(self) -> int | None:
@@ -126,8 +128,6 @@ class VocabTextProcessor(TextProcessor):
             ids[i, : len(s)] = torch.tensor(s)
         return {"ids": ids, "lengths": lengths}
 
-    def state(self) -> dict:
-        return {"kind": self.kind, "min_count": self.min_count, "words": self.words}
 
 
 class MiniLMTextProcessor(TextProcessor):
@@ -151,25 +151,21 @@ class MiniLMTextProcessor(TextProcessor):
         return self._encoder
 
     def __call__(self, captions: Sequence[str]) -> dict:
-        rows = [torch.as_tensor(f, dtype=torch.float32)
-                for f in self.encoder.token_features(list(captions), layer=self.layer)]
-        feats, lengths = pad_features(rows, self.dim)
+        return self.from_features(self.encoder.token_features(list(captions), layer=self.layer))
+
+    def from_features(self, rows: Sequence) -> dict:
+        """The batch of token features [L_i, dim] computed earlier (e.g. cached for training)."""
+        feats, lengths = pad_features([torch.as_tensor(np.asarray(f, dtype=np.float32)) for f in rows], self.dim)
         mask = torch.arange(feats.size(1))[None, :] < lengths[:, None]
         return {"feats": feats, "lengths": lengths, "mask": mask}
 
-    def state(self) -> dict:
-        return {"kind": self.kind, "dim": self.dim, **({"model_dir": self.model_dir} if self.model_dir else {}),
-                **({"layer": self.layer} if self.layer is not None else {})}
 
-
-def text_processor_from_state(state: dict) -> TextProcessor:
-    """Rebuild a processor from ``state()`` (as stored in a model's config.json)."""
-    kind = state.get("kind")
-    if kind == "glove":
+def processor_for_recipe(recipe) -> TextProcessor:
+    """The processor of a GloVe or MiniLM text recipe (``reelsearch.config.TextRecipe``); a vocab processor is built
+    from training captions (``VocabTextProcessor.build``) or a saved word list instead."""
+    if recipe.kind == "glove":
         return GloveTextProcessor()
-    if kind == "vocab":
-        return VocabTextProcessor(state["words"], min_count=state.get("min_count", 1))
-    if kind == "minilm":
-        return MiniLMTextProcessor(dim=state.get("dim", 384), model_dir=state.get("model_dir"),
-                                   layer=state.get("layer"))
-    raise ConfigError(f"unknown text processor kind {kind!r}")
+    if recipe.kind == "minilm":
+        return MiniLMTextProcessor(dim=recipe.dim or 384, model_dir=recipe.encoder if recipe.adapted else None,
+                                   layer=recipe.layer)
+    raise ConfigError("a vocab text recipe needs its word list: VocabTextProcessor.build(captions) or the saved words")

@@ -1,11 +1,10 @@
 """Text-to-video search and video-to-text annotation over a library index, with one model.
 
-``Searcher(index_dir, model)`` indexes files (decode -> appearance features -> model embeddings), answers
+``Searcher(index_dir, model)`` indexes files (the model's feature recipe -> its embeddings), answers
 queries with ranked videos and their best moments, and ranks captions for a video.
 """
 
-from reelsearch.search.embed import MediaEmbedder, VectorLayout
+from reelsearch.search.embed import MediaEmbedder
 from reelsearch.search.searcher import MAX_QUERY_CHARS, QueryError, Searcher, check_query, read_captions
 
-__all__ = ["MAX_QUERY_CHARS", "MediaEmbedder", "QueryError", "Searcher", "VectorLayout", "check_query",
-           "read_captions"]
+__all__ = ["MAX_QUERY_CHARS", "MediaEmbedder", "QueryError", "Searcher", "check_query", "read_captions"]

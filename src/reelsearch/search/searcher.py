@@ -35,26 +35,24 @@ def check_query(text: str) -> str:
 class Searcher:
     """Search a library of videos with sentences, and rank sentences for a video.
 
-    ``model``: a model directory, a training run, "default" (the bundled model) or a loaded JointModel /
-    MixtureOfExperts. ``index_dir`` defaults to the user's data directory. Methods are safe to call from several
-    threads (one lock around the model and the index).
+    ``model``: a model directory, a training run, "default" (the bundled model) or a loaded model (joint or
+    mixture). Media are decoded and their features extracted by the model's own feature recipe. ``index_dir``
+    defaults to the user's data directory. Methods are safe to call from several threads (one lock around the
+    model and the index).
     """
 
     def __init__(self, index_dir: str | Path | None = None, model="default", *, backend: str = "faiss",
-                 uri: str | None = None, device: str | None = None, interval: float = 0.5, max_frames: int = 64,
-                 extractors: dict[str, str] | None = None):
-        from reelsearch.search.embed import MediaEmbedder, VectorLayout
+                 uri: str | None = None, device: str | None = None):
+        from reelsearch.search.embed import MediaEmbedder
 
         if isinstance(model, (str, os.PathLike)):
             from reelsearch.models import load_model
 
             model = load_model(model)
         self.model = model.eval()
-        self.layout = VectorLayout(self.model)
-        self.embedder = MediaEmbedder(self.layout, interval=interval, max_frames=max_frames, device=device,
-                                      extractors=extractors)
+        self.embedder = MediaEmbedder(self.model, device=device)
         name = getattr(self.model, "name", "") or "model"
-        self.model_id = f"{name}@{self.layout.model_fingerprint()};{self.embedder.describe()}"
+        self.model_id = f"{name}@{self.model.fingerprint()};{self.embedder.describe()}"
         self.library = LibraryIndex(index_dir, backend=backend, uri=uri)
         self.lock = threading.RLock()
         self._embed_lock = threading.Lock()  # decoding + extraction of files that are not indexed
@@ -72,17 +70,26 @@ class Searcher:
 
     @property
     def mode(self) -> str:
-        """How queries are ranked: "ann", "scan", "rank" or "pairwise" (see VectorLayout.mode)."""
-        return self.layout.mode
+        """How queries are ranked: "ann", "scan", "rank" or "pairwise" (``model.search_mode``)."""
+        return self.model.search_mode
+
+    @property
+    def experts(self) -> list[str]:
+        """Names of the model's experts (one for a joint model)."""
+        return list(self.model.experts)
 
     def stale(self) -> bool:
         """True when the index holds embeddings of another model (re-run ``index`` to replace them)."""
         return self.library.model_id is not None and self.library.model_id != self.model_id
 
+    def encode_query(self, texts: list[str]) -> np.ndarray:
+        """The model's caption embeddings of ``texts`` [N, Dt]."""
+        return self.model.encode_text(list(texts))
+
     def warm_up(self) -> None:
         """Load what the first query would load lazily (e.g. the MiniLM text model), so it is not slow."""
-        with self.lock, torch.no_grad():
-            self.layout.encode_query(["warm up"])
+        with self.lock:
+            self.encode_query(["warm up"])
 
     # -- indexing -----------------------------------------------------------------------------------------
     def index(self, paths: Iterable[str | os.PathLike], progress: bool = True) -> SyncReport:
@@ -109,90 +116,72 @@ class Searcher:
             if self.stale():
                 raise ReelsearchError(f"{self.library.dir}: the index holds embeddings of another model "
                                       f"({self.library.model_id}); re-run `reelsearch index` with this model")
-            queries = self.layout.encode_query([text])
-            mode = self.layout.mode
+            query = self.encode_query([text])
+            mode = self.mode
             if mode == "ann":
-                q = torch.cat([e.weight * c[0] for e, c in zip(self.layout.experts, queries)]).numpy()
-                hits = self.library.search(q, k, frame_scores=True)
+                hits = self.library.search(self.model.ann_query(query)[0], k, frame_scores=True)
             elif mode == "scan":
-                q = torch.cat([c[0] for c in queries]).numpy()
-                fn = self._fused_score_fn()
-                hits = self.library.search(q, k, score_fn=fn, frame_scores=True)
+                hits = self.library.search(query[0], k, score_fn=self.model.score, frame_scores=True)
             elif mode == "rank":
-                hits = self._search_rank(queries, k)
+                hits = self._search_rank(query, k)
             else:
-                hits = self._search_pairwise(queries[0], k)
-            return [self._result(h, queries, frames) for h in hits]
+                hits = self._search_pairwise(query, k)
+            return [self._result(h, query, frames) for h in hits]
 
-    def _fused_score_fn(self):
-        layout = self.layout
-
-        def score(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-            return layout.fuse(layout.expert_scores(layout.split(q), v))
-
-        return score
-
-    def _search_rank(self, queries: list[torch.Tensor], k: int) -> list[Hit]:
+    def _search_rank(self, query: np.ndarray, k: int) -> list[Hit]:
         """Rank fusion needs each expert's rank among *all* videos: score every stored vector, then fuse."""
         ids: list[str] = []
-        per_expert: list[list[np.ndarray]] = [[] for _ in self.layout.experts]
-        vectors = self.library.vectors
-        for chunk_ids, rows in vectors.iter_chunks():
+        per_expert: dict[str, list[np.ndarray]] = {}
+        for chunk_ids, rows in self.library.vectors.iter_chunks():
             ids += list(chunk_ids)
-            for acc, s in zip(per_expert, self.layout.expert_scores(queries, rows)):
-                acc.append(s)
+            for name, s in self.model.expert_scores(query, rows).items():
+                per_expert.setdefault(name, []).append(s)
         if not ids:
             return []
-        fused = self.layout.fuse([np.concatenate(a, axis=1) for a in per_expert], axis=1)
+        fused = self.model.fuse({n: np.concatenate(a, axis=1) for n, a in per_expert.items()}, axis=1)
         idx, scores = top_k(fused, k)
-        return [self._hit(ids[i], float(s), queries) for i, s in zip(idx[0], scores[0])]
+        return [self._hit(ids[i], float(s), query) for i, s in zip(idx[0], scores[0])]
 
-    def _search_pairwise(self, query: torch.Tensor, k: int) -> list[Hit]:
+    def _search_pairwise(self, query: np.ndarray, k: int) -> list[Hit]:
         """Sentence-conditioned frame attention (Torabi M3): exact, every video's frames, in blocks."""
-        model = self.layout.experts[0].model
+        from reelsearch.models.interface import VideoEmbeddings
+
         ids = [i for chunk, _ in self.library.vectors.iter_chunks() for i in chunk]
         best_ids: list[str] = []
         best = np.empty((1, 0), np.float32)
         for start in range(0, len(ids), SCAN_VIDEOS):
             block = [str(i) for i in ids[start:start + SCAN_VIDEOS]]
             media = [self.library.media(i) for i in block]
-            states = self.layout.states([m.frame_vectors for m in media])
-            s = model.similarity(query, states).float().numpy()  # [1, n]
-            merged = np.concatenate([best, s], axis=1)
+            videos = VideoEmbeddings(np.stack([m.video_vector for m in media]), [m.frame_vectors for m in media])
+            merged = np.concatenate([best, self.model.score(query, videos)], axis=1)
             idx, _ = top_k(merged, k)
             pool = best_ids + block
             best_ids = [pool[i] for i in idx[0]]
             best = np.take_along_axis(merged, idx, axis=1)
-        return [self._hit(i, float(s), [query]) for i, s in zip(best_ids, best[0])]
+        return [self._hit(i, float(s), query) for i, s in zip(best_ids, best[0])]
 
-    def _frame_scores(self, queries: list[torch.Tensor], media: EmbeddedMedia) -> np.ndarray:
-        """Per-frame scores [T] of one video: the fused similarity of each frame, or (pairwise) the attention."""
-        if self.layout.pairwise:
-            model = self.layout.experts[0].model
-            states = self.layout.states([media.frame_vectors])
-            return model.attention_weights(queries[0], states)[0, 0].float().numpy()
-        return self.layout.fuse(self.layout.expert_scores(queries, media.frame_vectors), axis=1)[0]
-
-    def _hit(self, id_: str, score: float, queries: list[torch.Tensor]) -> Hit:
+    def _hit(self, id_: str, score: float, query: np.ndarray) -> Hit:
         record = self.library.video(id_)
         media = self.library.media(id_)
-        fs = self._frame_scores(queries, media)
+        fs = self.model.frame_scores(query[0], media.frame_vectors)
         best = int(np.argmax(fs))
         return Hit(id=id_, path=record.path, score=score, moment=float(media.timestamps[best]), frame=best,
                    duration=record.duration, frame_scores=fs)
 
-    def _result(self, hit: Hit, queries: list[torch.Tensor], frames: bool) -> dict:
+    def _result(self, hit: Hit, query: np.ndarray, frames: bool) -> dict:
         out = {"id": hit.id, "path": hit.path, "score": float(hit.score), "moment": float(hit.moment),
                "frame": int(hit.frame), "duration": hit.duration}
-        if frames or len(self.layout.experts) > 1:
+        several = len(self.experts) > 1
+        if frames or several:
             media = self.library.media(hit.id)
             if frames:
-                fs = hit.frame_scores if hit.frame_scores is not None else self._frame_scores(queries, media)
+                fs = hit.frame_scores if hit.frame_scores is not None else \
+                    self.model.frame_scores(query[0], media.frame_vectors)
                 out["frames"] = [{"index": i, "t": float(t), "score": float(s)}
                                  for i, (t, s) in enumerate(zip(media.timestamps, fs))]
-            if len(self.layout.experts) > 1:
-                per = self.layout.expert_scores(queries, media.video_vector[None])
-                out["experts"] = {e.name: float(s[0, 0]) for e, s in zip(self.layout.experts, per)}
+            if several:
+                per = self.model.expert_scores(query, media.video_vector[None])
+                out["experts"] = {name: float(s[0, 0]) for name, s in per.items()}
         return out
 
     # -- video -> text ------------------------------------------------------------------------------------
@@ -210,7 +199,7 @@ class Searcher:
             if not os.path.isfile(path):
                 raise ReelsearchError(f"{path}: no such file")
             with self._embed_lock, torch.no_grad():
-                media = self.embedder(path).checked(self.layout.dim)
+                media = self.embedder(path).checked(self.model.row_dim)
         return self.annotate_media(media, captions)
 
     def annotate_id(self, id_: str, captions: Sequence[str]) -> list[dict]:
@@ -222,14 +211,12 @@ class Searcher:
 
     def annotate_media(self, media: EmbeddedMedia, captions: Sequence[str]) -> list[dict]:
         """``captions`` ranked for an embedded video (the model's own similarity; mixtures fuse per caption)."""
+        from reelsearch.models.interface import VideoEmbeddings
+
         captions = self._check_captions(captions)
         with self.lock, torch.no_grad():
-            queries = self.layout.encode_query(captions)
-            if self.layout.pairwise:
-                model = self.layout.experts[0].model
-                scores = model.similarity(queries[0], self.layout.states([media.frame_vectors])).float().numpy()
-            else:
-                scores = self.layout.fuse(self.layout.expert_scores(queries, media.video_vector[None]), axis=0)
+            video = VideoEmbeddings(np.asarray(media.video_vector, np.float32)[None], [media.frame_vectors])
+            scores = self.model.score(self.encode_query(captions), video, axis=0)
         column = np.asarray(scores, np.float64)[:, 0]
         order = sorted(range(len(captions)), key=lambda i: (-column[i], i))
         return [{"caption": captions[i], "score": float(column[i])} for i in order]
@@ -259,7 +246,6 @@ class Searcher:
         for c in out:
             check_query(c)
         return out
-
 
 def read_captions(path: str | Path) -> list[str]:
     """Captions from a text file, one per line (blank lines skipped)."""

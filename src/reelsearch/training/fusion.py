@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from reelsearch.errors import ReelsearchError
 
@@ -23,7 +22,7 @@ DEFAULT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
 def gather_experts(checkpoints: Sequence[str | Path]) -> tuple[dict, dict]:
     """(experts {name: JointModel}, weights {name: w}) of the ``checkpoints``; names from their folders."""
-    from reelsearch.models import JointModel, MixtureOfExperts, load_model, resolve_checkpoint
+    from reelsearch.models import JointModel, load_model, resolve_checkpoint
 
     experts, weights = {}, {}
 
@@ -37,53 +36,27 @@ def gather_experts(checkpoints: Sequence[str | Path]) -> tuple[dict, dict]:
         directory = resolve_checkpoint(ckpt)
         name = directory.parent.name if directory.name in ("best", "last") else directory.name
         model = load_model(directory)
-        if isinstance(model, MixtureOfExperts):
-            if model.fusion["kind"] != "score":
-                raise ReelsearchError(f"{ckpt}: a {model.fusion['kind']}-fused mixture cannot be nested; "
-                                      "pass its experts (CHECKPOINT/experts/NAME) instead")
-            for k, e in model.experts.items():
-                add(k, e, float(model.fusion["weights"][k]))
-        else:
-            add(name, model, 1.0)
+        if model.fusion_kind == "rank":
+            raise ReelsearchError(f"{ckpt}: a rank-fused mixture cannot be nested; pass its experts "
+                                  "(CHECKPOINT/experts/NAME) instead")
+        for k, e in model.experts.items():  # a joint model is its own single expert, named after its folder
+            add(k if model.fusion_kind == "score" else name, e, model.weight(k))
     if len(experts) < 2:
         raise ReelsearchError("fusion needs at least two experts")
     return experts, weights
 
 
-def expert_matrices(moe, ctx, split: str, device: str | None = None, progress: bool = True):
-    """Each expert's [captions x videos] similarity matrix on ``split`` and the caption -> video map."""
-    from reelsearch.train.session import resolve_device, split_pairs
-    from reelsearch.train.trainer import embed_and_score
-
-    dev = resolve_device(device)
-    sims, cap2vid = {}, None
-    for name, expert in moe.experts.items():
-        expert.to(dev)
-        data = split_pairs(expert, ctx, split, str(dev), progress)
-        if cap2vid is not None and not np.array_equal(cap2vid, data.cap2vid):
-            raise ReelsearchError(f"experts see different {split} items (features missing for some modality); "
-                                  "extract every expert's modalities for all items")
-        cap2vid = data.cap2vid
-        sims[name] = torch.as_tensor(embed_and_score(expert, data, dev))
-    return sims, cap2vid
-
-
-def fused_metrics(moe, sims: dict, cap2vid: np.ndarray) -> dict:
-    """Both-direction metrics of the mixture's fusion of precomputed expert matrices."""
-    from reelsearch.evaluation import retrieval_metrics
-
-    t2v = retrieval_metrics(moe.fuse(sims, axis=1).numpy(), cap2vid)
-    v2t = retrieval_metrics(moe.fuse(sims, axis=0).numpy(), cap2vid) if moe.fusion["kind"] == "rank" else t2v
-    res = {"t2v": t2v["t2v"], "v2t": v2t["v2t"]}
-    res["RSum"] = sum(res[d][k] for d in ("t2v", "v2t") for k in ("R@1", "R@5", "R@10"))
-    return res
-
-
 def tune_weights(moe, sims: dict, cap2vid: np.ndarray, grid: Sequence[float] = DEFAULT_GRID,
                  progress: bool = True) -> tuple[dict, list[dict]]:
-    """Grid-search the fusion weights (the first expert's fixed at 1) for the best RSum; returns (best weights,
-    every trial as {"weights", "RSum"}). Ties keep the earlier trial."""
+    """Grid-search the fusion weights (the first expert's fixed at 1) for the best RSum on precomputed expert
+    matrices; returns (best weights, every trial as {"weights", "RSum"}). Ties keep the earlier trial. The mixture's
+    own weights are left as they were."""
+    from dataclasses import replace
+
     from tqdm import tqdm
+
+    from reelsearch.evaluation.evaluator import fused_metrics
+    from reelsearch.models import MixtureOfExperts
 
     names = list(moe.experts)
     trials, best = [], None
@@ -91,12 +64,12 @@ def tune_weights(moe, sims: dict, cap2vid: np.ndarray, grid: Sequence[float] = D
     for combo in tqdm(combos, desc="tuning fusion weights", unit="trial", disable=not progress, leave=False):
         if not any(combo):
             continue  # the first expert alone is not a fusion
-        moe.fusion["weights"] = dict(zip(names, (1.0, *combo)))
-        rsum = fused_metrics(moe, sims, cap2vid)["RSum"]
-        trials.append({"weights": dict(moe.fusion["weights"]), "RSum": rsum})
+        weights = dict(zip(names, (1.0, *combo)))
+        trial = MixtureOfExperts(dict(moe.experts), replace(moe.fusion, weights=weights), moe.name)
+        rsum = fused_metrics(trial, sims, cap2vid)["RSum"]
+        trials.append({"weights": weights, "RSum": rsum})
         if best is None or rsum > best["RSum"]:
             best = trials[-1]
-    moe.fusion["weights"] = dict(best["weights"])
     return dict(best["weights"]), trials
 
 
@@ -104,34 +77,37 @@ def fuse(checkpoints: Sequence[str | Path], out: Path, kind: str = "score", weig
          normalize: str = "none", data: str | None = None, split: str | None = None, features: Path | None = None,
          tune: bool = False, device: str | None = None, progress: bool = True, **data_options) -> dict:
     """Build (and with ``data``, evaluate or ``tune``) the mixture of ``checkpoints``; save it to ``out``."""
+    from reelsearch.config.schema import FusionConfig
+    from reelsearch.config.typed import to_dict
     from reelsearch.evaluation import retrieval_metrics
+    from reelsearch.evaluation.evaluator import RetrievalEvaluator, fused_metrics
     from reelsearch.io import atomic_write_json
     from reelsearch.models import MixtureOfExperts
-    from reelsearch.train.session import open_eval_split
+    from reelsearch.training.run import model_pairs, open_eval_split, resolve_device
 
     experts, default_weights = gather_experts(checkpoints)
     if weights is not None:
         if len(weights) != len(experts):
             raise ReelsearchError(f"{len(weights)} weights for {len(experts)} experts ({', '.join(experts)})")
         default_weights = dict(zip(experts, map(float, weights)))
-    fusion = {"kind": kind, "weights": default_weights}
-    if normalize != "none":
-        fusion["normalize"] = normalize
-    moe = MixtureOfExperts(experts, fusion, name=Path(out).name,
-                           features={"video": sorted({m for e in experts.values() for m in e.modalities})})
-    report: dict = {"experts": list(experts), "fusion": fusion}
+    moe = MixtureOfExperts(experts, FusionConfig(kind, default_weights, normalize), name=Path(out).name)
+    report: dict = {"experts": list(experts), "fusion": to_dict(moe.fusion)}
     if tune and data is None:
         raise ReelsearchError("--tune needs --data (the split to tune the weights on)")
     if data is not None:
-        ctx, split = open_eval_split(data, split, features, **data_options)
-        sims, cap2vid = expert_matrices(moe, ctx, split, device, progress)
-        report["experts_alone"] = {k: retrieval_metrics(sims[k].numpy(), cap2vid) for k in experts}
+        source, split = open_eval_split(data, split, features, **data_options)
+        dev = resolve_device(device)
+        evaluator = RetrievalEvaluator(model_pairs(moe.to(dev), source, split, str(dev), progress), progress=progress)
+        sims = evaluator.expert_scores(moe)
+        cap2vid = evaluator.pairs.cap2vid
+        report["experts_alone"] = {k: retrieval_metrics(sims[k], cap2vid) for k in experts}
         if tune:
-            _, trials = tune_weights(moe, sims, cap2vid, progress=progress)
+            best, trials = tune_weights(moe, sims, cap2vid, progress=progress)
+            moe = MixtureOfExperts(experts, FusionConfig(kind, best, normalize), name=moe.name)
             report["trials"] = len(trials)
-        report["fusion"] = dict(moe.fusion)
+        report["fusion"] = to_dict(moe.fusion)
         report["result"] = fused_metrics(moe, sims, cap2vid)
-        report["data"], report["split"] = f"{ctx.fmt}:{ctx.root}", split
+        report["data"], report["split"] = source.label, split
     out = Path(out)
     moe.save(out)
     atomic_write_json(out / "fusion.json", report)

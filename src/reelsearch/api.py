@@ -1,0 +1,68 @@
+"""The public Python API (``import reelsearch``), in the style of sentence-transformers and open_clip::
+
+    import reelsearch
+    model = reelsearch.load("default")                      # the bundled model, or a model/run directory
+    text = model.encode_text(["a dog catches a frisbee"])   # numpy [1, D]
+    video = model.encode_video(["clip.mp4"])                # decoded + extracted with the model's own recipe
+    scores = model.score(text, video)                       # [1, 1], the model's similarity
+    reelsearch.list_models()                                # architectures (named configs)
+    reelsearch.list_pretrained()                            # weights that ship with the package, with their metrics
+    with reelsearch.Searcher("my-index") as s: s.index(["videos/"]); s.search("a dog", k=5)
+    reelsearch.train("scde", "flickr8k:data/flickr8k", "runs/scde", overrides=["train.epochs=5"])
+
+Everything returns numpy arrays and runs in inference mode; see docs/python-api.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def load(name_or_path: str | Path = "default", device: str = "cpu"):
+    """A saved model, ready to use: ``"default"`` (the bundled one), a pretrained name from ``list_pretrained()``,
+    a model directory or a training run's directory (its ``best/``). Returns a JointModel or MixtureOfExperts."""
+    from reelsearch.models import load_model
+
+    pretrained = {p["name"]: p for p in list_pretrained()}
+    if str(name_or_path) in pretrained and not Path(name_or_path).exists():
+        name_or_path = pretrained[str(name_or_path)]["path"]
+    return load_model(name_or_path, map_location=device)
+
+
+def list_models() -> list[dict]:
+    """The named architectures ``create_model`` and ``reelsearch train`` accept: name, paper, kind, modalities."""
+    from reelsearch.config import MixtureConfig
+    from reelsearch.models.registry import list_models as names
+    from reelsearch.models.registry import model_config
+
+    out = []
+    for name in names():
+        cfg = model_config(name)
+        out.append({"name": name, "paper": cfg.paper, "kind": "mixture" if isinstance(cfg, MixtureConfig) else "joint",
+                    "modalities": cfg.modalities})
+    return out
+
+
+def list_pretrained() -> list[dict]:
+    """The weights that ship with the package: name, architecture, path, description and measured metrics."""
+    from importlib.resources import files
+
+    assets = Path(str(files("reelsearch") / "assets"))
+    entries = json.loads((assets / "pretrained.json").read_text(encoding="utf-8"))
+    return [{**e, "path": str(assets / e["path"])} for e in entries]
+
+
+def train(config, data, out, **options) -> dict:
+    """Train ``config`` (a named model, a YAML path or a config) on ``data`` ("FORMAT:ROOT", or a list of them) into
+    ``out``; options as ``reelsearch.training.run.train`` (``overrides``, ``features``, ``device``, ...)."""
+    from reelsearch.training.run import train as run
+
+    return run(config, data, out, **options)
+
+
+def evaluate(model, data: str, split: str | None = None, **options) -> dict:
+    """Both-direction retrieval metrics of ``model`` (loaded, or a path / "default") on a dataset split."""
+    from reelsearch.training.run import evaluate as run
+
+    return run(model, data, split=split, **options)

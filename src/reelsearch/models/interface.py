@@ -1,0 +1,119 @@
+"""The one interface of every reelsearch model (a ``JointModel`` or a ``MixtureOfExperts``), numpy in and out.
+
+    model.modalities                        video modalities it reads
+    model.recipes                           {modality: ModalityRecipe} of its inputs (a mixture: the union)
+    model.encode_text(texts) -> [N, Dt]     caption embeddings (inference mode, batched)
+    model.encode_video(videos) -> VideoEmbeddings
+                                            ``videos``: media paths (decoded and extracted by the model's
+                                            FeaturePipeline) or feature dicts {modality: [T, D]}
+    model.score(text, video) -> [N, M]      the model's own similarity (cosine, order, frame attention, fusion)
+    model.expert_scores(text, video)        {expert: [N, M]} (a joint model is its own single expert)
+    model.frame_scores(text_row, frames)    [T]: how well each frame alone matches one caption (the best moment)
+    model.search_mode                       how an index serves it: "ann" (inner product of ``ann_query`` with the
+                                            stored rows), "scan" (exact ``score`` over the rows), "rank" (rank fusion
+                                            needs every row) or "pairwise" (frame attention needs the frame rows)
+
+Rows: a video's row ``VideoEmbeddings.video[i]`` and its frame rows ``frames[i]`` are what an index stores; for a
+mixture they hold the experts' rows side by side; for a frame-attention model (Torabi M3) a frame row is the
+frame's attention key and projected value, and the video row their mean (bookkeeping only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from reelsearch.errors import ConfigError
+
+
+@dataclass
+class VideoEmbeddings:
+    """Embeddings of M videos: ``video`` [M, W] and ``frames`` (one [T_i, W] array per video); a mixture's also
+    keeps each expert's own (``parts``), and its ``frames[i]`` is None when the experts' frames do not line up
+    (features sampled differently per expert; media embedded through one pipeline always line up)."""
+
+    video: np.ndarray
+    frames: list[np.ndarray]
+    parts: dict[str, VideoEmbeddings] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.video)
+
+    def select(self, index) -> VideoEmbeddings:
+        """The videos at ``index`` (a slice or a sequence of positions)."""
+        idx = np.arange(len(self))[index]
+        return VideoEmbeddings(self.video[idx], [self.frames[i] for i in idx],
+                               {k: p.select(index) for k, p in self.parts.items()})
+
+    @classmethod
+    def concat(cls, pieces: list[VideoEmbeddings]) -> VideoEmbeddings:
+        """One VideoEmbeddings of several, in order."""
+        if len(pieces) == 1:
+            return pieces[0]
+        parts = {k: cls.concat([p.parts[k] for p in pieces]) for k in pieces[0].parts}
+        return cls(np.concatenate([p.video for p in pieces]), [f for p in pieces for f in p.frames], parts)
+
+
+def as_rows(video) -> np.ndarray:
+    """Video rows [M, W] from VideoEmbeddings or an array (float32, writable: torch can wrap them)."""
+    rows = video.video if isinstance(video, VideoEmbeddings) else video
+    return np.require(rows, np.float32, ["C", "W"])
+
+
+class EmbeddingModel:
+    """What JointModel and MixtureOfExperts share on top of their own ``_embed_feature_batch``."""
+
+    def feature_pipeline(self, device: str | None = None):
+        """The FeaturePipeline of this model's recipe (decode + extract), created once."""
+        pipe = getattr(self, "_pipeline", None)
+        if pipe is None:
+            from reelsearch.features.pipeline import FeaturePipeline
+
+            pipe = FeaturePipeline(self.recipes, device=device)
+            object.__setattr__(self, "_pipeline", pipe)
+        return pipe
+
+    def encode_video(self, videos, batch_size: int = 16, progress: bool = False,
+                     frames: bool = True) -> VideoEmbeddings:
+        """Video embeddings of media paths (decoded and extracted with the model's recipe) or feature dicts.
+
+        ``frames=False`` skips the per-frame rows where ranking does not need them (their list holds None).
+        A path that cannot be decoded raises a MediaError naming it; use ``reelsearch index`` to skip bad files.
+        """
+        from tqdm import tqdm
+
+        if isinstance(videos, (str, Path, dict)):
+            videos = [videos]
+        videos = list(videos)
+        pieces, batch = [], []
+        bar = tqdm(total=len(videos), desc="embedding videos", unit="video", disable=not progress, leave=False)
+        for item in videos:
+            if isinstance(item, (str, Path)):
+                item = self.feature_pipeline().extract(item).features
+            elif not isinstance(item, dict):
+                raise ConfigError(f"encode_video takes media paths or feature dicts, got {type(item).__name__}")
+            batch.append(item)
+            if len(batch) >= batch_size:
+                pieces.append(self._embed_feature_batch(batch, frames))
+                bar.update(len(batch))
+                batch = []
+        if batch:
+            pieces.append(self._embed_feature_batch(batch, frames))
+            bar.update(len(batch))
+        bar.close()
+        if not pieces:
+            raise ConfigError("encode_video: no videos given")
+        return VideoEmbeddings.concat(pieces)
+
+    def fingerprint(self) -> str:
+        """Short hash of every weight and of the feature recipes (changes whenever the embeddings would)."""
+        h = hashlib.sha256()
+        for key, tensor in sorted(self.state_dict().items()):
+            h.update(key.encode())
+            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        for name, recipe in sorted(self.recipes.items()):
+            h.update(f"{name}:{recipe.key}".encode())
+        return h.hexdigest()[:12]

@@ -1,0 +1,106 @@
+"""The public Python API: docs/python-api.md's examples run as written; `import reelsearch` stays light; the CLI's
+`models` and `--version`; a missing extra is named; importing reelsearch leaves the process's HF settings alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import shared_path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def code_blocks(markdown: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", markdown.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
+    shared_path("msrvtt", "clips", "video9770.mp4")
+    pytest.importorskip("efficientnet_lite_pytorch")
+    blocks = code_blocks(ROOT / "docs" / "python-api.md")
+    assert len(blocks) >= 6
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    namespace: dict = {}
+    for i, block in enumerate(blocks):
+        try:
+            exec(compile(block, f"docs/python-api.md block {i + 1}", "exec"), namespace)
+        except Exception as exc:  # say which block broke
+            raise AssertionError(f"docs/python-api.md block {i + 1} failed: {exc!r}\n{block}") from exc
+    out = capsys.readouterr().out
+    assert "(2, 512) (1, 512) (2, 1)" in out
+    assert "efficientnet-lite0" in out and "torabi-m1 joint" in out and "default reelsearch-default" in out
+    assert namespace["hits"][0]["path"].endswith(".mp4") and namespace["summary"]["epochs_run"] == 1
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+
+
+def test_import_is_light_and_names_resolve_lazily():
+    res = _python("import sys, reelsearch; print('torch' in sys.modules, reelsearch.__version__);"
+                  "print(sorted(n for n in dir(reelsearch) if not n.startswith('_')))")
+    assert res.returncode == 0, res.stderr
+    first, names = res.stdout.splitlines()
+    assert first.startswith("False ")
+    for name in ("load", "list_models", "list_pretrained", "Searcher", "train", "evaluate", "FeaturePipeline"):
+        assert name in names
+    import reelsearch
+
+    assert callable(reelsearch.load) and reelsearch.Searcher.__name__ == "Searcher"
+    with pytest.raises(AttributeError):
+        reelsearch.nonexistent  # noqa: B018
+
+
+def test_cli_version_and_models():
+    from reelsearch import __version__
+
+    res = subprocess.run([sys.executable, "-m", "reelsearch", "--version"], capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.strip() == f"reelsearch {__version__}"
+    res = subprocess.run([sys.executable, "-m", "reelsearch", "models", "--json"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    listing = json.loads(res.stdout)
+    import reelsearch
+
+    assert [a["name"] for a in listing["architectures"]] == [a["name"] for a in reelsearch.list_models()]
+    assert {"torabi-m3", "mithun-moe", "scde"} <= {a["name"] for a in listing["architectures"]}
+    default = next(p for p in listing["pretrained"] if p["name"] == "default")
+    assert Path(default["path"], "config.json").is_file() and default["metrics"]["flickr8k-dev"]["RSum"] > 0
+
+
+def test_a_missing_extra_is_named_not_a_traceback(tmp_path):
+    """Without the [text] extra (sentence-transformers), encoding text says which extra to install; through the CLI
+    the same message, exit status 2."""
+    code = ("import sys; sys.modules['sentence_transformers'] = None\n"
+            "import reelsearch\n"
+            "from reelsearch.errors import MissingExtraError\n"
+            "try:\n    reelsearch.load('default').encode_text(['a dog'])\n"
+            "except MissingExtraError as exc:\n    print('OK', exc)\n")
+    res = _python(code)
+    assert res.returncode == 0 and "OK" in res.stdout and "reelsearch[text]" in res.stdout, res.stdout + res.stderr
+    (tmp_path / "q.txt").write_text("a dog\n")
+    runner = ("import sys, runpy; sys.modules['sentence_transformers'] = None; sys.argv = ['reelsearch'] + "
+              "sys.argv[1:]; runpy.run_module('reelsearch', run_name='__main__')")
+    res = subprocess.run([sys.executable, "-c", runner, "annotate", str(shared_path("msrvtt", "clips",
+                          "video9770.mp4")), "--captions", str(tmp_path / "q.txt"), "--index", str(tmp_path / "i")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "pip install 'reelsearch[text]'" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_loading_minilm_leaves_the_processs_hub_settings_alone():
+    pytest.importorskip("sentence_transformers")
+    code = ("import os\nfrom reelsearch.text.minilm import MiniLMEncoder\n"
+            "e = MiniLMEncoder()\nprint(e.sentence_features(['a dog']).shape, os.environ.get('HF_HUB_OFFLINE'),"
+            " os.environ.get('TRANSFORMERS_OFFLINE'))")
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["(1,", "384)", "None", "None"]
