@@ -378,3 +378,35 @@ def test_missing_modality_is_reported():
         small("torabi-m1").encode_video([{"audio": np.zeros((2, 3), np.float32)}])
     with pytest.raises(ConfigError, match="media paths or feature dicts"):
         small("torabi-m1").encode_video([3])
+
+
+def test_version_1_model_folders_still_load(tmp_path):
+    """A folder saved by reelsearch 0.1 (config without a recipe, vocabulary in "text_processor") loads with the
+    recipe 0.1 extracted with (EfficientNet-Lite0 every 0.5 s, at most 64 frames, short side 256) and the same
+    outputs."""
+    from reelsearch.config.recipe import frame_recipe
+
+    torch.manual_seed(11)
+    model = small("torabi-m1").eval()
+    model.save(tmp_path / "v2")
+    meta = json.loads((tmp_path / "v2" / "config.json").read_text())
+    cfg = meta["config"]
+    text, video = cfg["model"]["text"], cfg["model"]["video"]
+    text["features"] = "vocab"
+    text["vocab_min_count"] = cfg["features"]["text"]["min_count"]
+    text["encoder"]["input_dim"] = text["encoder"]["embed_dim"]
+    video["modalities"], video["input_dims"] = ["appearance"], {"appearance": 1280}
+    cfg["train"]["early_stopping"] = {"metric": "rsum", "patience": cfg["train"]["early_stopping"]}
+    cfg["features"] = {"video": ["appearance"], "text": "vocab", "sampling": "every 10 frames"}
+    cfg.pop("version")
+    v1 = {"format": meta["format"], "version": 1, "config": cfg,
+          "text_processor": {"kind": "vocab", "min_count": 1, "words": meta["vocabulary"]}}
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v1" / "config.json").write_text(json.dumps(v1))
+    (tmp_path / "v1" / "model.safetensors").write_bytes((tmp_path / "v2" / "model.safetensors").read_bytes())
+    old = JointModel.load(tmp_path / "v1")
+    assert old.recipes["appearance"] == frame_recipe("efficientnet-lite0")
+    old.text_processor._tokenizer = model.text_processor._tokenizer
+    items = [{"appearance": np.random.default_rng(0).random((3, 1280), np.float32)}]
+    np.testing.assert_allclose(old.encode_video(items).video, model.encode_video(items).video, rtol=1e-6)
+    np.testing.assert_allclose(old.encode_text(["a dog is running"]), model.encode_text(["a dog is running"]))
