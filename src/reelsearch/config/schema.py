@@ -224,10 +224,15 @@ class MixtureConfig:
 
     @property
     def modalities(self) -> list[str]:
-        out: list[str] = []
-        for e in self.experts.values():
-            out += [m for m in e.modalities if m not in out]
-        return out
+        return modalities_of(self.experts.values())
+
+
+def modalities_of(experts) -> list[str]:
+    """The modalities several experts read (configs or models), each once, in the experts' order."""
+    out: list[str] = []
+    for e in experts:
+        out += [m for m in e.modalities if m not in out]
+    return out
 
 
 AnyConfig = ModelConfig | MixtureConfig

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from reelsearch.config import config_to_dict
-from reelsearch.config.schema import FusionConfig
+from reelsearch.config.schema import FusionConfig, modalities_of
 from reelsearch.config.typed import from_dict
 from reelsearch.errors import ConfigError
 from reelsearch.io import atomic_write_json
@@ -51,10 +51,7 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
     # ---- properties
     @property
     def modalities(self) -> list[str]:
-        out: list[str] = []
-        for e in self.experts.values():
-            out += [m for m in e.modalities if m not in out]
-        return out
+        return modalities_of(self.experts.values())
 
     @property
     def recipes(self) -> dict:
