@@ -143,3 +143,24 @@ def test_extract_with_a_models_recipe_and_features_info(tmp_path):
     assert FeatureStore(out).recipe("appearance") == load_model("default").recipes["appearance"]
     info = CliRunner().invoke(app, ["features", "info", str(out)], catch_exceptions=False)
     assert "efficientnet-lite0" in info.stdout and "frames interval:0.5" in info.stdout
+
+
+def test_extract_a_mixtures_recipe_does_what_it_can_and_names_the_rest(tmp_path):
+    """`extract --recipe mithun-moe`: appearance, motion and audio of a real clip, each with its recipe; places
+    (ResNet-50 Places-365, not here) are named with the import command."""
+    from typer.testing import CliRunner
+
+    from reelsearch.cli.main import app
+    from reelsearch.models import model_config
+
+    out = tmp_path / "store"
+    res = CliRunner().invoke(app, ["extract", str(clip()), "--out", str(out), "--recipe", "mithun-moe",
+                                   "--no-progress"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "--modality place --extractor resnet50-places365" in res.stderr
+    store = FeatureStore(out)
+    assert store.modalities() == ["appearance", "audio", "motion"]
+    experts = model_config("mithun-moe").experts
+    assert store.recipe("motion") == experts["activity"].features.video["motion"]
+    assert store.recipe("audio") == experts["activity"].features.video["audio"]
+    assert store.get("motion", "video9770").shape[0] == store.get("appearance", "video9770").shape[0]

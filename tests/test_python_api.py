@@ -51,7 +51,8 @@ def test_import_is_light_and_names_resolve_lazily():
     assert res.returncode == 0, res.stderr
     first, names = res.stdout.splitlines()
     assert first.startswith("False ")
-    for name in ("load", "list_models", "list_pretrained", "Searcher", "train", "evaluate", "FeaturePipeline"):
+    for name in ("load", "list_models", "describe_models", "list_pretrained", "Searcher", "train", "evaluate",
+                 "FeaturePipeline"):
         assert name in names
     import reelsearch
 
@@ -70,7 +71,7 @@ def test_cli_version_and_models():
     listing = json.loads(res.stdout)
     import reelsearch
 
-    assert [a["name"] for a in listing["architectures"]] == [a["name"] for a in reelsearch.list_models()]
+    assert [a["name"] for a in listing["architectures"]] == reelsearch.list_models()
     assert {"torabi-m3", "mithun-moe", "scde"} <= {a["name"] for a in listing["architectures"]}
     default = next(p for p in listing["pretrained"] if p["name"] == "default")
     assert Path(default["path"], "config.json").is_file() and default["metrics"]["flickr8k-dev"]["RSum"] > 0

@@ -14,6 +14,7 @@ __version__ = "0.2.0"
 _LAZY = {
     "load": "reelsearch.api",
     "list_models": "reelsearch.api",
+    "describe_models": "reelsearch.api",
     "list_pretrained": "reelsearch.api",
     "train": "reelsearch.api",
     "evaluate": "reelsearch.api",

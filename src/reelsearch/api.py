@@ -5,7 +5,7 @@
     text = model.encode_text(["a dog catches a frisbee"])   # numpy [1, D]
     video = model.encode_video(["clip.mp4"])                # decoded + extracted with the model's own recipe
     scores = model.score(text, video)                       # [1, 1], the model's similarity
-    reelsearch.list_models()                                # architectures (named configs)
+    reelsearch.list_models()                                # architectures (named configs); describe_models()
     reelsearch.list_pretrained()                            # weights that ship with the package, with their metrics
     with reelsearch.Searcher("my-index") as s: s.index(["videos/"]); s.search("a dog", k=5)
     reelsearch.train("scde", "flickr8k:data/flickr8k", "runs/scde", overrides=["train.epochs=5"])
@@ -30,14 +30,20 @@ def load(name_or_path: str | Path = "default", device: str = "cpu"):
     return load_model(name_or_path, map_location=device)
 
 
-def list_models() -> list[dict]:
-    """The named architectures ``create_model`` and ``reelsearch train`` accept: name, paper, kind, modalities."""
-    from reelsearch.config import MixtureConfig
+def list_models() -> list[str]:
+    """The named architectures ``create_model`` and ``reelsearch train`` accept (``describe_models`` for details)."""
     from reelsearch.models.registry import list_models as names
+
+    return names()
+
+
+def describe_models() -> list[dict]:
+    """Each named architecture: name, paper, kind (joint | mixture) and the video modalities it reads."""
+    from reelsearch.config import MixtureConfig
     from reelsearch.models.registry import model_config
 
     out = []
-    for name in names():
+    for name in list_models():
         cfg = model_config(name)
         out.append({"name": name, "paper": cfg.paper, "kind": "mixture" if isinstance(cfg, MixtureConfig) else "joint",
                     "modalities": cfg.modalities})

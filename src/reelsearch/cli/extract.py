@@ -116,17 +116,24 @@ def _model_pipeline(spec: str, device, batch_size):
         from reelsearch.models import load_model
 
         return FeaturePipeline(load_model(resolve_checkpoint(spec)).recipes, device=device, batch_size=batch_size)
+    from reelsearch.errors import ReelsearchError
+    from reelsearch.features.pipeline import unavailable_message
+
     cfg = resolve_config(spec)
     configs = cfg.experts.values() if hasattr(cfg, "experts") else [cfg]
     recipes = {}
     for c in configs:
         for m, r in c.features.video.items():
             if recipes.setdefault(m, r).key != r.key:
-                from reelsearch.errors import ReelsearchError
-
                 raise ReelsearchError(f"--recipe {spec}: its experts read {m!r} made two ways; extract each "
                                       "expert's features into its own store")
-    return FeaturePipeline(recipes, device=device, batch_size=batch_size)
+    cannot = {m: r for m, r in recipes.items() if not r.available}
+    if len(cannot) == len(recipes):
+        raise ReelsearchError(f"--recipe {spec}: " + "; ".join(unavailable_message(m, r) for m, r in cannot.items()))
+    for m, r in cannot.items():  # extract what can be, say what must be imported
+        typer.echo(f"note: {unavailable_message(m, r)}", err=True)
+    return FeaturePipeline({m: r for m, r in recipes.items() if m not in cannot}, device=device,
+                           batch_size=batch_size)
 
 
 def _extract_distributed(collected, root, pipeline, config, rank, world, merge_timeout, progress, ex,

@@ -99,7 +99,8 @@ def _register_fuse(app: typer.Typer) -> None:
                                       "(experts scoring on different scales)."),
         data: str | None = typer.Option(None, "--data", help="FORMAT:ROOT to evaluate (and tune) on."),
         split: str | None = typer.Option(None, "--split", help="Split to evaluate on (default: val/dev)."),
-        features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the dataset cache)."),
+        features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature caches, "
+                                             "extracted on first use with each expert's recipe)."),
         tune: bool = typer.Option(False, "--tune", help="Grid-search the weights (first expert fixed at 1) for "
                                   "the best RSum on the split."),
         protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol."),

@@ -1,4 +1,5 @@
-"""Turn caption strings into a model's text batch; each kind's state is saved in the model's config.json.
+"""Turn caption strings into a model's text batch, as the model's text recipe (``features.text``) says; a vocab
+processor's word list is saved in the model's config.json.
 
 Kinds (``model.text.features`` in a config):
   glove   {"feats": [N, L, 50] GloVe vectors, "lengths"}; out-of-vocabulary words are dropped (GloVe 6B is
