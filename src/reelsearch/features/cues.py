@@ -1,0 +1,134 @@
+"""Text cues of a video: what is said (``speech``) and what is written on screen (``ocr``), as timed segments.
+
+``CueExtractor().extract(path)`` runs every available cue on one file and returns one :class:`CueResult` per cue;
+a cue that fails (undecodable audio, a missing extra) carries its error and never loses the other cue's segments.
+The speech recogniser and the OCR reader are loaded on first use and shared (see ``shared_recognizer`` and
+``shared_reader``), so extracting many files loads each model once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.extras import missing_extra
+from reelsearch.media.decode import display_path
+
+CUES = ("speech", "ocr")
+
+
+@dataclass(frozen=True)
+class CueSegment:
+    """A timed piece of text: ``cue`` ("speech" | "ocr"), seconds ``start`` to ``end`` from the start of the video,
+    ``text``, ``confidence`` in [0, 1].
+
+    Speech segments may carry ``words`` ((start, end, word) triples); OCR segments carry ``box`` = (x0, y0, x1, y1),
+    the text's bounding box as fractions of the frame's width and height.
+    """
+
+    cue: str
+    start: float
+    end: float
+    text: str
+    confidence: float
+    box: tuple[float, float, float, float] | None = None
+    words: tuple[tuple[float, float, str], ...] | None = None
+
+    def to_json(self) -> dict:
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        for key in ("box", "words"):
+            if key in out:
+                out[key] = [list(x) if isinstance(x, tuple) else x for x in out[key]]
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping) -> CueSegment:
+        box = obj.get("box")
+        words = obj.get("words")
+        return cls(str(obj["cue"]), float(obj["start"]), float(obj["end"]), str(obj["text"]),
+                   float(obj["confidence"]), tuple(box) if box is not None else None,
+                   tuple((float(a), float(b), str(w)) for a, b, w in words) if words is not None else None)
+
+
+@dataclass
+class CueResult:
+    """One cue's outcome for one file: its segments, or the ``error`` that stopped it (segments then empty).
+
+    ``recipe`` identifies the extractor and its settings (what produced the segments); ``stats`` holds counts such
+    as frames sampled and frames read by OCR; ``seconds`` is the wall time spent.
+    """
+
+    cue: str
+    segments: list[CueSegment] = field(default_factory=list)
+    error: str | None = None
+    recipe: str = ""
+    seconds: float = 0.0
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def available_cues() -> dict[str, str | None]:
+    """cue -> None when its extra is installed, else the reason it is not (with the pip command)."""
+    return {cue: missing_extra(cue) for cue in CUES}
+
+
+class CueExtractor:
+    """Runs the speech and OCR cues on files. ``speech`` / ``ocr``: a SpeechRecognizer / TextReader, or None for
+    the shared default instance (created, not loaded, on first use)."""
+
+    def __init__(self, speech=None, ocr=None):
+        self._speech, self._ocr = speech, ocr
+
+    @property
+    def speech(self):
+        if self._speech is None:
+            from reelsearch.features.speech import shared_recognizer
+
+            self._speech = shared_recognizer()
+        return self._speech
+
+    @property
+    def ocr(self):
+        if self._ocr is None:
+            from reelsearch.features.ocr import shared_reader
+
+            self._ocr = shared_reader()
+        return self._ocr
+
+    def recipes(self, cues: Iterable[str] = CUES) -> dict[str, str]:
+        """cue -> the identity of its extractor and settings (store it; a different recipe means re-extract)."""
+        return {cue: self._tool(cue).recipe for cue in _check(cues)}
+
+    def extract(self, path, cues: Iterable[str] = CUES) -> dict[str, CueResult]:
+        """cue -> CueResult for ``path``; one cue's failure is its result's ``error``, never an exception."""
+        return {cue: self._run(cue, path) for cue in _check(cues)}
+
+    def _tool(self, cue: str):
+        return self.speech if cue == "speech" else self.ocr
+
+    def _run(self, cue: str, path) -> CueResult:
+        began = time.perf_counter()
+        result = CueResult(cue)
+        try:
+            tool = self._tool(cue)
+            result.recipe = tool.recipe
+            result.segments, result.stats = tool.extract(path)
+        except ReelsearchError as exc:
+            result.segments, result.error = [], str(exc)
+        except Exception as exc:  # noqa: BLE001 - an engine's own failure must not lose the other cue
+            result.segments, result.error = [], f"{display_path(path)}: {cue} failed ({type(exc).__name__}: {exc})"
+        result.seconds = time.perf_counter() - began
+        return result
+
+
+def _check(cues: Iterable[str]) -> list[str]:
+    cues = list(cues)
+    for cue in cues:
+        if cue not in CUES:
+            raise ReelsearchError(f"unknown cue {cue!r}; known: {', '.join(CUES)}")
+    return cues
