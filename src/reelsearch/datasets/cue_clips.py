@@ -166,7 +166,7 @@ def _shot_frame(photo: np.ndarray, back: np.ndarray, progress: float, zoom: tupl
     m = np.array([[h / cw, 0, -x0 * h / cw], [0, h / ch, -y0 * h / ch]], np.float32)
     frame = back.copy()
     left = (w - h) // 2
-    frame[:, left:left + h] = cv2.warpAffine(photo, m, (h, h), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REFLECT)
+    frame[:, left:left + h] = cv2.warpAffine(photo, m, (h, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT)
     return frame
 
 
@@ -250,11 +250,16 @@ def render_frames(clip: CueClip, images_dir: str | Path, duration: float, fps: i
         shots.append((photo, _backdrop(photo, size), span, rng.uniform(-1, 1)))
     n = int(round(duration * fps))
     per_shot = n / len(shots)
+    still: dict[int, np.ndarray] = {}  # shot -> its frame, for shots without zoom
     for i in range(n):
         t = i / fps
         s = min(int(i // per_shot), len(shots) - 1)
         photo, back, (z0, z1), pan = shots[s]
-        frame = _shot_frame(photo, back, (i - s * per_shot) / per_shot, (z0, z1, pan))
+        frame = still.get(s)
+        if frame is None:
+            frame = _shot_frame(photo, back, (i - s * per_shot) / per_shot, (z0, z1, pan))
+            if z0 == z1:
+                still[s] = frame
         for text in clip.texts:
             if text.start <= t < text.end:
                 frame = draw_text(frame, text)
