@@ -117,6 +117,12 @@ def test_text_tracks_merge_consecutive_readings():
     assert all(s.cue == "ocr" and s.box is not None for s in segs)
 
 
+def test_parallel_cues_give_the_same_segments(cue_clips, cue_extraction, speech_recognizer, text_reader):
+    results = CueExtractor(speech_recognizer, text_reader, parallel=True).extract(cue_clips["weather"])
+    for cue in ("speech", "ocr"):
+        assert results[cue].segments == cue_extraction["weather"][cue].segments and results[cue].ok
+
+
 # ------------------------------------------------------------------------------------ failures and extras
 def test_undecodable_file_is_an_error_per_cue_naming_the_file(tmp_path, speech_recognizer, text_reader):
     bad = tmp_path / "broken.mp4"

@@ -8,8 +8,9 @@ The speech recogniser and the OCR reader are loaded on first use and shared (see
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from reelsearch.errors import ReelsearchError
@@ -70,6 +71,19 @@ class CueResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+_SHARED: dict[tuple, object] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_instance(factory: Callable, **options):
+    """One ``factory(**options)`` per factory and options for the whole process (models then load once)."""
+    key = (factory, tuple(sorted(options.items())))
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = factory(**options)
+        return _SHARED[key]
 
 
 def available_cues() -> dict[str, str | None]:

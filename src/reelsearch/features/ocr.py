@@ -23,7 +23,7 @@ import numpy as np
 
 from reelsearch.errors import MediaError, ReelsearchError
 from reelsearch.extras import require
-from reelsearch.features.cues import CueSegment
+from reelsearch.features.cues import CueSegment, shared_instance
 from reelsearch.media.decode import SamplingPolicy, decode_frames, display_path, is_image_path, probe
 
 THUMB_SHORT_SIDE = 72  # px: the grey thumbnails the change test compares
@@ -250,14 +250,6 @@ class TextReader:
             begin = stop
 
 
-_SHARED: dict[tuple, TextReader] = {}
-_SHARED_LOCK = threading.Lock()
-
-
 def shared_reader(**options) -> TextReader:
-    """One TextReader per set of options for the whole process (its models are loaded once, on first use)."""
-    key = tuple(sorted(options.items()))
-    with _SHARED_LOCK:
-        if key not in _SHARED:
-            _SHARED[key] = TextReader(**options)
-        return _SHARED[key]
+    """One TextReader per set of options for the whole process (its model loads once, on first use)."""
+    return shared_instance(TextReader, **options)

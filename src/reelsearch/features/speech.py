@@ -20,7 +20,7 @@ import numpy as np
 
 from reelsearch.errors import MediaError, ReelsearchError
 from reelsearch.extras import require
-from reelsearch.features.cues import CueSegment
+from reelsearch.features.cues import CueSegment, shared_instance
 from reelsearch.media.decode import decode_audio, display_path
 
 SAMPLE_RATE = 16_000  # Whisper's input rate
@@ -134,14 +134,6 @@ def _segment(piece, duration: float) -> CueSegment | None:
     return CueSegment("speech", round(start, 3), round(end, 3), text, round(confidence, 4), words=words)
 
 
-_SHARED: dict[tuple, SpeechRecognizer] = {}
-_SHARED_LOCK = threading.Lock()
-
-
 def shared_recognizer(**options) -> SpeechRecognizer:
-    """One SpeechRecognizer per set of options for the whole process (its model is loaded once, on first use)."""
-    key = tuple(sorted(options.items()))
-    with _SHARED_LOCK:
-        if key not in _SHARED:
-            _SHARED[key] = SpeechRecognizer(**options)
-        return _SHARED[key]
+    """One SpeechRecognizer per set of options for the whole process (its model loads once, on first use)."""
+    return shared_instance(SpeechRecognizer, **options)
