@@ -1,17 +1,17 @@
-"""Cost of the speech and on-screen-text cues: seconds of CPU wall time per minute of video, and what OCR's frame
+"""Cost of the speech and on-screen-text cues: wall and CPU seconds per minute of video, and what OCR's frame
 selection saves.
 
     .venv/bin/python benchmarks/bench_cues.py [--minutes 1] [--threads 1,2] [--repeat 1] [--json OUT]
     .venv/bin/python benchmarks/bench_cues.py --change-scores        # the measurement behind the change threshold
-    .venv/bin/python benchmarks/bench_cues.py --weights              # keyword vs meaning weights, on CUE_SCRIPTS
+    .venv/bin/python benchmarks/bench_cues.py --weights              # keyword vs meaning weights (Flickr8k dev, clips)
 
 Builds (once, in a temporary folder) two generated videos of ``--minutes`` each with reelsearch.datasets.cue_clips:
-real Flickr8k photos, espeak-ng speech most of the time, and on-screen text — a caption band every 10 s over the
-pictures plus full-frame slides held for 8 s. ``moving``: the photos zoom slowly (every sampled frame differs, as
-with a hand-held camera); ``still``: the photos are still (a tripod, a screen recording, a lecture). For each
-thread count it times, after loading the models: speech (decode + VAD + Whisper tiny.en int8) and OCR at one frame
-a second with and without frame selection, and both cues of a file at once on one thread each (``parallel``), and
-reports wall and CPU seconds per minute of video, frames read, and how many of the script's words / text lines
+real Flickr8k photos, espeak-ng speech most of the time, and on-screen text — a caption band over the pictures every
+20 s and a full-frame slide held for 8 s every 20 s. ``moving``: the photos zoom slowly (every sampled frame
+differs, as with a hand-held camera); ``still``: the photos are still (a tripod, a screen recording, a lecture). For
+each thread count it times, after loading the models: speech (decode + VAD + Whisper tiny.en int8) and OCR at one
+frame a second with and without frame selection, and both cues of a file at once on one thread each (``parallel``),
+and reports wall and CPU seconds per minute of video, frames read, and how many of the script's words / text lines
 were recovered. Needs ../shared/data (Flickr8k), espeak-ng and the speech and ocr extras. Note the machine load
 (``uptime``) beside the numbers: the CPU is shared.
 """
@@ -183,8 +183,13 @@ def change_scores() -> dict:
             for fr in real:
                 th = [grey_thumbnail(im, THUMB_SHORT_SIDE) for im in fr.images]
                 moving += [frame_change(a, b, delta) for a, b in zip(th, th[1:])]
+            rng = np.random.default_rng(0)  # sensor noise: the same frame twice, each with noise of sd 10 levels
+            noisy = [frame_change(*(grey_thumbnail(np.clip(fr.images[0] + rng.normal(0, 10, fr.images[0].shape), 0,
+                                                           255).astype(np.uint8)) for _ in range(2)), delta)
+                     for fr in frames.values()]
             out[f"delta={delta}"] = {
-                "same_content_max": round(max(same), 5), "text_change_min": round(min(text), 5),
+                "same_content_max": round(max(same), 5), "noise_sd10_max": round(max(noisy), 5),
+                "text_change_min": round(min(text), 5),
                 "small_subtitle_min": round(min(small), 5), "real_video_consecutive_min": round(min(moving), 4),
                 "real_video_consecutive_median": round(float(np.median(moving)), 4)}
         out["current"] = {"thumb_short_side": THUMB_SHORT_SIDE, "delta": CHANGE_DELTA}
