@@ -84,6 +84,16 @@ def test_frame_selection_skips_unchanged_frames(cue_clips, text_reader):
     assert ("Quarterly revenue", 2.0, 4.0) in [(s.text, s.start, s.end) for s in selected]
 
 
+def test_long_videos_are_read_in_windows_without_splitting_segments(cue_clips, text_reader, monkeypatch):
+    from reelsearch.features import ocr
+
+    monkeypatch.setattr(ocr, "WINDOW_SECONDS", 3.0)  # decode [0, 3) and [3, 6): the slide [2, 4) spans both
+    segments, stats = text_reader.extract(cue_clips["slides"])
+    assert stats == {"frames": 6, "read": 3}
+    assert [(s.text, s.start, s.end) for s in segments if "quarterly" in s.text.lower()] == [
+        ("Quarterly revenue", 2.0, 4.0)]
+
+
 def test_change_test_on_real_frames(cue_clips):
     """Codec noise between two frames of a still shot stays under the threshold; a small caption does not."""
     import cv2

@@ -184,7 +184,9 @@ class TextCueIndex:
     """Transcript and on-screen-text segments of videos, with keyword (FTS5) and meaning (MiniLM) search.
 
     ``directory``: the index folder (created). ``encoder``: anything with ``sentence_features(texts) -> [N, D]``
-    unit vectors and ``dim`` (default: ``reelsearch.text.minilm.MiniLMEncoder``, created on first use).
+    unit vectors and ``dim`` (default: ``reelsearch.text.minilm.MiniLMEncoder``, created on first use). One object
+    is used by one thread at a time (as the library index: the Searcher's lock serialises it); several processes
+    may read while one writes (WAL).
     """
 
     def __init__(self, directory: str | Path, *, encoder=None):
