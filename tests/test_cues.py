@@ -84,6 +84,18 @@ def test_frame_selection_skips_unchanged_frames(cue_clips, text_reader):
     assert ("Quarterly revenue", 2.0, 4.0) in [(s.text, s.start, s.end) for s in selected]
 
 
+def test_ocr_on_an_image_file(tmp_path, text_reader):
+    import cv2
+
+    from reelsearch.datasets.cue_clips import OnScreenText, draw_text
+
+    slide = draw_text(np.zeros((720, 1280, 3), np.uint8), OnScreenText(("Meeting notes", "budget 2025"), 0, 1, "slide"))
+    cv2.imwrite(str(tmp_path / "slide.png"), cv2.cvtColor(slide, cv2.COLOR_RGB2BGR))
+    segments, stats = text_reader.extract(tmp_path / "slide.png")  # an image: one frame at 0 s, shrunk to 480 px
+    assert stats == {"frames": 1, "read": 1}
+    assert [(s.text, s.start, s.end) for s in segments] == [("Meeting notes", 0.0, 0.0), ("budget 2025", 0.0, 0.0)]
+
+
 def test_long_videos_are_read_in_windows_without_splitting_segments(cue_clips, text_reader, monkeypatch):
     from reelsearch.features import ocr
 
