@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "note: chromium not installed; the browser test will skip"
+	@# Debian's espeak-ng synthesises the speech of the generated test clips (those tests skip without it).
+	@command -v espeak-ng >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null; } || \
+		echo "note: espeak-ng not installed; the speech tests on generated clips will skip"
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -22,3 +22,7 @@ def shared_path(*parts: str) -> Path:
 @pytest.fixture
 def shared_data() -> Path:
     return shared_path()
+
+
+# session fixtures of the speech / on-screen-text tests (generated clips, extracted cues), made once per run
+from cue_fixtures import cue_clips, cue_extraction, minilm, speech_recognizer, text_reader  # noqa: E402,F401

@@ -82,7 +82,7 @@ def test_a_missing_extra_is_named_not_a_traceback(tmp_path):
     the same message, exit status 2."""
     code = ("import sys; sys.modules['sentence_transformers'] = None\n"
             "import reelsearch\n"
-            "from reelsearch.errors import MissingExtraError\n"
+            "from reelsearch.extras import MissingExtraError\n"
             "try:\n    reelsearch.load('default').encode_text(['a dog'])\n"
             "except MissingExtraError as exc:\n    print('OK', exc)\n")
     res = _python(code)

