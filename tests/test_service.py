@@ -119,7 +119,17 @@ def test_traversal_attempts_are_refused(served, attempt):
     assert b"root:" not in resp.content and b"create_app" not in resp.content
 
 
+def _byteranges(resp) -> list[tuple[str, bytes]]:
+    """(Content-Range, body) of each part of a multipart/byteranges response (parsed by the email package)."""
+    import email
+
+    msg = email.message_from_bytes(b"Content-Type: " + resp.headers["content-type"].encode() + b"\r\n\r\n"
+                                   + resp.content)
+    return [(part["Content-Range"], part.get_payload(decode=True)) for part in msg.get_payload()]
+
+
 def test_range_requests_exact_bytes(served):
+    """starlette's FileResponse serves the media (issue 11): RFC 9110 ranges, byte for byte."""
     client, searcher, paths = served
     vid = _id(searcher, paths[0])
     data = paths[0].read_bytes()
@@ -127,25 +137,41 @@ def test_range_requests_exact_bytes(served):
     url = f"/videos/{vid}/media"
     full = client.get(url)
     assert full.status_code == 200 and full.content == data and full.headers["accept-ranges"] == "bytes"
-    assert full.headers["content-type"] == "video/mp4"
+    assert full.headers["content-type"] == "video/mp4" and full.headers["content-length"] == str(size)
+    assert full.headers["content-disposition"] == f'inline; filename="{paths[0].name}"'
     cases = {"bytes=10-99": (10, 99), "bytes=100-": (100, size - 1), "bytes=-50": (size - 50, size - 1),
-             f"bytes=0-{size + 1000}": (0, size - 1), "bytes=7-7": (7, 7), "bytes=3-5, 20-30": (3, 5),
-             f"bytes=-{size * 2}": (0, size - 1)}
+             f"bytes=0-{size + 1000}": (0, size - 1), "bytes=7-7": (7, 7), f"bytes=-{size * 2}": (0, size - 1),
+             "bytes=3-5, 4-9": (3, 9)}  # overlapping ranges are merged into one
     for header, (a, b) in cases.items():
         resp = client.get(url, headers={"Range": header})
         assert resp.status_code == 206, header
         assert resp.content == data[a:b + 1], header
         assert resp.headers["content-range"] == f"bytes {a}-{b}/{size}"
         assert int(resp.headers["content-length"]) == b - a + 1
-    for header in (f"bytes={size}-", "bytes=50-10", "bytes=-0"):
+    multi = client.get(url, headers={"Range": "bytes=3-5, 20-30, -4"})
+    assert multi.status_code == 206 and multi.headers["content-type"].startswith("multipart/byteranges")
+    assert int(multi.headers["content-length"]) == len(multi.content)
+    assert _byteranges(multi) == [(f"bytes 3-5/{size}", data[3:6]), (f"bytes 20-30/{size}", data[20:31]),
+                                  (f"bytes {size - 4}-{size - 1}/{size}", data[-4:])]
+    for header in (f"bytes={size}-", "bytes=-0", f"bytes={size + 5}-{size + 9}"):
         resp = client.get(url, headers={"Range": header})
         assert resp.status_code == 416, header
         assert resp.headers["content-range"] == f"bytes */{size}"
-    for header in ("items=0-10", "bytes=abc", "bytes=", "bytes=-"):  # not a byte range: the whole file
+    for header in ("bytes=50-10", "bytes=abc", "bytes=", "bytes=-", "bytes"):  # malformed byte ranges
+        assert client.get(url, headers={"Range": header}).status_code == 400, header
+    for header in ("items=0-10", "Items=abc"):  # another unit: ignored (RFC 9110 14.2), the whole file
         resp = client.get(url, headers={"Range": header})
         assert resp.status_code == 200 and resp.content == data, header
     head = client.head(url, headers={"Range": "bytes=0-99"})
     assert head.status_code == 206 and head.headers["content-length"] == "100" and head.content == b""
+    # If-Range: the range only while the validator still matches, else the whole (changed) file
+    etag, modified = full.headers["etag"], full.headers["last-modified"]
+    for validator in (etag, modified):
+        resp = client.get(url, headers={"Range": "bytes=0-9", "If-Range": validator})
+        assert resp.status_code == 206 and resp.content == data[:10]
+    for validator in ('"stale-etag"', "Mon, 01 Jan 2001 00:00:00 GMT", "W/" + etag):
+        resp = client.get(url, headers={"Range": "bytes=0-9", "If-Range": validator})
+        assert resp.status_code == 200 and resp.content == data
 
 
 def test_media_of_a_vanished_file_is_404(served, tmp_path):
@@ -192,7 +218,7 @@ def test_annotate_by_id_path_and_upload(served):
     ({"json": {"captions": ["a car"]}}, 422),
     ({"json": ["a car"]}, 422),
     ({"json": {"id": "424242", "captions": ["a car"]}}, 404),
-    ({"json": {"id": "../1", "captions": ["a car"]}}, 404),
+    ({"json": {"id": "../1", "captions": ["a car"]}}, 422),  # not an id (the schema's pattern)
     ({"json": {"path": "/etc/passwd", "captions": ["a car"]}}, 404),
     ({"content": b"{not json", "headers": {"content-type": "application/json"}}, 422),
     ({"content": b"a car", "headers": {"content-type": "text/plain"}}, 415),

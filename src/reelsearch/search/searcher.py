@@ -44,6 +44,7 @@ class Searcher:
                  uri: str | None = None, device: str | None = None, interval: float = 0.5, max_frames: int = 64,
                  extractors: dict[str, str] | None = None):
         from reelsearch.search.embed import MediaEmbedder, VectorLayout
+        from reelsearch.search.query_encoder import QueryEncoder
 
         if isinstance(model, (str, os.PathLike)):
             from reelsearch.models import load_model
@@ -57,6 +58,7 @@ class Searcher:
         self.model_id = f"{name}@{self.layout.model_fingerprint()};{self.embedder.describe()}"
         self.library = LibraryIndex(index_dir, backend=backend, uri=uri)
         self.lock = threading.RLock()
+        self.query_encoder = QueryEncoder(self.layout.encode_query)  # batches concurrent queries; LRU cache
         self._embed_lock = threading.Lock()  # decoding + extraction of files that are not indexed
 
     # -- life cycle ---------------------------------------------------------------------------------------
@@ -81,8 +83,7 @@ class Searcher:
 
     def warm_up(self) -> None:
         """Load what the first query would load lazily (e.g. the MiniLM text model), so it is not slow."""
-        with self.lock, torch.no_grad():
-            self.layout.encode_query(["warm up"])
+        self.query_encoder.many(["warm up"])
 
     # -- indexing -----------------------------------------------------------------------------------------
     def index(self, paths: Iterable[str | os.PathLike], progress: bool = True) -> SyncReport:
@@ -102,6 +103,7 @@ class Searcher:
         text = check_query(text)
         if not isinstance(k, int) or k < 1:
             raise QueryError(f"k must be a positive integer, got {k!r}")
+        queries = self.query_encoder.one(text)  # outside the lock: concurrent queries share one encoder pass
         with self.lock, torch.no_grad():
             self.library.refresh()
             if len(self.library) == 0:
@@ -109,7 +111,6 @@ class Searcher:
             if self.stale():
                 raise ReelsearchError(f"{self.library.dir}: the index holds embeddings of another model "
                                       f"({self.library.model_id}); re-run `reelsearch index` with this model")
-            queries = self.layout.encode_query([text])
             mode = self.layout.mode
             if mode == "ann":
                 q = torch.cat([e.weight * c[0] for e, c in zip(self.layout.experts, queries)]).numpy()
@@ -223,8 +224,8 @@ class Searcher:
     def annotate_media(self, media: EmbeddedMedia, captions: Sequence[str]) -> list[dict]:
         """``captions`` ranked for an embedded video (the model's own similarity; mixtures fuse per caption)."""
         captions = self._check_captions(captions)
+        queries = self.query_encoder.many(captions)
         with self.lock, torch.no_grad():
-            queries = self.layout.encode_query(captions)
             if self.layout.pairwise:
                 model = self.layout.experts[0].model
                 scores = model.similarity(queries[0], self.layout.states([media.frame_vectors])).float().numpy()
