@@ -130,6 +130,10 @@ def register(app: typer.Typer) -> None:
                                         "stderr: client, method, path, status, milliseconds."),
         threads: int = typer.Option(1, "--threads", min=1, help="torch threads per worker (1 keeps latency steady "
                                     "when requests or other work share the cores; see docs/benchmarks.md)."),
+        batch: int = typer.Option(32, "--batch", min=1, max=1024, help="Most queries of concurrent requests "
+                                  "encoded together (1: each alone)."),
+        query_cache: int = typer.Option(1024, "--query-cache", min=0, help="Recent queries whose embeddings each "
+                                        "worker keeps (0: none)."),
     ) -> None:
         """Serve the search page, the JSON API (/docs) and the indexed videos over HTTP."""
         from reelsearch.errors import ReelsearchError
@@ -144,7 +148,7 @@ def register(app: typer.Typer) -> None:
             raise ReelsearchError(f"{directory}: no index here; build one with `reelsearch index PATH --index "
                                   f"{directory}`")
         settings = {"index": str(directory), "model": model, "backend": backend, "uri": uri, "threads": threads,
-                    "access_log": access_log}
+                    "access_log": access_log, "batch": batch, "query_cache": query_cache}
         run(settings, host, port, workers=workers, api_key=api_key)
 
 

@@ -37,6 +37,8 @@ FAISS_NAME = "vectors.faiss.npz"
 MILVUS_LITE_NAME = "vectors.milvus.db"
 LOCK_NAME = ".writer.lock"
 SCHEMA_VERSION = 1
+MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
+CACHE_KIB = 65536
 BACKENDS = ("faiss", "milvus")
 
 log = logging.getLogger("reelsearch.index")
@@ -108,6 +110,7 @@ class Hit:
     frame: int
     duration: float | None = None
     frame_scores: np.ndarray | None = None  # [T] query-frame scores, when asked for
+    timestamps: np.ndarray | None = None  # [T] seconds of the stored frames (with frame_scores)
 
 
 @dataclass
@@ -170,6 +173,8 @@ class LibraryIndex:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # reads of random hits without a syscall per page
+        self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         self._db.executescript(_SCHEMA)
         version = self._meta("schema_version")
         if version is None:
@@ -560,9 +565,10 @@ class LibraryIndex:
             fv = np.frombuffer(fv_blob, np.float16).reshape(-1, q.shape[1]).astype(np.float32)
             fs = np.asarray(frame_fn(q, fv), np.float32)[0] if frame_fn is not None else fv @ q[0]
             best = int(np.argmax(fs))
-            hits.append(Hit(id=str(id_), path=os.fsdecode(path), score=float(score),
-                            moment=float(np.frombuffer(times_blob, np.float64)[best]), frame=best, duration=duration,
-                            frame_scores=fs if frame_scores else None))
+            times = np.frombuffer(times_blob, np.float64)
+            hits.append(Hit(id=str(id_), path=os.fsdecode(path), score=float(score), moment=float(times[best]),
+                            frame=best, duration=duration, frame_scores=fs if frame_scores else None,
+                            timestamps=times if frame_scores else None))
         return hits
 
     def video(self, id_: str) -> VideoRecord:

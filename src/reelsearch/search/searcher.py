@@ -185,7 +185,10 @@ class Searcher:
     def _result(self, hit: Hit, queries: list[torch.Tensor], frames: bool) -> dict:
         out = {"id": hit.id, "path": hit.path, "score": float(hit.score), "moment": float(hit.moment),
                "frame": int(hit.frame), "duration": hit.duration}
-        if frames or len(self.layout.experts) > 1:
+        if frames and hit.frame_scores is not None and hit.timestamps is not None and len(self.layout.experts) == 1:
+            out["frames"] = [{"index": i, "t": t, "score": s}  # what the index search already read: no 2nd lookup
+                             for i, (t, s) in enumerate(zip(hit.timestamps.tolist(), hit.frame_scores.tolist()))]
+        elif frames or len(self.layout.experts) > 1:
             media = self.library.media(hit.id)
             if frames:
                 fs = hit.frame_scores if hit.frame_scores is not None else self._frame_scores(queries, media)

@@ -40,15 +40,17 @@ KEY_COOKIE = "reelsearch_key"
 API_KEY_ENV = "REELSEARCH_API_KEY"
 MIN_KEY_CHARS = 16
 _ID = re.compile(schema.ID_PATTERN)
+_KEY_CHARS = re.compile(r"[A-Za-z0-9._~+/=-]+")
 
 
 def check_api_key(key: str) -> str:
-    """``key`` when usable as an API key (printable ASCII without spaces, at least MIN_KEY_CHARS), else ConfigError."""
+    """``key`` when usable as an API key, else ConfigError: at least MIN_KEY_CHARS letters, digits or ``-._~+/=``
+    (the characters of base64 and URL-safe tokens, which a header and a cookie carry as they are)."""
     from reelsearch.errors import ConfigError
 
-    if len(key) < MIN_KEY_CHARS or not all(33 <= ord(c) <= 126 for c in key):
-        raise ConfigError(f"the API key must be at least {MIN_KEY_CHARS} printable ASCII characters without spaces "
-                          "(make one with: python -c 'import secrets; print(secrets.token_urlsafe(24))')")
+    if len(key) < MIN_KEY_CHARS or not _KEY_CHARS.fullmatch(key):
+        raise ConfigError(f"the API key must be at least {MIN_KEY_CHARS} characters among letters, digits and "
+                          "-._~+/= (make one with: python -c 'import secrets; print(secrets.token_urlsafe(24))')")
     return key
 
 

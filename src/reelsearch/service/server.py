@@ -71,6 +71,8 @@ def build_app(settings: dict, api_key: str | None):
     setup_access_log(bool(settings.get("access_log", True)))
     searcher = Searcher(settings["index"], settings["model"], backend=settings.get("backend", "faiss"),
                         uri=settings.get("uri"))
+    searcher.query_encoder.max_batch = max(1, int(settings.get("batch", searcher.query_encoder.max_batch)))
+    searcher.query_encoder.cache_size = max(0, int(settings.get("query_cache", searcher.query_encoder.cache_size)))
     searcher.warm_up()
     return create_app(searcher, api_key=api_key, access_log=bool(settings.get("access_log", True)))
 
@@ -81,7 +83,7 @@ def worker_app():
 
 
 def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | None = None) -> None:
-    """Serve until interrupted. ``settings``: index, model, backend, uri, threads, access_log."""
+    """Serve until interrupted. ``settings``: index, model, backend, uri, threads, access_log, batch, query_cache."""
     import uvicorn
 
     options = {"host": host, "port": port, "log_level": "warning", "access_log": False}
