@@ -27,7 +27,7 @@ from reelsearch.search import read_captions
 from test_datasets_formats import coco_file, flickr_root, karpathy, kimg, lsmdc_row, make_msrvtt, make_msvd, write
 
 #: Examples per parser; REELSEARCH_FUZZ_EXAMPLES=400 makes a longer hunt (about 2 minutes; nothing found at 400).
-FUZZ = settings(max_examples=int(os.environ.get("REELSEARCH_FUZZ_EXAMPLES", "40")), deadline=None, database=None,
+FUZZ = settings(max_examples=int(os.environ.get("REELSEARCH_FUZZ_EXAMPLES", "25")), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -116,7 +116,7 @@ def create_app(searcher: Searcher, *, api_key: str | None = None, access_log: bo
     @api.get("/search", summary="Videos matching a sentence, best first, with their best moment",
              responses=schema.ok(schema.SearchResponse, 400, 422))
     def search(q: str = Query(..., min_length=1, max_length=MAX_QUERY_CHARS, pattern=schema.NON_BLANK,
-                              description="What to look for (not blank)."),
+                              description="What to look for (not blank).", examples=["a dog catches a frisbee"]),
                k: int = Query(10, ge=1, le=MAX_K, description="Number of results.")) -> Response:
         results = []
         for r in searcher.search(q, k, frames=True):

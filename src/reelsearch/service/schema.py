@@ -32,7 +32,7 @@ Paths are given twice: `path` and `name` for display (bytes that are not UTF-8 s
 exact bytes of the file name in base64, which `/annotate` accepts back."""
 
 VIDEO_ID = Path(..., description="A video's id (decimal digits; anything else is 404).",
-                json_schema_extra={"pattern": ID_PATTERN})
+                json_schema_extra={"pattern": ID_PATTERN}, examples=["1"])
 RANGE = Header(None, alias="Range", description="`bytes=a-b`, `bytes=a-`, `bytes=-n`, several separated by commas.")
 IF_RANGE = Header(None, alias="If-Range", description="The ETag or Last-Modified the client holds; the range is "
                   "sent only if it still matches, else the whole file.")
@@ -114,7 +114,8 @@ class AnnotateRequest(BaseModel):
     """The JSON form of /annotate: an indexed video (by id, path or path_b64; the first given wins) and captions."""
 
     model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re", json_schema_extra={
-        "anyOf": [{"required": ["id"]}, {"required": ["path"]}, {"required": ["path_b64"]}]})
+        "anyOf": [{"required": ["id"]}, {"required": ["path"]}, {"required": ["path_b64"]}],
+        "examples": [{"id": "1", "captions": ["a dog catches a frisbee", "someone slices an onion"]}]})
 
     id: Annotated[str, StringConstraints(pattern=ID_PATTERN)] = Field(None, description="A video's id.")
     path: Annotated[str, StringConstraints(min_length=1)] = Field(None, description="An indexed file's path.")
