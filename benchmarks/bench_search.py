@@ -169,6 +169,27 @@ def mixed_videos(bases: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
 
 
 
+def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None = None, seed: int = 1) -> float:
+    """One synthetic video per row of ``x`` (unit vectors in the model's space), committed through the library's
+    commit path with the searcher's model id: ``frames`` frame vectors near the video's, a frame every 0.5 s,
+    optional thumbnails, synthetic paths, no decoding. Returns the seconds it took."""
+    from reelsearch.index.media import EmbeddedMedia
+
+    rng = np.random.default_rng(seed)
+    st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
+    times = np.arange(frames) * 0.5
+    thumbs = [thumbnail] * frames if thumbnail is not None else None
+    t = time.perf_counter()
+    for start in range(0, len(x), 2000):
+        pending = []
+        for i in range(start, min(len(x), start + 2000)):
+            fv = unit(x[i] + 0.3 * rng.standard_normal((frames, x.shape[1])).astype(np.float32) / np.sqrt(x.shape[1]))
+            pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
+                            EmbeddedMedia(x[i], fv, times, frames * 0.5, thumbs), f"{i:064x}"))
+        searcher.library._commit(pending, [], searcher.model_id)
+    return time.perf_counter() - t
+
+
 def http_search(client, text: str, k: int = 10) -> list[str]:
     """One ``GET /search?q=text&k=k`` through the HTTP API; the result ids, best first."""
     r = client.get("/search", params={"q": text, "k": k})
@@ -201,7 +222,6 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
     import httpx
     import torch
 
-    from reelsearch.index.media import EmbeddedMedia
     from reelsearch.search import Searcher
     from reelsearch.service import create_app
 
@@ -212,19 +232,8 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
         if searcher.mode != "ann":
             raise SystemExit(f"--http-model must be a single-vector (ann) model; {args.http_model} is {searcher.mode}")
         x = mixed_videos(joint_bases(searcher, texts, args.cache)[:5000], n)
-        lib, rng = searcher.library, np.random.default_rng(1)
-        st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
-        times = np.arange(args.frames) * 0.5
-        t = time.perf_counter()
-        for start in range(0, n, 2000):
-            pending = []
-            for i in range(start, min(n, start + 2000)):
-                frames = unit(x[i] + 0.3 * rng.standard_normal((args.frames, x.shape[1])).astype(np.float32)
-                              / np.sqrt(x.shape[1]))
-                pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
-                                EmbeddedMedia(x[i], frames, times, 2.0), f"{i:064x}"))
-            lib._commit(pending, [], searcher.model_id)
-        sql_s = time.perf_counter() - t
+        lib = searcher.library
+        sql_s = commit_videos(searcher, x, args.frames)
         t = time.perf_counter()
         lib.refresh()  # builds the vector index from SQLite (exact below 20,000 videos, HNSW above) and saves it
         vec_s = time.perf_counter() - t

@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -82,8 +81,8 @@ def run_client(url: str, queries: list[str], concurrency: int, warmup: float, du
 # -- the index --------------------------------------------------------------------------------------------------
 def build_index(directory: Path, n: int, frames: int, model: str, cache: Path) -> None:
     """n synthetic videos in the model's joint space with frame vectors and real thumbnails (skipped when built)."""
-    from bench_search import caption_texts, joint_bases, mixed_videos, unit
-    from reelsearch.index.media import EmbeddedMedia, make_thumbnail
+    from bench_search import caption_texts, commit_videos, joint_bases, mixed_videos
+    from reelsearch.index.media import make_thumbnail
     from reelsearch.search import Searcher
 
     marker = directory / "bench-built.json"
@@ -94,22 +93,9 @@ def build_index(directory: Path, n: int, frames: int, model: str, cache: Path) -
         if len(searcher.library):
             raise SystemExit(f"{directory} holds another benchmark index; remove it")
         x = mixed_videos(joint_bases(searcher, caption_texts(6000), cache)[:5000], n)
-        rng = np.random.default_rng(1)
-        img = rng.integers(0, 255, (72, 128, 3), dtype=np.uint8)
-        img[:] = np.clip(img.astype(np.int16) // 4 + np.array([90, 120, 60]), 0, 255).astype(np.uint8)
-        thumb = make_thumbnail(img)
-        st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
-        times = np.arange(frames) * 0.5
-        t = time.perf_counter()
-        for start in range(0, n, 2000):
-            pending = []
-            for i in range(start, min(n, start + 2000)):
-                fv = unit(x[i] + 0.3 * rng.standard_normal((frames, x.shape[1])).astype(np.float32)
-                          / np.sqrt(x.shape[1]))
-                pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
-                                EmbeddedMedia(x[i], fv, times, frames * 0.5, [thumb] * frames), f"{i:064x}"))
-            searcher.library._commit(pending, [], searcher.model_id)
-        sql_s = time.perf_counter() - t
+        img = np.random.default_rng(1).integers(0, 255, (72, 128, 3), dtype=np.uint8)
+        thumb = make_thumbnail(np.clip(img.astype(np.int16) // 4 + np.array([90, 120, 60]), 0, 255).astype(np.uint8))
+        sql_s = commit_videos(searcher, x, frames, thumb)
         t = time.perf_counter()
         searcher.library.refresh()
         print(f"built {n} videos x {frames} frames (thumbnails {len(thumb)} B): SQLite {sql_s:.0f} s, "
