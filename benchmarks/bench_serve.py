@@ -1,19 +1,23 @@
 """Serving throughput: concurrent clients against `reelsearch serve` over a 100,000-video index.
 
-The server is the real command (`python -m reelsearch serve --index DIR --workers W --batch B ...`) in its own
-process; the load comes from a client in another process (this script's ``client`` mode): C concurrent keep-alive
-HTTP/1.1 connections (asyncio, hand-written requests, so the client costs little CPU), each sending
-``GET /search?q=<caption>&k=10`` as soon as its previous answer arrived (a closed loop). Every query is a different
-real MSVD caption (none repeats, so the server's query cache never hits), every answer is checked (status 200,
-valid JSON, k results). After a warm-up, requests/s, p50/p95/p99 latency and errors are measured over a fixed time.
+The servers are the real command (`python -m reelsearch serve --index DIR --workers W --batch B --query-cache C`),
+one per configuration, all started first (an idle server costs no CPU); the load comes from a client in another
+process (this script's ``client`` mode): C concurrent keep-alive HTTP/1.1 connections (asyncio, hand-written
+requests, so the client costs little CPU), each sending ``GET /search?q=<caption>&k=10`` as soon as its previous
+answer arrived (a closed loop). Every answer is checked (status 200, valid JSON, k results). The configurations
+are measured in interleaved rounds (after a short untimed warm-up each time), so that the shared machine's changing
+load falls on all of them alike; the figures pool every round.
+
+Queries: real MSVD captions, each asked once (no configuration can be helped by a cache), except for
+configurations with a query cache (``W:B:C``, C > 0), which are asked 200 captions over and over: the cost of
+serving without the text encoder.
 
 The index is built once per model and size (cached under ``--work``): the default model's own text embeddings of
 5,000 real MSVD captions are the semantic bases; each video mixes two of them plus noise, with ``--frames``
 per-frame vectors and a real 96-px JPEG thumbnail per frame, committed through the library's commit path with the
 searcher's model id (no decoding), then the vector index is built (HNSW above 20,000 videos).
 
-.venv/bin/python benchmarks/bench_serve.py --videos 100000 --configs 1:1 1:32 2:1 2:32 --duration 60
-(each config is WORKERS:BATCH; BATCH 1 turns batching off)
+.venv/bin/python benchmarks/bench_serve.py --videos 100000 --configs 1:1 1:32 2:1 2:32 2:32:1024 --rounds 3
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -72,10 +77,7 @@ def run_client(url: str, queries: list[str], concurrency: int, warmup: float, du
                                for _ in range(concurrency)))
 
     asyncio.run(main())
-    lat = np.array(out["lat"])
-    return {"requests": len(lat), "errors": out["errors"], "seconds": duration, "rps": len(lat) / duration,
-            "p50": float(np.percentile(lat, 50)), "p95": float(np.percentile(lat, 95)),
-            "p99": float(np.percentile(lat, 99)), "max": float(lat.max()), "sent": out["next"]}
+    return {"requests": len(out["lat"]), "errors": out["errors"], "seconds": duration, "latencies": out["lat"]}
 
 
 # -- the index --------------------------------------------------------------------------------------------------
@@ -113,44 +115,44 @@ def query_texts(n: int) -> list[str]:
     return [flat[i] for i in pick[:n]]
 
 
-# -- one configuration -------------------------------------------------------------------------------------------
-def serve_and_measure(directory: Path, workers: int, batch: int, args) -> dict:
-    import httpx
-
+# -- the servers and the measurements ---------------------------------------------------------------------------
+def start_server(directory: Path, workers: int, batch: int, cache: int, threads: int):
+    """`reelsearch serve` in its own process group; returns (process, url)."""
     from reelsearch.service.background import free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "reelsearch", "serve", "--index", str(directory), "--port", str(port),
-           "--workers", str(workers), "--batch", str(batch), "--query-cache", "0", "--no-access-log",
-           "--threads", str(args.threads)]
-    server = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 600
+           "--workers", str(workers), "--batch", str(batch), "--query-cache", str(cache), "--no-access-log",
+           "--threads", str(threads)]
+    return subprocess.Popen(cmd, stderr=subprocess.DEVNULL, start_new_session=True), f"http://127.0.0.1:{port}"
+
+
+def wait_ready(servers: list, timeout: float = 900) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    for proc, url in servers:
         while True:
             try:
                 if httpx.get(f"{url}/health", timeout=5).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"server did not start: {server.stderr.read()}")
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"server {url} did not start")
             time.sleep(0.5)
-        time.sleep(args.settle)  # every worker has loaded its model and index
-        queries_file = Path(tempfile.mkstemp(suffix=".json")[1])
-        queries_file.write_text(json.dumps(query_texts(args.queries)))
-        load_before = os.getloadavg()
-        proc = subprocess.run([sys.executable, __file__, "client", "--url", url, "--queries-file", str(queries_file),
-                               "--concurrency", str(args.concurrency), "--warmup", str(args.warmup), "--duration",
-                               str(args.duration)], capture_output=True, text=True, check=True)
-        queries_file.unlink()
-        res = json.loads(proc.stdout)
-        res.update(workers=workers, batch=batch, load_before=[round(v, 2) for v in load_before],
-                   load_after=[round(v, 2) for v in os.getloadavg()])
-        return res
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+
+
+def measure(url: str, queries: list[str], args) -> dict:
+    """One timed run of the client, in its own process."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(queries, fh)
+    load_before = os.getloadavg()[0]
+    proc = subprocess.run([sys.executable, __file__, "client", "--url", url, "--queries-file", fh.name,
+                           "--concurrency", str(args.concurrency), "--warmup", str(args.warmup), "--duration",
+                           str(args.duration)], capture_output=True, text=True, check=True)
+    os.unlink(fh.name)
+    return {**json.loads(proc.stdout), "load": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
 
 
 def main() -> None:
@@ -159,11 +161,13 @@ def main() -> None:
     ap.add_argument("--videos", type=int, default=100_000)
     ap.add_argument("--frames", type=int, default=8, help="frames (vectors + thumbnails) per video")
     ap.add_argument("--model", default="default")
-    ap.add_argument("--configs", nargs="+", default=["1:1", "1:32", "2:1", "2:32"], help="WORKERS:BATCH each")
+    ap.add_argument("--configs", nargs="+", default=["1:1", "1:32", "2:1", "2:32"],
+                    help="WORKERS:BATCH[:CACHE] each (CACHE > 0: a query cache, and 200 queries asked over and over)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved measurements of every configuration")
     ap.add_argument("--concurrency", type=int, default=8)
-    ap.add_argument("--duration", type=float, default=60.0, help="timed seconds per configuration")
-    ap.add_argument("--warmup", type=float, default=10.0, help="untimed seconds of load first")
-    ap.add_argument("--settle", type=float, default=10.0, help="seconds after /health answers before loading")
+    ap.add_argument("--duration", type=float, default=20.0, help="timed seconds per configuration and round")
+    ap.add_argument("--warmup", type=float, default=5.0, help="untimed seconds of load first")
+    ap.add_argument("--settle", type=float, default=30.0, help="seconds after /health answers before loading")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per worker (serve --threads)")
     ap.add_argument("--queries", type=int, default=30_000, help="distinct captions sent (no repeats within a run)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-serve")
@@ -178,14 +182,44 @@ def main() -> None:
         return
     directory = args.work / f"index-{args.videos}-{args.frames}"
     build_index(directory, args.videos, args.frames, args.model, args.cache)
+    configs = [tuple(int(v) for v in c.split(":")) + ((0,) if c.count(":") == 1 else ()) for c in args.configs]
+    servers = [start_server(directory, w, b, c, args.threads) for w, b, c in configs]
+    distinct = query_texts(args.queries)
+    repeated = distinct[:200]  # for configurations with a query cache: every query is asked again and again
+    try:
+        wait_ready(servers)
+        time.sleep(args.settle)  # every worker has loaded its model and index
+        runs: dict[tuple, list[dict]] = {c: [] for c in configs}
+        offset = 0
+        for rnd in range(args.rounds):  # interleaved, so that the machine's changing load hits every config alike
+            for config, (_, url) in zip(configs, servers):
+                queries = repeated if config[2] else distinct[offset:] + distinct[:offset]
+                offset = (offset + 5000) % len(distinct)  # fresh queries for every run
+                r = measure(url, queries, args)
+                runs[config].append(r)
+                print(f"round {rnd + 1} workers {config[0]} batch {config[1]:>2} cache {config[2]:>4}: "
+                      f"{r['requests'] / r['seconds']:6.1f} req/s  load {r['load'][0]:.2f} -> {r['load'][1]:.2f}",
+                      flush=True)
+    finally:
+        for proc, _ in servers:
+            os.killpg(proc.pid, signal.SIGTERM)
+        for proc, _ in servers:
+            proc.wait(timeout=60)
     results = []
-    for config in args.configs:
-        workers, batch = (int(v) for v in config.split(":"))
-        r = serve_and_measure(directory, workers, batch, args)
-        results.append(r)
-        print(f"workers {workers} batch {batch:>2}: {r['rps']:6.1f} req/s  p50 {r['p50']:6.1f}  p95 {r['p95']:6.1f}  "
-              f"p99 {r['p99']:6.1f}  max {r['max']:6.1f} ms  {r['requests']} requests, {r['errors']} errors  "
-              f"load {r['load_before'][0]:.2f} -> {r['load_after'][0]:.2f}", flush=True)
+    print(f"\n{args.concurrency} clients, {args.rounds} rounds x {args.duration:.0f} s per configuration "
+          f"({args.videos} videos):")
+    for config, rs in runs.items():
+        lat = np.concatenate([r["latencies"] for r in rs])
+        per_round = [r["requests"] / r["seconds"] for r in rs]
+        row = {"workers": config[0], "batch": config[1], "cache": config[2],
+               "rps": len(lat) / sum(r["seconds"] for r in rs), "rps_rounds": per_round,
+               "p50": float(np.percentile(lat, 50)), "p95": float(np.percentile(lat, 95)),
+               "p99": float(np.percentile(lat, 99)), "max": float(lat.max()), "requests": int(len(lat)),
+               "errors": sum(r["errors"] for r in rs), "load": [r["load"] for r in rs]}
+        results.append(row)
+        print(f"workers {row['workers']} batch {row['batch']:>2} cache {row['cache']:>4}: {row['rps']:6.1f} req/s "
+              f"(rounds {', '.join(f'{v:.0f}' for v in per_round)})  p50 {row['p50']:6.1f}  p95 {row['p95']:6.1f}  "
+              f"p99 {row['p99']:6.1f}  max {row['max']:6.1f} ms  {row['requests']} requests, {row['errors']} errors")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
 

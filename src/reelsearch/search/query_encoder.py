@@ -2,8 +2,8 @@
 encoder, and recent queries' embeddings are kept in an LRU cache.
 
 The text encoder (a transformer over MiniLM token features for the default model) costs about as much for a batch
-of 8 short queries as for 3 single ones on one core, so a server that encodes each request alone spends most of
-its time on the per-call overhead (docs/benchmarks.md, "Serving throughput"). One thread owns the model: callers
+of 8 short queries as for 3 single ones on one core, so batching doubles what one serving process answers
+(docs/benchmarks.md, "Serving throughput"). One thread owns the model: callers
 queue their texts; whenever it is free it takes every waiting single query (up to ``max_batch``) and encodes them
 together. Nothing waits for a batch to fill: an idle server encodes a lone query at once. Requests for many texts
 (annotate's captions) run as their own call. Owning the model in one thread also keeps its tokenizer, which is not
