@@ -136,3 +136,17 @@ def test_searcher_from_many_threads_matches_one_thread(tmp_path):
             exp = want[TEXTS[i % len(TEXTS)]]
             assert [r["id"] for r in res] == [r["id"] for r in exp]
             assert [r["score"] for r in res] == pytest.approx([r["score"] for r in exp], abs=1e-5)
+
+
+def test_close_stops_the_worker_and_a_later_call_restarts_it():
+    layout = VectorLayout(small_model("cosine"))
+    enc = QueryEncoder(layout.encode_query, cache_size=0)
+    enc.one("a car")
+    first = enc.thread
+    assert first.is_alive()
+    enc.close()
+    first.join(timeout=10)
+    assert not first.is_alive()
+    torch.testing.assert_close(enc.one("a car")[0], layout.encode_query(["a car"])[0])  # a new worker
+    assert enc.thread is not first and enc.thread.is_alive()
+    enc.close()

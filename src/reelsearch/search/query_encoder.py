@@ -42,6 +42,7 @@ class QueryEncoder:
         self._start_lock = threading.Lock()
         self._queue: queue.SimpleQueue | None = None
         self._pid = None
+        self.thread: threading.Thread | None = None  # the worker, once started
 
     # -- public ---------------------------------------------------------------------------------------------
     def one(self, text: str) -> list[torch.Tensor]:
@@ -65,6 +66,13 @@ class QueryEncoder:
         """Per-expert embeddings [N, D_k] of ``texts`` in one model call (not cached)."""
         return self._submit(list(texts), single=False)
 
+    def close(self) -> None:
+        """Stop the worker thread (after the jobs already queued); a later call starts a new one."""
+        with self._start_lock:
+            if self._queue is not None and self._pid == os.getpid():
+                self._queue.put(None)
+            self._queue = None
+
     # -- the worker -----------------------------------------------------------------------------------------
     def _submit(self, texts: list[str], single: bool) -> list[torch.Tensor]:
         job: Future = Future()
@@ -76,19 +84,22 @@ class QueryEncoder:
         with self._start_lock:
             if self._queue is None or self._pid != os.getpid():
                 self._queue, self._pid = queue.SimpleQueue(), os.getpid()
-                threading.Thread(target=self._work, args=(self._queue,), name="reelsearch-query-encoder",
-                                 daemon=True).start()
+                self.thread = threading.Thread(target=self._work, args=(self._queue,), daemon=True,
+                                               name="reelsearch-query-encoder")
+                self.thread.start()
             return self._queue
 
     def _work(self, jobs: queue.SimpleQueue) -> None:
-        while True:
-            first = jobs.get()
+        while (first := jobs.get()) is not None:
             singles, others = [], []
             (singles if first[1] else others).append(first)
             while len(singles) < self.max_batch:  # everything already waiting, without waiting for more
                 try:
                     job = jobs.get_nowait()
                 except queue.Empty:
+                    break
+                if job is None:  # closing: finish what was taken, then stop
+                    jobs.put(None)
                     break
                 (singles if job[1] else others).append(job)
             if singles:

@@ -63,6 +63,7 @@ class Searcher:
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
+        self.query_encoder.close()
         with self.lock:
             self.library.close()
 
