@@ -161,7 +161,7 @@ def main() -> None:
     ap.add_argument("--videos", type=int, default=100_000)
     ap.add_argument("--frames", type=int, default=8, help="frames (vectors + thumbnails) per video")
     ap.add_argument("--model", default="default")
-    ap.add_argument("--configs", nargs="+", default=["1:1", "1:32", "2:1", "2:32"],
+    ap.add_argument("--configs", nargs="+", default=["1:1", "1:32", "2:1", "2:32", "1:32:1024"],
                     help="WORKERS:BATCH[:CACHE] each (CACHE > 0: a query cache, and 200 queries asked over and over)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved measurements of every configuration")
     ap.add_argument("--concurrency", type=int, default=8)
