@@ -129,19 +129,14 @@ def caption_texts(n: int) -> list[str]:
 
 def query_vectors(searcher, texts: list[str]) -> np.ndarray:
     """Query vectors [N, D] exactly as ``Searcher.search`` builds them in "ann" mode (weighted expert concat)."""
-    import torch
-
-    out = []
-    with torch.no_grad():
-        for start in range(0, len(texts), 128):
-            per_expert = searcher.layout.encode_query(texts[start:start + 128])
-            out.append(torch.cat([e.weight * c for e, c in zip(searcher.layout.experts, per_expert)], 1).numpy())
+    model = searcher.model
+    out = [model.ann_query(model.encode_text(texts[start:start + 128])) for start in range(0, len(texts), 128)]
     return np.concatenate(out).astype(np.float32)
 
 
 def joint_bases(searcher, texts: list[str], cache: Path) -> np.ndarray:
     """The model's own query embeddings of real captions (cached per model fingerprint): the semantic bases."""
-    cache_file = cache / f"joint-{searcher.layout.model_fingerprint()}-{len(texts)}.npy"
+    cache_file = cache / f"joint-{searcher.model.fingerprint()}-{len(texts)}.npy"
     if cache_file.exists():
         return np.load(cache_file)
     t = time.perf_counter()
@@ -167,6 +162,27 @@ def mixed_videos(bases: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
     return out
 
 
+
+
+def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None = None, seed: int = 1) -> float:
+    """One synthetic video per row of ``x`` (unit vectors in the model's space), committed through the library's
+    commit path with the searcher's model id: ``frames`` frame vectors near the video's, a frame every 0.5 s,
+    optional thumbnails, synthetic paths, no decoding. Returns the seconds it took."""
+    from reelsearch.index.media import EmbeddedMedia
+
+    rng = np.random.default_rng(seed)
+    st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
+    times = np.arange(frames) * 0.5
+    thumbs = [thumbnail] * frames if thumbnail is not None else None
+    t = time.perf_counter()
+    for start in range(0, len(x), 2000):
+        pending = []
+        for i in range(start, min(len(x), start + 2000)):
+            fv = unit(x[i] + 0.3 * rng.standard_normal((frames, x.shape[1])).astype(np.float32) / np.sqrt(x.shape[1]))
+            pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
+                            EmbeddedMedia(x[i], fv, times, frames * 0.5, thumbs), f"{i:064x}"))
+        searcher.library._commit(pending, [], searcher.model_id)
+    return time.perf_counter() - t
 
 
 def http_search(client, text: str, k: int = 10) -> list[str]:
@@ -199,9 +215,7 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
     per video, synthetic paths, no decoding) with the searcher's model id, so the server serves them as its own.
     """
     import httpx
-    import torch
 
-    from reelsearch.index.media import EmbeddedMedia
     from reelsearch.search import Searcher
     from reelsearch.service import create_app
 
@@ -212,19 +226,8 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
         if searcher.mode != "ann":
             raise SystemExit(f"--http-model must be a single-vector (ann) model; {args.http_model} is {searcher.mode}")
         x = mixed_videos(joint_bases(searcher, texts, args.cache)[:5000], n)
-        lib, rng = searcher.library, np.random.default_rng(1)
-        st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
-        times = np.arange(args.frames) * 0.5
-        t = time.perf_counter()
-        for start in range(0, n, 2000):
-            pending = []
-            for i in range(start, min(n, start + 2000)):
-                frames = unit(x[i] + 0.3 * rng.standard_normal((args.frames, x.shape[1])).astype(np.float32)
-                              / np.sqrt(x.shape[1]))
-                pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
-                                EmbeddedMedia(x[i], frames, times, 2.0), f"{i:064x}"))
-            lib._commit(pending, [], searcher.model_id)
-        sql_s = time.perf_counter() - t
+        lib = searcher.library
+        sql_s = commit_videos(searcher, x, args.frames)
         t = time.perf_counter()
         lib.refresh()  # builds the vector index from SQLite (exact below 20,000 videos, HNSW above) and saves it
         vec_s = time.perf_counter() - t
@@ -252,22 +255,23 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
             add(f"HTTP GET /search end to end (text encoding + {label} + moments + JSON)", lat, got, before)
 
             # the same route with the text encoder swapped for a lookup of each query's own encoding (done here)
-            real_encode = searcher.layout.encode_query
+            real_encode = searcher.query_encoder.encode
             encoded = {s: real_encode([s]) for s in queries}
-            searcher.layout.encode_query = lambda caps: [torch.cat(p) for p in zip(*(encoded[c] for c in caps))]
+            searcher.query_encoder.encode = lambda caps: np.concatenate([encoded[c] for c in caps])
+            searcher.query_encoder.cache_size = 0
             try:
                 before = load()
                 lat, got = timed_texts(lambda s: http_search(client, s), queries)
                 add(f"HTTP GET /search, text encoding precomputed ({label} + moments + JSON)", lat, got, before)
             finally:
-                searcher.layout.encode_query = real_encode
+                searcher.query_encoder.encode = real_encode
 
         before = load()
         lat, _ = timed_texts(lambda s: searcher.search(s, 10), queries)
         add("in-process Searcher.search (text encoding + search + moments)", lat, None, before)
         before = load()
-        lat, _ = timed_texts(lambda s: searcher.layout.encode_query([s]), queries)
-        add("in-process text encoding only (layout.encode_query)", lat, None, before)
+        lat, _ = timed_texts(lambda s: searcher.model.encode_text([s]), queries)
+        add("in-process text encoding only (model.encode_text)", lat, None, before)
         before = load()
         qmap = dict(zip(queries, qv))
         lat, got = timed_texts(lambda s: [h.id for h in lib.search(qmap[s], 10, frame_scores=True)], queries)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -36,7 +37,8 @@ def test_search_json_contract(setup):
     res = runner.invoke(app, ["search", CAPTIONS[0], "--index", str(root / "index"), "-k", "3", "--json"])
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)
-    assert len(got) == 3 and all(list(r) == ["id", "path", "score", "moment"] for r in got)
+    assert len(got) == 3 and all(list(r) == ["id", "path", "path_b64", "score", "moment"] for r in got)
+    assert all(os.fsdecode(base64.b64decode(r["path_b64"])) == r["path"] for r in got)  # plain names: same path
     with Searcher(root / "index", str(model_dir)) as searcher:  # the model the index remembers (searcher.json)
         want = searcher.search(CAPTIONS[0], 3, frames=False)
     assert [(r["id"], r["path"], r["moment"]) for r in got] == [(r["id"], r["path"], r["moment"]) for r in want]
@@ -77,7 +79,7 @@ def test_reindex_reports_changes(setup, tmp_path):
     bad = root / "media" / "broken.mp4"
     bad.write_bytes(b"not a video")
     res = runner.invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--quiet"])
-    assert res.exit_code == 3 and f"failed: {bad}" in res.output  # partial failure
+    assert res.exit_code == 3 and f"failed: {bad}" in res.output  # partial failure: 3 (0 ok, 2 bad input)
     bad.unlink()
 
 

@@ -3,8 +3,13 @@ requests byte for byte, traversal attempts, uploads, and concurrent requests aga
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import unquote
 
 import cv2
 import httpx
@@ -16,15 +21,21 @@ from fastapi.testclient import TestClient
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
 from reelsearch.service.app import STATIC_DIR, _local_swagger_ui
-from test_search_support import CAPTIONS, ServerThread, make_media, small_model
+from test_search_support import CAPTIONS, ServerThread, make_media, small_model, write_clip
 
 torch.set_num_threads(1)
+
+
+#: A file name no JSON string can hold as it is: a byte that is not UTF-8, quotes, spaces and a newline.
+WEIRD = b'we"ird \xff name\n\'q\'.mp4'
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("service")
-    paths = sorted(make_media(root / "media"))
+    make_media(root / "media")
+    write_clip(Path(os.fsdecode(os.fsencode(root / "media") + b"/" + WEIRD)), [((200, 120, 20), 1.0)], seed=9)
+    paths = sorted((root / "media").iterdir())
     searcher = Searcher(root / "index", small_model("moe"))
     searcher.index([root / "media"], progress=False)
     app = create_app(searcher)
@@ -119,7 +130,17 @@ def test_traversal_attempts_are_refused(served, attempt):
     assert b"root:" not in resp.content and b"create_app" not in resp.content
 
 
+def _byteranges(resp) -> list[tuple[str, bytes]]:
+    """(Content-Range, body) of each part of a multipart/byteranges response (parsed by the email package)."""
+    import email
+
+    msg = email.message_from_bytes(b"Content-Type: " + resp.headers["content-type"].encode() + b"\r\n\r\n"
+                                   + resp.content)
+    return [(part["Content-Range"], part.get_payload(decode=True)) for part in msg.get_payload()]
+
+
 def test_range_requests_exact_bytes(served):
+    """starlette's FileResponse serves the media (issue 11): RFC 9110 ranges, byte for byte."""
     client, searcher, paths = served
     vid = _id(searcher, paths[0])
     data = paths[0].read_bytes()
@@ -127,25 +148,41 @@ def test_range_requests_exact_bytes(served):
     url = f"/videos/{vid}/media"
     full = client.get(url)
     assert full.status_code == 200 and full.content == data and full.headers["accept-ranges"] == "bytes"
-    assert full.headers["content-type"] == "video/mp4"
+    assert full.headers["content-type"] == "video/mp4" and full.headers["content-length"] == str(size)
+    assert full.headers["content-disposition"] == f'inline; filename="{paths[0].name}"'
     cases = {"bytes=10-99": (10, 99), "bytes=100-": (100, size - 1), "bytes=-50": (size - 50, size - 1),
-             f"bytes=0-{size + 1000}": (0, size - 1), "bytes=7-7": (7, 7), "bytes=3-5, 20-30": (3, 5),
-             f"bytes=-{size * 2}": (0, size - 1)}
+             f"bytes=0-{size + 1000}": (0, size - 1), "bytes=7-7": (7, 7), f"bytes=-{size * 2}": (0, size - 1),
+             "bytes=3-5, 4-9": (3, 9)}  # overlapping ranges are merged into one
     for header, (a, b) in cases.items():
         resp = client.get(url, headers={"Range": header})
         assert resp.status_code == 206, header
         assert resp.content == data[a:b + 1], header
         assert resp.headers["content-range"] == f"bytes {a}-{b}/{size}"
         assert int(resp.headers["content-length"]) == b - a + 1
-    for header in (f"bytes={size}-", "bytes=50-10", "bytes=-0"):
+    multi = client.get(url, headers={"Range": "bytes=3-5, 20-30, -4"})
+    assert multi.status_code == 206 and multi.headers["content-type"].startswith("multipart/byteranges")
+    assert int(multi.headers["content-length"]) == len(multi.content)
+    assert _byteranges(multi) == [(f"bytes 3-5/{size}", data[3:6]), (f"bytes 20-30/{size}", data[20:31]),
+                                  (f"bytes {size - 4}-{size - 1}/{size}", data[-4:])]
+    for header in (f"bytes={size}-", "bytes=-0", f"bytes={size + 5}-{size + 9}"):
         resp = client.get(url, headers={"Range": header})
         assert resp.status_code == 416, header
         assert resp.headers["content-range"] == f"bytes */{size}"
-    for header in ("items=0-10", "bytes=abc", "bytes=", "bytes=-"):  # not a byte range: the whole file
+    for header in ("bytes=50-10", "bytes=abc", "bytes=", "bytes=-", "bytes"):  # malformed byte ranges
+        assert client.get(url, headers={"Range": header}).status_code == 400, header
+    for header in ("items=0-10", "Items=abc"):  # another unit: ignored (RFC 9110 14.2), the whole file
         resp = client.get(url, headers={"Range": header})
         assert resp.status_code == 200 and resp.content == data, header
     head = client.head(url, headers={"Range": "bytes=0-99"})
     assert head.status_code == 206 and head.headers["content-length"] == "100" and head.content == b""
+    # If-Range: the range only while the validator still matches, else the whole (changed) file
+    etag, modified = full.headers["etag"], full.headers["last-modified"]
+    for validator in (etag, modified):
+        resp = client.get(url, headers={"Range": "bytes=0-9", "If-Range": validator})
+        assert resp.status_code == 206 and resp.content == data[:10]
+    for validator in ('"stale-etag"', "Mon, 01 Jan 2001 00:00:00 GMT", "W/" + etag):
+        resp = client.get(url, headers={"Range": "bytes=0-9", "If-Range": validator})
+        assert resp.status_code == 200 and resp.content == data
 
 
 def test_media_of_a_vanished_file_is_404(served, tmp_path):
@@ -192,7 +229,7 @@ def test_annotate_by_id_path_and_upload(served):
     ({"json": {"captions": ["a car"]}}, 422),
     ({"json": ["a car"]}, 422),
     ({"json": {"id": "424242", "captions": ["a car"]}}, 404),
-    ({"json": {"id": "../1", "captions": ["a car"]}}, 404),
+    ({"json": {"id": "../1", "captions": ["a car"]}}, 422),  # not an id (the schema's pattern)
     ({"json": {"path": "/etc/passwd", "captions": ["a car"]}}, 404),
     ({"content": b"{not json", "headers": {"content-type": "application/json"}}, 422),
     ({"content": b"a car", "headers": {"content-type": "text/plain"}}, 415),
@@ -227,3 +264,60 @@ def test_concurrent_requests_on_a_real_server(served):
 
     with ServerThread(app) as server, ThreadPoolExecutor(8) as pool:
         assert all(pool.map(one, range(24)))
+
+
+def test_any_file_name_round_trips_over_http(served):
+    """A real file whose name is not UTF-8 (and has quotes, spaces, a newline): search, metadata, media, annotate."""
+    _, searcher, paths = served
+    weird = next(p for p in paths if os.fsencode(p.name) == WEIRD)
+    raw = os.fsencode(weird)
+    display = raw.decode("utf-8", "replace")
+    assert "\ufffd" in display and "\n" in display and '"' in display
+    vid = searcher.library.find(weird)
+    with ServerThread(create_app(searcher)) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        for q in CAPTIONS[:3]:  # k = 10 > the library: every query returns the file
+            resp = http.get("/search", params={"q": q, "k": 10})
+            assert resp.status_code == 200
+            results = json.loads(resp.content.decode("utf-8"))["results"]  # strict UTF-8 JSON
+            (hit,) = [r for r in results if base64.b64decode(r["path_b64"], validate=True) == raw]
+            assert hit["id"] == vid and hit["path"] == display and hit["name"] == WEIRD.decode("utf-8", "replace")
+        meta = http.get(f"/videos/{vid}").json()
+        assert (meta["path"], meta["name"], meta["path_b64"]) == (hit["path"], hit["name"], hit["path_b64"])
+        media = http.get(hit["media"])
+        assert media.status_code == 200 and media.content == weird.read_bytes()
+        disposition = media.headers["content-disposition"]  # an ASCII header naming the display form
+        assert disposition.isascii() and unquote(disposition.split("''", 1)[1]) == hit["name"]
+        assert http.get(hit["thumbnail"]).status_code == 200
+        by_id = http.post("/annotate", json={"id": vid, "captions": CAPTIONS})
+        by_bytes = http.post("/annotate", json={"path_b64": hit["path_b64"], "captions": CAPTIONS})
+        assert by_id.status_code == by_bytes.status_code == 200 and by_bytes.json() == by_id.json()
+        # the display form is for people: it names no file (the lost byte), so the lossless form exists
+        assert http.post("/annotate", json={"path": hit["path"], "captions": CAPTIONS}).status_code == 404
+        for form in ({"path": str(paths[0])}, {"path_b64": base64.b64encode(os.fsencode(paths[0])).decode()}):
+            assert http.post("/annotate", json={**form, "captions": CAPTIONS}).json() == \
+                http.post("/annotate", json={"id": _id(searcher, paths[0]), "captions": CAPTIONS}).json()
+
+
+def test_request_size_limits(served):
+    client, searcher, paths = served
+    app = create_app(searcher, max_body_bytes=4096)
+    small = TestClient(app)
+    vid = _id(searcher, paths[0])
+    assert small.post("/annotate", json={"id": vid, "captions": ["a car"] * 10}).status_code == 200
+    resp = small.post("/annotate", json={"id": vid, "captions": ["a car " * 20] * 100})  # > 4096 bytes
+    assert resp.status_code == 413 and "larger than 4096 bytes" in resp.json()["detail"]
+
+    def chunks():  # no Content-Length: counted as it streams
+        for _ in range(10):
+            yield b" " * 1000
+
+    with ServerThread(app) as server:
+        resp = httpx.post(server.url + "/annotate", content=chunks(), headers={"content-type": "application/json"})
+        assert resp.status_code == 413
+    spec = client.get("/openapi.json").json()
+    params = {p["name"]: p["schema"] for p in spec["paths"]["/search"]["get"]["parameters"]}
+    assert params["k"]["maximum"] == 100 and params["k"]["minimum"] == 1 and params["q"]["maxLength"] == 1000
+    body = spec["paths"]["/annotate"]["post"]["requestBody"]["content"]
+    assert body["application/json"]["schema"]["properties"]["captions"]["maxItems"] == 1000
+    assert "413" in spec["paths"]["/annotate"]["post"]["responses"]
+    assert {"200", "206", "400", "404", "416"} <= set(spec["paths"]["/videos/{video_id}/media"]["get"]["responses"])

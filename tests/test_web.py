@@ -107,3 +107,45 @@ def _wait_started(page, start: float) -> None:
         "(s) => { const v = document.getElementById('video');"
         " return Math.abs(parseFloat(v.dataset.start) - s) < 1e-6 && v.readyState >= 2 && !v.seeking"
         " && v.currentTime >= s - 0.05; }", arg=start, timeout=20_000)
+
+
+def test_page_sends_the_api_key_and_shows_any_file_name(tmp_path):
+    """A server with an API key and a clip whose name is not UTF-8 (with quotes, spaces and a newline): the page
+    asks for the key, then searches (X-API-Key), loads thumbnails and plays the clip (the key's cookie), and shows
+    the name's display form."""
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium (install it: apt-get update && apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    from test_search_support import CLIPS, write_clip
+
+    key = "page-test-key-0123456789"
+    raw = b'a "red" clip \xff\n.mp4'
+    (tmp_path / "media").mkdir()
+    write_clip(Path(os.fsdecode(bytes(tmp_path / "media") + b"/" + raw)), CLIPS["red-green-blue.mp4"])
+    with Searcher(tmp_path / "index", small_model("cosine")) as searcher:
+        searcher.index([tmp_path / "media"], progress=False)
+        with ServerThread(create_app(searcher, api_key=key)) as server, sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch_persistent_context(
+                str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+            try:
+                page = browser.pages[0] if browser.pages else browser.new_page()
+                errors: list[str] = []
+                statuses: dict[str, int] = {}
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.on("response", lambda r: statuses.__setitem__(r.url.split("?")[0], r.status))
+                page.goto(server.url + "/?q=a+red+car", wait_until="networkidle")
+                page.wait_for_selector("#key-form:not([hidden])", timeout=20_000)  # 401: the page asks
+                assert statuses[server.url + "/health"] == 401
+                page.fill("#key", key)
+                page.click("#use-key")
+                page.wait_for_selector(".card", timeout=20_000)
+                assert page.locator(".card .name").text_content() == raw.decode("utf-8", "replace")
+                page.wait_for_function("() => [...document.querySelectorAll('.thumb img')]"
+                                       ".every(i => i.complete && i.naturalWidth > 0)")
+                page.locator(".card").nth(0).click()
+                _wait_started(page, float(page.locator(".card").nth(0).get_attribute("data-moment")))
+                media = [u for u in statuses if u.endswith("/media")]
+                assert media and all(statuses[u] in (200, 206) for u in media)
+                assert not errors, errors
+            finally:
+                browser.close()

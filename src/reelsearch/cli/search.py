@@ -36,18 +36,24 @@ def register(app: typer.Typer) -> None:
         backend: str | None = typer.Option(None, "--backend", help="Vector index: faiss (default) or milvus."),
         uri: str | None = typer.Option(None, "--uri", help="Milvus server URI (backend milvus)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+        wait: float = typer.Option(-1, "--wait", help="Seconds to wait while another `reelsearch index` updates "
+                                   "the same index (default: as long as it takes; 0: fail at once)."),
     ) -> None:
-        """Add new files to the index, re-embed changed ones and drop deleted ones (exit 3 if any file failed).
-        Frames are sampled and their features extracted as the model's feature recipe says."""
+        """Add new files to the index, re-embed changed ones and drop deleted ones; frames are sampled and their
+        features extracted as the model's feature recipe says.
+
+        Exit status: 0 all done, 2 bad input, 3 some files failed (listed on stderr; the rest are indexed)."""
+        from reelsearch.index.paths import display_path
         from reelsearch.search.settings import write_settings
 
         searcher, model_name = _searcher(index, model, backend, uri)
         with searcher:
+            searcher.library.writer_wait = None if wait < 0 else wait
             report = searcher.index([str(p) for p in paths], progress=not quiet)
             write_settings(searcher.library.dir, model_name, searcher.library.backend, uri)
             total = len(searcher.library)
         for path, problem in report.failed:
-            typer.echo(f"failed: {path}: {problem}", err=True)
+            typer.echo(f"failed: {display_path(path, one_line=True)}: {problem}", err=True)
         typer.echo(f"{report.summary()}; {total} in {searcher.library.dir}")
         if report.failed:
             from reelsearch.errors import EXIT_PARTIAL_FAILURE
@@ -59,22 +65,26 @@ def register(app: typer.Typer) -> None:
         text: str = typer.Argument(..., help="What to look for, in words."),
         index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
         k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
-        as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","score","moment"}.'),
+        as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
+                                     '"moment"} (path_b64: the exact bytes of the file name, base64).'),
         model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     ) -> None:
         """Find the videos that best match TEXT, with the moment (seconds) that matches best."""
         searcher, _ = _searcher(index, model, must_exist=True)
         with searcher:
             results = searcher.search(text, k, frames=False)
+        from reelsearch.index.paths import display_path, path_b64
+
         if as_json:
-            keys = ("id", "path", "score", "moment")
-            json.dump([{key: r[key] for key in keys} for r in results], sys.stdout, ensure_ascii=False)
+            out = [{"id": r["id"], "path": display_path(r["path"]), "path_b64": path_b64(r["path"]),
+                    "score": r["score"], "moment": r["moment"]} for r in results]
+            json.dump(out, sys.stdout, ensure_ascii=False)
             sys.stdout.write("\n")
             return
         if not results:
             typer.echo("no results (is the index empty? run `reelsearch index PATH`)")
         for rank, r in enumerate(results, 1):
-            typer.echo(f"{rank:3d}. {r['score']:+.4f}  {_clock(r['moment'])}  {r['path']}")
+            typer.echo(f"{rank:3d}. {r['score']:+.4f}  {_clock(r['moment'])}  {display_path(r['path'], one_line=True)}")
 
     @app.command("annotate")
     def annotate_cmd(
@@ -106,27 +116,41 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve_cmd(
         index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
-        host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+        host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (beyond this machine an API key "
+                                 "is required, or --insecure-no-auth)."),
         port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on."),
         model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
-        threads: int = typer.Option(1, "--threads", min=1, help="torch threads per query (1 keeps latency steady "
+        workers: int = typer.Option(1, "--workers", min=1, max=64, help="Worker processes, each with its own model "
+                                    "over the one index (see docs/search.md for how many)."),
+        api_key: str | None = typer.Option(None, "--api-key", envvar="REELSEARCH_API_KEY", show_envvar=True,
+                                           help="Require this key (X-API-Key header, Bearer token, or the page's "
+                                           "cookie) on every API route."),
+        insecure_no_auth: bool = typer.Option(False, "--insecure-no-auth", help="Serve a non-loopback --host "
+                                              "without a key (anyone who reaches the port can read every file)."),
+        access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="One line per request on "
+                                        "stderr: client, method, path, status, milliseconds."),
+        threads: int = typer.Option(1, "--threads", min=1, help="torch threads per worker (1 keeps latency steady "
                                     "when requests or other work share the cores; see docs/benchmarks.md)."),
+        batch: int = typer.Option(32, "--batch", min=1, max=1024, help="Most queries of concurrent requests "
+                                  "encoded together (1: each alone)."),
+        query_cache: int = typer.Option(1024, "--query-cache", min=0, help="Recent queries whose embeddings each "
+                                        "worker keeps (0: none)."),
     ) -> None:
         """Serve the search page, the JSON API (/docs) and the indexed videos over HTTP."""
-        import torch
-        import uvicorn
+        from reelsearch.errors import ReelsearchError
+        from reelsearch.search.settings import index_exists, resolve
+        from reelsearch.service.server import exposure_check, run
 
-        torch.set_num_threads(threads)
-        from reelsearch.service import create_app
-
-        searcher, _ = _searcher(index, model, must_exist=True)
-        searcher.warm_up()
-        typer.echo(f"reelsearch: {len(searcher.library)} videos from {searcher.library.dir}; "
-                   f"open http://{host}:{port}/", err=True)
-        try:
-            uvicorn.run(create_app(searcher), host=host, port=port, log_level="warning")
-        finally:
-            searcher.close()
+        warning = exposure_check(host, api_key, insecure_no_auth)
+        if warning:
+            typer.echo(warning, err=True)
+        directory, model, backend, uri = resolve(index, model, None, None)
+        if not index_exists(directory):
+            raise ReelsearchError(f"{directory}: no index here; build one with `reelsearch index PATH --index "
+                                  f"{directory}`")
+        settings = {"index": str(directory), "model": model, "backend": backend, "uri": uri, "threads": threads,
+                    "access_log": access_log, "batch": batch, "query_cache": query_cache}
+        run(settings, host, port, workers=workers, api_key=api_key)
 
 
 def _clock(seconds: float) -> str:

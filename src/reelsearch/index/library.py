@@ -16,7 +16,9 @@ the difference (idempotent), so the pair is always consistent as seen through th
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import logging
 import os
 import sqlite3
 import time
@@ -35,7 +37,11 @@ FAISS_NAME = "vectors.faiss.npz"
 MILVUS_LITE_NAME = "vectors.milvus.db"
 LOCK_NAME = ".writer.lock"
 SCHEMA_VERSION = 1
+MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
+CACHE_KIB = 65536
 BACKENDS = ("faiss", "milvus")
+
+log = logging.getLogger("reelsearch.index")
 
 EmbedFn = Callable[[str], EmbeddedMedia]
 
@@ -104,6 +110,7 @@ class Hit:
     frame: int
     duration: float | None = None
     frame_scores: np.ndarray | None = None  # [T] query-frame scores, when asked for
+    timestamps: np.ndarray | None = None  # [T] seconds of the stored frames (with frame_scores)
 
 
 @dataclass
@@ -166,6 +173,8 @@ class LibraryIndex:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # reads of random hits without a syscall per page
+        self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         self._db.executescript(_SCHEMA)
         version = self._meta("schema_version")
         if version is None:
@@ -174,6 +183,7 @@ class LibraryIndex:
             raise LibraryError(f"{self.dir / SQLITE_NAME}: written by a newer reelsearch (schema {version})")
         self.vectors: VectorIndex | None = None
         self._loaded_gen = 0  # generation the in-memory vector index reflects
+        self.writer_wait: float | None = 0.0  # seconds sync waits for another writer (None: as long as it takes)
         self.refresh()
 
     # -- small helpers ---------------------------------------------------------------------------------------
@@ -222,14 +232,37 @@ class LibraryIndex:
         self._db.close()
 
     @contextlib.contextmanager
-    def _writer(self) -> Iterator[None]:
-        """Hold the directory's writer lock (one syncing process at a time)."""
-        fh = open(self.dir / LOCK_NAME, "a+")
+    def _writer(self, wait: float | None = 0.0) -> Iterator[None]:
+        """Hold the directory's writer lock (one writing process at a time), waiting up to ``wait`` seconds for it
+        (None: as long as it takes); LibraryError when another process keeps it."""
         try:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise LibraryError(f"{self.dir}: another process is updating this index; try again later") from None
+            fh = open(self.dir / LOCK_NAME, "a+")
+        except OSError as exc:
+            raise LibraryError(f"{self.dir}: cannot write here ({exc.strerror}); the index can be searched but not "
+                               "updated") from None
+        try:
+            deadline = None if wait is None else time.monotonic() + wait
+            told = False
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "?"
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise LibraryError(f"{self.dir}: another process (pid {holder}) is updating this index; "
+                                           "try again when it is done") from None
+                    if not told:
+                        log.warning("%s: waiting for another process (pid %s) that is updating this index", self.dir,
+                                    holder)
+                        told = True
+                    time.sleep(0.2)
+            with contextlib.suppress(OSError):  # who holds it, for the message above (best effort)
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
             yield
         finally:
             fh.close()
@@ -239,10 +272,12 @@ class LibraryIndex:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield self._db
+            self._db.execute("COMMIT")  # inside: a COMMIT that fails (disk full) is rolled back too
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):  # keep the original error
+                    self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
     # -- vector index ----------------------------------------------------------------------------------------
     def _open_vectors(self, dim: int, fresh: bool) -> VectorIndex:
@@ -273,7 +308,7 @@ class LibraryIndex:
         try:
             with self._writer():
                 self._catch_up(save=True)
-        except LibraryError:
+        except (LibraryError, OSError, sqlite3.Error):  # a writer at work, or a read-only or full disk: in memory
             self._catch_up(save=False)
 
     def _catch_up(self, save: bool) -> None:
@@ -336,7 +371,7 @@ class LibraryIndex:
 
         report = SyncReport()
         paths = list(paths)
-        with self._writer():
+        with self._writer(self.writer_wait), self._write_errors():
             walk = walk_media(paths)
             report.failed.extend(walk.missing)
             missing_roots = {m[0] for m in walk.missing}
@@ -415,6 +450,23 @@ class LibraryIndex:
             if item[4] is not None:
                 return int(item[4].video_vector.shape[0])
         return None
+
+    @contextlib.contextmanager
+    def _write_errors(self) -> Iterator[None]:
+        """A failed write (full or read-only disk, I/O error) becomes one LibraryError; what was committed stays."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise LibraryError(f"{self.dir}: cannot write the index ({exc}); every batch committed before is kept "
+                               "and the index stays usable: free some space (or fix the permissions) and run again") \
+                from exc
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT,
+                                 errno.EIO):
+                raise
+            raise LibraryError(f"{self.dir}: cannot write the index ({exc.strerror}); every batch committed before "
+                               "is kept and the index stays usable: free some space (or fix the permissions) and run "
+                               "again") from exc
 
     def _close_vectors(self) -> None:
         if self.vectors is not None:
@@ -513,9 +565,10 @@ class LibraryIndex:
             fv = np.frombuffer(fv_blob, np.float16).reshape(-1, q.shape[1]).astype(np.float32)
             fs = np.asarray(frame_fn(q, fv), np.float32)[0] if frame_fn is not None else fv @ q[0]
             best = int(np.argmax(fs))
-            hits.append(Hit(id=str(id_), path=os.fsdecode(path), score=float(score),
-                            moment=float(np.frombuffer(times_blob, np.float64)[best]), frame=best, duration=duration,
-                            frame_scores=fs if frame_scores else None))
+            times = np.frombuffer(times_blob, np.float64)
+            hits.append(Hit(id=str(id_), path=os.fsdecode(path), score=float(score), moment=float(times[best]),
+                            frame=best, duration=duration, frame_scores=fs if frame_scores else None,
+                            timestamps=times if frame_scores else None))
         return hits
 
     def video(self, id_: str) -> VideoRecord:

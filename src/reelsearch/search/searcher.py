@@ -44,6 +44,7 @@ class Searcher:
     def __init__(self, index_dir: str | Path | None = None, model="default", *, backend: str = "faiss",
                  uri: str | None = None, device: str | None = None):
         from reelsearch.search.embed import MediaEmbedder
+        from reelsearch.search.query_encoder import QueryEncoder
 
         if isinstance(model, (str, os.PathLike)):
             from reelsearch.models import load_model
@@ -55,10 +56,12 @@ class Searcher:
         self.model_id = f"{name}@{self.model.fingerprint()};{self.embedder.describe()}"
         self.library = LibraryIndex(index_dir, backend=backend, uri=uri)
         self.lock = threading.RLock()
+        self.query_encoder = QueryEncoder(self.model.encode_text)  # batches concurrent queries; LRU cache
         self._embed_lock = threading.Lock()  # decoding + extraction of files that are not indexed
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
+        self.query_encoder.close()
         with self.lock:
             self.library.close()
 
@@ -82,14 +85,9 @@ class Searcher:
         """True when the index holds embeddings of another model (re-run ``index`` to replace them)."""
         return self.library.model_id is not None and self.library.model_id != self.model_id
 
-    def encode_query(self, texts: list[str]) -> np.ndarray:
-        """The model's caption embeddings of ``texts`` [N, Dt]."""
-        return self.model.encode_text(list(texts))
-
     def warm_up(self) -> None:
         """Load what the first query would load lazily (e.g. the MiniLM text model), so it is not slow."""
-        with self.lock:
-            self.encode_query(["warm up"])
+        self.query_encoder.many(["warm up"])
 
     # -- indexing -----------------------------------------------------------------------------------------
     def index(self, paths: Iterable[str | os.PathLike], progress: bool = True) -> SyncReport:
@@ -109,6 +107,7 @@ class Searcher:
         text = check_query(text)
         if not isinstance(k, int) or k < 1:
             raise QueryError(f"k must be a positive integer, got {k!r}")
+        query = self.query_encoder.one(text)  # outside the lock: concurrent queries share one encoder pass
         with self.lock, torch.no_grad():
             self.library.refresh()
             if len(self.library) == 0:
@@ -116,7 +115,6 @@ class Searcher:
             if self.stale():
                 raise ReelsearchError(f"{self.library.dir}: the index holds embeddings of another model "
                                       f"({self.library.model_id}); re-run `reelsearch index` with this model")
-            query = self.encode_query([text])
             mode = self.mode
             if mode == "ann":
                 hits = self.library.search(self.model.ann_query(query)[0], k, frame_scores=True)
@@ -172,7 +170,10 @@ class Searcher:
         out = {"id": hit.id, "path": hit.path, "score": float(hit.score), "moment": float(hit.moment),
                "frame": int(hit.frame), "duration": hit.duration}
         several = len(self.experts) > 1
-        if frames or several:
+        if frames and hit.frame_scores is not None and hit.timestamps is not None and not several:
+            out["frames"] = [{"index": i, "t": t, "score": s}  # what the index search already read: no 2nd lookup
+                             for i, (t, s) in enumerate(zip(hit.timestamps.tolist(), hit.frame_scores.tolist()))]
+        elif frames or several:
             media = self.library.media(hit.id)
             if frames:
                 fs = hit.frame_scores if hit.frame_scores is not None else \
@@ -214,9 +215,10 @@ class Searcher:
         from reelsearch.models.interface import VideoEmbeddings
 
         captions = self._check_captions(captions)
+        queries = self.query_encoder.many(captions)
         with self.lock, torch.no_grad():
             video = VideoEmbeddings(np.asarray(media.video_vector, np.float32)[None], [media.frame_vectors])
-            scores = self.model.score(self.encode_query(captions), video, axis=0)
+            scores = self.model.score(queries, video, axis=0)
         column = np.asarray(scores, np.float64)[:, 0]
         order = sorted(range(len(captions)), key=lambda i: (-column[i], i))
         return [{"caption": captions[i], "score": float(column[i])} for i in order]

@@ -3,6 +3,26 @@
 
 const $ = (id) => document.getElementById(id);
 const MAX_STRIP = 24;
+const KEY_STORE = "reelsearch-key";
+const KEY_COOKIE = "reelsearch_key";  // sent by the browser with <img> and <video> requests (GET only)
+
+// The API key, when the server wants one: kept in localStorage, sent as X-API-Key by fetch and as a same-site
+// cookie by the media elements.
+function setKey(key) {
+  localStorage.setItem(KEY_STORE, key);
+  document.cookie = `${KEY_COOKIE}=${key}; path=/; SameSite=Strict`;
+}
+
+async function api(path) {
+  const key = localStorage.getItem(KEY_STORE);
+  const resp = await fetch(path, key ? { headers: { "X-API-Key": key } } : {});
+  if (resp.status === 401) {
+    $("key-form").hidden = false;
+    $("key").focus();
+    throw new Error("this server needs its API key (enter it above)");
+  }
+  return resp;
+}
 
 function clock(s) {
   s = Math.max(0, s || 0);
@@ -112,7 +132,7 @@ async function search(ev) {
   const t0 = performance.now();
   let data;
   try {
-    const resp = await fetch(`/search?q=${encodeURIComponent(q)}&k=${k}`);
+    const resp = await api(`/search?q=${encodeURIComponent(q)}&k=${k}`);
     data = await resp.json();
     if (!resp.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
   } catch (err) {
@@ -128,12 +148,25 @@ async function search(ev) {
   history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}`);
 }
 
-async function init() {
-  $("search-form").addEventListener("submit", search);
+async function health() {
   try {
-    const h = await (await fetch("/health")).json();
+    const h = await (await api("/health")).json();
     $("library").textContent = `${h.videos} videos indexed · ${h.mode} search` + (h.stale ? " · index built with another model" : "");
   } catch (err) { /* the page still works without it */ }
+}
+
+async function init() {
+  $("search-form").addEventListener("submit", search);
+  $("key-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    setKey($("key").value.trim());
+    $("key-form").hidden = true;
+    health();
+    search();
+  });
+  const key = localStorage.getItem(KEY_STORE);
+  if (key) setKey(key);  // renew the cookie for this session's media requests
+  await health();
   const params = new URLSearchParams(location.search);
   if (params.get("q")) {
     $("q").value = params.get("q");

@@ -1,0 +1,228 @@
+"""Serving throughput: concurrent clients against `reelsearch serve` over a 100,000-video index.
+
+The servers are the real command (`python -m reelsearch serve --index DIR --workers W --batch B --query-cache C`),
+one per configuration, all started first (an idle server costs no CPU); the load comes from a client in another
+process (this script's ``client`` mode): C concurrent keep-alive HTTP/1.1 connections (asyncio, hand-written
+requests, so the client costs little CPU), each sending ``GET /search?q=<caption>&k=10`` as soon as its previous
+answer arrived (a closed loop). Every answer is checked (status 200, valid JSON, k results). The configurations
+are measured in interleaved rounds (after a short untimed warm-up each time), so that the shared machine's changing
+load falls on all of them alike; the figures pool every round.
+
+Queries: real MSVD captions, each asked once (no configuration can be helped by a cache), except for
+configurations with a query cache (``W:B:C``, C > 0), which are asked 200 captions over and over: the cost of
+serving without the text encoder.
+
+The index is built once per model and size (cached under ``--work``): the default model's own text embeddings of
+5,000 real MSVD captions are the semantic bases; each video mixes two of them plus noise, with ``--frames``
+per-frame vectors and a real 96-px JPEG thumbnail per frame, committed through the library's commit path with the
+searcher's model id (no decoding), then the vector index is built (HNSW above 20,000 videos).
+
+.venv/bin/python benchmarks/bench_serve.py --videos 100000 --configs 1:1 1:32 2:1 2:32 2:32:1024 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+# -- the client (a separate process) ------------------------------------------------------------------------------
+async def _client(host: str, port: int, queries: list[str], k: int, until: float, warm_until: float, out: dict):
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        while (now := time.perf_counter()) < until:
+            q = queries[out["next"] % len(queries)]
+            out["next"] += 1
+            start = time.perf_counter()
+            writer.write(f"GET /search?{urlencode({'q': q, 'k': k})} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+            await writer.drain()
+            status = int((await reader.readline()).split()[1])
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode("latin-1").partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            body = await reader.readexactly(length)
+            ms = (time.perf_counter() - start) * 1000
+            ok = status == 200 and len(json.loads(body)["results"]) == k
+            if now >= warm_until:
+                out["lat"].append(ms)
+                out["errors"] += not ok
+    finally:
+        writer.close()
+
+
+def run_client(url: str, queries: list[str], concurrency: int, warmup: float, duration: float, k: int) -> dict:
+    host, port = url.split("//")[1].split(":")
+    out = {"lat": [], "errors": 0, "next": 0}
+    t0 = time.perf_counter()
+    warm_until, until = t0 + warmup, t0 + warmup + duration
+
+    async def main():
+        await asyncio.gather(*(_client(host, int(port), queries, k, until, warm_until, out)
+                               for _ in range(concurrency)))
+
+    asyncio.run(main())
+    return {"requests": len(out["lat"]), "errors": out["errors"], "seconds": duration, "latencies": out["lat"]}
+
+
+# -- the index --------------------------------------------------------------------------------------------------
+def build_index(directory: Path, n: int, frames: int, model: str, cache: Path) -> None:
+    """n synthetic videos in the model's joint space with frame vectors and real thumbnails (skipped when built)."""
+    from bench_search import caption_texts, commit_videos, joint_bases, mixed_videos
+    from reelsearch.index.media import make_thumbnail
+    from reelsearch.search import Searcher
+
+    marker = directory / "bench-built.json"
+    with Searcher(directory, model) as searcher:
+        if marker.exists() and json.loads(marker.read_text()) == {"n": n, "frames": frames,
+                                                                     "model_id": searcher.model_id}:
+            return
+        if len(searcher.library):
+            raise SystemExit(f"{directory} holds another benchmark index; remove it")
+        x = mixed_videos(joint_bases(searcher, caption_texts(6000), cache)[:5000], n)
+        img = np.random.default_rng(1).integers(0, 255, (72, 128, 3), dtype=np.uint8)
+        thumb = make_thumbnail(np.clip(img.astype(np.int16) // 4 + np.array([90, 120, 60]), 0, 255).astype(np.uint8))
+        sql_s = commit_videos(searcher, x, frames, thumb)
+        t = time.perf_counter()
+        searcher.library.refresh()
+        print(f"built {n} videos x {frames} frames (thumbnails {len(thumb)} B): SQLite {sql_s:.0f} s, "
+              f"vector index ({searcher.library.vectors.structure}) {time.perf_counter() - t:.0f} s", flush=True)
+        marker.write_text(json.dumps({"n": n, "frames": frames, "model_id": searcher.model_id}))
+
+
+def query_texts(n: int) -> list[str]:
+    """n distinct real MSVD captions that are not among the bases of the index."""
+    from bench_search import SHARED
+
+    captions = json.loads((SHARED / "msvd" / "captions_msvd.json").read_text())
+    flat = sorted({c.strip().lower() for caps in captions.values() for c in caps if len(c.strip()) > 3})
+    pick = np.random.default_rng(7).permutation(len(flat))
+    return [flat[i] for i in pick[:n]]
+
+
+# -- the servers and the measurements ---------------------------------------------------------------------------
+def start_server(directory: Path, workers: int, batch: int, cache: int, threads: int):
+    """`reelsearch serve` in its own process group; returns (process, url)."""
+    from reelsearch.service.background import free_port
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "reelsearch", "serve", "--index", str(directory), "--port", str(port),
+           "--workers", str(workers), "--batch", str(batch), "--query-cache", str(cache), "--no-access-log",
+           "--threads", str(threads)]
+    return subprocess.Popen(cmd, stderr=subprocess.DEVNULL, start_new_session=True), f"http://127.0.0.1:{port}"
+
+
+def wait_ready(servers: list, timeout: float = 900) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    for proc, url in servers:
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"server {url} did not start")
+            time.sleep(0.5)
+
+
+def measure(url: str, queries: list[str], args) -> dict:
+    """One timed run of the client, in its own process."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(queries, fh)
+    load_before = os.getloadavg()[0]
+    proc = subprocess.run([sys.executable, __file__, "client", "--url", url, "--queries-file", fh.name,
+                           "--concurrency", str(args.concurrency), "--warmup", str(args.warmup), "--duration",
+                           str(args.duration)], capture_output=True, text=True, check=True)
+    os.unlink(fh.name)
+    return {**json.loads(proc.stdout), "load": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", nargs="?", default="bench", choices=["bench", "client"])
+    ap.add_argument("--videos", type=int, default=100_000)
+    ap.add_argument("--frames", type=int, default=8, help="frames (vectors + thumbnails) per video")
+    ap.add_argument("--model", default="default")
+    ap.add_argument("--configs", nargs="+", default=["1:1", "1:32", "2:1", "2:32", "1:32:1024"],
+                    help="WORKERS:BATCH[:CACHE] each (CACHE > 0: a query cache, and 200 queries asked over and over)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved measurements of every configuration")
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--duration", type=float, default=20.0, help="timed seconds per configuration and round")
+    ap.add_argument("--warmup", type=float, default=5.0, help="untimed seconds of load first")
+    ap.add_argument("--settle", type=float, default=30.0, help="seconds after /health answers before loading")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per worker (serve --threads)")
+    ap.add_argument("--queries", type=int, default=30_000, help="distinct captions sent (no repeats within a run)")
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-serve")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-cache")
+    ap.add_argument("--url")
+    ap.add_argument("--queries-file", type=Path)
+    ap.add_argument("--out", type=Path, help="also write the results as JSON here")
+    args = ap.parse_args()
+    if args.mode == "client":
+        queries = json.loads(args.queries_file.read_text())
+        print(json.dumps(run_client(args.url, queries, args.concurrency, args.warmup, args.duration, 10)))
+        return
+    directory = args.work / f"index-{args.videos}-{args.frames}"
+    build_index(directory, args.videos, args.frames, args.model, args.cache)
+    configs = [tuple(int(v) for v in c.split(":")) + ((0,) if c.count(":") == 1 else ()) for c in args.configs]
+    servers = [start_server(directory, w, b, c, args.threads) for w, b, c in configs]
+    distinct = query_texts(args.queries)
+    repeated = distinct[:200]  # for configurations with a query cache: every query is asked again and again
+    try:
+        wait_ready(servers)
+        time.sleep(args.settle)  # every worker has loaded its model and index
+        runs: dict[tuple, list[dict]] = {c: [] for c in configs}
+        offset = 0
+        for rnd in range(args.rounds):  # interleaved, so that the machine's changing load hits every config alike
+            for config, (_, url) in zip(configs, servers):
+                queries = repeated if config[2] else distinct[offset:] + distinct[:offset]
+                offset = (offset + 5000) % len(distinct)  # fresh queries for every run
+                r = measure(url, queries, args)
+                runs[config].append(r)
+                print(f"round {rnd + 1} workers {config[0]} batch {config[1]:>2} cache {config[2]:>4}: "
+                      f"{r['requests'] / r['seconds']:6.1f} req/s  load {r['load'][0]:.2f} -> {r['load'][1]:.2f}",
+                      flush=True)
+    finally:
+        for proc, _ in servers:
+            os.killpg(proc.pid, signal.SIGTERM)
+        for proc, _ in servers:
+            proc.wait(timeout=60)
+    results = []
+    print(f"\n{args.concurrency} clients, {args.rounds} rounds x {args.duration:.0f} s per configuration "
+          f"({args.videos} videos):")
+    for config, rs in runs.items():
+        lat = np.concatenate([r["latencies"] for r in rs])
+        per_round = [r["requests"] / r["seconds"] for r in rs]
+        row = {"workers": config[0], "batch": config[1], "cache": config[2],
+               "rps": len(lat) / sum(r["seconds"] for r in rs), "rps_rounds": per_round,
+               "p50": float(np.percentile(lat, 50)), "p95": float(np.percentile(lat, 95)),
+               "p99": float(np.percentile(lat, 99)), "max": float(lat.max()), "requests": int(len(lat)),
+               "errors": sum(r["errors"] for r in rs), "load": [r["load"] for r in rs]}
+        results.append(row)
+        print(f"workers {row['workers']} batch {row['batch']:>2} cache {row['cache']:>4}: {row['rps']:6.1f} req/s "
+              f"(rounds {', '.join(f'{v:.0f}' for v in per_round)})  p50 {row['p50']:6.1f}  p95 {row['p95']:6.1f}  "
+              f"p99 {row['p99']:6.1f}  max {row['max']:6.1f} ms  {row['requests']} requests, {row['errors']} errors")
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

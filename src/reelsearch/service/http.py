@@ -1,0 +1,116 @@
+"""HTTP plumbing of the service: JSON rendering, the access log, the body-size limit, media files with ranges."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from fastapi.responses import FileResponse, JSONResponse
+
+from reelsearch.index.paths import display_path
+
+access_logger = logging.getLogger("reelsearch.access")
+
+
+class JSON(JSONResponse):
+    """Compact UTF-8 JSON; a lone surrogate that slipped into a string becomes U+FFFD instead of a 500."""
+
+    def render(self, content) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+
+
+def error_text(errors: list[dict]) -> str:
+    """One line from pydantic / FastAPI validation errors: ``query k: Input should be ...; body captions: ...``."""
+    parts = []
+    for e in errors:
+        where = " ".join(str(x) for x in e.get("loc", ()) if x != "body" or len(e.get("loc", ())) == 1)
+        parts.append(f"{where}: {e.get('msg', 'invalid')}" if where else str(e.get("msg", "invalid")))
+    return "; ".join(parts) or "invalid request"
+
+
+class MediaResponse(FileResponse):
+    """starlette's FileResponse (ranges, multipart ranges, 416, If-Range, ETag, Last-Modified, HEAD), except that a
+    ``Range`` in a unit other than bytes is ignored (RFC 9110 §14.2: an origin server MUST ignore a range unit it
+    does not understand) where starlette answers 400."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        headers = scope.get("headers") or []
+        for name, value in headers:
+            if name == b"range" and value.split(b"=", 1)[0].strip().lower() != b"bytes":
+                scope = dict(scope, headers=[h for h in headers if h[0] != b"range"])
+                break
+        await super().__call__(scope, receive, send)
+
+
+class AccessLog:
+    """ASGI middleware: one line per request on the ``reelsearch.access`` logger: client, method, path (no query
+    string: queries are the users' own words), status and milliseconds."""
+
+    def __init__(self, app, logger: logging.Logger = access_logger):
+        self.app = app
+        self.logger = logger
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500  # what the client gets if the app raises before answering
+
+        async def send_and_note(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            client = scope.get("client") or ("-", 0)
+            path = display_path(scope.get("path", ""), one_line=True)
+            self.logger.info('%s "%s %s" %d %.1f ms', client[0], scope.get("method", "-"), path, status,
+                             (time.perf_counter() - start) * 1000)
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``limit`` bytes gets 413 (by its Content-Length before anything is read,
+    or as soon as a streamed body passes the limit)."""
+
+    def __init__(self, app, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers") or []:
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await self._too_large(send)
+                return
+        seen = 0
+
+        async def limited_receive():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    from fastapi import HTTPException
+
+                    raise HTTPException(413, f"request body larger than {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+    async def _too_large(self, send) -> None:
+        body = json.dumps({"detail": f"request body larger than {self.limit} bytes"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})

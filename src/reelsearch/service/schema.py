@@ -1,0 +1,186 @@
+"""The API's contract: limits, request and response models, and the responses each route declares.
+
+Everything the service checks is declared here, so ``/openapi.json`` describes what the service really does (the
+tests run schemathesis against it): string lengths and patterns, ``k``, caption counts, body sizes, and every status
+code a route can answer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import Header, Path
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from reelsearch.search.searcher import MAX_QUERY_CHARS
+
+MAX_K = 100
+MAX_CAPTIONS = 1000
+MAX_UPLOAD_BYTES = 512 << 20
+MAX_JSON_BYTES = 8 << 20
+#: At least one character that is not white space (the same set as Python's str.isspace, spelled out so that every
+#: regex engine — Python's, Rust's in pydantic, ECMA's in a browser — reads it alike).
+NON_BLANK = "[^\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+ID_PATTERN = "^[0-9]{1,18}$"
+B64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$"
+
+DESCRIPTION = f"""Search videos with sentences; rank sentences for a video.
+
+Limits: `q` and each caption 1-{MAX_QUERY_CHARS} characters and not blank; `k` 1-{MAX_K}; at most {MAX_CAPTIONS}
+captions; JSON bodies up to {MAX_JSON_BYTES >> 20} MiB, uploads up to {MAX_UPLOAD_BYTES >> 20} MiB (413 beyond).
+Paths are given twice: `path` and `name` for display (bytes that are not UTF-8 shown as U+FFFD) and `path_b64`, the
+exact bytes of the file name in base64, which `/annotate` accepts back."""
+
+VIDEO_ID = Path(..., description="A video's id (decimal digits; anything else is 404).",
+                json_schema_extra={"pattern": ID_PATTERN}, examples=["1"])
+RANGE = Header(None, alias="Range", description="`bytes=a-b`, `bytes=a-`, `bytes=-n`, several separated by commas.")
+IF_RANGE = Header(None, alias="If-Range", description="The ETag or Last-Modified the client holds; the range is "
+                  "sent only if it still matches, else the whole file.")
+
+Caption = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS, pattern=NON_BLANK)]
+
+
+class Error(BaseModel):
+    detail: str = Field(description="What was wrong, for a person.")
+
+
+class FrameScore(BaseModel):
+    index: int
+    t: float = Field(description="Seconds from the start.")
+    score: float = Field(description="The frame's similarity to the query.")
+
+
+class Result(BaseModel):
+    id: str
+    path: str = Field(description="Display form of the file's path.")
+    name: str = Field(description="Display form of the file's name.")
+    path_b64: str = Field(description="The path's exact bytes, base64.")
+    kind: Literal["video", "image"]
+    score: float
+    moment: float = Field(description="Seconds: the best-matching frame.")
+    frame: int = Field(description="Index of the best-matching frame.")
+    duration: float | None
+    frames: list[FrameScore]
+    experts: dict[str, float] = Field(None, description="Per-expert similarity (mixtures of experts only).")
+    thumbnail: str
+    media: str
+
+
+class SearchResponse(BaseModel):
+    query: str
+    k: int
+    results: list[Result]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    videos: int
+    model: str
+    mode: str
+    stale: bool
+
+
+class FrameTime(BaseModel):
+    index: int
+    t: float
+
+
+class VideoInfo(BaseModel):
+    id: str
+    path: str
+    name: str
+    path_b64: str
+    kind: Literal["video", "image"]
+    size: int
+    duration: float | None
+    n_frames: int
+    sha256: str
+    model_id: str
+    frames: list[FrameTime]
+    thumbnail: str
+    media: str
+
+
+class CaptionScore(BaseModel):
+    caption: str
+    score: float
+
+
+class AnnotateResponse(BaseModel):
+    captions: list[CaptionScore] = Field(description="Best first.")
+
+
+class AnnotateRequest(BaseModel):
+    """The JSON form of /annotate: an indexed video (by id, path or path_b64; the first given wins) and captions."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re", json_schema_extra={
+        "anyOf": [{"required": ["id"]}, {"required": ["path"]}, {"required": ["path_b64"]}],
+        "examples": [{"id": "1", "captions": ["a dog catches a frisbee", "someone slices an onion"]}]})
+
+    id: Annotated[str, StringConstraints(pattern=ID_PATTERN)] = Field(None, description="A video's id.")
+    path: Annotated[str, StringConstraints(min_length=1)] = Field(None, description="An indexed file's path.")
+    path_b64: Annotated[str, StringConstraints(pattern=B64_PATTERN)] = Field(
+        None, description="An indexed file's path as its bytes in base64 (the `path_b64` of a result).")
+    captions: list[Caption] = Field(min_length=1, max_length=MAX_CAPTIONS)
+
+    @model_validator(mode="after")
+    def _one_video(self) -> AnnotateRequest:
+        if self.id is None and self.path is None and self.path_b64 is None:
+            raise ValueError("give the video's id, path or path_b64, or upload the file")
+        return self
+
+
+_DEFAULT_REASONS = {400: "the input cannot be used (e.g. an undecodable upload)", 404: "no such video or file",
+                    415: "unsupported content type or file extension", 422: "invalid parameters or body"}
+
+
+def error(description: str) -> dict:
+    return {"model": Error, "description": description}
+
+
+def ok(model: type[BaseModel], *codes: int) -> dict:
+    """Declared responses: 200 with ``model`` plus the error codes (a JSON ``{"detail"}`` each)."""
+    return {200: {"model": model}, **{c: error(_DEFAULT_REASONS[c]) for c in codes}}
+
+
+def _binary(*types: str) -> dict:
+    return {t: {"schema": {"type": "string", "format": "binary"}} for t in types}
+
+
+def image_ok() -> dict:
+    return {200: {"description": "The thumbnail.", "content": _binary("image/jpeg", "image/png")}}
+
+
+def media_responses() -> dict:
+    """What the media route answers: starlette's FileResponse semantics (RFC 9110 ranges)."""
+    types = ("video/*", "image/*", "audio/*", "application/octet-stream")
+    content_range = {"Content-Range": {"schema": {"type": "string"}, "description": "bytes a-b/size"}}
+    return {
+        200: {"description": "The whole file.", "content": _binary(*types)},
+        206: {"description": "The requested range (several ranges: multipart/byteranges).",
+              "content": _binary(*types, "multipart/byteranges"), "headers": content_range},
+        400: {"description": "Malformed byte range.", "content": {"text/plain": {"schema": {"type": "string"}}}},
+        404: error("no such video, or its file is gone"),
+        422: error("invalid parameters"),
+        416: {"description": "Range not satisfiable; Content-Range gives the size.",
+              "content": {"text/plain": {"schema": {"type": "string"}}},
+              "headers": {"Content-Range": {"schema": {"type": "string"}, "required": True,
+                                            "description": "bytes */size"}}},
+    }
+
+
+def annotate_body() -> dict:
+    """The request body of /annotate: JSON (an indexed video) or multipart (an uploaded file)."""
+    caption = {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NON_BLANK}
+    return {"required": True, "content": {
+        "application/json": {"schema": AnnotateRequest.model_json_schema()},
+        "multipart/form-data": {
+            "schema": {"type": "object", "required": ["file", "captions"], "additionalProperties": False,
+                       "properties": {
+                "file": {"type": "string", "format": "binary",
+                         "description": f"A video or image (an image/* or video/* part, or a name with a media "
+                                        f"extension, else 415; at most {MAX_UPLOAD_BYTES >> 20} MiB, else 413). "
+                                        "Content that cannot be decoded is 400."},
+                "captions": {**caption, "description": "One caption per line (for longer lists, index the file "
+                                                       "and send JSON)."}}},
+            "encoding": {"file": {"contentType": "video/*, image/*"}}}}}

@@ -1,0 +1,105 @@
+"""``reelsearch serve``: run the app under uvicorn, in one process or several worker processes over one index.
+
+With ``workers > 1`` uvicorn starts that many processes (spawned, not forked) that accept on one socket; each opens
+the index read-only in effect (only the process holding the writer lock ever writes, see ``LibraryIndex``) and
+loads its own model, so queries are encoded on every core. The settings reach the workers through the environment
+(``REELSEARCH_SERVE``; the API key through ``REELSEARCH_API_KEY``), since a spawned process starts from nothing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import socket
+import sys
+
+from reelsearch.errors import ConfigError
+from reelsearch.service.app import API_KEY_ENV, check_api_key
+
+SETTINGS_ENV = "REELSEARCH_SERVE"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) only ever means this machine."""
+    host = host.strip().strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def exposure_check(host: str, api_key: str | None, insecure_no_auth: bool) -> str | None:
+    """Refuse (ConfigError) to publish the library beyond this machine without a key; returns a warning, if any."""
+    if api_key:
+        check_api_key(api_key)
+        return None
+    if is_loopback(host):
+        return None
+    if not insecure_no_auth:
+        raise ConfigError(f"--host {host} makes every indexed file readable from the network: give an API key "
+                          f"(--api-key KEY or {API_KEY_ENV}=KEY) or, on a network you trust, --insecure-no-auth")
+    return (f"warning: serving {host} WITHOUT authentication (--insecure-no-auth): anyone who can reach this port "
+            "can search the library and download every indexed file")
+
+
+def setup_access_log(enabled: bool) -> None:
+    """Access lines (``reelsearch.access``) to stderr with a timestamp, or nowhere."""
+    logger = logging.getLogger("reelsearch.access")
+    logger.setLevel(logging.INFO if enabled else logging.WARNING)
+    logger.propagate = False
+    if enabled and not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+
+
+def build_app(settings: dict, api_key: str | None):
+    """The app serving a warmed-up Searcher over the index (one per process; ``app.state.searcher``)."""
+    import torch
+
+    from reelsearch.search import Searcher
+    from reelsearch.service.app import create_app
+
+    torch.set_num_threads(int(settings.get("threads", 1)))
+    setup_access_log(bool(settings.get("access_log", True)))
+    searcher = Searcher(settings["index"], settings["model"], backend=settings.get("backend", "faiss"),
+                        uri=settings.get("uri"))
+    searcher.query_encoder.max_batch = max(1, int(settings.get("batch", searcher.query_encoder.max_batch)))
+    searcher.query_encoder.cache_size = max(0, int(settings.get("query_cache", searcher.query_encoder.cache_size)))
+    searcher.warm_up()
+    return create_app(searcher, api_key=api_key, access_log=bool(settings.get("access_log", True)))
+
+
+def worker_app():
+    """uvicorn's app factory in each worker process (settings from the environment)."""
+    return build_app(json.loads(os.environ[SETTINGS_ENV]), os.environ.get(API_KEY_ENV) or None)
+
+
+def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | None = None) -> None:
+    """Serve until interrupted. ``settings``: index, model, backend, uri, threads, access_log, batch, query_cache."""
+    import uvicorn
+
+    options = {"host": host, "port": port, "log_level": "warning", "access_log": False}
+    if workers <= 1:
+        app = build_app(settings, api_key)
+        searcher = app.state.searcher
+        print(f"reelsearch: {len(searcher.library)} videos from {searcher.library.dir}; open http://{host}:{port}/",
+              file=sys.stderr)
+        try:
+            uvicorn.run(app, **options)
+        finally:
+            searcher.close()
+        return
+    print(f"reelsearch: {workers} worker processes over {settings['index']}; open http://{host}:{port}/",
+          file=sys.stderr)
+    os.environ[SETTINGS_ENV] = json.dumps(settings)
+    if api_key:
+        os.environ[API_KEY_ENV] = api_key
+    uvicorn.run("reelsearch.service.server:worker_app", factory=True, workers=workers, **options)
