@@ -2,6 +2,7 @@
 behind ``reelsearch.search.experts.DEFAULT_WEIGHTS`` and ``SEMANTIC_FLOOR``.
 
     .venv/bin/python benchmarks/bench_fusion.py [--photos 300] [--photo-queries 150] [--work DIR] [--json OUT]
+    .venv/bin/python benchmarks/bench_fusion.py --latency 10000 100000      # search latency on large libraries
 
 A library, indexed for real by ``Searcher.index`` (the bundled default model; Whisper tiny.en and PP-OCR):
 
@@ -23,6 +24,12 @@ Every query's expert scores are computed once for every video; each weighting is
 (``fuse_experts``, as the searcher does) over the whole library. The Searcher itself (candidates + threshold test) is
 run with the chosen defaults and must agree with the exhaustive fusion. Needs ../shared/data (Flickr8k, MSR-VTT),
 espeak-ng and the speech, ocr and text extras. Note ``uptime``: indexing time depends on the machine's load.
+
+``--latency N ...``: ``Searcher.search(q, 10)`` on libraries of N synthetic videos (the default model's 512-d rows, 8
+frames each) whose text-cue index holds real text: 60 % of the videos speak two Flickr8k train captions, 30 % show
+three words of one (MiniLM embeddings of the real texts); queries are Flickr8k dev captions. Timed: the model alone
+(``experts="visual"``), the fused search (candidates + threshold test), and the exhaustive fusion it replaces (every
+video scored); also how many rounds the threshold test took and whether the two fused rankings agree.
 """
 
 from __future__ import annotations
@@ -202,6 +209,97 @@ def evaluate(rows, relevant, groups, **weighting) -> dict:
     return out
 
 
+def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
+    """Search latency with and without the text cues on large synthetic libraries (see the module docstring)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_searcher import fill
+    from reelsearch.datasets import load_dataset
+    from reelsearch.features.cues import CueResult, CueSegment
+    from reelsearch.index.textcues import TextCueIndex
+    from reelsearch.search import Searcher
+    from reelsearch.search import experts as fusion
+    from reelsearch.text.minilm import shared_encoder
+
+    flickr = load_dataset("flickr8k", SHARED / "flickr8k")
+    texts = sorted({c for it in flickr.items("train") for c in it.captions})
+    queries = [it.captions[0] for it in flickr.items("dev")[:n_queries]]
+    cache = work / "caption-embeddings.npy"
+    if cache.exists():
+        vectors = np.load(cache)
+    else:
+        vectors = shared_encoder().sentence_features(texts)
+        np.save(cache, vectors)
+    lookup = {t: v for t, v in zip(texts, vectors, strict=True)}
+
+    class Known:  # the precomputed MiniLM embeddings of the corpus's texts
+        dim = vectors.shape[1]
+
+        def sentence_features(self, batch):
+            return np.stack([lookup[t] for t in batch])
+
+    rounds: list[int] = []
+    candidates = fusion._candidates
+
+    def counted(*args):
+        rounds.append(args[-1])
+        return candidates(*args)
+
+    fusion._candidates = counted
+    out = []
+    for n in sizes:
+        folder = work / f"latency-{n}"
+        with Searcher(folder, "default") as searcher:
+            if len(searcher.library) != n:
+                fill(searcher, n, 8)
+                rng = np.random.default_rng(1)
+                with TextCueIndex(folder, encoder=Known()) as cues:
+                    cues._db.execute("PRAGMA synchronous=OFF")  # a benchmark's bulk load, not the index's own writes
+                    for vid in searcher.library.contents():
+                        results = {}
+                        if rng.random() < 0.6:
+                            said = [texts[i] for i in rng.integers(0, len(texts), 2)]
+                            segments = [CueSegment("speech", 2.0 * j, 2.0 * j + 2, t, 0.9) for j, t in enumerate(said)]
+                            results["speech"] = CueResult("speech", segments, recipe="bench")
+                        if rng.random() < 0.3:
+                            line = texts[int(rng.integers(0, len(texts)))]
+                            results["ocr"] = CueResult("ocr", [CueSegment("ocr", 1.0, 3.0, line, 0.9)], recipe="bench")
+                        if results:
+                            cues.put(vid, results)
+            searcher.search(queries[0], 10)  # warm-up: models, caches
+            row = {"videos": n, "segments": len(searcher.cues._embeddings().rows)}
+            for name, run in [("visual only", lambda q: searcher.search(q, 10, frames=False, experts="visual")),
+                              ("fused", lambda q: searcher.search(q, 10, frames=False))]:
+                lat, per_query = [], []
+                for q in queries:
+                    rounds.clear()
+                    t = time.perf_counter()
+                    run(q)
+                    lat.append(1000 * (time.perf_counter() - t))
+                    per_query.append(len(rounds))
+                row[name] = {"p50 ms": round(float(np.median(lat)), 1),
+                             "p95 ms": round(float(np.percentile(lat, 95)), 1)}
+                if name == "fused":
+                    row[name]["queries needing a 2nd round"] = sum(r > 1 for r in per_query)
+            agree, lat = 0, []
+            with searcher.lock:
+                p = fusion.plan(searcher.model, None, {}, searcher.cues.stored_cues())
+            for q in queries:
+                query, cue_query = searcher.query_encoder.one(q), searcher.cue_queries.one(q)
+                t = time.perf_counter()
+                full = fusion.fused_search(searcher.library, searcher.model, searcher.cues, q, query, cue_query, p, 10,
+                                           candidates=n)
+                lat.append(1000 * (time.perf_counter() - t))
+                fast = fusion.fused_search(searcher.library, searcher.model, searcher.cues, q, query, cue_query, p, 10)
+                agree += [r.id for r in full] == [r.id for r in fast]
+            row["exhaustive fusion (ranking only)"] = {"p50 ms": round(float(np.median(lat)), 1),
+                                                       "p95 ms": round(float(np.percentile(lat, 95)), 1)}
+            row["same top 10"] = f"{agree}/{len(queries)}"
+            print(json.dumps(row), flush=True)
+            out.append(row)
+    fusion._candidates = candidates
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--photos", type=int, default=300, help="Flickr8k dev photos in the library")
@@ -209,10 +307,18 @@ def main(argv=None) -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/reelsearch-bench-fusion"),
                     help="clips, photos and the index (kept: a second run reuses them)")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--latency", type=int, nargs="+", help="time searches on libraries of these sizes instead")
     args = ap.parse_args(argv)
     if not IMAGES.is_dir():
         sys.exit(f"needs the Flickr8k images in {IMAGES} (set REELSEARCH_SHARED_DATA)")
     torch.set_num_threads(1)
+    if args.latency:
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+        result = latency(args.latency, args.work)
+        print(f"load average after: {os.getloadavg()[0]:.2f}", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        return
     from reelsearch.search import Searcher
     from reelsearch.search.experts import DEFAULT_WEIGHTS, SEMANTIC_FLOOR
 
