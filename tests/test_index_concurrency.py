@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -71,15 +72,29 @@ def test_two_index_runs_at_once(tmp_path, model_dir):
     while not (index / LOCK_NAME).exists() or (index / LOCK_NAME).read_text().strip() != str(first.pid):
         assert first.poll() is None and time.monotonic() < deadline, first.communicate()
         time.sleep(0.05)
-    second = subprocess.run(_index_cmd([tmp_path / "media"], index, model_dir), env=_env(), text=True,
-                            capture_output=True, timeout=300)
+    # hold the first writer still while the second starts (on a slow machine it could otherwise finish first)
+    os.kill(first.pid, signal.SIGSTOP)
+    waiting = f"waiting for another process (pid {first.pid}) that is updating this index"
+    try:
+        second = subprocess.Popen(_index_cmd([tmp_path / "media"], index, model_dir), env=_env(), text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        err2: list[str] = []
+        reader = threading.Thread(target=lambda: err2.extend(second.stderr), daemon=True)
+        reader.start()
+        while not any(waiting in line for line in err2):
+            assert second.poll() is None and time.monotonic() < deadline + 120, "".join(err2)
+            time.sleep(0.05)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     out1, err1 = first.communicate(timeout=300)
+    out2 = second.stdout.read()
+    second.wait(timeout=300)
+    reader.join(timeout=60)
     assert first.returncode == 0, err1
-    assert second.returncode == 0, second.stderr
-    assert f"waiting for another process (pid {first.pid}) that is updating this index" in second.stderr
+    assert second.returncode == 0, "".join(err2)
     assert out1.startswith(f"{len(clips)} added, 0 updated, 0 removed, 0 unchanged, 0 failed")
     # it ran after the first one: nothing left to do
-    assert second.stdout.startswith(f"0 added, 0 updated, 0 removed, {len(clips)} unchanged, 0 failed")
+    assert out2.startswith(f"0 added, 0 updated, 0 removed, {len(clips)} unchanged, 0 failed")
     _consistent(index, len(clips))
 
 

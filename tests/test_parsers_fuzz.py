@@ -169,3 +169,13 @@ def test_text_files_give_a_result_or_our_error(base, name, build, relative, load
     root, target = _case(base, name, build, relative)
     load(root)
     check(load, root, target, data.draw(contents(target.read_bytes())))
+
+
+def test_a_nul_byte_in_a_clip_id_is_a_result_or_our_error(tmp_path):
+    """Found by the fuzzer: an LSMDC clip id holding a NUL byte made the media lookup raise ValueError."""
+    root = _lsmdc(tmp_path / "lsmdc")
+    write(root / "LSMDC16_annos_training.csv", "\x00\t0.00.00.0\t0.00.00.0\t0.00.00.0\t0.00.00.0\t\x00\n")
+    try:
+        load_dataset("lsmdc", root).info()
+    except ReelsearchError:
+        pass

@@ -276,3 +276,36 @@ def test_items_without_features_or_media_are_left_out(dataset, tmp_path, capsys)
     assert summary["epochs_run"] == 1
     err = capsys.readouterr().err
     assert "3 items of" in err and "left out" in err
+
+
+def test_lr_scale_input_dropout_and_val_samples_do_what_they_say(dataset, tmp_path):
+    """train.lr_scale gives named parts their own rate; input dropout acts in training only; val_samples takes the
+    validation loss over that many captions."""
+    from reelsearch.config import apply_overrides
+    from reelsearch.errors import ReelsearchError
+    from reelsearch.models import create_model, model_config, text_processor_for
+    from reelsearch.training.trainer import parameter_groups
+
+    manifest, store = dataset
+    over = small("mithun-expert", model__video__encoder__input_dropout=0.5)
+    cfg = apply_overrides(model_config("mithun-expert"), over)
+    model = create_model(cfg, text_processor_for(cfg, ["a dog runs", "a man jumps"]))
+    loss = torch.nn.Module()
+    groups = parameter_groups(model, loss, {"text_encoder": 0.1, "text_encoder.rnn": 0.01})
+    by_scale = {g["lr_scale"]: sum(p.numel() for p in g["params"]) for g in groups}
+    assert by_scale[0.01] == sum(p.numel() for p in model.text_encoder.rnn.parameters())
+    assert by_scale[0.1] == model.text_encoder.embedding.weight.numel()
+    assert sum(by_scale.values()) == sum(p.numel() for p in model.parameters())
+    with pytest.raises(ReelsearchError, match="names no trainable parameter"):
+        parameter_groups(model, loss, {"text_encodr": 0.1})
+    x, lengths = torch.ones(4, 3, 32), torch.tensor([3, 3, 3, 3])
+    enc = model.video_encoders["appearance"]
+    enc.train()
+    assert (enc(x, lengths) == 0).any()  # dropped inputs
+    enc.eval()
+    torch.testing.assert_close(enc(x, lengths), torch.ones(4, 32))
+    torch.set_num_threads(1)
+    runs = {n: train("torabi-m1", f"manifest:{manifest}", tmp_path / str(n), features=store,
+                     overrides=small("torabi-m1", epochs=1, train__val_samples=n), progress=False) for n in (None, 7)}
+    assert runs[None]["best"]["RSum"] == runs[7]["best"]["RSum"]  # the metrics use every caption
+    assert runs[None]["best"]["val_loss"] != runs[7]["best"]["val_loss"]

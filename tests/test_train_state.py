@@ -4,6 +4,7 @@ import json
 import random
 
 import numpy as np
+import pytest
 import torch
 
 from reelsearch.training.schedule import LRSchedule
@@ -47,15 +48,27 @@ def test_state_roundtrip_continues_identically(tmp_path):
 
 
 def test_schedules_match_papers():
-    opt = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    import math
+
+    opt = torch.optim.Adam([{"params": [torch.nn.Parameter(torch.zeros(1))]},
+                            {"params": [torch.nn.Parameter(torch.zeros(1))], "lr_scale": 0.1}], lr=1.0)
     step = LRSchedule(kind="step", step_epochs=15, gamma=0.1)  # Mithun: 2e-3 for 15 epochs then /10
-    assert [step.lr_for_epoch(2e-3, e) for e in (0, 14, 15, 29)] == [2e-3, 2e-3, 2e-3 * 0.1, 2e-3 * 0.1]
+    assert [step.factor_at(e, 100 * e, 3000) for e in (0, 14, 15, 29)] == [1, 1, 0.1, pytest.approx(0.1)]
+    step.set_lr(opt, 2e-3, 15, 1500, 3000)
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([2e-4, 2e-5])  # each group's lr_scale applies
     plateau = LRSchedule(kind="plateau", factor=0.5, patience=3)  # SCDE: halve after 3 epochs without gain
     for score in [1.0, 2.0, 1.5, 1.9, 1.2]:
-        plateau.after_validation(opt, score)
-    assert opt.param_groups[0]["lr"] == 0.5
-    plateau.after_validation(opt, 1.0)
-    assert opt.param_groups[0]["lr"] == 0.5
+        plateau.after_validation(score)
+    assert plateau.factor_at(5, 0, 10) == 0.5
+    plateau.after_validation(1.0)
+    assert plateau.factor_at(6, 0, 10) == 0.5
+    again = LRSchedule(kind="plateau", factor=0.5, patience=3)
+    again.load_state(plateau.state())  # resumed: the same factor
+    assert again.factor_at(6, 0, 10) == 0.5
+    cosine = LRSchedule(kind="cosine", warmup_steps=10)
+    assert cosine.factor_at(0, 0, 1000) == pytest.approx(0.1)  # warm-up: (step + 1) / 10 of the cosine
+    assert cosine.factor_at(0, 9, 1000) == pytest.approx(0.5 * (1 + math.cos(math.pi * 9 / 1000)))
+    assert cosine.factor_at(0, 500, 1000) == pytest.approx(0.5) and cosine.factor_at(2, 1000, 1000) == 0
 
 
 def test_epoch_batches_depend_only_on_seed_and_epoch():

@@ -39,7 +39,8 @@ class EncoderConfig:
     """A ``reelsearch.models.encoders.SequenceEncoder``: see its docstring for the stages.
 
     Its input size comes from the feature recipe (``features.video.<modality>.dim``, ``features.text.dim``);
-    ``embed_dim``: the size of learned word embeddings over vocabulary ids (``features.text.kind: vocab``).
+    ``embed_dim``: the size of learned word embeddings over vocabulary ids (``features.text.kind: vocab``);
+    ``input_dropout``: dropout on the input features (or word embeddings) while training.
     """
 
     sequence: Literal["lstm", "gru", "bigru", "transformer"] | None = None
@@ -50,6 +51,7 @@ class EncoderConfig:
     heads: int = 8
     ff_dim: int | None = None
     dropout: float = 0.0
+    input_dropout: float = 0.0
     positional: bool = True
     activation: Literal["relu", "gelu"] = "relu"
     layer_norm_eps: float = 1e-5
@@ -106,14 +108,16 @@ class ModelSection:
 
 @dataclass
 class ScheduleConfig:
-    """Per-epoch learning rate: ``constant``; ``step`` (x ``gamma`` every ``step_epochs``, Mithun §4.2);
-    ``plateau`` (x ``factor`` after ``patience`` epochs without a better selection score, SCDE §4.1)."""
+    """Learning rate: ``constant``; ``step`` (x ``gamma`` every ``step_epochs``, Mithun §4.2); ``plateau`` (x
+    ``factor`` after ``patience`` epochs without a better selection score, SCDE §4.1); ``cosine`` (down to 0 along
+    half a cosine over the run's steps). ``warmup_steps``: the first steps ramp linearly up to it."""
 
-    kind: Literal["constant", "step", "plateau"] = "constant"
+    kind: Literal["constant", "step", "plateau", "cosine"] = "constant"
     step_epochs: int = 15
     gamma: float = 0.1
     factor: float = 0.5
     patience: int = 3
+    warmup_steps: int = 0
 
 
 @dataclass
@@ -126,12 +130,15 @@ class TrainConfig:
     never). ``warmup_epochs``: the first epochs trained with ``warmup_loss`` (same margin) before ``loss``.
     ``precision: bf16`` runs the training forward pass under bfloat16 autocast where the hardware has native bf16
     (else float32, with a warning). ``checkpoint_every``: steps between mid-epoch saves (0: epoch ends only).
+    ``lr_scale``: learning-rate multipliers of named parts of the model (parameter-name prefixes, e.g.
+    ``text_encoder.transformer: 0.1`` to fine-tune pretrained layers slower).
     """
 
     loss: str = "vse++"
     margin: float | None = 0.2
     optimizer: Literal["adam"] = "adam"
     lr: float = 2e-4
+    lr_scale: dict[str, float] = field(default_factory=dict)
     weight_decay: float = 0.0
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     batch_size: int = 128

@@ -177,7 +177,7 @@ class MediaFinder:
         if folder not in self._listing:
             try:
                 self._listing[folder] = frozenset(os.listdir(folder))
-            except OSError:
+            except (OSError, ValueError):  # missing, unreadable, or a name no file can have (a NUL byte)
                 self._listing[folder] = frozenset()
         return self._listing[folder]
 

@@ -81,6 +81,7 @@ class SequenceEncoder(nn.Module):
         smsdc: dict | None = None,
         activation: str = "relu",
         layer_norm_eps: float = 1e-5,
+        input_dropout: float = 0.0,
     ):
         super().__init__()
         if sequence not in SEQUENCE_KINDS:
@@ -90,6 +91,7 @@ class SequenceEncoder(nn.Module):
         if pool == "last" and sequence not in ("lstm", "gru"):
             raise ConfigError("pool='last' needs a unidirectional RNN (sequence='lstm' or 'gru')")
         self.sequence, self.pool = sequence, pool
+        self.input_dropout = nn.Dropout(input_dropout) if input_dropout else None
         self.embedding = None
         if vocab_size is not None:
             embed_dim = embed_dim or input_dim
@@ -116,6 +118,8 @@ class SequenceEncoder(nn.Module):
         lengths = lengths.clamp_min(1)
         if self.embedding is not None:
             x = self.embedding(x)
+        if self.input_dropout is not None:
+            x = self.input_dropout(x)
         mask = lengths_to_mask(lengths, x.size(1))
         if self.sequence in ("lstm", "gru", "bigru"):
             packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
