@@ -137,10 +137,6 @@ def test_cli_finds_the_spoken_and_the_written_words(built, searcher):
     timing = [w for s in searcher.cues.segments(top["id"], ["speech"]) for w in s.words if "preheat" in w[2].lower()]
     assert top["moment"] == top["match"]["moment"] == pytest.approx(timing[0][0])  # the spoken word's time
 
-    from typer.testing import CliRunner
-
-    from reelsearch.cli.main import app
-
     res = CliRunner().invoke(app, ["search", "quarterly revenue", "--index", str(index), "-k", "3"])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()

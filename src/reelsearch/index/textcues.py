@@ -48,7 +48,6 @@ SCHEMA_VERSION = 1
 #: (keyword, semantic) weights of a cue's two scores when they are summed into the cue's expert score: the best
 #: mean R@1 over paraphrase and exact-words queries on Flickr8k dev captions (benchmarks/bench_cues.py --weights).
 DEFAULT_WEIGHTS = (1.0, 2.0)
-_MATMUL_ROWS = 65536  # segment embeddings converted to float32 at a time
 SUBSTRING_MIN = 4  # query words at least this long also match inside OCR text (missing spaces)
 STOP_WORDS = frozenset(
     "a an and are as at be been but by did do does for from had has have he her his i in into is it its me my no "
@@ -121,6 +120,7 @@ class CueScores:
     semantic: dict[str, np.ndarray]
     keyword_best: dict[str, Sequence[SegmentMatch | None]]
     semantic_best: dict[str, Sequence[SegmentMatch | None]]
+    positions: Mapping[str, int] = field(default_factory=dict)  # video id -> its position in ids
 
     def rows(self) -> dict[str, np.ndarray]:
         """``"speech.keyword"``, ``"speech.semantic"``, ... -> [1, N] score matrices (one query), for
@@ -247,6 +247,7 @@ class TextCueIndex:
             raise TextCueError(f"{self.path}: cannot open the text-cue index ({exc})") from None
         self._check_schema()
         self._cache: _EmbeddingCache | None = None
+        self._stored: tuple[int, list[str]] | None = None  # (generation, stored_cues())
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -405,8 +406,11 @@ class TextCueIndex:
 
     def stored_cues(self) -> list[str]:
         """The cues stored for at least one video (in CUES order)."""
-        found = {r[0] for r in self._db.execute("SELECT DISTINCT cue FROM runs")}
-        return [c for c in CUES if c in found]
+        gen = self.generation
+        if self._stored is None or self._stored[0] != gen:
+            self._stored = (gen, [c for c in CUES if self._db.execute("SELECT 1 FROM runs WHERE cue = ? LIMIT 1",
+                                                                        (c,)).fetchone()])
+        return list(self._stored[1])
 
     def _donor(self, video_id: str, cue: str, recipe: str, content: str | None) -> str | None:
         """Another video whose ``cue`` was stored without error, by ``recipe``, for the same ``content``."""
@@ -507,12 +511,17 @@ class TextCueIndex:
             raise TextCueError("empty query")
         cues = list(cues)
         cache = self._embeddings()
-        ids = cache.video_ids if video_ids is None else [str(v) for v in video_ids]
-        slot = np.full(len(cache.video_ids), -1, np.int64)  # cache video index -> position in ids
-        for i, v in enumerate(ids):
-            j = cache.video_index.get(v)
-            if j is not None:
-                slot[j] = i
+        if video_ids is None:
+            ids, positions = cache.video_ids, cache.video_index
+            slot = np.arange(len(ids), dtype=np.int64)  # cache video index -> position in ids
+        else:
+            ids = [str(v) for v in video_ids]
+            positions = {v: i for i, v in enumerate(ids)}
+            slot = np.full(len(cache.video_ids), -1, np.int64)
+            for v, i in positions.items():
+                j = cache.video_index.get(v)
+                if j is not None:
+                    slot[j] = i
         terms = query_terms(query)
         kw, kw_pos, matched = self._keyword(terms, cache, slot, len(ids), cues)
         sem, sem_pos = self._semantic(query, query_vector, cache, slot, len(ids), cues)
@@ -526,7 +535,7 @@ class TextCueIndex:
 
         kw_score, cos = kw.pop("_segments"), sem.pop("_segments")
         return CueScores(query, list(ids), kw, sem, {c: _Matches(kw_pos[c], keyword_match) for c in cues},
-                         {c: _Matches(sem_pos[c], semantic_match) for c in cues})
+                         {c: _Matches(sem_pos[c], semantic_match) for c in cues}, positions)
 
     def highlights(self, segment: int, query: str) -> list[tuple[int, int]]:
         """Where ``query``'s words occur in a stored segment's text, as [start, end) character offsets (code points),
@@ -628,9 +637,7 @@ class TextCueIndex:
         if q.shape[0] != cache.vectors.shape[1]:
             raise TextCueError(f"{self.path}: a {q.shape[0]}-d query vector for {cache.vectors.shape[1]}-d segments")
         q = q / max(float(np.linalg.norm(q)), 1e-12)
-        cos = np.empty(size, np.float32)
-        for a in range(0, size, _MATMUL_ROWS):  # float16 storage, float32 arithmetic, a block at a time
-            cos[a:a + _MATMUL_ROWS] = cache.vectors[a:a + _MATMUL_ROWS].astype(np.float32) @ q
+        cos = cache.vectors @ q
         np.clip(cos, 0.0, 1.0, out=cos)
         ordered = cos[cache.order]
         top = np.maximum.reduceat(ordered, cache.group_starts)
@@ -695,8 +702,10 @@ class _EmbeddingCache:
         video_ids = sorted({r[1] for r in data})
         index = {v: i for i, v in enumerate(video_ids)}
         dim = len(data[0][4]) // 2 if data else 1
-        vectors = np.frombuffer(b"".join(r[4] for r in data), np.float16).reshape(len(data), dim) if data else \
-            np.zeros((0, 1), np.float16)
+        # float16 on disk, float32 in memory: a float16 matrix-vector product has no fast path in numpy (converting
+        # 150,000 segments per query cost 130 ms; the product itself 10 ms)
+        vectors = np.frombuffer(b"".join(r[4] for r in data), np.float16).reshape(len(data), dim).astype(np.float32) \
+            if data else np.zeros((0, 1), np.float32)
         videos = np.asarray([index[r[1]] for r in data], np.int64)
         cues = np.asarray([CUES.index(r[2]) if r[2] in CUES else len(CUES) for r in data], np.int64)
         order = np.lexsort((videos, cues)) if data else np.zeros(0, np.int64)

@@ -158,7 +158,7 @@ def fused_search(library, model, cues_index, text: str, query: np.ndarray, cue_q
     """
     sc = cues_index.scores(text, None, p.cues, query_vector=cue_query) if p.cues else None
     cue_scores = {c: sc.expert(c, KEYWORD_MEANING, p.floor) for c in p.cues}
-    where = {v: i for i, v in enumerate(sc.ids)} if sc is not None else {}
+    where = sc.positions if sc is not None else {}
     total = len(library)
     n = max(int(candidates), k)
     while True:
