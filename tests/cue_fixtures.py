@@ -6,11 +6,53 @@ reason when any of those, or an extra, is missing.
 
 from __future__ import annotations
 
+import re
+import time
+import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import shared_path
+from reelsearch.features.cues import CueResult, CueSegment
+
+
+class HashEncoder:
+    """A deterministic bag-of-words encoder (hashed words, L2-normalised): independent of any model."""
+
+    dim = 64
+
+    def sentence_features(self, texts):
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, text in enumerate(texts):
+            for w in re.findall(r"\w+", text.lower()):
+                out[i, zlib.crc32(w.encode()) % self.dim] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+class ScriptedExtractor:
+    """Stands in for CueExtractor: segments from a table (video path -> cue -> texts); optional delay per video."""
+
+    def __init__(self, table, delay=0.0, fail=()):
+        self.table, self.delay, self.fail, self.calls = table, delay, set(fail), []
+
+    def recipes(self, cues):
+        return {cue: f"{cue}:scripted" for cue in cues}
+
+    def extract(self, path, cues):
+        self.calls.append((str(path), tuple(cues)))
+        time.sleep(self.delay)
+        out = {}
+        for cue in cues:
+            if (str(path), cue) in self.fail:
+                out[cue] = CueResult(cue, error=f"{path}: {cue} failed", recipe=f"{cue}:scripted")
+            else:
+                segs = [CueSegment(cue, float(i), float(i) + 1.0, text, 0.9)
+                        for i, text in enumerate(self.table.get(str(path), {}).get(cue, []))]
+                out[cue] = CueResult(cue, segs, recipe=f"{cue}:scripted")
+        return out
+
 
 #: the clips of reelsearch.datasets.cue_clips.CUE_SCRIPTS the tests use
 CLIP_IDS = ("recipe", "report", "silent", "weather")

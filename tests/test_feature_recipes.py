@@ -61,7 +61,7 @@ def test_the_index_embeds_with_the_models_own_recipe(tmp_path):
     model.save(tmp_path / "lite2-model")
     searcher = Searcher(tmp_path / "index", tmp_path / "lite2-model")
     assert f"appearance={lite2.key}" in searcher.model_id
-    report = searcher.index([str(clip())], progress=False)
+    report = searcher.index([str(clip())], progress=False, cues=())
     assert not report.failed
     stored = searcher.library.media(searcher.library.find(str(clip())))
     features = FeaturePipeline({"appearance": lite2}).extract(clip()).features

@@ -36,7 +36,7 @@ def _env(**extra) -> dict:
 
 def _index_cmd(paths, index: Path, model: Path, *extra) -> list[str]:
     return [sys.executable, "-m", "reelsearch", "index", *map(str, paths), "--index", str(index), "--model",
-            str(model), "--quiet", *extra]
+            str(model), "--quiet", "--no-speech", "--no-ocr", *extra]
 
 
 def _clips(folder: Path, n: int, seed: int = 0) -> list[Path]:
@@ -120,7 +120,7 @@ def test_serve_answers_while_index_adds_files(tmp_path, model_dir):
     make_media(tmp_path / "media")
     index = tmp_path / "index"
     with Searcher(index, str(model_dir)) as searcher:
-        searcher.index([tmp_path / "media"], progress=False)
+        searcher.index([tmp_path / "media"], progress=False, cues=())
         before = len(searcher.library)
         new = _clips(tmp_path / "more", 4, seed=20)
         with ServerThread(create_app(searcher)) as server, httpx.Client(base_url=server.url, timeout=60) as http:
@@ -160,7 +160,7 @@ def test_full_disk_during_index_is_a_clear_error(tmp_path, model_dir):
     make_media(tmp_path / "media")
     index = tmp_path / "index"
     with Searcher(index, str(model_dir)) as searcher:
-        searcher.index([tmp_path / "media"], progress=False)
+        searcher.index([tmp_path / "media"], progress=False, cues=())
         want = [r["id"] for r in searcher.search("a yellow flower", 10)]
     new = _clips(tmp_path / "more", 3, seed=40)
     full = subprocess.run(_index_cmd([tmp_path / "media", tmp_path / "more"], index, model_dir), env=_env(),
@@ -171,6 +171,6 @@ def test_full_disk_during_index_is_a_clear_error(tmp_path, model_dir):
     _consistent(index, 5)
     with Searcher(index, str(model_dir)) as searcher:  # still usable: the same answers, and the next run completes
         assert [r["id"] for r in searcher.search("a yellow flower", 10)] == want
-        report = searcher.index([tmp_path / "media", tmp_path / "more"], progress=False)
+        report = searcher.index([tmp_path / "media", tmp_path / "more"], progress=False, cues=())
         assert (len(report.added), len(report.unchanged), report.failed) == (len(new), 5, [])
     _consistent(index, 5 + len(new))

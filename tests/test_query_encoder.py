@@ -119,7 +119,7 @@ def test_searcher_from_many_threads_matches_one_thread(tmp_path):
 
     make_media(tmp_path / "media")
     with Searcher(tmp_path / "index", small_model("moe")) as searcher:
-        searcher.index([tmp_path / "media"], progress=False)
+        searcher.index([tmp_path / "media"], progress=False, cues=())
         searcher.query_encoder.cache_size = 0
         want = {q: searcher.search(q, 5) for q in TEXTS}
         start = threading.Barrier(16)

@@ -61,7 +61,7 @@ def test_search_matches_brute_force(kind, media, tmp_path):
     model = small_model(kind)
     with Searcher(tmp_path / "index", model) as searcher:
         assert searcher.mode == MODES[kind]
-        report = searcher.index([folder], progress=False)
+        report = searcher.index([folder], progress=False, cues=())
         assert sorted(report.added) == [str(p) for p in paths] and not report.failed
         for query in CAPTIONS[:3]:
             results = searcher.search(query, k=10)
@@ -90,7 +90,7 @@ def test_moments_follow_the_content(media, tmp_path):
     folder, paths = media
     clip = next(p for p in paths if p.name == "red-green-blue.mp4")
     with Searcher(tmp_path / "index", small_model("cosine")) as searcher:
-        searcher.index([clip], progress=False)
+        searcher.index([clip], progress=False, cues=())
         (r,) = searcher.search("a red car", k=5)
     scores = np.array([f["score"] for f in r["frames"]])
     times = np.array([f["t"] for f in r["frames"]])
@@ -106,10 +106,10 @@ def test_reindex_add_change_delete(media, tmp_path):
     shutil.copytree(media[0], folder)
     model = small_model("cosine")
     with Searcher(tmp_path / "index", model) as searcher:
-        first = searcher.index([folder], progress=False)
+        first = searcher.index([folder], progress=False, cues=())
         assert len(first.added) == 5
         ids = {r.path: r.id for r in searcher.library.videos()}
-        again = searcher.index([folder], progress=False)
+        again = searcher.index([folder], progress=False, cues=())
         assert len(again.unchanged) == 5 and not (again.added or again.updated or again.removed)
 
         changed = folder / "yellow.mp4"
@@ -117,7 +117,7 @@ def test_reindex_add_change_delete(media, tmp_path):
         (folder / "white-black.mp4").unlink()
         (folder / "sub").mkdir()
         write_clip(folder / "sub" / "new.mp4", [((0, 160, 0), 1.5)])
-        report = searcher.index([folder], progress=False)
+        report = searcher.index([folder], progress=False, cues=())
         assert report.added == [str(folder / "sub" / "new.mp4")]
         assert report.updated == [str(changed)]
         assert report.removed == [str(folder / "white-black.mp4")]
@@ -140,7 +140,7 @@ def test_annotate_ranks_captions_like_brute_force(media, tmp_path):
         clip = paths[0]
         with Searcher(tmp_path / kind, model) as searcher:
             fresh = searcher.annotate(clip, CAPTIONS)  # not indexed: decoded and embedded now
-            searcher.index([clip], progress=False)
+            searcher.index([clip], progress=False, cues=())
             stored = searcher.annotate(clip, CAPTIONS)  # indexed: stored embeddings
             by_id = searcher.annotate_id(searcher.library.find(clip), CAPTIONS)
         want = {c: reference_scores(model, c, [clip])[0][0] for c in CAPTIONS}
@@ -157,7 +157,7 @@ def test_annotate_ranks_captions_like_brute_force(media, tmp_path):
 def test_query_and_caption_validation(media, tmp_path):
     with Searcher(tmp_path / "index", small_model("cosine")) as searcher:
         assert searcher.search("anything", k=3) == []  # empty index
-        searcher.index([media[1][0]], progress=False)
+        searcher.index([media[1][0]], progress=False, cues=())
         for bad in ("", "   ", "x" * 1001):
             with pytest.raises(QueryError):
                 searcher.search(bad, k=3)
@@ -171,7 +171,7 @@ def test_query_and_caption_validation(media, tmp_path):
         broken.write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 100)
         with pytest.raises(ReelsearchError, match="broken.mp4"):
             searcher.annotate(broken, ["a car"])
-        report = searcher.index([broken], progress=False)  # one bad file: reported, the rest stays
+        report = searcher.index([broken], progress=False, cues=())  # one bad file: reported, the rest stays
         assert [f[0] for f in report.failed] == [str(broken)]
         assert len(searcher.search("a car", k=5)) == 1
 
@@ -179,12 +179,12 @@ def test_query_and_caption_validation(media, tmp_path):
 def test_another_model_needs_reindexing(media, tmp_path):
     folder, paths = media
     with Searcher(tmp_path / "index", small_model("cosine", seed=0)) as a:
-        a.index(paths[:2], progress=False)
+        a.index(paths[:2], progress=False, cues=())
     with Searcher(tmp_path / "index", small_model("cosine", seed=1)) as b:
         assert b.stale()
         with pytest.raises(ReelsearchError, match="another model"):
             b.search("a red car", k=3)
-        report = b.index(paths[:2], progress=False)
+        report = b.index(paths[:2], progress=False, cues=())
         assert len(report.added) == 2 and not b.stale()
         assert len(b.search("a red car", k=3)) == 2
 
@@ -207,7 +207,7 @@ def test_real_msrvtt_clips(tmp_path):
     captions = _msrvtt_captions([p.stem for p in paths])
     model = small_model("cosine", max_frames=8)
     with Searcher(tmp_path / "index", model) as searcher:
-        report = searcher.index([clips], progress=False)
+        report = searcher.index([clips], progress=False, cues=())
         assert len(report.added) == len(paths) == 2 and not report.failed
         query = captions[paths[0].stem][0]
         results = searcher.search(query, k=5)
@@ -234,7 +234,7 @@ def test_default_model_finds_the_right_msrvtt_clip(tmp_path):
     paths = sorted(clips.glob("*.mp4"))
     captions = _msrvtt_captions([p.stem for p in paths])
     with Searcher(tmp_path / "index", "default") as searcher:
-        searcher.index([clips], progress=False)
+        searcher.index([clips], progress=False, cues=())
         hits = [searcher.search(c, k=1)[0]["path"] == str(p) for p in paths for c in captions[p.stem]]
     assert np.mean(hits) > 0.5
 

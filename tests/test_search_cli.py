@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,7 +27,7 @@ def setup(tmp_path_factory):
     model_dir = small_model("order").save(root / "model")
     runner = CliRunner()
     res = runner.invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--model", str(model_dir),
-                              "--quiet"])
+                              "--quiet", "--no-speech", "--no-ocr"])
     assert res.exit_code == 0, res.output
     assert f"5 added, 0 updated, 0 removed, 0 unchanged, 0 failed; 5 in {root / 'index'}" in res.output
     return root, paths, model_dir, runner
@@ -74,13 +75,49 @@ def test_annotate_json(setup, tmp_path):
 def test_reindex_reports_changes(setup, tmp_path):
     root, paths, model_dir, runner = setup
     (root / "media" / "sea.jpg").unlink()
-    res = runner.invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--quiet"])
+    res = runner.invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--quiet", "--no-speech",
+                              "--no-ocr"])
     assert res.exit_code == 0 and "0 added, 0 updated, 1 removed, 4 unchanged, 0 failed; 4 in" in res.output
     bad = root / "media" / "broken.mp4"
     bad.write_bytes(b"not a video")
-    res = runner.invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--quiet"])
+    res = runner.invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--quiet", "--no-speech",
+                              "--no-ocr"])
     assert res.exit_code == 3 and f"failed: {bad}" in res.output  # partial failure: 3 (0 ok, 2 bad input)
     bad.unlink()
+
+
+def test_a_failed_cue_is_reported_and_loses_nothing_else(tmp_path, monkeypatch):
+    """The speech cue fails on one file: `index` lists it (file, cue, problem), exits 3, and keeps that file's visual
+    entry and every other file's cues; the next run retries only that cue."""
+    from reelsearch.errors import MediaError
+    from reelsearch.features.speech import SpeechRecognizer
+
+    paths = sorted(make_media(tmp_path / "media"))
+    calls, broken = [], {"yellow.mp4"}
+
+    def extract(self, path):
+        calls.append(path)
+        if Path(path).name in broken:
+            raise MediaError(path, "audio stream is corrupt")
+        return [], {"has_audio": False}
+
+    monkeypatch.setattr(SpeechRecognizer, "extract", extract)
+    model_dir = small_model("cosine").save(tmp_path / "model")
+    args = ["index", str(tmp_path / "media"), "--index", str(tmp_path / "index"), "--model", str(model_dir), "--quiet",
+            "--no-ocr"]
+    res = CliRunner().invoke(app, args)
+    yellow = next(p for p in paths if p.name == "yellow.mp4")
+    assert res.exit_code == 3, res.output
+    assert f"failed: {yellow}: speech: audio stream is corrupt" in res.output
+    assert "5 added, 0 updated, 0 removed, 0 unchanged, 0 failed; speech/text: 5 extracted, 0 unchanged, 1 cue " \
+           "failures; 5 in" in res.output and "note:" not in res.output
+    with Searcher(tmp_path / "index", str(model_dir)) as searcher:
+        vid = searcher.library.find(yellow)
+        assert searcher.cues.runs(vid)["speech"].error and len(searcher.cues.video_ids()) == 5
+    calls.clear()
+    broken.clear()
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0 and calls == [str(yellow)] and "4 unchanged, 0 cue failures" in res.output
 
 
 def test_errors_are_one_line_and_exit_2(setup, tmp_path):
@@ -100,7 +137,8 @@ def test_errors_are_one_line_and_exit_2(setup, tmp_path):
 def test_default_index_location(setup, tmp_path):
     root, paths, model_dir, runner = setup
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}
-    res = runner.invoke(app, ["index", str(paths[3]), "--model", str(model_dir), "--quiet"], env=env)
+    res = runner.invoke(app, ["index", str(paths[3]), "--model", str(model_dir), "--quiet", "--no-speech", "--no-ocr"],
+                        env=env)
     assert res.exit_code == 0, res.output
     assert (tmp_path / "data" / "reelsearch" / "index" / "library.sqlite").is_file()
     res = runner.invoke(app, ["search", "a yellow flower", "--json"], env=env)

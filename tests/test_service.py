@@ -37,7 +37,7 @@ def served(tmp_path_factory):
     write_clip(Path(os.fsdecode(os.fsencode(root / "media") + b"/" + WEIRD)), [((200, 120, 20), 1.0)], seed=9)
     paths = sorted((root / "media").iterdir())
     searcher = Searcher(root / "index", small_model("moe"))
-    searcher.index([root / "media"], progress=False)
+    searcher.index([root / "media"], progress=False, cues=())
     app = create_app(searcher)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client, searcher, paths

@@ -36,7 +36,8 @@ def test_schemathesis_finds_nothing(tmp_path):
     write_clip(Path(os.fsdecode(os.fsencode(tmp_path / "media") + b'/odd \xff "name"\n.mp4')),
                [((90, 200, 90), 1.0)], seed=4)
     with Searcher(tmp_path / "index", small_model("moe")) as searcher:
-        searcher.index([tmp_path / "media"], progress=False)
+        searcher.index([tmp_path / "media"], progress=False, cues=())
+        _add_transcripts(searcher, tmp_path / "index")
         with ServerThread(create_app(searcher, api_key=KEY)) as server:
             cmd = [sys.executable, "-c", "import sys; from schemathesis.cli import schemathesis; "
                    "sys.argv[0] = 'st'; sys.exit(schemathesis())",
@@ -48,8 +49,25 @@ def test_schemathesis_finds_nothing(tmp_path):
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
-    assert "Tested: 7" in out and "No issues found" in out, out[-3000:]
+    assert "Tested: 8" in out and "No issues found" in out, out[-3000:]
     generated, passed = map(int, re.search(r"(\d+) generated, (\d+) passed", out).groups())
     assert generated == passed >= 200, out[-2000:]
     for phase in ("Coverage", "Fuzzing", "Stateful"):
         assert re.search(rf"✅\s+{phase}", out), (phase, out[-2000:])
+
+
+def _add_transcripts(searcher, index) -> None:
+    """Speech and on-screen text for two videos (what `index` stores when those cues run), so that /search fuses them
+    and /videos/{id}/transcript has segments to return."""
+    from reelsearch.features.cues import CueResult, CueSegment
+    from reelsearch.index.textcues import TextCueIndex
+
+    videos = searcher.library.videos()
+    with TextCueIndex(index) as cues:
+        for v, said, shown in [(videos[0], "a red car drives on the road", "ROUTE 66"),
+                               (videos[1], "the sea is calm today", "Lisbon")]:
+            words = tuple((0.2 + 0.3 * i, 0.45 + 0.3 * i, w) for i, w in enumerate(said.split()))
+            cues.put(v.id, {"speech": CueResult("speech", [CueSegment("speech", 0.2, 2.5, said, 0.9, words=words)],
+                                                recipe="speech:test"),
+                            "ocr": CueResult("ocr", [CueSegment("ocr", 1.0, 2.0, shown, 0.8, box=(0.1, 0.7, 0.5, 0.8))],
+                                             recipe="ocr:test")}, v.sha256)

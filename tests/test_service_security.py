@@ -33,7 +33,7 @@ def library(tmp_path_factory):
     paths = sorted(make_media(root / "media"))
     model_dir = small_model("cosine").save(root / "model")
     with Searcher(root / "index", str(model_dir)) as searcher:
-        searcher.index([root / "media"], progress=False)
+        searcher.index([root / "media"], progress=False, cues=())
         vid = searcher.library.find(paths[0])
         yield root, searcher, model_dir, vid
 

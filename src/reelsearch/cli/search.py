@@ -38,24 +38,42 @@ def register(app: typer.Typer) -> None:
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
         wait: float = typer.Option(-1, "--wait", help="Seconds to wait while another `reelsearch index` updates "
                                    "the same index (default: as long as it takes; 0: fail at once)."),
+        speech: bool = typer.Option(True, "--speech/--no-speech", help="Transcribe speech (Whisper tiny.en) for "
+                                    "search by what is said; on when reelsearch[speech] is installed."),
+        ocr: bool = typer.Option(True, "--ocr/--no-ocr", help="Read on-screen text (PP-OCR) for search by what is "
+                                 "written; on when reelsearch[ocr] is installed."),
     ) -> None:
         """Add new files to the index, re-embed changed ones and drop deleted ones; frames are sampled and their
-        features extracted as the model's feature recipe says.
+        features extracted as the model's feature recipe says; then what is said (speech) and written (on-screen
+        text) in them is extracted for search too.
 
-        Exit status: 0 all done, 2 bad input, 3 some files failed (listed on stderr; the rest are indexed)."""
+        Exit status: 0 all done, 2 bad input, 3 some files or cues failed (listed on stderr; the rest are indexed)."""
         from reelsearch.index.paths import display_path
+        from reelsearch.search.cue_indexing import cues_to_run
         from reelsearch.search.settings import write_settings
 
+        available, off = cues_to_run(None)
+        wanted = [c for c, on in (("speech", speech), ("ocr", ocr)) if on]
+        for cue in wanted:
+            if cue in off:
+                typer.echo(f"note: the {cue} cue is off ({off[cue]})", err=True)
         searcher, model_name = _searcher(index, model, backend, uri)
         with searcher:
             searcher.library.writer_wait = None if wait < 0 else wait
-            report = searcher.index([str(p) for p in paths], progress=not quiet)
+            report = searcher.index([str(p) for p in paths], progress=not quiet,
+                                    cues=[c for c in available if c in wanted])
             write_settings(searcher.library.dir, model_name, searcher.library.backend, uri)
             total = len(searcher.library)
+            cue_failures = [(searcher.library.video(vid).path, cue, problem)
+                            for vid, cue, problem in (report.cues.failed if report.cues else [])]
         for path, problem in report.failed:
             typer.echo(f"failed: {display_path(path, one_line=True)}: {problem}", err=True)
+        for path, cue, problem in cue_failures:
+            shown = display_path(path, one_line=True)
+            problem = display_path(problem, one_line=True).removeprefix(f"{shown}: ")
+            typer.echo(f"failed: {shown}: {cue}: {problem}", err=True)
         typer.echo(f"{report.summary()}; {total} in {searcher.library.dir}")
-        if report.failed:
+        if report.failed or cue_failures:
             from reelsearch.errors import EXIT_PARTIAL_FAILURE
 
             raise typer.Exit(EXIT_PARTIAL_FAILURE)
@@ -66,18 +84,29 @@ def register(app: typer.Typer) -> None:
         index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
         k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
         as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
-                                     '"moment"} (path_b64: the exact bytes of the file name, base64).'),
+                                     '"moment","experts","match"} (path_b64: the exact bytes of the file name, '
+                                     'base64; experts: each expert\'s score; match: the words said or written that '
+                                     'matched, with their time).'),
         model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
+        experts: str | None = typer.Option(None, "--experts", help="Experts to fuse, comma-separated, among visual "
+                                           "(the model), speech, ocr (default: all the index holds)."),
+        weights: str | None = typer.Option(None, "--weights", help="Expert weights, e.g. speech=0.5,ocr=0.3 "
+                                           "(defaults measured: see docs/speech-and-text.md)."),
     ) -> None:
-        """Find the videos that best match TEXT, with the moment (seconds) that matches best."""
+        """Find the videos that best match TEXT — by what they show, what is said and what is written in them —
+        with the moment (seconds) that matches best."""
         searcher, _ = _searcher(index, model, must_exist=True)
         with searcher:
-            results = searcher.search(text, k, frames=False)
+            results = searcher.search(text, k, frames=False, experts=experts, weights=weights)
         from reelsearch.index.paths import display_path, path_b64
 
         if as_json:
-            out = [{"id": r["id"], "path": display_path(r["path"]), "path_b64": path_b64(r["path"]),
-                    "score": r["score"], "moment": r["moment"]} for r in results]
+            out = []
+            for r in results:
+                row = {"id": r["id"], "path": display_path(r["path"]), "path_b64": path_b64(r["path"]),
+                       "score": r["score"], "moment": r["moment"]}
+                row.update({key: r[key] for key in ("experts", "match") if key in r})
+                out.append(row)
             json.dump(out, sys.stdout, ensure_ascii=False)
             sys.stdout.write("\n")
             return
@@ -85,6 +114,8 @@ def register(app: typer.Typer) -> None:
             typer.echo("no results (is the index empty? run `reelsearch index PATH`)")
         for rank, r in enumerate(results, 1):
             typer.echo(f"{rank:3d}. {r['score']:+.4f}  {_clock(r['moment'])}  {display_path(r['path'], one_line=True)}")
+            if "match" in r:
+                typer.echo(f"     {match_line(r['match'])}")
 
     @app.command("annotate")
     def annotate_cmd(
@@ -135,6 +166,8 @@ def register(app: typer.Typer) -> None:
                                   "encoded together (1: each alone)."),
         query_cache: int = typer.Option(1024, "--query-cache", min=0, help="Recent queries whose embeddings each "
                                         "worker keeps (0: none)."),
+        weights: str | None = typer.Option(None, "--weights", help="Expert weights of every search, e.g. "
+                                           "speech=0.5,ocr=0.3 (defaults: see docs/speech-and-text.md)."),
     ) -> None:
         """Serve the search page, the JSON API (/docs) and the indexed videos over HTTP."""
         from reelsearch.errors import ReelsearchError
@@ -144,13 +177,28 @@ def register(app: typer.Typer) -> None:
         warning = exposure_check(host, api_key, insecure_no_auth)
         if warning:
             typer.echo(warning, err=True)
+        from reelsearch.search.experts import parse_weights
+
+        parse_weights(weights)  # a bad value: exit 2 before anything starts
         directory, model, backend, uri = resolve(index, model, None, None)
         if not index_exists(directory):
             raise ReelsearchError(f"{directory}: no index here; build one with `reelsearch index PATH --index "
                                   f"{directory}`")
         settings = {"index": str(directory), "model": model, "backend": backend, "uri": uri, "threads": threads,
-                    "access_log": access_log, "batch": batch, "query_cache": query_cache}
+                    "access_log": access_log, "batch": batch, "query_cache": query_cache, "weights": weights}
         run(settings, host, port, workers=workers, api_key=api_key)
+
+
+def match_line(match: dict) -> str:
+    """A result's matched words on one line: ``said at 0:01.2: First, [preheat] the [oven] ...``."""
+    from reelsearch.index.paths import display_path
+
+    text, out, last = match["text"], [], 0
+    for a, b in match["highlights"]:
+        out += [text[last:a], "[", text[a:b], "]"]
+        last = b
+    verb = "said" if match["cue"] == "speech" else "written"
+    return f"{verb} at {_clock(match['moment'])}: " + display_path("".join(out) + text[last:], one_line=True)
 
 
 def _clock(seconds: float) -> str:

@@ -2,7 +2,7 @@
 
 from reelsearch.evaluation.errors import EvaluationInputError
 from reelsearch.evaluation.evaluator import RetrievalEvaluator
-from reelsearch.evaluation.fusion import MITHUN2018_WEIGHTS, average_ranks, rank_fusion, score_fusion
+from reelsearch.evaluation.fusion import MITHUN2018_WEIGHTS, average_ranks, fuse_experts, rank_fusion, score_fusion
 from reelsearch.evaluation.positives import Positives
 from reelsearch.evaluation.ranking import (
     METRIC_KEYS,
@@ -25,6 +25,7 @@ __all__ = [
     "RetrievalEvaluator",
     "average_ranks",
     "format_table",
+    "fuse_experts",
     "query_ranks",
     "rank_fusion",
     "rank_metrics",

@@ -8,7 +8,7 @@ aggregation), which they found consistently a little worse than score fusion.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -163,3 +163,24 @@ def rank_fusion(list_of_sims: Sequence, weights: Sequence[float] | None = None, 
         r1 = min(n_rows, r0 + step)
         out[r0:r1] = fuse([to_work_array(src.rows(r0, r1), np.dtype(np.float64)) for src in sources])
     return out
+
+
+def fuse_experts(scores: Mapping[str, np.ndarray], weights: Mapping[str, float], kind: str = "score",
+                 normalize: str = "none", axis: int = 1) -> np.ndarray:
+    """Named experts' score matrices fused as configured: ``kind`` "score" (:func:`score_fusion`, with
+    ``normalize``) or "rank" (:func:`rank_fusion` along ``axis``), each expert weighted by ``weights[name]``.
+
+    The one fusion of named experts: a mixture of experts' (``MixtureOfExperts.fuse``) and a search's, whose experts
+    are the model's and the speech and on-screen-text cues (``reelsearch.search.experts``). float32 out.
+    """
+    names = list(weights)
+    missing = [n for n in names if n not in scores]
+    if missing:
+        raise EvaluationInputError(f"no scores for experts {missing}", subject="scores")
+    arrays = [np.asarray(scores[n], np.float32) for n in names]
+    w = [float(weights[n]) for n in names]
+    if kind == "score":
+        return np.asarray(score_fusion(arrays, w, normalize=normalize), np.float32)
+    if kind == "rank":
+        return np.asarray(rank_fusion(arrays, w, axis=axis), np.float32)
+    raise EvaluationInputError(f"fusion kind must be 'score' or 'rank', got {kind!r}", subject="scores")

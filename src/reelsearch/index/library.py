@@ -25,12 +25,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, walk_media
 from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex
+
+if TYPE_CHECKING:
+    from reelsearch.index.textcues import CueReport
 
 SQLITE_NAME = "library.sqlite"
 FAISS_NAME = "vectors.faiss.npz"
@@ -93,10 +97,15 @@ class SyncReport:
     unchanged: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     reused: int = 0  # added/updated files whose embeddings were copied from an identical file already indexed
+    cues: CueReport | None = None  # the text-cue stage after the sync (``reelsearch.search.cue_indexing``)
+    cues_off: dict[str, str] = field(default_factory=dict)  # cue -> why it did not run
 
     def summary(self) -> str:
-        return (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
-                f"{len(self.unchanged)} unchanged, {len(self.failed)} failed")
+        out = (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
+               f"{len(self.unchanged)} unchanged, {len(self.failed)} failed")
+        if self.cues is not None:
+            out += f"; speech/text: {self.cues.summary()}"
+        return out
 
 
 @dataclass
@@ -184,6 +193,7 @@ class LibraryIndex:
         self.vectors: VectorIndex | None = None
         self._loaded_gen = 0  # generation the in-memory vector index reflects
         self.writer_wait: float | None = 0.0  # seconds sync waits for another writer (None: as long as it takes)
+        self._writer_depth = 0  # > 0 while this object holds the writer lock
         self.refresh()
 
     # -- small helpers ---------------------------------------------------------------------------------------
@@ -232,9 +242,23 @@ class LibraryIndex:
         self._db.close()
 
     @contextlib.contextmanager
+    def writing(self, wait: float | None = 0.0) -> Iterator[None]:
+        """Hold the directory's writer lock (one writing process at a time) for a whole update, e.g. ``sync`` and
+        then the text cues of what it indexed; waits up to ``wait`` seconds for it (None: as long as it takes),
+        LibraryError when another process keeps it. Re-entrant within this object: ``sync`` inside it does not
+        wait for itself."""
+        with self._writer(wait):
+            yield
+
+    @contextlib.contextmanager
     def _writer(self, wait: float | None = 0.0) -> Iterator[None]:
-        """Hold the directory's writer lock (one writing process at a time), waiting up to ``wait`` seconds for it
-        (None: as long as it takes); LibraryError when another process keeps it."""
+        if self._writer_depth:  # this object holds the lock already
+            self._writer_depth += 1
+            try:
+                yield
+            finally:
+                self._writer_depth -= 1
+            return
         try:
             fh = open(self.dir / LOCK_NAME, "a+")
         except OSError as exc:
@@ -263,7 +287,11 @@ class LibraryIndex:
                 fh.truncate()
                 fh.write(str(os.getpid()))
                 fh.flush()
-            yield
+            self._writer_depth = 1
+            try:
+                yield
+            finally:
+                self._writer_depth = 0
         finally:
             fh.close()
 
@@ -583,6 +611,10 @@ class LibraryIndex:
     def videos(self) -> list[VideoRecord]:
         """Every indexed video, by id."""
         return [self.video(str(r[0])) for r in self._db.execute("SELECT id FROM videos ORDER BY id").fetchall()]
+
+    def contents(self) -> dict[str, str]:
+        """{video id: SHA-256 of its file} of every indexed video."""
+        return {str(r[0]): r[1] for r in self._db.execute("SELECT id, sha256 FROM videos")}
 
     def find(self, path: str | os.PathLike) -> str | None:
         """Id of the video indexed at ``path`` (made absolute), or None."""

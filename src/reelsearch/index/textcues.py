@@ -99,25 +99,28 @@ class SegmentMatch:
     score: float
     how: str
     moment: float
+    segment: int = field(default=-1, compare=False)  # the segment's row id (for ``TextCueIndex.highlights``)
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "segment"}
 
 
 @dataclass
 class CueScores:
     """One query's scores for the videos ``ids`` (arrays aligned with ``ids``; 0 = no evidence).
 
-    ``keyword[cue]`` / ``semantic[cue]``: float32 [N] in [0, 1]; ``keyword_best`` / ``semantic_best``: the segment
-    behind each score (None where the score is 0).
+    ``keyword[cue]`` / ``semantic[cue]``: float32 [N] in [0, 1]; ``keyword_best[cue][i]`` / ``semantic_best[cue][i]``:
+    the segment behind video i's score (None where the score is 0), read from the index when asked for, so scoring
+    every video of a large index costs no row reads.
     """
 
     query: str
     ids: list[str]
     keyword: dict[str, np.ndarray]
     semantic: dict[str, np.ndarray]
-    keyword_best: dict[str, list[SegmentMatch | None]]
-    semantic_best: dict[str, list[SegmentMatch | None]]
+    keyword_best: dict[str, Sequence[SegmentMatch | None]]
+    semantic_best: dict[str, Sequence[SegmentMatch | None]]
+    positions: Mapping[str, int] = field(default_factory=dict)  # video id -> its position in ids
 
     def rows(self) -> dict[str, np.ndarray]:
         """``"speech.keyword"``, ``"speech.semantic"``, ... -> [1, N] score matrices (one query), for
@@ -128,22 +131,59 @@ class CueScores:
             out[f"{cue}.semantic"] = self.semantic[cue][None, :]
         return out
 
-    def expert(self, cue: str, weights: Sequence[float] = DEFAULT_WEIGHTS) -> np.ndarray:
-        """The cue's expert score [N]: its keyword and semantic scores fused by ``score_fusion`` with ``weights``."""
+    def meaning(self, cue: str, floor: float = 0.0) -> np.ndarray:
+        """The semantic scores of ``cue`` above ``floor`` (the closeness of unrelated texts), rescaled to [0, 1]:
+        ``max(0, (s - floor) / (1 - floor))``."""
+        return floored(self.semantic[cue], floor)
+
+    def expert(self, cue: str, weights: Sequence[float] = DEFAULT_WEIGHTS, floor: float = 0.0) -> np.ndarray:
+        """The cue's expert score [N]: its keyword and (floored, see ``meaning``) semantic scores fused by
+        ``score_fusion`` with ``weights``."""
         if not self.ids:
             return np.zeros(0, np.float32)
-        rows = [self.keyword[cue][None, :], self.semantic[cue][None, :]]
+        rows = [self.keyword[cue][None, :], self.meaning(cue, floor)[None, :]]
         return np.asarray(score_fusion(rows, weights))[0]
 
-    def match(self, i: int, cue: str, weights: Sequence[float] = DEFAULT_WEIGHTS) -> SegmentMatch | None:
+    def match(self, i: int, cue: str, weights: Sequence[float] = DEFAULT_WEIGHTS,
+              floor: float = 0.0) -> SegmentMatch | None:
         """The segment behind video ``i``'s expert score for ``cue``: the keyword one when it is also the closest in
-        meaning (its words are the evidence), else whichever contributes more under ``weights``."""
-        key, sem = self.keyword_best[cue][i], self.semantic_best[cue][i]
+        meaning (its words are the evidence), else whichever contributes more under ``weights`` (and ``floor``)."""
+        key = self.keyword_best[cue][i]
+        sem = self.semantic_best[cue][i] if self.meaning(cue, floor)[i] > 0 else None
         if key is None or sem is None:
             return key or sem
-        if (key.start, key.text) == (sem.start, sem.text):
+        if key.segment == sem.segment:
             return key
-        return key if weights[0] * key.score >= weights[1] * sem.score else sem
+        return key if weights[0] * key.score >= weights[1] * float(floored(np.float32(sem.score), floor)) else sem
+
+
+def floored(scores: np.ndarray, floor: float) -> np.ndarray:
+    """``max(0, (scores - floor) / (1 - floor))`` (``scores`` unchanged when ``floor`` is 0)."""
+    if not floor:
+        return scores
+    if not 0 <= floor < 1:
+        raise TextCueError(f"the semantic floor must be in [0, 1), got {floor}")
+    return np.maximum(0.0, (scores - floor) / (1.0 - floor)).astype(np.float32)
+
+
+class _Matches(Sequence):
+    """The best segment of each video for one cue and kind, made into a SegmentMatch when indexed."""
+
+    def __init__(self, positions: np.ndarray, make):
+        self.positions, self._make, self._done = positions, make, {}
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        p = int(self.positions[i])
+        if p < 0:
+            return None
+        if i not in self._done:
+            self._done[i] = self._make(p)
+        return self._done[i]
 
 
 @dataclass(frozen=True)
@@ -169,15 +209,19 @@ class CueRun:
 
 @dataclass
 class CueReport:
-    """Outcome of :meth:`TextCueIndex.update`."""
+    """Outcome of :meth:`TextCueIndex.update`: video ids extracted, copied from a video with the same content
+    (``reused``), already done (``unchanged``); ``failed`` (video id, cue, error) per failed cue."""
 
     extracted: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     failed: list[tuple[str, str, str]] = field(default_factory=list)  # (video_id, cue, error)
     seconds: dict[str, float] = field(default_factory=dict)  # cue -> extraction wall time
+    reused: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        return f"{len(self.extracted)} extracted, {len(self.unchanged)} unchanged, {len(self.failed)} cue failures"
+        reused = f", {len(self.reused)} reused" if self.reused else ""
+        return (f"{len(self.extracted)} extracted{reused}, {len(self.unchanged)} unchanged, {len(self.failed)} "
+                "cue failures")
 
 
 class TextCueIndex:
@@ -203,6 +247,7 @@ class TextCueIndex:
             raise TextCueError(f"{self.path}: cannot open the text-cue index ({exc})") from None
         self._check_schema()
         self._cache: _EmbeddingCache | None = None
+        self._stored: tuple[int, list[str]] | None = None  # (generation, stored_cues())
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -216,10 +261,11 @@ class TextCueIndex:
 
     @property
     def encoder(self):
+        """The sentence encoder (default: the process's shared MiniLM, loaded on first use)."""
         if self._encoder is None:
-            from reelsearch.text.minilm import MiniLMEncoder
+            from reelsearch.text.minilm import shared_encoder
 
-            self._encoder = MiniLMEncoder()
+            self._encoder = shared_encoder()
         return self._encoder
 
     @property
@@ -285,30 +331,108 @@ class TextCueIndex:
         return self.remove([v for v in self.video_ids() if v not in keep])
 
     def update(self, items: Iterable[tuple[str, str | Path, str | None]], extractor, *,
-               cues: Sequence[str] = CUES, progress: bool = True) -> CueReport:
+               cues: Sequence[str] = CUES, progress: bool = True, workers: int = 2) -> CueReport:
         """Extract and store the pending cues of each ``(video_id, path, content)``, one transaction per video.
 
-        ``extractor`` is a ``reelsearch.features.cues.CueExtractor``. Interrupting it loses at most the video in
-        progress; running it again skips every video already done (``pending``)."""
+        ``extractor`` is a ``reelsearch.features.cues.CueExtractor``. Each (video, cue) is one task for ``workers``
+        threads, a few videos ahead, so that on 2 cores one video's speech runs beside another's OCR (one model
+        call at a time per model); videos are stored in order as their cues finish. Interrupting it loses at most
+        the videos in progress; running it again skips every video already done (``pending``)."""
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
         from tqdm import tqdm
 
         report = CueReport()
         recipes = extractor.recipes(cues)
         items = list(items)
-        for video_id, path, content in tqdm(items, desc="speech/text", unit="video", disable=not progress,
-                                            file=sys.stderr):
-            todo = self.pending(str(video_id), recipes, content)
-            if not todo:
-                report.unchanged.append(str(video_id))
-                continue
-            results = extractor.extract(path, todo)
-            self.put(str(video_id), results, content)
-            report.extracted.append(str(video_id))
-            for cue, res in results.items():
-                report.seconds[cue] = report.seconds.get(cue, 0.0) + res.seconds
-                if not res.ok:
-                    report.failed.append((str(video_id), cue, res.error or ""))
+        bar = tqdm(total=len(items), desc="speech/text", unit="video", disable=not progress, file=sys.stderr)
+        window: deque = deque()  # (video id, content, {cue: future}) in order
+        pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="cue")
+        try:
+            for video_id, path, content in items:
+                video_id = str(video_id)
+                todo = self.pending(video_id, recipes, content)
+                donors = {cue: d for cue in todo if (d := self._donor(video_id, cue, recipes[cue], content))}
+                if donors:  # the same content stored under another id (a moved or copied file, a new model's ids)
+                    self._copy(video_id, donors)
+                    report.reused.append(video_id)
+                    todo = [cue for cue in todo if cue not in donors]
+                if not todo:
+                    if not donors:
+                        report.unchanged.append(video_id)
+                    bar.update(1)
+                    continue
+                window.append((video_id, content, {cue: pool.submit(extractor.extract, path, [cue]) for cue in todo}))
+                while len(window) > max(1, workers):
+                    self._store(window.popleft(), report)
+                    bar.update(1)
+            while window:
+                self._store(window.popleft(), report)
+                bar.update(1)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            bar.close()
         return report
+
+    def _store(self, entry, report: CueReport) -> None:
+        video_id, content, futures = entry
+        results = {cue: f.result()[cue] for cue, f in futures.items()}
+        self.put(video_id, results, content)
+        report.extracted.append(video_id)
+        for cue, res in results.items():
+            report.seconds[cue] = report.seconds.get(cue, 0.0) + res.seconds
+            if not res.ok:
+                report.failed.append((video_id, cue, res.error or ""))
+
+    def prune(self, contents: Mapping[str, str]) -> int:
+        """Keep the index in step with a library: ``contents`` maps every current video id to its content key.
+        Videos not in it are forgotten, and so are cues stored for other content (a changed file whose cue was not
+        extracted again); returns how many videos were touched."""
+        stale = {vid for vid, content in self._db.execute("SELECT video_id, content FROM runs")
+                 if vid not in contents or content != contents[vid]}
+        if not stale:
+            return 0
+        with self._transaction():
+            for vid in stale:
+                if vid not in contents:
+                    self._db.execute("DELETE FROM runs WHERE video_id = ?", (vid,))
+                    self._delete(vid, None)
+                    continue
+                for (cue,) in self._db.execute("SELECT cue FROM runs WHERE video_id = ? AND content IS NOT ?",
+                                               (vid, contents[vid])).fetchall():
+                    self._delete(vid, cue)
+        return len(stale)
+
+    def stored_cues(self) -> list[str]:
+        """The cues stored for at least one video (in CUES order)."""
+        gen = self.generation
+        if self._stored is None or self._stored[0] != gen:
+            self._stored = (gen, [c for c in CUES if self._db.execute("SELECT 1 FROM runs WHERE cue = ? LIMIT 1",
+                                                                        (c,)).fetchone()])
+        return list(self._stored[1])
+
+    def _donor(self, video_id: str, cue: str, recipe: str, content: str | None) -> str | None:
+        """Another video whose ``cue`` was stored without error, by ``recipe``, for the same ``content``."""
+        if content is None:
+            return None
+        row = self._db.execute("SELECT video_id FROM runs WHERE cue = ? AND recipe = ? AND content = ? AND "
+                               "error IS NULL AND video_id != ? LIMIT 1", (cue, recipe, content, video_id)).fetchone()
+        return row[0] if row else None
+
+    def _copy(self, video_id: str, donors: Mapping[str, str]) -> None:
+        """Copy each cue's segments and run from ``donors[cue]`` to ``video_id``, in one transaction."""
+        now = time.time()
+        with self._transaction():
+            for cue, donor in donors.items():
+                self._delete(video_id, cue)
+                rows = self._db.execute("SELECT start, end, text, confidence, extra, embedding FROM segments "
+                                        "WHERE video_id = ? AND cue = ? ORDER BY id", (donor, cue)).fetchall()
+                for start, end, text, conf, extra, blob in rows:
+                    self._insert(video_id, cue, _segment(cue, start, end, text, conf, extra),
+                                 np.frombuffer(blob, np.float16))
+                self._db.execute("INSERT OR REPLACE INTO runs SELECT ?, cue, recipe, content, n_segments, error, ? "
+                                 "FROM runs WHERE video_id = ? AND cue = ?", (video_id, now, donor, cue))
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -375,25 +499,76 @@ class TextCueIndex:
             "ORDER BY start, id", (str(video_id), *cues))
         return [_segment(*row) for row in rows]
 
-    def scores(self, query: str, video_ids: Sequence[str] | None = None,
-               cues: Sequence[str] = CUES) -> CueScores:
-        """Keyword and semantic scores of ``query`` for ``video_ids`` (default: every video with segments)."""
+    def scores(self, query: str, video_ids: Sequence[str] | None = None, cues: Sequence[str] = CUES, *,
+               query_vector: np.ndarray | None = None) -> CueScores:
+        """Keyword and semantic scores of ``query`` for ``video_ids`` (default: every video with segments).
+
+        ``query_vector``: the query's sentence embedding when the caller has it already (else it is encoded here).
+        Costs one FTS5 lookup per query word and one matrix-vector product over every stored segment embedding;
+        the segments behind the scores are read only when asked for (``keyword_best`` / ``semantic_best``).
+        """
         if not query or not query.strip():
             raise TextCueError("empty query")
         cues = list(cues)
         cache = self._embeddings()
-        ids = cache.video_ids if video_ids is None else [str(v) for v in video_ids]
-        position = {v: i for i, v in enumerate(ids)}
-        out = CueScores(query, ids, {}, {}, {}, {})
-        for cue in cues:
-            out.keyword[cue] = np.zeros(len(ids), np.float32)
-            out.semantic[cue] = np.zeros(len(ids), np.float32)
-            out.keyword_best[cue] = [None] * len(ids)
-            out.semantic_best[cue] = [None] * len(ids)
+        if video_ids is None:
+            ids, positions = cache.video_ids, cache.video_index
+            slot = np.arange(len(ids), dtype=np.int64)  # cache video index -> position in ids
+        else:
+            ids = [str(v) for v in video_ids]
+            positions = {v: i for i, v in enumerate(ids)}
+            slot = np.full(len(cache.video_ids), -1, np.int64)
+            for v, i in positions.items():
+                j = cache.video_index.get(v)
+                if j is not None:
+                    slot[j] = i
         terms = query_terms(query)
-        self._keyword(terms, position, out)
-        self._semantic(query, terms, cache, position, out)
-        return out
+        kw, kw_pos, matched = self._keyword(terms, cache, slot, len(ids), cues)
+        sem, sem_pos = self._semantic(query, query_vector, cache, slot, len(ids), cues)
+
+        def keyword_match(p: int) -> SegmentMatch:
+            found = {t for t, pos in matched.items() if _contains(pos, p)}
+            return self._match(cache, p, found, round(float(kw_score[p]), 6), "keyword")
+
+        def semantic_match(p: int) -> SegmentMatch:
+            return self._match(cache, p, set(terms), round(float(cos[p]), 6), "semantic")
+
+        kw_score, cos = kw.pop("_segments"), sem.pop("_segments")
+        return CueScores(query, list(ids), kw, sem, {c: _Matches(kw_pos[c], keyword_match) for c in cues},
+                         {c: _Matches(sem_pos[c], semantic_match) for c in cues}, positions)
+
+    def highlights(self, segment: int, query: str) -> list[tuple[int, int]]:
+        """Where ``query``'s words occur in a stored segment's text, as [start, end) character offsets (code points),
+        by the keyword rules: stemmed words, and for OCR text substrings of words of 4+ characters."""
+        terms = query_terms(query)
+        if not terms or segment < 0:
+            return []
+        spans = self._spans("words", segment, " OR ".join(f'"{t}"' for t in terms))
+        long_terms = [t for t in terms if len(t) >= SUBSTRING_MIN]
+        if long_terms:
+            spans += self._spans("chars", segment, " OR ".join(f'"{t}"' for t in long_terms))
+        merged: list[list[int]] = []
+        for a, b in sorted(spans):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        return [(a, b) for a, b in merged]
+
+    def _spans(self, table: str, segment: int, expression: str) -> list[tuple[int, int]]:
+        row = self._db.execute(f"SELECT highlight({table}, 0, char(1), char(2)) FROM {table} "
+                               f"WHERE {table} MATCH ? AND rowid = ?", (expression, int(segment))).fetchone()
+        if row is None:
+            return []
+        spans, offset, opened = [], 0, 0
+        for ch in row[0]:
+            if ch == "\x01":
+                opened = offset
+            elif ch == "\x02":
+                spans.append((opened, offset))
+            else:
+                offset += 1
+        return spans
 
     def search(self, query: str, k: int = 10, *, cues: Sequence[str] = CUES,
                weights: Mapping[str, Sequence[float]] | None = None) -> list[CueHit]:
@@ -415,29 +590,78 @@ class TextCueIndex:
         return hits
 
     # ---------------------------------------------------------------------------------------- scoring
-    def _keyword(self, terms: list[str], position: dict[str, int], out: CueScores) -> None:
-        if not terms:
-            return
-        n_total = self._db.execute("SELECT count(*) FROM segments").fetchone()[0]
-        hits = {t: self._term_rows(t) for t in terms}
-        idf = {t: math.log(1.0 + (n_total - len(r) + 0.5) / (len(r) + 0.5)) for t, r in hits.items()}
-        denominator = sum(idf.values())
-        matched: dict[int, set[str]] = {}
-        for t, rows in hits.items():
-            for rowid in rows:
-                matched.setdefault(rowid, set()).add(t)
-        for rowid, video_id, cue, start, end, text, conf, extra in self._rows(matched):
-            i = position.get(video_id)
-            if i is None or cue not in out.keyword:
-                continue
-            score = sum(idf[t] for t in matched[rowid]) / denominator
-            best = out.keyword_best[cue][i]
-            if score > out.keyword[cue][i] + 1e-9 or (abs(score - out.keyword[cue][i]) <= 1e-9 and best is not None
-                                                      and start < best.start):
-                out.keyword[cue][i] = score
-                seg = _segment(cue, start, end, text, conf, extra)
-                out.keyword_best[cue][i] = SegmentMatch(cue, start, end, text, round(score, 6), "keyword",
-                                                        _moment(seg, matched[rowid]))
+    def _keyword(self, terms: list[str], cache: _EmbeddingCache, slot: np.ndarray, n: int, cues: list[str]):
+        """({cue: [n] scores, "_segments": every segment's score}, {cue: [n] best segment position or -1},
+        {term: sorted positions of the segments it matches})."""
+        size = len(cache.rows)
+        scores = {c: np.zeros(n, np.float32) for c in cues}
+        best = {c: np.full(n, -1, np.int64) for c in cues}
+        segment_scores = np.zeros(size, np.float64)
+        matched: dict[str, np.ndarray] = {}
+        if terms and size:
+            for t in terms:
+                rows = np.fromiter(self._term_rows(t), np.int64)
+                pos = np.searchsorted(cache.rows, rows)
+                ok = pos < size
+                ok[ok] = cache.rows[pos[ok]] == rows[ok]  # rows written after the cache was read are left out
+                matched[t] = np.unique(pos[ok])
+            idf = {t: math.log(1.0 + (size - len(p) + 0.5) / (len(p) + 0.5)) for t, p in matched.items()}
+            denominator = sum(idf.values())
+            for t, pos in matched.items():
+                segment_scores[pos] += idf[t] / denominator
+            hit = np.flatnonzero(segment_scores > 0)
+            for c in cues:
+                sel = hit[(cache.cues[hit] == CUES.index(c)) & (slot[cache.videos[hit]] >= 0)]
+                if not len(sel):
+                    continue
+                # per video: the best score, the earliest segment among equals
+                order = sel[np.lexsort((cache.starts[sel], -np.round(segment_scores[sel], 9), cache.videos[sel]))]
+                first = order[np.r_[True, cache.videos[order][1:] != cache.videos[order][:-1]]]
+                where = slot[cache.videos[first]]
+                scores[c][where] = segment_scores[first]
+                best[c][where] = first
+        scores["_segments"] = segment_scores
+        return scores, best, matched
+
+    def _semantic(self, query: str, query_vector, cache: _EmbeddingCache, slot: np.ndarray, n: int,
+                  cues: list[str]):
+        """({cue: [n] scores, "_segments": every segment's cosine}, {cue: [n] best segment position or -1})."""
+        scores = {c: np.zeros(n, np.float32) for c in cues}
+        best = {c: np.full(n, -1, np.int64) for c in cues}
+        size = len(cache.rows)
+        if not size:
+            scores["_segments"] = np.zeros(0, np.float32)
+            return scores, best
+        q = self.encoder.sentence_features([query])[0] if query_vector is None else query_vector
+        q = np.asarray(q, np.float32).reshape(-1)
+        if q.shape[0] != cache.vectors.shape[1]:
+            raise TextCueError(f"{self.path}: a {q.shape[0]}-d query vector for {cache.vectors.shape[1]}-d segments")
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        cos = cache.vectors @ q
+        np.clip(cos, 0.0, 1.0, out=cos)
+        ordered = cos[cache.order]
+        top = np.maximum.reduceat(ordered, cache.group_starts)
+        lengths = np.diff(np.r_[cache.group_starts, size])
+        first = np.minimum.reduceat(np.where(ordered == np.repeat(top, lengths), np.arange(size), size),
+                                    cache.group_starts)
+        for c in cues:
+            g = np.flatnonzero((cache.group_cue == CUES.index(c)) & (slot[cache.group_video] >= 0) & (top > 0))
+            where = slot[cache.group_video[g]]
+            scores[c][where] = top[g]
+            best[c][where] = cache.order[first[g]]
+        scores["_segments"] = cos
+        return scores, best
+
+    def _match(self, cache: _EmbeddingCache, position: int, terms: set[str], score: float, how: str) -> SegmentMatch:
+        rowid = int(cache.rows[position])
+        row = self._db.execute("SELECT cue, start, end, text, confidence, extra FROM segments WHERE id = ?",
+                               (rowid,)).fetchone()
+        if row is None:  # deleted since the cache was read
+            cue = CUES[int(cache.cues[position])]
+            return SegmentMatch(cue, float(cache.starts[position]), float(cache.starts[position]), "", score, how,
+                                float(cache.starts[position]), rowid)
+        seg = _segment(*row)
+        return SegmentMatch(seg.cue, seg.start, seg.end, seg.text, score, how, _moment(seg, terms), rowid)
 
     def _term_rows(self, term: str) -> set[int]:
         phrase = f'"{term}"'
@@ -445,40 +669,6 @@ class TextCueIndex:
         if len(term) >= SUBSTRING_MIN:
             rows |= {r[0] for r in self._db.execute("SELECT rowid FROM chars WHERE chars MATCH ?", (phrase,))}
         return rows
-
-    def _rows(self, matched: Mapping[int, set]) -> Iterable[tuple]:
-        ids = list(matched)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            yield from self._db.execute(
-                f"SELECT id, video_id, cue, start, end, text, confidence, extra FROM segments WHERE id IN ({marks})",
-                chunk)
-
-    def _semantic(self, query: str, terms: list[str], cache: _EmbeddingCache, position: dict[str, int],
-                  out: CueScores) -> None:
-        if not len(cache.rows):
-            return
-        q = np.asarray(self.encoder.sentence_features([query]), dtype=np.float32)[0]
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
-        cos = np.clip(cache.vectors.astype(np.float32) @ q, 0.0, 1.0)
-        slot = np.full(len(cache.video_ids), -1, np.int64)  # cache video index -> position in out.ids
-        for v, i in position.items():
-            j = cache.video_index.get(v)
-            if j is not None:
-                slot[j] = i
-        for cue in out.semantic:
-            sel = np.flatnonzero((cache.cues == cue) & (slot[cache.videos] >= 0) & (cos > 0))
-            order = sel[np.lexsort((-cos[sel], cache.videos[sel]))]  # by video, best segment first
-            first = order[np.r_[True, cache.videos[order][1:] != cache.videos[order][:-1]]] if len(order) else order
-            rows = {int(cache.rows[j]): int(j) for j in first}
-            for rowid, _, _, start, end, text, conf, extra in self._rows(rows):
-                j = rows[rowid]
-                i = int(slot[cache.videos[j]])
-                out.semantic[cue][i] = cos[j]
-                seg = _segment(cue, start, end, text, conf, extra)
-                out.semantic_best[cue][i] = SegmentMatch(cue, start, end, text, round(float(cos[j]), 6), "semantic",
-                                                         _moment(seg, set(terms)))
 
     def _embeddings(self) -> _EmbeddingCache:
         gen = self.generation
@@ -489,27 +679,41 @@ class TextCueIndex:
 
 @dataclass
 class _EmbeddingCache:
-    """Every segment's embedding in memory (float16), with its row id, video (index into ``video_ids``) and cue."""
+    """Every segment in memory, by row id: its video (index into ``video_ids``), cue (index into CUES), start and
+    embedding (float16); ``order`` sorts the segments by (cue, video), ``group_starts`` opens each (cue, video)
+    group in it (with ``group_cue`` and ``group_video``), so per-video maxima are one ``reduceat``."""
 
     generation: int
     rows: np.ndarray
     videos: np.ndarray
     cues: np.ndarray
+    starts: np.ndarray
     vectors: np.ndarray
     video_ids: list[str]
     video_index: dict[str, int]
+    order: np.ndarray
+    group_starts: np.ndarray
+    group_cue: np.ndarray
+    group_video: np.ndarray
 
     @classmethod
     def load(cls, db: sqlite3.Connection, generation: int) -> _EmbeddingCache:
-        data = db.execute("SELECT id, video_id, cue, embedding FROM segments ORDER BY id").fetchall()
+        data = db.execute("SELECT id, video_id, cue, start, embedding FROM segments ORDER BY id").fetchall()
         video_ids = sorted({r[1] for r in data})
         index = {v: i for i, v in enumerate(video_ids)}
-        dim = len(data[0][3]) // 2 if data else 1
-        vectors = np.frombuffer(b"".join(r[3] for r in data), np.float16).reshape(len(data), dim) if data else \
-            np.zeros((0, 1), np.float16)
-        return cls(generation, np.asarray([r[0] for r in data], np.int64),
-                   np.asarray([index[r[1]] for r in data], np.int64), np.asarray([r[2] for r in data], dtype=str),
-                   vectors, video_ids, index)
+        dim = len(data[0][4]) // 2 if data else 1
+        # float16 on disk, float32 in memory: a float16 matrix-vector product has no fast path in numpy (converting
+        # 150,000 segments per query cost 130 ms; the product itself 10 ms)
+        vectors = np.frombuffer(b"".join(r[4] for r in data), np.float16).reshape(len(data), dim).astype(np.float32) \
+            if data else np.zeros((0, 1), np.float32)
+        videos = np.asarray([index[r[1]] for r in data], np.int64)
+        cues = np.asarray([CUES.index(r[2]) if r[2] in CUES else len(CUES) for r in data], np.int64)
+        order = np.lexsort((videos, cues)) if data else np.zeros(0, np.int64)
+        key = cues[order] * max(len(video_ids), 1) + videos[order]
+        group_starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if data else np.zeros(0, np.int64)
+        return cls(generation, np.asarray([r[0] for r in data], np.int64), videos, cues,
+                   np.asarray([r[3] for r in data], np.float64), vectors, video_ids, index, order, group_starts,
+                   cues[order][group_starts], videos[order][group_starts])
 
 
 class _Transaction:
@@ -540,6 +744,11 @@ def query_terms(query: str) -> list[str]:
     words = list(dict.fromkeys(re.findall(r"\w+", query.lower())))
     content = [w for w in words if w not in STOP_WORDS]
     return content or words
+
+
+def _contains(sorted_positions: np.ndarray, p: int) -> bool:
+    i = int(np.searchsorted(sorted_positions, p))
+    return i < len(sorted_positions) and int(sorted_positions[i]) == p
 
 
 def _segment(cue, start, end, text, confidence, extra) -> CueSegment:

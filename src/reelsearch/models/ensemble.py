@@ -151,14 +151,10 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         Rank fusion depends on the direction: ``axis=1`` ranks videos per caption (text-to-video), ``axis=0``
         captions per video (video-to-text); score fusion serves both.
         """
-        from reelsearch.evaluation import rank_fusion, score_fusion
+        from reelsearch.evaluation.fusion import fuse_experts
 
-        names = list(self.experts)
-        weights = [self.weight(k) for k in names]
-        arrays = [np.asarray(scores[k], np.float32) for k in names]
-        if self.fusion.kind == "score":
-            return np.asarray(score_fusion(arrays, weights, normalize=self.fusion.normalize), np.float32)
-        return np.asarray(rank_fusion(arrays, weights, axis=axis), np.float32)
+        return fuse_experts(scores, {k: self.weight(k) for k in self.experts}, self.fusion.kind,
+                            self.fusion.normalize, axis)
 
     def score(self, text, video, axis: int = 1) -> np.ndarray:
         """Fused similarity [N, M] (rows captions); ``axis`` picks the direction for rank fusion."""

@@ -146,9 +146,9 @@ class MiniLMTextProcessor(TextProcessor):
     @property
     def encoder(self):
         if self._encoder is None:
-            from reelsearch.text.minilm import MiniLMEncoder
+            from reelsearch.text.minilm import shared_encoder
 
-            self._encoder = MiniLMEncoder(model_dir=self.model_dir)
+            self._encoder = shared_encoder(self.model_dir)
         return self._encoder
 
     def __call__(self, captions: Sequence[str]) -> dict:

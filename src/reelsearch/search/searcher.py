@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +12,8 @@ import torch
 
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.index import EmbeddedMedia, Hit, LibraryIndex, SyncReport, top_k
+from reelsearch.index.textcues import SQLITE_NAME as TEXTCUES_NAME
+from reelsearch.index.textcues import TextCueIndex
 
 #: Longest query accepted (characters).
 MAX_QUERY_CHARS = 1000
@@ -42,8 +44,9 @@ class Searcher:
     """
 
     def __init__(self, index_dir: str | Path | None = None, model="default", *, backend: str = "faiss",
-                 uri: str | None = None, device: str | None = None):
+                 uri: str | None = None, device: str | None = None, weights: Mapping[str, float] | str | None = None):
         from reelsearch.search.embed import MediaEmbedder
+        from reelsearch.search.experts import parse_weights
         from reelsearch.search.query_encoder import QueryEncoder
 
         if isinstance(model, (str, os.PathLike)):
@@ -58,11 +61,18 @@ class Searcher:
         self.lock = threading.RLock()
         self.query_encoder = QueryEncoder(self.model.encode_text)  # batches concurrent queries; LRU cache
         self._embed_lock = threading.Lock()  # decoding + extraction of files that are not indexed
+        self.weights = parse_weights(weights)  # expert weights of every search (over experts.DEFAULT_WEIGHTS)
+        self._cues: TextCueIndex | None = None
+        self._cue_queries: QueryEncoder | None = None  # MiniLM sentence embeddings of queries, for the text cues
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
         self.query_encoder.close()
+        if self._cue_queries is not None:
+            self._cue_queries.close()
         with self.lock:
+            if self._cues is not None:
+                self._cues.close()
             self.library.close()
 
     def __enter__(self) -> Searcher:
@@ -88,26 +98,77 @@ class Searcher:
     def warm_up(self) -> None:
         """Load what the first query would load lazily (e.g. the MiniLM text model), so it is not slow."""
         self.query_encoder.many(["warm up"])
+        with self.lock:
+            cues = self.cues
+        if cues is not None and cues.stored_cues():
+            self.cue_queries.many(["warm up"])
+
+    @property
+    def cues(self) -> TextCueIndex | None:
+        """The text-cue index beside the library (speech transcripts, on-screen text), once ``index`` has made it."""
+        if self._cues is None and (self.library.dir / TEXTCUES_NAME).is_file():
+            self._cues = TextCueIndex(self.library.dir)
+        return self._cues
+
+    @property
+    def cue_queries(self):
+        """The QueryEncoder of queries for the text cues: the cue index's sentence encoder (MiniLM), in its own
+        thread, batched and cached like the model's."""
+        if self._cue_queries is None:
+            from reelsearch.search.query_encoder import QueryEncoder
+
+            cues = self.cues
+            if cues is None:
+                raise ReelsearchError(f"{self.library.dir}: no text cues indexed here")
+            encoder = cues.encoder
+            self._cue_queries = QueryEncoder(lambda texts: encoder.sentence_features(list(texts)))
+        return self._cue_queries
 
     # -- indexing -----------------------------------------------------------------------------------------
-    def index(self, paths: Iterable[str | os.PathLike], progress: bool = True) -> SyncReport:
+    def index(self, paths: Iterable[str | os.PathLike], progress: bool = True, *,
+              cues: Sequence[str] | None = None) -> SyncReport:
         """Bring the index in line with ``paths`` (files or folders): add new files, re-embed changed ones, drop
-        deleted ones. Embeddings of another model are replaced."""
-        with self.lock, torch.no_grad():
-            return self.library.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress)
+        deleted ones (embeddings of another model are replaced); then extract the text ``cues`` ("speech", "ocr";
+        None: every cue whose extra is installed, () none) of those files into the text-cue index, in the same
+        writer lock. The report's ``cues`` says what the cue stage did, ``cues_off`` which cues did not run."""
+        from reelsearch.search.cue_indexing import cues_to_run, index_cues
+
+        run, off = cues_to_run(cues)
+        with self.lock, self.library.writing(self.library.writer_wait), torch.no_grad():
+            report = self.library.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress)
+            cue_index = self.cues
+            if cue_index is None and run:
+                cue_index = self._cues = TextCueIndex(self.library.dir)
+            report.cues = index_cues(self.library, cue_index, report, run, progress=progress)
+            report.cues_off = off
+            return report
 
     # -- text -> video ------------------------------------------------------------------------------------
-    def search(self, text: str, k: int = 10, *, frames: bool = True) -> list[dict]:
+    def search(self, text: str, k: int = 10, *, frames: bool = True, experts: Sequence[str] | str | None = None,
+               weights: Mapping[str, float] | str | None = None) -> list[dict]:
         """The ``k`` best videos for ``text``, best first.
 
-        Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame), ``frame`` (its
-        index), ``duration``; with ``frames`` also ``frames`` = [{"index", "t", "score"}] (the per-frame similarity
-        strip); for a mixture of experts ``experts`` = {name: score} (each expert's own similarity).
+        Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame, or the matched words
+        when a text cue outweighs the picture), ``frame`` (its index), ``duration``; with ``frames`` also ``frames``
+        = [{"index", "t", "score"}] (the per-frame similarity strip); ``experts`` = {name: score} (each expert's own
+        score) for a mixture or when text cues take part; ``match`` = the transcript or on-screen text segment
+        behind the strongest text cue ({cue, start, end, text, score, how, moment, highlights}).
+
+        ``experts``: some of "visual" (the model), "speech", "ocr" (default: visual and every cue the index holds);
+        ``weights``: {expert: weight} over the Searcher's and ``reelsearch.search.experts.DEFAULT_WEIGHTS``.
         """
+        from reelsearch.search.experts import parse_experts, parse_weights, plan
+
         text = check_query(text)
         if not isinstance(k, int) or k < 1:
             raise QueryError(f"k must be a positive integer, got {k!r}")
+        names = parse_experts(experts)
+        w = {**self.weights, **parse_weights(weights)}
+        with self.lock:
+            cue_index = self.cues
+            p = plan(self.model, names, w, cue_index.stored_cues() if cue_index is not None else [])
         query = self.query_encoder.one(text)  # outside the lock: concurrent queries share one encoder pass
+        cue_query = self.cue_queries.one(text) if p.cues else None
         with self.lock, torch.no_grad():
             self.library.refresh()
             if len(self.library) == 0:
@@ -115,6 +176,8 @@ class Searcher:
             if self.stale():
                 raise ReelsearchError(f"{self.library.dir}: the index holds embeddings of another model "
                                       f"({self.library.model_id}); re-run `reelsearch index` with this model")
+            if p.cues:
+                return self._search_fused(text, query, cue_query, p, k, frames)
             mode = self.mode
             if mode == "ann":
                 hits = self.library.search(self.model.ann_query(query)[0], k, frame_scores=True)
@@ -125,6 +188,24 @@ class Searcher:
             else:
                 hits = self._search_pairwise(query, k)
             return [self._result(h, query, frames) for h in hits]
+
+    def _search_fused(self, text: str, query: np.ndarray, cue_query: np.ndarray, p, k: int,
+                      frames: bool) -> list[dict]:
+        """The model's experts and the text cues fused (``reelsearch.search.experts``)."""
+        from reelsearch.search.experts import fused_search
+
+        out = []
+        for r in fused_search(self.library, self.model, self.cues, text, query, cue_query, p, k):
+            hit = self._hit(r.id, r.score, query)
+            if r.text_wins:
+                hit.moment = float(r.match.moment)
+                times = hit.timestamps
+                hit.frame = int(np.argmin(np.abs(times - hit.moment))) if len(times) else 0
+            result = self._result(hit, query, frames, experts=r.experts)
+            if r.match is not None:
+                result["match"] = {**r.match.to_json(), "highlights": [list(h) for h in r.highlights]}
+            out.append(result)
+        return out
 
     def _search_rank(self, query: np.ndarray, k: int) -> list[Hit]:
         """Rank fusion needs each expert's rank among *all* videos: score every stored vector, then fuse."""
@@ -164,12 +245,14 @@ class Searcher:
         fs = self.model.frame_scores(query[0], media.frame_vectors)
         best = int(np.argmax(fs))
         return Hit(id=id_, path=record.path, score=score, moment=float(media.timestamps[best]), frame=best,
-                   duration=record.duration, frame_scores=fs)
+                   duration=record.duration, frame_scores=fs, timestamps=media.timestamps)
 
-    def _result(self, hit: Hit, query: np.ndarray, frames: bool) -> dict:
+    def _result(self, hit: Hit, query: np.ndarray, frames: bool, experts: dict[str, float] | None = None) -> dict:
         out = {"id": hit.id, "path": hit.path, "score": float(hit.score), "moment": float(hit.moment),
                "frame": int(hit.frame), "duration": hit.duration}
-        several = len(self.experts) > 1
+        if experts is not None:
+            out["experts"] = experts
+        several = len(self.experts) > 1 and experts is None
         if frames and hit.frame_scores is not None and hit.timestamps is not None and not several:
             out["frames"] = [{"index": i, "t": t, "score": s}  # what the index search already read: no 2nd lookup
                              for i, (t, s) in enumerate(zip(hit.timestamps.tolist(), hit.frame_scores.tolist()))]

@@ -16,6 +16,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
@@ -26,6 +27,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.features.cues import CUES
 from reelsearch.index.paths import display_path, path_fields, path_from_b64
 from reelsearch.media.decode import MEDIA_EXTENSIONS, is_image_path
 from reelsearch.search.searcher import QueryError, Searcher
@@ -110,16 +112,25 @@ def create_app(searcher: Searcher, *, api_key: str | None = None, access_log: bo
     @api.get("/health", summary="Liveness and what is served", responses=schema.ok(schema.Health))
     def health() -> Response:
         with searcher.lock:
+            cues = searcher.cues
             return JSON({"status": "ok", "videos": len(searcher.library), "model": searcher.model_id,
-                         "mode": searcher.mode, "stale": searcher.stale()})
+                         "mode": searcher.mode, "stale": searcher.stale(),
+                         "experts": ["visual", *(cues.stored_cues() if cues is not None else [])]})
 
     @api.get("/search", summary="Videos matching a sentence, best first, with their best moment",
+             description="Ranks by what the videos show (the model) and, when the index holds them, by what is said "
+                         "(speech) and written (on-screen text) in them, fused into one score; each result says "
+                         "what each expert scored and which words matched.",
              responses=schema.ok(schema.SearchResponse, 400, 422))
     def search(q: str = Query(..., min_length=1, max_length=MAX_QUERY_CHARS, pattern=schema.NON_BLANK,
                               description="What to look for (not blank).", examples=["a dog catches a frisbee"]),
-               k: int = Query(10, ge=1, le=MAX_K, description="Number of results.")) -> Response:
+               k: int = Query(10, ge=1, le=MAX_K, description="Number of results."),
+               experts: str | None = Query(None, pattern=schema.EXPERTS_PATTERN, max_length=64,
+                                           description="Experts to fuse, comma-separated (default: all the index "
+                                                       "holds; a cue the index lacks is 400).",
+                                           examples=["visual,speech,ocr"])) -> Response:
         results = []
-        for r in searcher.search(q, k, frames=True):
+        for r in searcher.search(q, k, frames=True, experts=experts):
             r.update(path_fields(r["path"]), kind="image" if is_image_path(r["path"]) else "video",
                      thumbnail=f"/videos/{r['id']}/thumbnail?frame={r['frame']}", media=f"/videos/{r['id']}/media")
             results.append(r)
@@ -183,6 +194,23 @@ def create_app(searcher: Searcher, *, api_key: str | None = None, access_log: bo
                      "frames": [{"index": i, "t": float(t)} for i, t in enumerate(media.timestamps)],
                      "thumbnail": f"/videos/{rec.id}/thumbnail", "media": f"/videos/{rec.id}/media"})
 
+    @api.get("/videos/{video_id}/transcript", summary="What is said and written in one video: timed segments",
+             responses=schema.ok(schema.Transcript, 404, 422))
+    def transcript(video_id: str = schema.VIDEO_ID,
+                   cue: Literal["speech", "ocr"] | None = Query(None, description="Only this cue's segments.")
+                   ) -> Response:
+        rec = record(video_id)
+        with searcher.lock:
+            cues = searcher.cues
+            runs = cues.runs(rec.id) if cues is not None else {}
+            segments = cues.segments(rec.id, [cue] if cue else CUES) if cues is not None else []
+        status = {c: {"status": "not extracted", "segments": 0, "recipe": None, "error": None} for c in CUES}
+        for c, run in runs.items():
+            status[c] = {"status": "failed" if run.error else "done", "segments": run.n_segments,
+                         "recipe": run.recipe, "error": run.error}
+        return JSON({"id": rec.id, **path_fields(rec.path), "cues": status,
+                     "segments": [_segment_json(seg) for seg in segments]})
+
     @api.get("/videos/{video_id}/thumbnail", summary="JPEG thumbnail of one sampled frame (default: the middle)",
              response_class=Response, responses={**schema.image_ok(), 404: schema.error("no such video or frame"),
                         422: schema.error("invalid parameters")})
@@ -228,6 +256,15 @@ def create_app(searcher: Searcher, *, api_key: str | None = None, access_log: bo
     if access_log:
         app.add_middleware(AccessLog)
     return app
+
+
+def _segment_json(seg) -> dict:
+    out = {"cue": seg.cue, "start": seg.start, "end": seg.end, "text": seg.text, "confidence": seg.confidence}
+    if seg.box is not None:
+        out["box"] = list(seg.box)
+    if seg.words:
+        out["words"] = [{"start": a, "end": b, "word": w} for a, b, w in seg.words]
+    return out
 
 
 def _key_checker(key: str):

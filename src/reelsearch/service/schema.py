@@ -22,6 +22,7 @@ MAX_JSON_BYTES = 8 << 20
 #: regex engine — Python's, Rust's in pydantic, ECMA's in a browser — reads it alike).
 NON_BLANK = "[^\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 ID_PATTERN = "^[0-9]{1,18}$"
+EXPERTS_PATTERN = "^(visual|speech|ocr)(,(visual|speech|ocr))*$"
 B64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$"
 
 DESCRIPTION = f"""Search videos with sentences; rank sentences for a video.
@@ -50,18 +51,35 @@ class FrameScore(BaseModel):
     score: float = Field(description="The frame's similarity to the query.")
 
 
+class Match(BaseModel):
+    cue: Literal["speech", "ocr"] = Field(description="What matched: speech (said) or ocr (written on screen).")
+    start: float = Field(description="Seconds: the segment's start.")
+    end: float = Field(description="Seconds: the segment's end.")
+    text: str = Field(description="The segment: a transcript sentence or a line of on-screen text.")
+    score: float = Field(description="Its keyword (share of the query's word weight) or meaning (cosine) score.")
+    how: Literal["keyword", "semantic"] = Field(description="Matched by words or by meaning.")
+    moment: float = Field(description="Seconds: the first matched word (speech with word times), else the start.")
+    highlights: list[Annotated[list[int], Field(min_length=2, max_length=2)]] = Field(
+        description="[start, end) offsets (Unicode code points) of the query's words in `text`.")
+
+
 class Result(BaseModel):
     id: str
     path: str = Field(description="Display form of the file's path.")
     name: str = Field(description="Display form of the file's name.")
     path_b64: str = Field(description="The path's exact bytes, base64.")
     kind: Literal["video", "image"]
-    score: float
-    moment: float = Field(description="Seconds: the best-matching frame.")
-    frame: int = Field(description="Index of the best-matching frame.")
+    score: float = Field(description="The fused score of the experts (weighted sum, or rank fusion).")
+    moment: float = Field(description="Seconds: the best-matching frame, or the matched words when a text cue "
+                                      "outweighs the picture.")
+    frame: int = Field(description="Index of the best-matching frame (the one nearest the moment).")
     duration: float | None
     frames: list[FrameScore]
-    experts: dict[str, float] = Field(None, description="Per-expert similarity (mixtures of experts only).")
+    experts: dict[str, float] = Field(None, description="Each expert's own score: the model's experts (`visual` "
+                                      "for a single model), `speech`, `ocr`. Given when text cues or a mixture of "
+                                      "experts take part.")
+    match: Match = Field(None, description="The words said or written that match best (when a text cue has any "
+                                           "evidence).")
     thumbnail: str
     media: str
 
@@ -78,6 +96,40 @@ class Health(BaseModel):
     model: str
     mode: str
     stale: bool
+    experts: list[str] = Field(description="The experts a search fuses by default: visual and the text cues stored.")
+
+
+class Word(BaseModel):
+    start: float
+    end: float
+    word: str
+
+
+class Segment(BaseModel):
+    cue: Literal["speech", "ocr"]
+    start: float = Field(description="Seconds from the start of the video.")
+    end: float
+    text: str
+    confidence: float = Field(description="In [0, 1].")
+    box: list[float] = Field(None, min_length=4, max_length=4, description="OCR: x0, y0, x1, y1 as fractions of "
+                             "the frame.")
+    words: list[Word] = Field(None, description="Speech: each word's time.")
+
+
+class CueStatus(BaseModel):
+    status: Literal["done", "failed", "not extracted"]
+    segments: int
+    recipe: str | None = Field(description="The extractor and its settings.")
+    error: str | None
+
+
+class Transcript(BaseModel):
+    id: str
+    path: str
+    name: str
+    path_b64: str
+    cues: dict[str, CueStatus] = Field(description="Per cue (speech, ocr): what the index holds.")
+    segments: list[Segment] = Field(description="In time order.")
 
 
 class FrameTime(BaseModel):

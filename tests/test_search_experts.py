@@ -1,0 +1,256 @@
+"""The experts of a search (the model's and the text cues) and the cue stage of indexing, on a synthetic library:
+fused rankings from candidates + the threshold test equal the exhaustive fusion written out by hand (score fusion,
+a mixture, rank fusion, text alone); the cue stage stores, reuses, prunes and reports like the visual sync, inside the
+library's writer lock; bad expert names and weights are clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import rankdata
+
+from cue_fixtures import HashEncoder, ScriptedExtractor
+from reelsearch.errors import ReelsearchError
+from reelsearch.evaluation.fusion import fuse_experts
+from reelsearch.extras import MissingExtraError
+from reelsearch.index.library import LibraryError, LibraryIndex
+from reelsearch.index.media import EmbeddedMedia
+from reelsearch.index.textcues import TextCueIndex, floored
+from reelsearch.search.cue_indexing import cues_to_run, index_cues
+from reelsearch.search.experts import (
+    DEFAULT_WEIGHTS,
+    SEMANTIC_FLOOR,
+    ExpertError,
+    fused_search,
+    parse_experts,
+    parse_weights,
+    plan,
+)
+from test_search_support import small_model
+
+torch.set_num_threads(1)
+WORDS = ("oven flour sugar bake revenue quarterly profit rain wind storm goal striker tram lisbon plants "
+         "sunlight agenda launch hiring budget").split()
+N_VIDEOS = 90
+
+
+def test_fuse_experts_by_hand():
+    a, b = np.array([[0.2, 0.9, 0.5]]), np.array([[1.0, 0.0, 0.5]])
+    assert fuse_experts({"a": a, "b": b}, {"a": 2.0, "b": 0.5})[0] == pytest.approx([0.9, 1.8, 1.25])
+    ranks = fuse_experts({"a": a, "b": b}, {"a": 1.0, "b": 3.0}, kind="rank")  # ranks a: 3 1 2, b: 1 3 2
+    assert ranks[0] == pytest.approx([-(3 + 3 * 1), -(1 + 3 * 3), -(2 + 3 * 2)])
+    with pytest.raises(ReelsearchError, match="no scores for experts"):
+        fuse_experts({"a": a}, {"a": 1.0, "b": 1.0})
+
+
+def _library(folder, model, rng):
+    """N_VIDEOS small files (distinct bytes), embedded as random unit rows of the model's width."""
+    media = folder / "media"
+    media.mkdir(parents=True)
+    rows = {}
+    for i in range(N_VIDEOS):
+        path = media / f"v{i:03d}.mp4"
+        path.write_bytes(f"video {i}".encode())
+        frames = rng.standard_normal((3, model.row_dim)).astype(np.float32)
+        frames /= np.linalg.norm(frames, axis=1, keepdims=True)
+        video = frames.mean(0) / np.linalg.norm(frames.mean(0))
+        rows[str(path)] = EmbeddedMedia(video, frames, np.array([0.0, 1.0, 2.0]), 3.0)
+    lib = LibraryIndex(folder / "index")
+    report = lib.sync([media], lambda p: rows[p], model_id="synthetic", progress=False)
+    return lib, report
+
+
+def _texts(rng, n):
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 5)), replace=False)) for _ in range(n)]
+
+
+@pytest.fixture(scope="module", params=["cosine", "moe", "moe-rank"])
+def library(request, tmp_path_factory):
+    """(model, library, cue index): 2/3 of the videos speak, 1/2 show text."""
+    rng = np.random.default_rng(7)
+    model = small_model(request.param)
+    folder = tmp_path_factory.mktemp(f"lib-{request.param}")
+    lib, report = _library(folder, model, rng)
+    table = {}
+    for i, path in enumerate(sorted(report.added)):
+        table[path] = {"speech": _texts(rng, 2) if i % 3 else [], "ocr": _texts(rng, 1) if i % 2 else []}
+    cues = TextCueIndex(folder / "index", encoder=HashEncoder())
+    out = index_cues(lib, cues, report, ["speech", "ocr"], ScriptedExtractor(table), progress=False)
+    assert len(out.extracted) == N_VIDEOS and not out.failed
+    yield model, lib, cues
+    cues.close()
+    lib.close()
+
+
+def _exhaustive(model, lib, cues, text, query, p):
+    """Every video's fused score, written out: sum of weight x score (or of weight x rank) per expert."""
+    ids = [i for chunk, _ in lib.vectors.iter_chunks() for i in chunk]
+    vectors = lib.vectors.get(ids)
+    sc = cues.scores(text, ids)
+    rows = {}
+    for display, name in p.visual.items():
+        rows[display] = model.expert_scores(query, vectors)[name][0]
+    for c in p.cues:
+        rows[c] = sc.keyword[c] + 2.0 * floored(sc.semantic[c], SEMANTIC_FLOOR)
+    if p.kind == "rank":
+        total = -sum(p.weights[e] * rankdata(-rows[e], method="average") for e in rows)
+    else:
+        total = sum(p.weights[e] * rows[e] for e in rows)
+    return ids, np.asarray(total)
+
+
+@pytest.mark.parametrize("experts", [None, ["speech", "ocr"], ["visual", "ocr"]])
+def test_candidates_give_the_exhaustive_ranking(library, experts, monkeypatch):
+    model, lib, cues = library
+    rng = np.random.default_rng(3)
+    enc = HashEncoder()
+    p = plan(model, experts, {}, cues.stored_cues())
+    scored = []  # how many videos the visual experts scored per call: the candidates, not the library
+    get = lib.vectors.get
+    monkeypatch.setattr(lib.vectors, "get", lambda ids: scored.append(len(ids)) or get(ids))
+    for text in ["quarterly revenue", "bake with flour and sugar", "storm", "nothing here at all"]:
+        query = rng.standard_normal((1, model.dim)).astype(np.float32)
+        query /= np.linalg.norm(query)
+        ids, total = _exhaustive(model, lib, cues, text, query, p)
+        want = [i for i in np.argsort(-total, kind="stable") if p.visual or total[i] > 0][:6]
+        got = fused_search(lib, model, cues, text, query, enc.sentence_features([text])[0], p, 6, candidates=4)
+        assert [r.score for r in got] == pytest.approx(total[want].tolist(), abs=1e-4), text
+        position = {v: i for i, v in enumerate(ids)}
+        assert [total[position[r.id]] for r in got] == pytest.approx([r.score for r in got], abs=1e-4)
+        if not want:
+            assert got == []  # text alone, and no video has any of these words
+            continue
+        kth = total[want[-1]]  # the same videos, up to the order of equal scores at the end
+        assert {r.id for r in got if r.score > kth + 1e-4} == {ids[i] for i in want if total[i] > kth + 1e-4}
+        for r in got:  # the breakdown adds up to the fused score (score fusion)
+            if p.kind == "score":
+                assert sum(p.weights[e] * s for e, s in r.experts.items()) == pytest.approx(r.score, abs=1e-4)
+    if p.threshold and p.visual and model.search_mode == "ann":
+        assert min(scored) < N_VIDEOS  # some query was answered from candidates alone
+
+
+def test_match_and_moment_come_from_the_strongest_cue(library):
+    from reelsearch.features.cues import CueResult, CueSegment
+
+    model, lib, cues = library
+    vid = cues.video_ids()[7]
+    words = ((4.0, 4.5, "zebra"), (4.6, 5.2, "quartz"), (5.3, 6.0, "violin"))
+    cues.put(vid, {"speech": CueResult("speech", [CueSegment("speech", 4.0, 6.0, "Zebra quartz violin.", 0.9,
+                                                             words=words)], recipe="speech:scripted")})
+    p = plan(model, None, {"visual": 0.2}, cues.stored_cues())
+    query = np.random.default_rng(1).standard_normal((1, model.dim)).astype(np.float32)
+    query /= np.linalg.norm(query)
+    text = "quartz violin"
+    top = fused_search(lib, model, cues, text, query, HashEncoder().sentence_features([text])[0], p, 3)
+    r = top[0]
+    assert r.id == vid and r.match.cue == "speech" and r.match.text == "Zebra quartz violin." and r.text_wins
+    assert r.match.moment == 4.6 and r.highlights == [(6, 12), (13, 19)]  # the first matched word; both words
+    assert r.terms["speech"] > sum(r.terms[d] for d in p.visual)
+    top = fused_search(lib, model, cues, "budget", query, HashEncoder().sentence_features(["budget"])[0],
+                       plan(model, None, {"speech": 0.0, "ocr": 0.0}, cues.stored_cues()), 3)
+    assert not any(r.text_wins for r in top)  # weight 0: the text never outweighs the picture
+
+
+def test_plan_and_weights():
+    model = small_model("cosine")
+    p = plan(model, None, {}, ["speech", "ocr"])
+    assert p.visual == {"visual": model.name} and p.cues == ["speech", "ocr"]
+    assert p.weights == {"visual": 1.0, "speech": DEFAULT_WEIGHTS["speech"], "ocr": DEFAULT_WEIGHTS["ocr"]}
+    assert plan(model, None, {}, []).cues == []  # an index without cues: the model alone
+    assert plan(model, ["ocr"], parse_weights("ocr=2"), ["ocr"]).weights == {"ocr": 2.0}
+    moe = small_model("moe")
+    p = plan(moe, None, parse_weights("visual=2,speech=0.5"), ["speech"])
+    assert p.weights == {"object": 2.0, "scene": 1.0, "speech": 0.5} and p.threshold
+    assert plan(small_model("moe-rank"), None, {}, ["speech"]).kind == "rank"
+    assert parse_experts("visual, speech,visual") == ["visual", "speech"] and parse_experts(None) is None
+    for bad, message in [(lambda: plan(model, ["audio"], {}, []), "unknown expert 'audio'"),
+                         (lambda: plan(model, ["speech"], {}, ["ocr"]), "holds no speech cue"),
+                         (lambda: plan(model, None, {"music": 1.0}, []), "unknown expert 'music'"),
+                         (lambda: parse_weights("speech=-1"), "finite number >= 0"),
+                         (lambda: parse_weights("speech"), "NAME=NUMBER"),
+                         (lambda: parse_weights("ocr=lots"), "not a number"),
+                         (lambda: parse_experts(" , "), "no experts named")]:
+        with pytest.raises(ExpertError, match=message):
+            bad()
+
+
+# ------------------------------------------------------------------------------------------- the cue stage
+def test_cue_stage_reuses_prunes_reports_and_holds_the_writer_lock(tmp_path):
+    rng = np.random.default_rng(0)
+    model = small_model("cosine")
+    lib, report = _library(tmp_path, model, rng)
+    paths = sorted(report.added)[:4]
+    table = {p: {"speech": [f"spoken words {i}"], "ocr": [f"TITLE {i}"]} for i, p in enumerate(paths)}
+    other = LibraryIndex(tmp_path / "index")  # another writer (its own lock handle), as another process would be
+    locked = []
+
+    class Watching(ScriptedExtractor):
+        def extract(self, path, cues):
+            with pytest.raises(LibraryError, match="another process"):
+                with other.writing(0):
+                    pass
+            locked.append(path)
+            return super().extract(path, cues)
+
+    extractor = Watching(table, fail={(paths[1], "ocr")})
+    cues = TextCueIndex(tmp_path / "index", encoder=HashEncoder())
+    with lib.writing(0):
+        small = lib.sync(paths, lambda p: None, model_id="synthetic", progress=False)  # all unchanged
+        out = index_cues(lib, cues, small, ["speech", "ocr"], extractor, progress=False)
+    assert len(locked) == 8 and len(out.extracted) == 4  # one task per video and cue
+    assert out.failed == [(lib.find(paths[1]), "ocr", f"{paths[1]}: ocr failed")]
+    second = lib.find(paths[1])
+    assert [s.cue for s in cues.segments(second)] == ["speech"] and len(lib) == N_VIDEOS  # the rest is kept
+
+    # again: only the failed cue runs; a copy of a file reuses its cues; a deleted file drops them
+    copy = tmp_path / "media" / "copy.mp4"
+    copy.write_bytes((tmp_path / "media" / "v000.mp4").read_bytes())
+    (tmp_path / "media" / "v003.mp4").unlink()
+    gone = lib.find(paths[3])
+    extractor.calls.clear()
+    table[paths[1]] = {"ocr": ["TITLE 1"]}
+    extractor.fail.clear()
+    with lib.writing(0):
+        report = lib.sync([tmp_path / "media"], lambda p: None, model_id="synthetic", progress=False)
+        out = index_cues(lib, cues, report, ["speech", "ocr"], extractor, progress=False)
+    assert report.reused == 1 and len(report.removed) == 1
+    assert [c for c in extractor.calls if c[0] in paths] == [(paths[1], ("ocr",))]
+    assert out.reused == [lib.find(str(copy))]
+    assert [s.text for s in cues.segments(lib.find(str(copy)))] == ["spoken words 0", "TITLE 0"]
+    assert gone not in cues.video_ids() and cues.segments(gone) == []
+    # cues of a changed file that were not extracted again are dropped, not kept for the old content
+    (tmp_path / "media" / "v002.mp4").write_bytes(b"new content")
+    report = lib.sync([tmp_path / "media"], lambda p: EmbeddedMedia(*_one(model)), model_id="synthetic",
+                      progress=False)
+    index_cues(lib, cues, report, [], progress=False)
+    assert cues.segments(lib.find(paths[2])) == [] and cues.runs(lib.find(paths[2])) == {}
+    other.close()
+    cues.close()
+    lib.close()
+
+
+def _one(model):
+    frames = np.ones((1, model.row_dim), np.float32) / np.sqrt(model.row_dim)
+    return frames[0], frames, np.array([0.0]), 1.0
+
+
+def test_cues_to_run_follows_the_installed_extras(monkeypatch):
+    import reelsearch.search.cue_indexing as stage
+
+    monkeypatch.setattr(stage, "available_cues", lambda: {"speech": None, "ocr": "rapidocr_onnxruntime is not "
+                                                          "installed: pip install 'reelsearch[ocr]'"})
+    monkeypatch.setattr(stage, "missing_extra", lambda extra: None)
+    run, off = cues_to_run(None)
+    assert run == ["speech"] and "reelsearch[ocr]" in off["ocr"]
+    assert cues_to_run(["speech"]) == (["speech"], {"ocr": "turned off"})
+    with pytest.raises(MissingExtraError, match=r"reelsearch\[ocr\]"):
+        cues_to_run(["ocr"])
+    with pytest.raises(ReelsearchError, match="unknown cue 'music'"):
+        cues_to_run(["music"])
+    monkeypatch.setattr(stage, "missing_extra", lambda extra: "sentence_transformers is not installed: "
+                        "pip install 'reelsearch[text]'")
+    run, off = cues_to_run(None)
+    assert run == [] and "reelsearch[text]" in off["speech"] and "reelsearch[ocr]" in off["ocr"]
+    with pytest.raises(MissingExtraError, match=r"reelsearch\[text\]"):
+        cues_to_run(["speech"])
