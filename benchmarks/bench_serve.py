@@ -8,6 +8,9 @@ answer arrived (a closed loop). Every answer is checked (status 200, valid JSON,
 are measured in interleaved rounds (after a short untimed warm-up each time), so that the shared machine's changing
 load falls on all of them alike; the figures pool every round.
 
+Configurations are ``WORKERS:BATCH[:CACHE][:TEXT]``: TEXT is ``f32`` (serve's default text encoder) or ``int8``
+(``--float32-text``).
+
 Queries: real MSVD captions, each asked once (no configuration can be helped by a cache), except for
 configurations with a query cache (``W:B:C``, C > 0), which are asked 200 captions over and over: the cost of
 serving without the text encoder.
@@ -116,14 +119,22 @@ def query_texts(n: int) -> list[str]:
 
 
 # -- the servers and the measurements ---------------------------------------------------------------------------
-def start_server(directory: Path, workers: int, batch: int, cache: int, threads: int):
+def parse_config(text: str) -> tuple[int, int, int, str]:
+    """``WORKERS:BATCH[:CACHE][:int8|f32]`` -> (workers, batch, cache, text encoder)."""
+    parts = text.split(":")
+    encoder = parts.pop() if parts[-1] in ("int8", "f32") else "f32"
+    numbers = [int(v) for v in parts] + [0] * (3 - len(parts))
+    return numbers[0], numbers[1], numbers[2], encoder
+
+
+def start_server(directory: Path, workers: int, batch: int, cache: int, text: str, threads: int):
     """`reelsearch serve` in its own process group; returns (process, url)."""
     from reelsearch.service.background import free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "reelsearch", "serve", "--index", str(directory), "--port", str(port),
            "--workers", str(workers), "--batch", str(batch), "--query-cache", str(cache), "--no-access-log",
-           "--threads", str(threads)]
+           "--threads", str(threads), "--float32-text" if text == "f32" else "--int8-text"]
     return subprocess.Popen(cmd, stderr=subprocess.DEVNULL, start_new_session=True), f"http://127.0.0.1:{port}"
 
 
@@ -161,7 +172,7 @@ def main() -> None:
     ap.add_argument("--videos", type=int, default=100_000)
     ap.add_argument("--frames", type=int, default=8, help="frames (vectors + thumbnails) per video")
     ap.add_argument("--model", default="default")
-    ap.add_argument("--configs", nargs="+", default=["1:1", "1:32", "2:1", "2:32", "1:32:1024"],
+    ap.add_argument("--configs", nargs="+", default=["1:1", "1:32", "2:1", "2:32", "1:32:1024", "1:32:0:int8"],
                     help="WORKERS:BATCH[:CACHE] each (CACHE > 0: a query cache, and 200 queries asked over and over)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved measurements of every configuration")
     ap.add_argument("--concurrency", type=int, default=8)
@@ -182,8 +193,8 @@ def main() -> None:
         return
     directory = args.work / f"index-{args.videos}-{args.frames}"
     build_index(directory, args.videos, args.frames, args.model, args.cache)
-    configs = [tuple(int(v) for v in c.split(":")) + ((0,) if c.count(":") == 1 else ()) for c in args.configs]
-    servers = [start_server(directory, w, b, c, args.threads) for w, b, c in configs]
+    configs = [parse_config(c) for c in args.configs]
+    servers = [start_server(directory, *config, args.threads) for config in configs]
     distinct = query_texts(args.queries)
     repeated = distinct[:200]  # for configurations with a query cache: every query is asked again and again
     try:
@@ -197,7 +208,7 @@ def main() -> None:
                 offset = (offset + 5000) % len(distinct)  # fresh queries for every run
                 r = measure(url, queries, args)
                 runs[config].append(r)
-                print(f"round {rnd + 1} workers {config[0]} batch {config[1]:>2} cache {config[2]:>4}: "
+                print(f"round {rnd + 1} workers {config[0]} batch {config[1]:>2} cache {config[2]:>4} {config[3]:>4}: "
                       f"{r['requests'] / r['seconds']:6.1f} req/s  load {r['load'][0]:.2f} -> {r['load'][1]:.2f}",
                       flush=True)
     finally:
@@ -211,13 +222,14 @@ def main() -> None:
     for config, rs in runs.items():
         lat = np.concatenate([r["latencies"] for r in rs])
         per_round = [r["requests"] / r["seconds"] for r in rs]
-        row = {"workers": config[0], "batch": config[1], "cache": config[2],
+        row = {"workers": config[0], "batch": config[1], "cache": config[2], "text": config[3],
                "rps": len(lat) / sum(r["seconds"] for r in rs), "rps_rounds": per_round,
                "p50": float(np.percentile(lat, 50)), "p95": float(np.percentile(lat, 95)),
                "p99": float(np.percentile(lat, 99)), "max": float(lat.max()), "requests": int(len(lat)),
                "errors": sum(r["errors"] for r in rs), "load": [r["load"] for r in rs]}
         results.append(row)
-        print(f"workers {row['workers']} batch {row['batch']:>2} cache {row['cache']:>4}: {row['rps']:6.1f} req/s "
+        print(f"workers {row['workers']} batch {row['batch']:>2} cache {row['cache']:>4} {row['text']:>4}: "
+              f"{row['rps']:6.1f} req/s "
               f"(rounds {', '.join(f'{v:.0f}' for v in per_round)})  p50 {row['p50']:6.1f}  p95 {row['p95']:6.1f}  "
               f"p99 {row['p99']:6.1f}  max {row['max']:6.1f} ms  {row['requests']} requests, {row['errors']} errors")
     if args.out:

@@ -64,6 +64,8 @@ def register(app: typer.Typer) -> None:
                                         "./eval-MODEL-FORMAT-SPLIT.json in the current directory)."),
         threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
         json_out: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
+        int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help="Encode the captions with int8 "
+                                       "MiniLM, as search does by default (default: float32, as trained)."),
     ) -> None:
         """Retrieval metrics of a checkpoint in both directions (R@1/5/10, MedR, MeanR, mAP, RSum)."""
         from reelsearch.evaluation import format_table
@@ -72,9 +74,11 @@ def register(app: typer.Typer) -> None:
 
         _set_threads(threads)
         opts = {"protocol": protocol} if protocol else {}
-        res = run(checkpoint, data, split=split, features=features, device=device, progress=not json_out, **opts)
+        res = run(checkpoint, data, split=split, features=features, device=device, progress=not json_out,
+                  int8_text=int8_text, **opts)
         model = re.sub(r"[^A-Za-z0-9_.-]+", "_", res.get("model") or "model")
-        target = out or Path(f"eval-{model}-{res['data'].split(':', 1)[0]}-{res['split']}.json")
+        precision = "-int8" if res.get("text_precision") == "int8" else ""
+        target = out or Path(f"eval-{model}-{res['data'].split(':', 1)[0]}-{res['split']}{precision}.json")
         try:
             atomic_write_json(target, res)
         except OSError as exc:  # a read-only folder still gets the metrics printed

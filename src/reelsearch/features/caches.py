@@ -168,8 +168,8 @@ def caption_key(caption: str) -> str:
 
 
 def caption_features(captions: list[str], processor, progress: bool = True) -> list[np.ndarray] | None:
-    """Each caption's token features from a MiniLM ``processor``, computed once and cached per text encoder and
-    layer (``<cache>/text/<name>``); None for other processors (their inputs are cheap to make)."""
+    """Each caption's token features from a MiniLM ``processor``, computed once and cached per text encoder,
+    layer and precision (``<cache>/text/<name>``); None for other processors (their inputs are cheap to make)."""
     if processor is None or getattr(processor, "kind", None) != "minilm":
         return None
     from tqdm import tqdm
@@ -177,7 +177,8 @@ def caption_features(captions: list[str], processor, progress: bool = True) -> l
     from reelsearch.features.store import FeatureStore
     from reelsearch.text.mlm import minilm_features_name
 
-    store = FeatureStore(cache_root() / "text" / minilm_features_name(processor.model_dir, processor.layer))
+    name = minilm_features_name(processor.model_dir, processor.layer, getattr(processor, "int8", False))
+    store = FeatureStore(cache_root() / "text" / name)
     keys = [caption_key(c) for c in captions]
     todo = list(dict.fromkeys(k for k in keys if not store.has(TOKENS, k)))
     if todo:

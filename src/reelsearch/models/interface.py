@@ -9,6 +9,7 @@
     model.score(text, video) -> [N, M]      the model's own similarity (cosine, order, frame attention, fusion)
     model.expert_scores(text, video)        {expert: [N, M]} (a joint model is its own single expert)
     model.frame_scores(text_row, frames)    [T]: how well each frame alone matches one caption (the best moment)
+    model.use_int8_text(enabled)            MiniLM text features with int8 weights (faster queries) or float32
     model.search_mode                       how an index serves it: "ann" (inner product of ``ann_query`` with the
                                             stored rows), "scan" (exact ``score`` over the rows), "rank" (rank fusion
                                             needs every row) or "pairwise" (frame attention needs the frame rows)
@@ -107,6 +108,13 @@ class EmbeddingModel:
         if not pieces:
             raise ConfigError("encode_video: no videos given")
         return VideoEmbeddings.concat(pieces)
+
+    def use_int8_text(self, enabled: bool = True) -> bool:
+        """Run the MiniLM text features of every expert with int8 linear layers (``enabled``) or float32; returns
+        whether any now runs int8 (False for GloVe / vocabulary text, or where int8 cannot run: a warning says
+        why). A run-time choice: the weights, the recipe and the fingerprint stay as they are."""
+        processors = [e.text_processor for e in self.experts.values()]
+        return any([p.use_int8(enabled) for p in processors if hasattr(p, "use_int8")])
 
     def fingerprint(self) -> str:
         """Short hash of every weight and of the feature recipes (changes whenever the embeddings would)."""

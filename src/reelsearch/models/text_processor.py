@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from reelsearch.errors import ConfigError
+from reelsearch.text.int8 import resolve_int8
 
 PAD, UNK = "<pad>", "<unk>"
 
@@ -134,22 +135,34 @@ class VocabTextProcessor(TextProcessor):
 class MiniLMTextProcessor(TextProcessor):
     """Captions -> frozen MiniLM token features (reelsearch.text.minilm.MiniLMEncoder); ``model_dir``: an adapted
     MiniLM folder (``reelsearch adapt-text``, SCDE stage 1) instead of the package model; ``layer``: the hidden
-    states after that layer instead of the last layer's."""
+    states after that layer instead of the last layer's; ``int8``: run MiniLM with int8 linear layers (query
+    encoding at search time; ``reelsearch.text.int8``)."""
 
     kind = "minilm"
 
-    def __init__(self, encoder=None, dim: int = 384, model_dir: str | None = None, layer: int | None = None):
+    def __init__(self, encoder=None, dim: int = 384, model_dir: str | None = None, layer: int | None = None,
+                 int8: bool = False):
         self._encoder, self.dim = encoder, dim
         self.model_dir = str(model_dir) if model_dir else None
         self.layer = None if layer is None else int(layer)
+        self.int8 = bool(getattr(encoder, "int8", False)) if encoder is not None else resolve_int8(int8)
 
     @property
     def encoder(self):
         if self._encoder is None:
-            from reelsearch.text.minilm import shared_encoder
+            from reelsearch.text.minilm import MiniLMEncoder, shared_encoder
 
-            self._encoder = shared_encoder(self.model_dir)
+            self._encoder = MiniLMEncoder(model_dir=self.model_dir, int8=True) if self.int8 else \
+                shared_encoder(self.model_dir)
         return self._encoder
+
+    def use_int8(self, enabled: bool = True) -> bool:
+        """Switch MiniLM to int8 (or back to float32; the model is reloaded on next use); returns whether int8
+        runs (False, with a warning, where it cannot)."""
+        enabled = resolve_int8(enabled)
+        if enabled != self.int8:
+            self.int8, self._encoder = enabled, None
+        return self.int8
 
     def __call__(self, captions: Sequence[str]) -> dict:
         return self.from_features(self.encoder.token_features(list(captions), layer=self.layer))

@@ -43,6 +43,8 @@ def init_transformer(text_encoder, kind: str, text_processor) -> None:
         raise ConfigError("init_transformer: minilm needs a Transformer text encoder over MiniLM token features")
     if stack.positional:
         raise ConfigError("init_transformer: minilm needs positional: false (MiniLM's features carry positions)")
+    if getattr(text_processor, "int8", False):
+        raise ConfigError("init_transformer: minilm copies float32 MiniLM weights; the text processor runs int8")
     bert = text_processor.encoder.bert
     cfg, layers = bert.config, list(stack.layers.layers)
     start = cfg.num_hidden_layers if text_processor.layer is None else text_processor.layer

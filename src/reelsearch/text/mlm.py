@@ -55,11 +55,11 @@ def model_sha1(model_dir: str | Path) -> str:
     return _sha1_file(str(weights.resolve()), st.st_size, st.st_mtime_ns)
 
 
-def minilm_features_name(model_dir: str | Path | None = None, layer: int | None = None) -> str:
+def minilm_features_name(model_dir: str | Path | None = None, layer: int | None = None, int8: bool = False) -> str:
     """Feature-store modality of MiniLM token features: "text-minilm" for the package model, else
     "text-minilm-<first 10 hex of the adapted model.safetensors' sha1>" (features of different encoders never mix);
-    the hidden states after an inner ``layer`` add "-l<layer>"."""
-    suffix = f"-l{layer}" if layer is not None else ""
+    the hidden states after an inner ``layer`` add "-l<layer>", features of the int8 encoder "-int8"."""
+    suffix = (f"-l{layer}" if layer is not None else "") + ("-int8" if int8 else "")
     if model_dir is None:
         return FEATURES_PREFIX + suffix
     from reelsearch.text.minilm import package_model_dir

@@ -194,12 +194,16 @@ def open_eval_split(data: str, split: str | None = None, features: Path | None =
 
 
 def evaluate(checkpoint, data: str, split: str | None = None, features: Path | None = None,
-             device: str | None = None, progress: bool = True, **data_options) -> dict:
-    """Load ``checkpoint`` (a path, "default", or a loaded model) and evaluate it on ``data``'s ``split``."""
+             device: str | None = None, progress: bool = True, int8_text: bool = False, **data_options) -> dict:
+    """Load ``checkpoint`` (a path, "default", or a loaded model) and evaluate it on ``data``'s ``split``;
+    ``int8_text``: captions encoded by int8 MiniLM, as ``reelsearch search --int8-text`` encodes queries."""
     from reelsearch.models import load_model
 
     source, split = open_eval_split(data, split, features, **data_options)
     model = load_model(checkpoint) if isinstance(checkpoint, (str, Path)) else checkpoint
+    int8 = model.use_int8_text(True) if int8_text else False
     res = evaluate_model(model, source, split, device, progress)
     res["data"], res["split"], res["model"] = source.label, split, getattr(model, "name", "")
+    if int8:
+        res["text_precision"] = "int8"
     return res
