@@ -9,7 +9,7 @@ are measured in interleaved rounds (after a short untimed warm-up each time), so
 load falls on all of them alike; the figures pool every round.
 
 Configurations are ``WORKERS:BATCH[:CACHE][:TEXT]``: TEXT is ``f32`` (serve's default text encoder) or ``int8``
-(``--float32-text``).
+(``--int8-text``).
 
 Queries: real MSVD captions, each asked once (no configuration can be helped by a cache), except for
 configurations with a query cache (``W:B:C``, C > 0), which are asked 200 captions over and over: the cost of
