@@ -8,8 +8,9 @@ bundled model about 1.4x faster and a batch of 32 about 1.3x (docs/benchmarks.md
 int8 MiniLM").
 
 Two properties a user should know: the embeddings drift slightly from float32 (cosine ~0.98 for the bundled model's
-caption embeddings; on Flickr8k dev R@1 moves within noise, i2t +0.9 and t2i -0.08, and RSum -2.4), and because the activation
-scale is taken over the whole batch, a caption's int8 embedding depends a little on the captions encoded with it.
+caption embeddings; on Flickr8k dev R@1 moves within noise, i2t +0.9 and t2i -0.08, and RSum -2.4), and because
+the activation scale is taken over the whole batch, a caption's int8 embedding depends a little on the captions
+encoded with it.
 Training and the feature caches of training stay float32; int8 is an opt-in run-time choice of the text encoder
 (``MiniLMEncoder(int8=True)``, ``model.use_int8_text()``, ``Searcher(int8_text=True)``, ``--int8-text``).
 """
