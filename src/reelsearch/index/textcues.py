@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from reelsearch.errors import ReelsearchError
-from reelsearch.evaluation.fusion import score_fusion
+from reelsearch.evaluation.fusion import fuse_experts, score_fusion
 from reelsearch.features.cues import CUES, CueResult, CueSegment
 
 SQLITE_NAME = "textcues.sqlite"
@@ -48,6 +48,9 @@ SCHEMA_VERSION = 1
 #: (keyword, semantic) weights of a cue's two scores when they are summed into the cue's expert score: the best
 #: mean R@1 over paraphrase and exact-words queries on Flickr8k dev captions (benchmarks/bench_cues.py --weights).
 DEFAULT_WEIGHTS = (1.0, 2.0)
+#: MiniLM cosine that unrelated texts reach (a query and a transcript about other things): meaning counts above it
+#: (measured with the expert weights of a search: benchmarks/bench_fusion.py).
+SEMANTIC_FLOOR = 0.2
 SUBSTRING_MIN = 4  # query words at least this long also match inside OCR text (missing spaces)
 STOP_WORDS = frozenset(
     "a an and are as at be been but by did do does for from had has have he her his i in into is it its me my no "
@@ -571,22 +574,23 @@ class TextCueIndex:
         return spans
 
     def search(self, query: str, k: int = 10, *, cues: Sequence[str] = CUES,
-               weights: Mapping[str, Sequence[float]] | None = None) -> list[CueHit]:
-        """The ``k`` videos whose speech / on-screen text best match ``query``, by the sum over ``cues`` of each
-        cue's expert score (``CueScores.expert`` with ``weights[cue]``, default ``DEFAULT_WEIGHTS``). Videos with
-        no evidence at all (every score 0) are not returned."""
+               weights: Mapping[str, Sequence[float]] | None = None, floor: float = SEMANTIC_FLOOR) -> list[CueHit]:
+        """The ``k`` videos whose speech / on-screen text best match ``query``, with no library or model: the sum
+        over ``cues`` of each cue's expert score (``CueScores.expert`` with ``weights[cue]``, default
+        ``DEFAULT_WEIGHTS``, and ``floor``), by the project's fusion, as a search's text-only experts score. Videos
+        with no evidence at all (every score 0) are not returned."""
         sc = self.scores(query, cues=cues)
         if not sc.ids:
             return []
         w = {cue: (weights or {}).get(cue, DEFAULT_WEIGHTS) for cue in cues}
-        experts = {cue: sc.expert(cue, w[cue]) for cue in cues}
-        total = np.asarray(score_fusion([experts[c][None, :] for c in cues]))[0]
+        experts = {cue: sc.expert(cue, w[cue], floor)[None, :] for cue in cues}
+        total = fuse_experts(experts, dict.fromkeys(cues, 1.0))[0]
         order = [i for i in np.argsort(-total, kind="stable") if total[i] > 0][:k]
         hits = []
         for i in order:
-            best_cue = max(cues, key=lambda c: experts[c][i])
-            hits.append(CueHit(sc.ids[i], float(total[i]), {c: float(experts[c][i]) for c in cues},
-                               sc.match(i, best_cue, w[best_cue])))
+            best_cue = max(cues, key=lambda c: experts[c][0, i])
+            hits.append(CueHit(sc.ids[i], float(total[i]), {c: float(experts[c][0, i]) for c in cues},
+                               sc.match(i, best_cue, w[best_cue], floor)))
         return hits
 
     # ---------------------------------------------------------------------------------------- scoring

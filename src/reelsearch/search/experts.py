@@ -33,14 +33,12 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.fusion import fuse_experts
 from reelsearch.features.cues import CUES
 from reelsearch.index.textcues import DEFAULT_WEIGHTS as KEYWORD_MEANING
-from reelsearch.index.textcues import CueScores, SegmentMatch
+from reelsearch.index.textcues import SEMANTIC_FLOOR, CueScores, SegmentMatch
 
 VISUAL = "visual"
 #: Expert weights of the fused ranking (``visual`` multiplies the model's own weights). Measured on generated clips
 #: with real Flickr8k photos among Flickr8k dev photos (benchmarks/bench_fusion.py; docs/benchmarks.md).
 DEFAULT_WEIGHTS: dict[str, float] = {VISUAL: 1.0, "speech": 0.75, "ocr": 0.3}
-#: MiniLM cosine that unrelated texts reach (a query and a transcript about other things); meaning counts above it.
-SEMANTIC_FLOOR = 0.2
 #: Each expert's top N that makes the first set of candidates (grows x4 until the threshold test passes).
 CANDIDATES = 100
 
