@@ -8,8 +8,9 @@ answer arrived (a closed loop). Every answer is checked (status 200, valid JSON,
 are measured in interleaved rounds (after a short untimed warm-up each time), so that the shared machine's changing
 load falls on all of them alike; the figures pool every round.
 
-Configurations are ``WORKERS:BATCH[:CACHE][:TEXT]``: TEXT is ``f32`` (serve's default text encoder) or ``int8``
-(``--int8-text``).
+Configurations are ``WORKERS:BATCH[:CACHE][:TEXT]``: TEXT is ``f32`` (serve's default text encoder: float32
+MiniLM, in ONNX Runtime where it is installed), ``torch`` (float32 MiniLM in torch, ``REELSEARCH_TEXT_RUNTIME=torch``)
+or ``int8`` (``--int8-text``).
 
 Queries: real MSVD captions, each asked once (no configuration can be helped by a cache), except for
 configurations with a query cache (``W:B:C``, C > 0), which are asked 200 captions over and over: the cost of
@@ -38,6 +39,8 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import numpy as np
+
+from reelsearch.text.onnx_runtime import RUNTIME_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -119,10 +122,15 @@ def query_texts(n: int) -> list[str]:
 
 
 # -- the servers and the measurements ---------------------------------------------------------------------------
+#: serve's text encoders: its default (float32 MiniLM, in ONNX Runtime where installed), float32 in torch
+#: (REELSEARCH_TEXT_RUNTIME=torch), int8 MiniLM (--int8-text)
+TEXT_ENCODERS = ("f32", "torch", "int8")
+
+
 def parse_config(text: str) -> tuple[int, int, int, str]:
-    """``WORKERS:BATCH[:CACHE][:int8|f32]`` -> (workers, batch, cache, text encoder)."""
+    """``WORKERS:BATCH[:CACHE][:f32|torch|int8]`` -> (workers, batch, cache, text encoder)."""
     parts = text.split(":")
-    encoder = parts.pop() if parts[-1] in ("int8", "f32") else "f32"
+    encoder = parts.pop() if parts[-1] in TEXT_ENCODERS else "f32"
     numbers = [int(v) for v in parts] + [0] * (3 - len(parts))
     return numbers[0], numbers[1], numbers[2], encoder
 
@@ -134,8 +142,10 @@ def start_server(directory: Path, workers: int, batch: int, cache: int, text: st
     port = free_port()
     cmd = [sys.executable, "-m", "reelsearch", "serve", "--index", str(directory), "--port", str(port),
            "--workers", str(workers), "--batch", str(batch), "--query-cache", str(cache), "--no-access-log",
-           "--threads", str(threads), "--float32-text" if text == "f32" else "--int8-text"]
-    return subprocess.Popen(cmd, stderr=subprocess.DEVNULL, start_new_session=True), f"http://127.0.0.1:{port}"
+           "--threads", str(threads), "--int8-text" if text == "int8" else "--float32-text"]
+    env = {**os.environ, RUNTIME_ENV: "torch"} if text == "torch" else None
+    return (subprocess.Popen(cmd, stderr=subprocess.DEVNULL, start_new_session=True, env=env),
+            f"http://127.0.0.1:{port}")
 
 
 def wait_ready(servers: list, timeout: float = 900) -> None:

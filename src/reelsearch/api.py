@@ -23,7 +23,7 @@ def load(name_or_path: str | Path = "default", device: str = "cpu", int8_text: b
     """A saved model, ready to use: ``"default"`` (the bundled one), a pretrained name from ``list_pretrained()``,
     a model directory or a training run's directory (its ``best/``). Returns a JointModel or MixtureOfExperts.
 
-    ``int8_text``: MiniLM text features with int8 linear layers (faster ``encode_text`` on a CPU, embeddings
+    ``int8_text``: MiniLM text features in int8 (faster ``encode_text`` on a CPU, embeddings
     slightly off float32; ``model.use_int8_text``)."""
     from reelsearch.models import load_model
 

@@ -110,7 +110,7 @@ class EmbeddingModel:
         return VideoEmbeddings.concat(pieces)
 
     def use_int8_text(self, enabled: bool = True) -> bool:
-        """Run the MiniLM text features of every expert with int8 linear layers (``enabled``) or float32; returns
+        """Run the MiniLM text features of every expert in int8 (``enabled``) or float32; returns
         whether any now runs int8 (False for GloVe / vocabulary text, or where int8 cannot run: a warning says
         why). A run-time choice: the weights, the recipe and the fingerprint stay as they are."""
         processors = [e.text_processor for e in self.experts.values()]

@@ -135,7 +135,7 @@ class VocabTextProcessor(TextProcessor):
 class MiniLMTextProcessor(TextProcessor):
     """Captions -> frozen MiniLM token features (reelsearch.text.minilm.MiniLMEncoder); ``model_dir``: an adapted
     MiniLM folder (``reelsearch adapt-text``, SCDE stage 1) instead of the package model; ``layer``: the hidden
-    states after that layer instead of the last layer's; ``int8``: run MiniLM with int8 linear layers (query
+    states after that layer instead of the last layer's; ``int8``: run MiniLM in int8 (query
     encoding at search time; ``reelsearch.text.int8``)."""
 
     kind = "minilm"

@@ -7,7 +7,7 @@ of 8 short queries as for 3 single ones on one core, so batching doubles what on
 free it takes every waiting single query (up to ``max_batch``) and encodes them together. Nothing waits for a batch
 to fill: an idle server encodes a lone query at once. A float32 text encoder gives every query exactly what it
 would get alone; int8 MiniLM (``Searcher(int8_text=True)``) quantises activations per batch, so a query's embedding
-moves a little with its batch-mates (cosine 0.94-1; ``reelsearch.text.int8``). Requests for many texts (annotate's
+moves a little with its batch-mates (cosine 0.985-1; ``reelsearch.text.int8``). Requests for many texts (annotate's
 captions) run as their own call. Owning the model in one thread also keeps its tokenizer, which is not safe to call
 from several threads at once, single-threaded.
 """
@@ -69,6 +69,11 @@ class QueryEncoder:
     def many(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings [N, D] of ``texts`` in one model call (not cached)."""
         return self._submit(list(texts), single=False)
+
+    def clear(self) -> None:
+        """Empty the cache of recent queries' embeddings."""
+        with self._cache_lock:
+            self._cache.clear()
 
     def close(self) -> None:
         """Stop the worker thread (after the jobs already queued); a later call starts a new one."""

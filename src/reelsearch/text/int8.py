@@ -1,56 +1,35 @@
-"""Int8 MiniLM for query encoding: torch dynamic quantisation of the BERT's linear layers (no extra package).
+"""Int8 MiniLM for query encoding: ONNX Runtime dynamic quantisation of the exported BERT (``onnx_runtime``).
 
-Weights become int8 per output channel; each call quantises its input activations per tensor (fbgemm/x86: 7-bit,
-``reduce_range``). Every ``nn.Linear`` of the Transformer layers is quantised except layer 0's feed-forward pair
-(``intermediate`` and ``output``): their inputs carry the largest outliers (max/median 17x and 24x on Flickr8k
-captions) and quantising them costs the most accuracy. On one core this makes encoding a short query with the
-bundled model about 1.4x faster and a batch of 32 about 1.3x (docs/benchmarks.md, "Query encoding: float32 vs
-int8 MiniLM").
+Weights become int8 per output channel; each call quantises the input activations of every quantised product per
+tensor (uint8). Every weight product of the Transformer layers is quantised (queries, keys, values, attention
+output, feed-forward) except layer 0's feed-forward pair (``intermediate`` and ``output``): their inputs carry the
+largest outliers (max/median 17x and 24x on Flickr8k captions) and quantising them costs the most accuracy; the
+attention products between activations, the embeddings and the LayerNorms stay float32. The quantised graph is
+cached beside the float32 export.
 
-Two properties a user should know: the embeddings drift slightly from float32 (cosine ~0.98 for the bundled model's
-caption embeddings; on Flickr8k dev R@1 moves within noise, i2t +0.9 and t2i -0.08, and RSum -2.4), and because
-the activation scale is taken over the whole batch, a caption's int8 embedding depends a little on the captions
-encoded with it.
-Training and the feature caches of training stay float32; int8 is an opt-in run-time choice of the text encoder
-(``MiniLMEncoder(int8=True)``, ``model.use_int8_text()``, ``Searcher(int8_text=True)``, ``--int8-text``).
+Two properties a user should know: the embeddings drift slightly from float32, and because the activation scale is
+taken over the whole batch, a caption's int8 embedding depends a little on the captions encoded with it
+(docs/search.md gives the measured speed and retrieval figures). Training and the feature caches of training stay
+float32; int8 is an opt-in run-time choice of the text encoder (``MiniLMEncoder(int8=True)``,
+``model.use_int8_text()``, ``Searcher(int8_text=True)``, ``--int8-text``).
 """
 
 from __future__ import annotations
 
 import re
 import warnings
+from pathlib import Path
 
-#: Linear layers (names inside the BERT model) left in float32.
-FLOAT_LINEARS = re.compile(r"^encoder\.layer\.0\.(intermediate|output)\.dense$")
-#: CPU capabilities (``torch.backends.cpu.get_cpu_capability()``) on which the x86/fbgemm int8 kernels run.
-X86_INT8_CAPABILITIES = ("AVX2", "AVX512")
+from reelsearch.text.onnx_runtime import onnxruntime_unavailable
+
+#: Weight products (ONNX node names of the exported BERT) left in float32.
+FLOAT_MATMULS = re.compile(r"/encoder/layer\.0/(intermediate|output)/dense/MatMul$")
 
 
 def int8_unavailable(device="cpu") -> str | None:
-    """Why int8 MiniLM cannot run fast on ``device`` in this process (None when it can)."""
-    import torch
-
-    if torch.device(device).type != "cpu":
-        return f"int8 runs on the CPU only (the text encoder is on {device})"
-    try:
-        from torch.ao.quantization import quantize_dynamic  # noqa: F401  (deprecated in torch 2.10+, still there)
-    except ImportError:
-        return f"this torch ({torch.__version__}) has no torch.ao.quantization.quantize_dynamic"
-    engine = quantized_engine()
-    if engine in ("x86", "fbgemm"):
-        capability = torch.backends.cpu.get_cpu_capability()
-        if capability not in X86_INT8_CAPABILITIES:
-            return f"this CPU has no AVX2 (torch reports {capability}); the x86 int8 kernels need it"
-    elif engine != "qnnpack":  # "none": a torch built without quantised kernels
-        return f"torch has no int8 engine here (torch.backends.quantized.engine is {engine!r})"
-    return None
-
-
-def quantized_engine() -> str:
-    """torch's int8 engine: "x86" / "fbgemm" (x86 CPUs), "qnnpack" (ARM), "none" (no int8 kernels)."""
-    import torch
-
-    return torch.backends.quantized.engine
+    """Why int8 MiniLM cannot run on ``device`` in this process (None when it can)."""
+    reason = onnxruntime_unavailable(device)
+    return f"int8 MiniLM runs in ONNX Runtime: {reason}" if reason else None
 
 
 def resolve_int8(requested: bool, device="cpu") -> bool:
@@ -64,22 +43,25 @@ def resolve_int8(requested: bool, device="cpu") -> bool:
     return True
 
 
-def quantize_bert(bert) -> int:
-    """Quantise ``bert``'s linear layers (but ``FLOAT_LINEARS``) to int8 in place; returns how many were."""
-    from torch import nn
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    names = [n for n, m in bert.named_modules()
-             if isinstance(m, nn.Linear) and n.startswith("encoder.layer.") and not FLOAT_LINEARS.match(n)]
-    with warnings.catch_warnings():  # torch announces the move of this API to torchao on every call
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
-        quantize_dynamic(bert, {n: per_channel_dynamic_qconfig for n in names}, inplace=True)
-    return len(names)
+def weight_matmuls(model) -> list[str]:
+    """Names of the MatMul nodes of an ONNX ``model`` whose second input is a weight (an initializer)."""
+    weights = {init.name for init in model.graph.initializer}
+    return [node.name for node in model.graph.node if node.op_type == "MatMul" and node.input[1] in weights]
 
 
-def is_quantized(bert) -> bool:
-    """Whether ``bert`` holds int8 (dynamically quantised) linear layers."""
-    from torch.ao.nn.quantized.dynamic import Linear
+def quantize_export(float_path: Path, int8_path: Path) -> int:
+    """Write the int8 version of the float32 export ``float_path`` to ``int8_path``; returns how many weight
+    products were quantised."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    return any(isinstance(m, Linear) for m in bert.modules())
+    model = onnx.load(str(float_path))
+    weighted = weight_matmuls(model)
+    chosen = [name for name in weighted if "/encoder/layer." in name and not FLOAT_MATMULS.search(name)]
+    others = [node.name for node in model.graph.node if node.name not in chosen]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantize_dynamic(str(float_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
+                         nodes_to_quantize=chosen, nodes_to_exclude=others,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    return len(chosen)

