@@ -160,6 +160,23 @@ def test_warmup_epochs_train_with_sum_of_hinges_first(dataset, tmp_path):
     assert plain["epochs_run"] == 1
 
 
+def test_infonce_warmup_before_a_margin_loss(dataset, tmp_path):
+    """An InfoNCE warm-up (no margin: a temperature) before a margin loss: the main loss's margin is not forced on it
+    (it once failed with "unexpected keyword argument 'margin'"), and epoch 1 is InfoNCE-sized: near log(B) per
+    direction at the start, far below the sum-of-hinges warm-up's."""
+    import math
+
+    manifest, store = dataset
+    torch.set_num_threads(1)
+    overrides = small("mithun-expert", epochs=2, train__warmup_epochs=1, train__warmup_loss="infonce")
+    train("mithun-expert", f"manifest:{manifest}", tmp_path / "nce", features=store, overrides=overrides,
+          progress=False)
+    rows = (tmp_path / "nce" / "log.csv").read_text().splitlines()[1:]
+    losses = [float(r.split(",")[1]) for r in rows]
+    batch = overrides["train.batch_size"]
+    assert len(losses) == 2 and 0.2 * math.log(batch) < losses[0] < 2.5 * math.log(batch), losses
+
+
 def test_bf16_training_learns_and_tracks_fp32(dataset, tmp_path, monkeypatch):
     """precision="bf16" (autocast forward, float32 weights and loss): an LSTM + order-similarity model learns as well
     and its per-epoch training loss stays within a few percent of the float32 run's from the same start. (Native

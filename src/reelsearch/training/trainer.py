@@ -108,10 +108,14 @@ class Trainer:
         self.schedule = LRSchedule(**to_dict(cfg.schedule))
         self.warmup = None
         if cfg.warmup_epochs:
+            import inspect
+
             from reelsearch.losses import create_loss
+            from reelsearch.losses.presets import LOSS_PRESETS
 
             kw = {"similarity": getattr(loss, "similarity", "cosine")}
-            if hasattr(loss, "margin"):
+            warmup_takes = inspect.signature(LOSS_PRESETS[cfg.warmup_loss].cls).parameters
+            if hasattr(loss, "margin") and "margin" in warmup_takes:  # (InfoNCE has a temperature, no margin)
                 kw["margin"] = loss.margin
             self.warmup = create_loss(cfg.warmup_loss, **kw)
         self.epoch = 0
