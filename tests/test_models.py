@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import struct
 
 import numpy as np
@@ -168,6 +170,10 @@ def test_save_load_round_trip_without_pickle(name, tmp_path):
         before = model(tb, vb)
     model.save(tmp_path / "m")
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for file in ("config.json", "model.safetensors"):  # shareable as any file (safetensors once left 0600)
+        assert stat.S_IMODE((tmp_path / "m" / file).stat().st_mode) == 0o666 & ~umask, file
     raw = (tmp_path / "m" / "model.safetensors").read_bytes()
     header_len = struct.unpack("<Q", raw[:8])[0]
     header = json.loads(raw[8 : 8 + header_len])  # a safetensors header: plain JSON, no pickle opcodes

@@ -24,9 +24,11 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp creates 0600; a finished file gets the usual permissions
     try:
         yield tmp_path
+        # mkstemp creates 0600, and some writers (safetensors) make the file anew: the finished file gets the usual
+        # permissions
+        os.chmod(tmp_path, 0o666 & ~_UMASK)
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp_path, path)
