@@ -16,6 +16,7 @@ float32; int8 is an opt-in run-time choice of the text encoder (``MiniLMEncoder(
 
 from __future__ import annotations
 
+import logging
 import re
 import warnings
 from pathlib import Path
@@ -59,9 +60,17 @@ def quantize_export(float_path: Path, int8_path: Path) -> int:
     weighted = weight_matmuls(model)
     chosen = [name for name in weighted if "/encoder/layer." in name and not FLOAT_MATMULS.search(name)]
     others = [node.name for node in model.graph.node if node.name not in chosen]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        quantize_dynamic(str(float_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
-                         nodes_to_quantize=chosen, nodes_to_exclude=others,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    root = logging.getLogger()
+    quiet, level = logging.NullHandler(), root.level
+    root.addHandler(quiet)  # onnxruntime logs advice through the root logger, which would otherwise configure it
+    root.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            quantize_dynamic(str(float_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
+                             nodes_to_quantize=chosen, nodes_to_exclude=others,
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    finally:
+        root.removeHandler(quiet)
+        root.setLevel(level)
     return len(chosen)
