@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -94,12 +95,15 @@ def build_index(directory: Path, n: int, frames: int, model: str, cache: Path) -
     from reelsearch.search import Searcher
 
     marker = directory / "bench-built.json"
+    if marker.exists():
+        with Searcher(directory, model) as searcher:
+            if json.loads(marker.read_text()) == {"n": n, "frames": frames, "model_id": searcher.model_id}:
+                return
+        print(f"{directory}: built for another model; building it again", flush=True)
+        shutil.rmtree(directory)  # this script's own index (it has the marker), of an earlier model
     with Searcher(directory, model) as searcher:
-        if marker.exists() and json.loads(marker.read_text()) == {"n": n, "frames": frames,
-                                                                     "model_id": searcher.model_id}:
-            return
         if len(searcher.library):
-            raise SystemExit(f"{directory} holds another benchmark index; remove it")
+            raise SystemExit(f"{directory} holds another index (no {marker.name}); remove it")
         x = mixed_videos(joint_bases(searcher, caption_texts(6000), cache)[:5000], n)
         img = np.random.default_rng(1).integers(0, 255, (72, 128, 3), dtype=np.uint8)
         thumb = make_thumbnail(np.clip(img.astype(np.int16) // 4 + np.array([90, 120, 60]), 0, 255).astype(np.uint8))

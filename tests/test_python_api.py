@@ -35,7 +35,7 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
         except Exception as exc:  # say which block broke
             raise AssertionError(f"docs/python-api.md block {i + 1} failed: {exc!r}\n{block}") from exc
     out = capsys.readouterr().out
-    assert "(2, 1024) (1, 1024) (2, 1)" in out
+    assert "(2, 512) (1, 512) (2, 1)" in out
     assert "efficientnet-lite0" in out and "torabi-m1 joint" in out and "default reelsearch-default" in out
     assert namespace["hits"][0]["path"].endswith(".mp4") and namespace["summary"]["epochs_run"] == 1
 

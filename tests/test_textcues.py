@@ -80,6 +80,17 @@ def test_keyword_details(index):
     assert index.scores("forecast", ["v2"]).keyword["ocr"][0] == pytest.approx(1.0)  # inside WEATHERFORECAST
     assert index.scores("preheated ovens", ["v1"]).keyword["speech"][0] == pytest.approx(1.0)  # Porter stems
     assert query_terms("The oven, the OVEN!") == ["oven"] and query_terms("to be") == ["to", "be"]
+    # a function word's inflected form is no keyword: "doing" is stemmed to "do" and would match any "do"
+    assert query_terms("clip of girl doing gymnastics") == ["clip", "girl", "gymnastics"]
+
+
+def test_an_inflected_function_word_matches_nothing(tmp_path):
+    corpus = {"talk": {"speech": ["now we do this one"], "ocr": []},
+              "gym": {"speech": ["gymnastics in the hall"], "ocr": []}}
+    with TextCueIndex(tmp_path / "idx", encoder=HashEncoder()) as idx:
+        idx.update([(v, v, f"c-{v}") for v in corpus], ScriptedExtractor(corpus), progress=False)
+        sc = idx.scores("girl doing gymnastics", ["talk", "gym"])
+    assert sc.keyword["speech"][0] == 0.0 and sc.keyword["speech"][1] > 0  # "gymnastics" matches
 
 
 def test_semantic_scores_match_brute_force(index):

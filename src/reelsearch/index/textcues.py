@@ -48,14 +48,20 @@ SCHEMA_VERSION = 1
 #: (keyword, semantic) weights of a cue's two scores when they are summed into the cue's expert score: the best
 #: mean R@1 over paraphrase and exact-words queries on Flickr8k dev captions (benchmarks/bench_cues.py --weights).
 DEFAULT_WEIGHTS = (1.0, 2.0)
-#: MiniLM cosine that unrelated texts reach (a query and a transcript about other things): meaning counts above it
-#: (measured with the expert weights of a search: benchmarks/bench_fusion.py).
-SEMANTIC_FLOOR = 0.2
+#: MiniLM cosine that unrelated texts reach (a query and a transcript about other things): meaning counts above it.
+#: Measured by benchmarks/bench_fusion.py: the 99th percentile of a caption's cosine to an unrelated video's speech
+#: or on-screen text is 0.21 / 0.22; 0.25 is the grid's lowest floor above it, and as good as 0.2 for the rest.
+SEMANTIC_FLOOR = 0.25
 SUBSTRING_MIN = 4  # query words at least this long also match inside OCR text (missing spaces)
+#: English function words and their inflected forms (mostly NLTK's list), left out of a keyword query: a form left
+#: out of the list matches through its stem ("doing" matched every "do" of a transcript while only "do" was listed).
 STOP_WORDS = frozenset(
-    "a an and are as at be been but by did do does for from had has have he her his i in into is it its me my no "
-    "not of on or our she so than that the their them then there these they this those to us was we were what when "
-    "where which while who will with you your".split())
+    "a about above after again against all am an and any are as at be because been before being below between both "
+    "but by can could did do does doing done down during each few for from further had has have having he her here "
+    "hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of "
+    "off on once only or other our ours ourselves out over own same shall she should so some such than that the "
+    "their theirs them themselves then there these they this those through to too under until up us very was we "
+    "were what when where which while who whom why will with would you your yours yourself yourselves".split())
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

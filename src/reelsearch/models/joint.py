@@ -186,7 +186,8 @@ class JointModel(EmbeddingModel, nn.Module):
 
             features = caption_features(texts, self.text_processor, progress=False)
         was_training = self.training
-        self.eval()
+        if was_training:  # (walking the modules costs ~0.3 ms a query: only when needed)
+            self.eval()
         out = []
         for i in range(0, len(texts), batch_size):
             chunk = texts[i:i + batch_size]
@@ -195,7 +196,8 @@ class JointModel(EmbeddingModel, nn.Module):
             else:
                 batch = self.text_processor(chunk)
             out.append(self.text_forward(batch).float().cpu().numpy())
-        self.train(was_training)
+        if was_training:
+            self.train()
         return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
 
     @torch.inference_mode()
@@ -203,7 +205,8 @@ class JointModel(EmbeddingModel, nn.Module):
         """Rows of several videos from their feature dicts {modality: [T, D]}: the video row (all frames) and one
         row per frame (each frame alone as a one-frame video; frame-attention models: keys and values)."""
         was_training = self.training
-        self.eval()
+        if was_training:  # (walking the modules costs ~0.3 ms a query: only when needed)
+            self.eval()
         for item in items:
             missing = [m for m in self.modalities if m not in item]
             if missing:
@@ -219,7 +222,8 @@ class JointModel(EmbeddingModel, nn.Module):
         else:
             video = self.video_forward(whole).float().cpu().numpy()
             frames = self._frame_rows(items) if frames else [None] * len(items)
-        self.train(was_training)
+        if was_training:
+            self.train()
         return VideoEmbeddings(video.astype(np.float32), frames)
 
     def _frame_rows(self, items: list[dict]) -> list[np.ndarray]:

@@ -270,21 +270,22 @@ def _reelsearch_default() -> dict:
 
     Text: frozen MiniLM token features, mean over tokens (MiniLM's own sentence pooling). Video: EfficientNet-Lite0
     frame features, mean over frames. Both sides: dropout 0.5 on the input features while training, one linear map
-    to 1024-d + L2 norm, cosine: a query costs one MiniLM pass and a matrix product. Trained with VSE++ (margin 0.2,
+    to 512-d + L2 norm, cosine: a query costs one MiniLM pass and a matrix product. Trained with VSE++ (margin 0.2,
     hardest negatives) after one epoch of sum-of-hinges (``warmup_epochs: 1``), batch 128, Adam 2e-4 halved after 2
     epochs without RSum gain, at most 30 epochs, early stop after 4, selected by RSum on the validation split.
     On Flickr8k dev this linear map beat the previous default (a Transformer layer over the tokens, InfoNCE, 512-d,
-    no input dropout) by 28 RSum; input dropout 0.3 / 0.5 / 0.6 gave 311.4 / 318.0 / 316.6 (docs/benchmarks.md,
-    "Model zoo").
+    no input dropout) by 29 RSum; at 1024-d input dropout 0.3 / 0.5 / 0.6 gave 311.4 / 318.0 / 316.6, and 512-d
+    (318.5) is as good as 1024-d while it halves the index and keeps serving fast (docs/benchmarks.md, "Levers for
+    the default model").
     """
     return {
         "name": "reelsearch-default",
         "paper": "reelsearch's own search model (linear maps of frozen MiniLM and EfficientNet-Lite0 features, VSE++)",
         "model": {
             "text": {"encoder": {"sequence": None, "pool": "mean", "input_dropout": 0.5},
-                     "projection": {"kind": "linear-l2", "dim": 1024}},
+                     "projection": {"kind": "linear-l2", "dim": 512}},
             "video": {"encoder": {"sequence": None, "pool": "mean", "input_dropout": 0.5}, "attention": None,
-                      "projection": {"kind": "linear-l2", "dim": 1024}},
+                      "projection": {"kind": "linear-l2", "dim": 512}},
             "similarity": "cosine",
         },
         "train": {"loss": "vse++", "margin": 0.2, "optimizer": "adam", "lr": 2e-4,

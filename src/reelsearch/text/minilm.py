@@ -115,6 +115,7 @@ class MiniLMEncoder:
                           RuntimeWarning, stacklevel=2)
             self.int8 = False
         self._onnx: dict[int, OnnxBert] = {}
+        self._bert_params = None
         self._exported_weights = self._weights_version()
 
     @property
@@ -150,7 +151,9 @@ class MiniLMEncoder:
 
     def _weights_version(self) -> int:
         """Changes whenever a weight of the BERT is changed in place (torch counts every in-place write)."""
-        return sum(p._version for p in self.bert.parameters())
+        if self._bert_params is None:  # walking the modules costs ~1 ms: once per encoder
+            self._bert_params = list(self.bert.parameters())
+        return sum(p._version for p in self._bert_params)
 
     def _onnx_bert(self, layer: int) -> OnnxBert | None:
         """The BERT up to ``layer`` in ONNX Runtime (exported and loaded on first use); None, with a warning and the
