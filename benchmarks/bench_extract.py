@@ -1,6 +1,7 @@
 """Extraction speed on this machine: decode strategies, decode workers, and end-to-end extractor throughput.
 
     .venv/bin/python benchmarks/bench_extract.py [--images 300] [--repeat 3] [--skip-extractors] [--json OUT]
+    .venv/bin/python benchmarks/bench_extract.py --model default [--repeat 3]   # index-time extraction of a model
 
 Reports, in one run:
   * decode: time of the sampling decoder (interval:0.5, uniform:16, every:10; strategies sequential / auto / seek)
@@ -9,6 +10,9 @@ Reports, in one run:
   * decode workers on images: in the main thread, 2 threads, 2 processes (decode only, no model);
   * end to end through run_extraction: images/s per appearance extractor on Flickr8k images, video frames/s per
     frame extractor and audio seconds/s for soundnet8 on the clips.
+``--model NAME``: instead, what ``reelsearch index`` runs for that model's recipe (its ``FeaturePipeline``, every
+modality of every expert: decoding, resizing, the CNNs) over the clips, in video frames/s, with the frame CNNs in
+ONNX Runtime (the default on a CPU) and in torch (``REELSEARCH_CNN_RUNTIME=torch``), runs alternating.
 Needs ../shared/data (Flickr8k images, MSR-VTT clips). Timings are the best of ``--repeat`` runs (min), which
 filters out the noise of a shared CPU.
 """
@@ -129,6 +133,43 @@ def bench_extractors(images: list[Path], videos: list[Path], names: list[str]) -
     return out
 
 
+def bench_model(videos: list[Path], model_name: str, repeat: int) -> dict:
+    """Video frames/s of the model's own feature pipeline over ``videos``, per frame-CNN runtime (fresh stores)."""
+    from reelsearch.features.extract import ExtractConfig, run_extraction
+    from reelsearch.features.pipeline import FeaturePipeline
+    from reelsearch.features.sources import collect_jobs
+    from reelsearch.features.store import FeatureStore
+    from reelsearch.models import load_model
+
+    model = load_model(model_name)
+    jobs = collect_jobs(videos).jobs
+    out = {"model": model.name, "recipes": {k: r.extractor for k, r in model.feature_pipeline().recipes.items()}}
+    pipelines = {}
+    for runtime in ("onnxruntime", "torch"):
+        os.environ["REELSEARCH_CNN_RUNTIME"] = runtime
+        pipelines[runtime] = FeaturePipeline(model.feature_pipeline().recipes)  # (the model's own is cached)
+        for name in pipelines[runtime].recipes:  # its extractors are made now, with this runtime
+            pipelines[runtime].extractor(name)
+        os.environ.pop("REELSEARCH_CNN_RUNTIME")
+    best = {runtime: float("inf") for runtime in pipelines}
+    with tempfile.TemporaryDirectory() as tmp:
+        for runtime, pipe in pipelines.items():  # warm-up (ONNX export, first allocations) outside the timing
+            run_extraction(jobs[:1], Path(tmp) / f"warm-{runtime}", pipe, ExtractConfig(workers=2, progress=False))
+        for r in range(repeat):
+            for runtime, pipe in pipelines.items():
+                root = Path(tmp) / f"{runtime}-{r}"
+                t0 = time.perf_counter()
+                run_extraction(jobs, root, pipe, ExtractConfig(workers=2, progress=False))
+                best[runtime] = min(best[runtime], time.perf_counter() - t0)
+        store = FeatureStore(root)
+        modality = next(iter(out["recipes"]))
+        frames = sum(len(store.get_meta(modality, k)["timestamps"]) for k in store.keys(modality))
+    for runtime, t in best.items():
+        out[runtime] = {"videos": len(jobs), "frames": frames, "s": round(t, 2), "frames_per_s": round(frames / t, 1)}
+    out["speed-up"] = round(best["torch"] / best["onnxruntime"], 2)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=300, help="Flickr8k images for the image benchmarks")
@@ -136,6 +177,7 @@ def main() -> None:
     ap.add_argument("--extractors", default="efficientnet-lite0,efficientnet-lite2,hof-mbh,soundnet8")
     ap.add_argument("--skip-extractors", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--model", help="time this model's index-time extraction instead (e.g. default)")
     args = ap.parse_args()
     import torch
 
@@ -145,6 +187,13 @@ def main() -> None:
         sys.exit(f"benchmark data missing under {SHARED}")
     results = {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                "load_avg_start": os.getloadavg()}
+    if args.model:
+        results["model"] = bench_model(videos, args.model, args.repeat)
+        results["load_avg_end"] = os.getloadavg()
+        print(json.dumps(results, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1) + "\n")
+        return
     results["decode"] = bench_decode(videos, args.repeat)
     results["decode_workers"] = bench_workers(images, args.repeat)
     if not args.skip_extractors:

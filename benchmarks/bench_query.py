@@ -51,15 +51,21 @@ def variants(name: str) -> dict:
     for variant, runtime, int8 in (("torch", "torch", False), ("onnxruntime", "onnxruntime", False),
                                    ("onnxruntime-int8", "onnxruntime", True)):
         model = reelsearch.load(name)
-        processor = model.text_processor
-        processor._encoder = MiniLMEncoder(model_dir=processor.model_dir, runtime=runtime, int8=int8)
-        processor.int8 = processor._encoder.int8
+        processors = [e.text_processor for e in model.experts.values()]  # a mixture's experts share one MiniLM
+        encoder = MiniLMEncoder(model_dir=processors[0].model_dir, runtime=runtime, int8=int8)
+        for processor in processors:
+            processor._encoder, processor.int8 = encoder, encoder.int8
         model.encode_text(["warm up"])  # loads (exports, quantises) MiniLM
-        if (processor._encoder.runtime, processor._encoder.int8) != (runtime, int8):
+        if (encoder.runtime, encoder.int8) != (runtime, int8):
             print(f"{variant}: unavailable here, skipped", file=sys.stderr)
             continue
         out[variant] = model
     return out
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine (a mixture's rows are its experts' unit rows side by side, so not unit norm themselves)."""
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
 def timed(fn) -> float:
@@ -70,7 +76,7 @@ def timed(fn) -> float:
 
 def fresh(model):
     """``model`` with its MiniLM's memory of recent captions emptied: what follows is encoded, not remembered."""
-    model.text_processor.encoder.forget()
+    next(iter(model.experts.values())).text_processor.encoder.forget()  # (shared by a mixture's experts)
     return model
 
 
@@ -105,9 +111,9 @@ def main() -> None:
     for n in names:
         s, b = np.array(single[n]), np.array(batch[n])
         alone = np.concatenate([fresh(models[n]).encode_text([t]) for t in probe])
-        cos = (alone * reference).sum(1)
+        cos = cosine(alone, reference)
         together = np.concatenate([fresh(models[n]).encode_text(probe[i:i + 32]) for i in range(0, len(probe), 32)])
-        stable = (alone * together).sum(1)  # a query alone vs in a batch of 32
+        stable = cosine(alone, together)  # a query alone vs in a batch of 32
         rows.append({"variant": n, "p50_ms": float(np.percentile(s, 50)), "p95_ms": float(np.percentile(s, 95)),
                      "speedup_single": float(np.median(np.array(single["torch"]) / s)),
                      "batch32_ms": float(np.median(b)), "batch32_qps": float(32_000 / np.median(b)),

@@ -195,12 +195,13 @@ def http_search(client, text: str, k: int = 10) -> list[str]:
 def uncached(searcher, fn):
     """``fn`` with every cache of query encodings emptied before each call (the searcher's LRU cache and MiniLM's
     memory of recent captions): each timed query is encoded, as a new query would be."""
-    encoder = getattr(searcher.model.text_processor, "encoder", None)
+    encoders = [getattr(e.text_processor, "encoder", None) for e in searcher.model.experts.values()]
 
     def call(text):
         searcher.query_encoder.clear()
-        if hasattr(encoder, "forget"):
-            encoder.forget()
+        for encoder in encoders:
+            if hasattr(encoder, "forget"):
+                encoder.forget()
         return fn(text)
 
     return call

@@ -54,7 +54,7 @@ def test_the_index_embeds_with_the_models_own_recipe(tmp_path):
     from reelsearch.search import Searcher
 
     lite2 = frame_recipe("efficientnet-lite2", short_side=292)
-    model = create_model("reelsearch-default", features__video__appearance=lite2.identity()).eval()
+    model = create_model("reelsearch-linear", features__video__appearance=lite2.identity()).eval()
     pipe = model.feature_pipeline()
     assert pipe.recipes["appearance"].extractor == "efficientnet-lite2" and pipe.short_side == 292
     assert pipe.extractor("appearance").name == "efficientnet-lite2"

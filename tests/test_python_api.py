@@ -35,7 +35,7 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
         except Exception as exc:  # say which block broke
             raise AssertionError(f"docs/python-api.md block {i + 1} failed: {exc!r}\n{block}") from exc
     out = capsys.readouterr().out
-    assert "(2, 512) (1, 512) (2, 1)" in out
+    assert "(2, 1024) (1, 1024) (2, 1)" in out
     assert "efficientnet-lite0" in out and "torabi-m1 joint" in out and "default reelsearch-default" in out
     assert namespace["hits"][0]["path"].endswith(".mp4") and namespace["summary"]["epochs_run"] == 1
 
@@ -74,7 +74,11 @@ def test_cli_version_and_models():
     assert [a["name"] for a in listing["architectures"]] == reelsearch.list_models()
     assert {"torabi-m3", "mithun-moe", "scde"} <= {a["name"] for a in listing["architectures"]}
     default = next(p for p in listing["pretrained"] if p["name"] == "default")
-    assert Path(default["path"], "config.json").is_file() and default["metrics"]["flickr8k-dev"]["RSum"] > 0
+    assert Path(default["path"], "moe.json").is_file() and default["metrics"]["flickr8k-dev"]["RSum"] > 0
+    from reelsearch.models import load_model
+
+    bundled = load_model(default["path"])  # the card's numbers are the bundled model's: its experts and weights
+    assert bundled.name == default["architecture"] and list(bundled.experts) == ["lite0", "lite2"]
 
 
 def test_a_missing_extra_is_named_not_a_traceback(tmp_path):

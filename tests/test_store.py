@@ -208,8 +208,12 @@ def test_store_errors(tmp_path):
         st.writer("appearance", 5)
     with pytest.raises(FeatureStoreError, match="stored as"):
         st.writer("appearance", 3, dtype="float32")
-    with pytest.raises(FeatureStoreError, match="invalid modality"):
-        st.writer("../evil", 3)
+    for bad in ("../evil", "a@b@c", "@lite2", "appearance@../x"):
+        with pytest.raises(FeatureStoreError, match="invalid feature name"):
+            st.writer(bad, 3)
+    with st.writer("appearance@lite2", 3) as w:  # a mixture's second reading of a modality is stored as such
+        w.add("v", np.zeros((1, 3), np.float32))
+    assert st.keys("appearance@lite2") == ["v"] and (tmp_path / "s" / "appearance@lite2").is_dir()
     with pytest.raises(FeatureStoreError, match="dtype"):
         st.writer("text", 3, dtype="int8")
     (tmp_path / "file").write_text("hi")

@@ -166,22 +166,29 @@ def test_option_round_trips_through_load_and_searcher(tmp_path):
     import reelsearch
 
     model = reelsearch.load("default", int8_text=True)
-    processor = model.text_processor
-    assert processor.int8 and processor.encoder.int8 and processor.encoder.runtime == "onnxruntime"
+    processors = [e.text_processor for e in model.experts.values()]  # the default is a mixture of two experts
+
+    def int8(m) -> bool:
+        flags = {e.text_processor.int8 for e in m.experts.values()}
+        assert len(flags) == 1, flags  # every expert alike
+        return flags.pop()
+
+    assert all(p.int8 and p.encoder.int8 and p.encoder.runtime == "onnxruntime" for p in processors)
+    assert len({id(p.encoder) for p in processors}) == 1  # one int8 MiniLM for both experts: one pass per query
     fingerprint = model.fingerprint()
-    assert model.use_int8_text(False) is False and processor._encoder is None  # reloaded as float32 on next use
-    assert not processor.encoder.int8
+    assert model.use_int8_text(False) is False and all(p._encoder is None for p in processors)  # float32 on next use
+    assert not any(p.encoder.int8 for p in processors)
     assert model.fingerprint() == fingerprint  # a run-time choice: the index's model id does not change
     model.use_int8_text(True)
     with reelsearch.Searcher(tmp_path / "index", model) as searcher:
-        assert searcher.model.text_processor.int8  # the Searcher's default leaves a loaded model as it is
+        assert int8(searcher.model)  # the Searcher's default leaves a loaded model as it is
     with reelsearch.Searcher(tmp_path / "index", model, int8_text=False) as searcher:
-        assert not searcher.model.text_processor.int8
+        assert not int8(searcher.model)
     with reelsearch.Searcher(tmp_path / "index", "default") as searcher:
-        assert not searcher.model.text_processor.int8  # a name loads float32, as trained
+        assert not int8(searcher.model)  # a name loads float32, as trained
     with reelsearch.Searcher(tmp_path / "index", "default", int8_text=True) as searcher:
-        assert searcher.model.text_processor.int8
-    assert reelsearch.load("default").text_processor.int8 is False  # load's default: float32, as trained
+        assert int8(searcher.model)
+    assert int8(reelsearch.load("default")) is False  # load's default: float32, as trained
 
 
 def test_option_round_trips_through_the_cli(photos, tmp_path, monkeypatch):
@@ -217,7 +224,7 @@ def test_option_round_trips_through_the_cli(photos, tmp_path, monkeypatch):
     for want in (False, True):
         built = server.build_app({"index": str(tmp_path / f"index-{want}"), "model": "default", "int8_text": want},
                                  None)
-        assert built.state.searcher.model.text_processor.int8 is want
+        assert all(e.text_processor.int8 is want for e in built.state.searcher.model.experts.values())
 
 
 def test_falls_back_to_float32_with_a_warning(monkeypatch):
@@ -225,9 +232,11 @@ def test_falls_back_to_float32_with_a_warning(monkeypatch):
     from reelsearch.text import onnx_runtime
 
     assert "CPU only" in int8.int8_unavailable("cuda")
-    real = onnx_runtime.importlib.util.find_spec
+    import importlib.util
+
+    real = importlib.util.find_spec
     with monkeypatch.context() as mp:
-        mp.setattr(onnx_runtime.importlib.util, "find_spec",
+        mp.setattr(importlib.util, "find_spec",
                    lambda name: None if name == "onnxruntime" else real(name))
         assert "runs in ONNX Runtime: the onnxruntime package is not installed" in int8.int8_unavailable("cpu")
         with pytest.warns(RuntimeWarning, match="int8 text encoder unavailable, using float32: .*onnxruntime"):

@@ -166,8 +166,10 @@ def test_runtime_choice(monkeypatch):
     with pytest.raises(ReelsearchError, match=r"one of auto, onnxruntime, torch; got 'tensorflow' \(from \$REELSEARCH"):
         resolve(None)
     monkeypatch.delenv(onnx_runtime.RUNTIME_ENV)
-    real = onnx_runtime.importlib.util.find_spec
-    monkeypatch.setattr(onnx_runtime.importlib.util, "find_spec", lambda name: None if name == "onnx" else real(name))
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "onnx" else real(name))
     assert "onnx package is not installed" in onnx_runtime.onnxruntime_unavailable()
     assert resolve(None) == "torch"  # auto: quietly torch
     with pytest.warns(RuntimeWarning, match="ONNX Runtime unavailable for MiniLM, using torch: the onnx package"):

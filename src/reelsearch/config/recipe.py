@@ -52,6 +52,17 @@ def check_modality_name(modality: str, where: str = "", reserved: tuple[str, ...
     return modality
 
 
+def check_feature_name(name: str, where: str = "", reserved: tuple[str, ...] = ()) -> str:
+    """``name`` if it can name a stored feature (a store folder): a modality name, or ``MODALITY@EXPERT`` (the name a
+    mixture gives an expert's modality when another expert reads that modality made by another recipe)."""
+    parts = name.split("@") if isinstance(name, str) else [name]
+    if len(parts) > 2 or name in reserved or not all(isinstance(x, str) and _MODALITY_NAME.match(x) for x in parts):
+        prefix = f"{where}: " if where else ""
+        raise ConfigError(f"{prefix}invalid feature name {name!r} (a modality name: letters, digits, '_', '-', '.', "
+                          "at most 64; or MODALITY@EXPERT)")
+    return name
+
+
 @lru_cache(maxsize=64)
 def _file_digest(path: str, size: int, mtime_ns: int) -> str:
     h = hashlib.sha256()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.config.recipe import check_modality_name
+from reelsearch.config.recipe import check_feature_name
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path, atomic_write_json
 
@@ -535,7 +535,7 @@ class FeatureStore:
     # ---- internals -----------------------------------------------------------------------------------------------
     def _mod_dir(self, modality: str) -> Path:
         try:
-            return self.root / check_modality_name(modality, str(self.root), reserved=(SEGMENTS,))
+            return self.root / check_feature_name(modality, str(self.root), reserved=(SEGMENTS,))
         except ConfigError as exc:
             raise FeatureStoreError(str(exc)) from None
 

@@ -248,10 +248,20 @@ class JointModel(EmbeddingModel, nn.Module):
         padded = padded.to(self.device)
         return FrameStates(padded[:, :, :a], padded[:, :, a:], lengths.to(self.device))
 
-    @torch.inference_mode()
     def score(self, text, video, axis: int = 1) -> np.ndarray:
         """Similarity [N, M] of caption embeddings ``text`` [N, D] and videos (VideoEmbeddings, or rows [M, D] for
         a model without frame attention). ``axis`` is for mixtures' rank fusion; a joint model ignores it."""
+        if self.attention is None and self.similarity_name == "cosine" and self.device.type == "cpu":
+            # unit rows on both sides: the plain product (``similarity``), in numpy: a search scores each hit's
+            # experts one row at a time, where a torch call costs more than the product
+            t, v = np.asarray(text, np.float32), as_rows(video)
+            if t.ndim != 2 or v.ndim != 2 or t.shape[1] != v.shape[1]:
+                raise ValueError(f"expected [N, D] and [M, D] embeddings of one size, got {t.shape} and {v.shape}")
+            return t @ v.T
+        return self._score_torch(text, video)
+
+    @torch.inference_mode()
+    def _score_torch(self, text, video) -> np.ndarray:
         t = torch.as_tensor(np.asarray(text, np.float32), device=self.device)
         if self.attention is not None:
             if not isinstance(video, VideoEmbeddings):

@@ -265,22 +265,24 @@ SCDE_ABLATION_STAGES = ("baseline", "bert", "transformer", "msdc", "smsdc")
 
 
 # --------------------------------------------------------------------------------------------- our own
-def _reelsearch_default() -> dict:
-    """The bundled search model (not a paper model): small enough to ship, fast to query on a CPU.
+def _reelsearch_linear(extractor: str = "efficientnet-lite0") -> dict:
+    """reelsearch's linear search model: linear maps of frozen MiniLM and frame-CNN features (``extractor``), VSE++.
 
-    Text: frozen MiniLM token features, mean over tokens (MiniLM's own sentence pooling). Video: EfficientNet-Lite0
-    frame features, mean over frames. Both sides: dropout 0.5 on the input features while training, one linear map
-    to 512-d + L2 norm, cosine: a query costs one MiniLM pass and a matrix product. Trained with VSE++ (margin 0.2,
+    Text: frozen MiniLM token features, mean over tokens (MiniLM's own sentence pooling). Video: the frame CNN's
+    features, mean over frames. Both sides: dropout 0.5 on the input features while training, one linear map to
+    512-d + L2 norm, cosine: a query costs one MiniLM pass and a matrix product. Trained with VSE++ (margin 0.2,
     hardest negatives) after one epoch of sum-of-hinges (``warmup_epochs: 1``), batch 128, Adam 2e-4 halved after 2
     epochs without RSum gain, at most 30 epochs, early stop after 4, selected by RSum on the validation split.
-    On Flickr8k dev this linear map beat the previous default (a Transformer layer over the tokens, InfoNCE, 512-d,
-    no input dropout) by 29 RSum; at 1024-d input dropout 0.3 / 0.5 / 0.6 gave 311.4 / 318.0 / 316.6, and 512-d
-    (318.5) is as good as 1024-d while it halves the index and keeps serving fast (docs/benchmarks.md, "Levers for
-    the default model").
+    On Flickr8k dev (Lite0) this linear map beat the v2 default (a Transformer layer over the tokens, InfoNCE,
+    512-d, no input dropout) by 29 RSum; at 1024-d input dropout 0.3 / 0.5 / 0.6 gave 311.4 / 318.0 / 316.6, and
+    512-d (318.5) is as good as 1024-d while it halves the index (docs/benchmarks.md, "Levers for the default
+    model").
     """
+    short = extractor.removeprefix("efficientnet-").capitalize()
     return {
-        "name": "reelsearch-default",
-        "paper": "reelsearch's own search model (linear maps of frozen MiniLM and EfficientNet-Lite0 features, VSE++)",
+        "name": "reelsearch-linear" if extractor == "efficientnet-lite0" else f"reelsearch-linear-{short.lower()}",
+        "paper": f"reelsearch's own search model (linear maps of frozen MiniLM and EfficientNet-{short} features, "
+                 "VSE++)",
         "model": {
             "text": {"encoder": {"sequence": None, "pool": "mean", "input_dropout": 0.5},
                      "projection": {"kind": "linear-l2", "dim": 512}},
@@ -292,7 +294,32 @@ def _reelsearch_default() -> dict:
                   "schedule": {"kind": "plateau", "factor": 0.5, "patience": 2},
                   "batch_size": 128, "epochs": 30, "grad_clip": 2.0, "selection": "rsum", "val_samples": None,
                   "early_stopping": 4, "warmup_epochs": 1, "warmup_loss": "vse"},
-        "features": {"video": {"appearance": appearance()}, "text": to_dict(minilm_text())},
+        "features": {"video": {"appearance": appearance(extractor)}, "text": to_dict(minilm_text())},
+    }
+
+
+#: The default's experts: one linear model per frame CNN (their features differ, so their errors do).
+DEFAULT_EXPERTS = {"lite0": "efficientnet-lite0", "lite2": "efficientnet-lite2"}
+
+
+def _reelsearch_default() -> dict:
+    """The bundled search model (not a paper model): the score fusion (Mithun et al. §3.5, Eq. 4) of two
+    ``reelsearch-linear`` experts, over EfficientNet-Lite0 and EfficientNet-Lite2 frame features, weights 0.5 / 0.5
+    (the mean of the two cosines: the scale of one cosine, which the speech and on-screen-text weights of a search
+    were measured against). Searched as one inner product over the two 512-d rows side by side (1024-d).
+
+    On Flickr8k dev each expert alone gives RSum about 318; fused, 340: fusing experts over the same features gained
+    nothing (318.1), over different CNNs 24 (docs/benchmarks.md, "Levers for the default model"). ``--tune`` kept
+    equal weights. A query still costs one MiniLM pass (shared by the experts) and two small products; indexing runs
+    both CNNs, in ONNX Runtime on a CPU.
+    """
+    experts = {name: _reelsearch_linear(cnn) for name, cnn in DEFAULT_EXPERTS.items()}
+    return {
+        "name": "reelsearch-default",
+        "paper": "reelsearch's own search model (score fusion of linear maps of frozen MiniLM and EfficientNet-Lite0 / "
+                 "Lite2 features, VSE++)",
+        "experts": experts,
+        "fusion": {"kind": "score", "weights": {name: 0.5 for name in experts}},
     }
 
 
@@ -304,6 +331,7 @@ _BUILDERS = {
     "mithun-moe": _mithun_moe,
     "scde": _scde,
     "reelsearch-default": _reelsearch_default,
+    "reelsearch-linear": _reelsearch_linear,
     **{f"scde-ablation-{s}": (lambda s=s: _scde(s)) for s in SCDE_ABLATION_STAGES[:-1]},
 }
 

@@ -150,10 +150,9 @@ class MiniLMTextProcessor(TextProcessor):
     @property
     def encoder(self):
         if self._encoder is None:
-            from reelsearch.text.minilm import MiniLMEncoder, shared_encoder
+            from reelsearch.text.minilm import shared_encoder
 
-            self._encoder = MiniLMEncoder(model_dir=self.model_dir, int8=True) if self.int8 else \
-                shared_encoder(self.model_dir)
+            self._encoder = shared_encoder(self.model_dir, int8=self.int8)
         return self._encoder
 
     def use_int8(self, enabled: bool = True) -> bool:

@@ -38,7 +38,7 @@ from reelsearch.index.textcues import SEMANTIC_FLOOR, CueScores, SegmentMatch
 VISUAL = "visual"
 #: Expert weights of the fused ranking (``visual`` multiplies the model's own weights). Measured on generated clips
 #: with real Flickr8k photos among Flickr8k dev photos (benchmarks/bench_fusion.py; docs/benchmarks.md).
-DEFAULT_WEIGHTS: dict[str, float] = {VISUAL: 1.0, "speech": 0.75, "ocr": 0.3}
+DEFAULT_WEIGHTS: dict[str, float] = {VISUAL: 1.0, "speech": 1.0, "ocr": 0.5}
 #: Each expert's top N that makes the first set of candidates (grows x4 until the threshold test passes).
 CANDIDATES = 100
 

