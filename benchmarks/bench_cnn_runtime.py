@@ -5,7 +5,8 @@ Lite2, the fused default candidate of issue 12) can keep 20 frames/s on 2 cores.
     .venv/bin/python benchmarks/bench_cnn_runtime.py [--batches 20] [--batch 8] [--threads 2]
 
 Timed: the forward pass of a batch of ``--batch`` preprocessed frames (real Flickr8k dev photos when
-../shared/data is there, else random pixels), the two runtimes alternating batch by batch; decoding and resizing
+../shared/data is there, else random pixels): the extractor's torch model against its own ONNX Runtime session
+(``EfficientNetLite.onnx_session``), alternating batch by batch; decoding and resizing
 are not included (``bench_extract.py`` times the whole extraction). Also printed: the largest difference between
 the two runtimes' 1280-d features (the export must not change them) and both CNNs together in each runtime.
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,21 +35,6 @@ def frames(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 255, (n, 240, 320, 3), dtype=np.uint8)
 
 
-def onnx_session(extractor, path: Path, threads: int):
-    """The extractor's model exported by torch.onnx (opset 17, dynamic batch) and loaded in ONNX Runtime."""
-    import onnxruntime as ort
-
-    x = torch.zeros(1, 3, extractor.input_size, extractor.input_size)
-    with torch.no_grad():
-        torch.onnx.export(extractor.model.eval(), (x,), str(path), dynamo=False, opset_version=17,
-                          input_names=["x"], output_names=["features"],
-                          dynamic_axes={"x": {0: "batch"}, "features": {0: "batch"}})
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", type=int, default=20, help="timed batches per runtime and CNN")
@@ -63,31 +48,30 @@ def main(argv=None) -> None:
     pixels = frames(args.batch)
     print(f"{args.threads} threads, batch {args.batch}, load average {os.getloadavg()[0]:.2f}", flush=True)
     per_frame = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in args.variants:
-            ext = EfficientNetLite(name)
-            x = ext.preprocess(pixels)
-            sess = onnx_session(ext, Path(tmp) / f"{name}.onnx", args.threads)
-            xn = x.contiguous().numpy()
-            with torch.inference_mode():
-                ref = ext.model(x).numpy()
-            diff = float(np.abs(sess.run(None, {"x": xn})[0] - ref).max())
-            times = {"torch": [], "onnxruntime": []}
-            for i in range(args.batches + 2):  # two untimed warm-up rounds
-                for runtime in times:
-                    t = time.perf_counter()
-                    if runtime == "torch":
-                        with torch.inference_mode():
-                            ext.model(x)
-                    else:
-                        sess.run(None, {"x": xn})
-                    if i >= 2:
-                        times[runtime].append(time.perf_counter() - t)
-            for runtime, ts in times.items():
-                per_frame[(name, runtime)] = float(np.median(ts)) / args.batch
-            t, o = per_frame[(name, "torch")], per_frame[(name, "onnxruntime")]
-            print(f"{name}: torch {1 / t:6.1f} frames/s, ONNX Runtime {1 / o:6.1f} frames/s ({t / o:.2f}x); "
-                  f"max |difference| {diff:.2e} (features up to {np.abs(ref).max():.1f})", flush=True)
+    for name in args.variants:
+        ext = EfficientNetLite(name, runtime="onnxruntime")
+        x = ext.preprocess(pixels)
+        sess = ext.onnx_session()  # the extractor's own export (cached), with torch's thread count
+        xn = x.contiguous().numpy()
+        with torch.inference_mode():
+            ref = ext.model(x).numpy()
+        diff = float(np.abs(sess.run(None, {"x": xn})[0] - ref).max())
+        times = {"torch": [], "onnxruntime": []}
+        for i in range(args.batches + 2):  # two untimed warm-up rounds
+            for runtime in times:
+                t = time.perf_counter()
+                if runtime == "torch":
+                    with torch.inference_mode():
+                        ext.model(x)
+                else:
+                    sess.run(None, {"x": xn})
+                if i >= 2:
+                    times[runtime].append(time.perf_counter() - t)
+        for runtime, ts in times.items():
+            per_frame[(name, runtime)] = float(np.median(ts)) / args.batch
+        t, o = per_frame[(name, "torch")], per_frame[(name, "onnxruntime")]
+        print(f"{name}: torch {1 / t:6.1f} frames/s, ONNX Runtime {1 / o:6.1f} frames/s ({t / o:.2f}x); "
+              f"max |difference| {diff:.2e} (features up to {np.abs(ref).max():.1f})", flush=True)
     if len(args.variants) > 1:
         for runtime in ("torch", "onnxruntime"):
             total = sum(per_frame[(n, runtime)] for n in args.variants)

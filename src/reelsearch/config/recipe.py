@@ -55,11 +55,15 @@ def check_modality_name(modality: str, where: str = "", reserved: tuple[str, ...
 def check_feature_name(name: str, where: str = "", reserved: tuple[str, ...] = ()) -> str:
     """``name`` if it can name a stored feature (a store folder): a modality name, or ``MODALITY@EXPERT`` (the name a
     mixture gives an expert's modality when another expert reads that modality made by another recipe)."""
-    parts = name.split("@") if isinstance(name, str) else [name]
-    if len(parts) > 2 or name in reserved or not all(isinstance(x, str) and _MODALITY_NAME.match(x) for x in parts):
+    modality, at, expert = name.partition("@") if isinstance(name, str) else (name, "", "")
+    try:
+        check_modality_name(modality, reserved=reserved)
+        if at:
+            check_modality_name(expert)
+    except ConfigError:
         prefix = f"{where}: " if where else ""
         raise ConfigError(f"{prefix}invalid feature name {name!r} (a modality name: letters, digits, '_', '-', '.', "
-                          "at most 64; or MODALITY@EXPERT)")
+                          "at most 64; or MODALITY@EXPERT)") from None
     return name
 
 

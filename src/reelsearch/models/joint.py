@@ -124,7 +124,16 @@ class JointModel(EmbeddingModel, nn.Module):
 
     @property
     def device(self) -> torch.device:
-        return next(self.parameters()).device
+        """Where the parameters are; remembered (walking the modules costs more than a search's scoring of a hit)
+        until ``.to()`` / ``.cuda()`` / ``.cpu()`` move them (all go through ``_apply``)."""
+        device = self.__dict__.get("_device")
+        if device is None:
+            device = self.__dict__["_device"] = next(self.parameters()).device
+        return device
+
+    def _apply(self, *args, **kwargs):
+        self.__dict__.pop("_device", None)
+        return super()._apply(*args, **kwargs)
 
     @property
     def experts(self) -> dict[str, JointModel]:

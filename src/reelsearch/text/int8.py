@@ -21,7 +21,7 @@ import re
 import warnings
 from pathlib import Path
 
-from reelsearch.text.onnx_runtime import onnxruntime_unavailable
+from reelsearch.onnx_runtime import onnxruntime_unavailable
 
 #: Weight products (ONNX node names of the exported BERT) left in float32.
 FLOAT_MATMULS = re.compile(r"/encoder/layer\.0/(intermediate|output)/dense/MatMul$")

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from reelsearch import onnx_runtime as _ort
-from reelsearch.onnx_runtime import RUNTIMES, onnxruntime_unavailable  # noqa: F401 (this module's API)
 
 RUNTIME_ENV = "REELSEARCH_TEXT_RUNTIME"
 OPSET = 17

