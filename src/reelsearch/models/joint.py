@@ -366,6 +366,10 @@ class JointModel(EmbeddingModel, nn.Module):
         with atomic_path(directory / WEIGHTS_FILE) as tmp:
             save_file(state, str(tmp), metadata={"format": FORMAT})
         config = config_to_dict(self.config)
+        for modality, recipe in config["features"]["video"].items():
+            if recipe.get("options", {}).get("tail"):
+                recipe["options"]["tail"] = _bundle_file(recipe["options"]["tail"], directory,
+                                                         f"tail-{modality}.safetensors")
         if self.config.features.text.adapted:
             from reelsearch.text.mlm import bundle_encoder
 
@@ -389,6 +393,12 @@ class JointModel(EmbeddingModel, nn.Module):
             if not (encoder_dir / "modules.json").is_file():
                 raise DataFormatError(encoder_dir, "missing: the model's adapted text encoder folder")
             text["encoder"] = str(encoder_dir.resolve())
+        for recipe in config_dict.get("features", {}).get("video", {}).values():
+            name = (recipe.get("options") or {}).get("tail")
+            if name:  # tuned CNN weights kept beside the model (reelsearch tune-cnn)
+                if not (directory / name).is_file():
+                    raise DataFormatError(directory / name, "missing: the model's tuned CNN weights")
+                recipe["options"]["tail"] = str((directory / name).resolve())
         config = config_from_dict(config_dict, str(directory / CONFIG_FILE))
         processor = VocabTextProcessor(vocab, min_count=config.features.text.min_count) if vocab else None
         model = cls(config, processor)
@@ -404,6 +414,20 @@ class JointModel(EmbeddingModel, nn.Module):
         except RuntimeError as exc:
             raise DataFormatError(weights, f"weights do not fit the config: {exc}") from exc
         return model.to(map_location).eval()
+
+
+def _bundle_file(src: str | Path, directory: Path, name: str) -> str:
+    """Put the file ``src`` at ``directory/name`` (unless it is that file already) and return ``name``, the path to
+    store relative to the model."""
+    import shutil
+
+    src, dest = Path(src), directory / name
+    if not src.is_file():
+        raise DataFormatError(src, "missing: a file the model's feature recipe names")
+    if not (dest.exists() and dest.resolve() == src.resolve()):
+        with atomic_path(dest) as tmp:
+            shutil.copyfile(src, tmp)
+    return name
 
 
 def _checked_processor(processor: TextProcessor | None, config: ModelConfig) -> TextProcessor:

