@@ -25,7 +25,7 @@ Every query's expert scores are computed once for every video; each weighting is
 run with the chosen defaults and must agree with the exhaustive fusion. Needs ../shared/data (Flickr8k, MSR-VTT),
 espeak-ng and the speech, ocr and text extras. Note ``uptime``: indexing time depends on the machine's load.
 
-``--latency N ...``: ``Searcher.search(q, 10)`` on libraries of N synthetic videos (the default model's 512-d rows, 8
+``--latency N ...``: ``Searcher.search(q, 10)`` on libraries of N synthetic videos (the default model's rows, 8
 frames each) whose text-cue index holds real text: 60 % of the videos speak two Flickr8k train captions, 30 % show
 three words of one (MiniLM embeddings of the real texts); queries are Flickr8k dev captions. Timed: the model alone
 (``experts="visual"``), the fused search (candidates + threshold test), and the exhaustive fusion it replaces (every
