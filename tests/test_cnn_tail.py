@@ -171,7 +171,6 @@ def test_the_tuned_model_carries_its_tail_and_runs_the_trained_network(tuned):
     from reelsearch.features.pipeline import FeaturePipeline
     from reelsearch.features.sources import Job
     from reelsearch.models import load_model
-    from reelsearch.training.cnn_tail import TailTuneConfig  # noqa: F401 - the module the CLI ran
 
     root, manifest, cache = tuned
     out = root / "out"
@@ -314,3 +313,23 @@ def test_only_cosine_models_over_one_lite_cnn_are_tunable():
     assert tunable_experts(model) == []
     with pytest.raises(ReelsearchError, match="order similarity"):
         _check_tunable("m", model)
+
+
+def test_a_photo_that_cannot_be_decoded_is_left_out_and_named(tmp_path, monkeypatch, capsys):
+    from reelsearch.datasets.item import Item
+    from reelsearch.features.caches import DatasetSource
+    from reelsearch.training.cnn_tail import TrunkCache
+
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    manifest = flickr_manifest(tmp_path / "data", n_train=3, n_val=0)
+    source, _ = DatasetSource.open(f"manifest:{manifest}")
+    items = source.dataset.items("train")
+    bad = tmp_path / "broken.jpg"
+    bad.write_bytes(b"not a jpeg")
+    items.insert(1, Item("broken", bad, ["a caption"], "train"))
+    recipe = frame_recipe("efficientnet-lite0")
+    lite0 = appearance.EfficientNetLite("efficientnet-lite0", runtime="torch")
+    kept, rows = TrunkCache(source, recipe, lite0, 12, 2, 0).rows(items, progress=False)
+    assert [it.id for it in kept] == [items[0].id, items[2].id, items[3].id]
+    assert rows.shape == (3, 2, 192, 7, 7)
+    assert str(bad) in capsys.readouterr().err

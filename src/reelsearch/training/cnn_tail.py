@@ -126,20 +126,19 @@ class TrunkCache:
         return kept, out.reshape((len(kept), self.views) + self.shape)
 
     def _image(self, item) -> np.ndarray | str:
-        """The item's image (decoded as the recipe decodes frames), or why it has none."""
-        from reelsearch.media.decode import decode_frames, parse_policy
+        """The item's image, decoded as extraction decodes the recipe's frames, or why it has none."""
+        from reelsearch.features.extract import decode_job
+        from reelsearch.features.sources import Job
+        from reelsearch.media.decode import parse_policy
 
-        if item.path is None:
-            return f"item {item.id}: no media file"
-        try:
-            frames = decode_frames(item.path, parse_policy(self.recipe.sampling, self.recipe.max_frames),
-                                   short_side=self.recipe.short_side)
-        except Exception as exc:  # noqa: BLE001 - any decoder failure is this item's
-            return f"{item.path}: {exc}" if isinstance(exc, ReelsearchError) else \
-                f"{item.path}: {type(exc).__name__}: {exc}"
-        if len(frames.images) != 1:
-            return f"{item.path}: {len(frames.images)} frames (tune-cnn trains on images, one-frame items)"
-        return frames.images[0]
+        job = Job(item.key, Path(item.path) if item.path is not None else None, item.start, item.end)
+        decoded = decode_job(job, True, None, parse_policy(self.recipe.sampling, self.recipe.max_frames),
+                             self.recipe.short_side)
+        if decoded.frame_error:
+            return decoded.frame_error
+        if len(decoded.frames.images) != 1:
+            return f"{item.path}: {len(decoded.frames.images)} frames (tune-cnn trains on images, one-frame items)"
+        return decoded.frames.images[0]
 
 
 def _check_tunable(name: str, expert) -> str:
@@ -277,8 +276,7 @@ class TailTuner:
             saved = torch.load(state_path, map_location="cpu", weights_only=True)
             self.load_state(saved["last"])
             history, best, rng_state = saved["history"], saved["best"], saved["rng"]
-            if saved.get("torch_rng") is not None:
-                torch.set_rng_state(saved["torch_rng"])
+            torch.set_rng_state(saved["torch_rng"])
             print(f"reelsearch: {self.name}: resuming after epoch {len(history) - 1}")
         else:
             start = self.evaluate()
