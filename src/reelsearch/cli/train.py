@@ -66,6 +66,9 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
         int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help="Encode the captions with int8 "
                                        "MiniLM, as search does by default (default: float32, as trained)."),
+        querybank: bool = typer.Option(True, "--querybank/--no-querybank", help="Apply the model's querybank "
+                                       "normalisation when it has one (`reelsearch querybank`); --no-querybank "
+                                       "ranks by its raw scores."),
     ) -> None:
         """Retrieval metrics of a checkpoint in both directions (R@1/5/10, MedR, MeanR, mAP, RSum)."""
         from reelsearch.evaluation import format_table
@@ -75,9 +78,10 @@ def register(app: typer.Typer) -> None:
         _set_threads(threads)
         opts = {"protocol": protocol} if protocol else {}
         res = run(checkpoint, data, split=split, features=features, device=device, progress=not json_out,
-                  int8_text=int8_text, **opts)
+                  int8_text=int8_text, querybank=querybank, **opts)
         model = re.sub(r"[^A-Za-z0-9_.-]+", "_", res.get("model") or "model")
         precision = "-int8" if res.get("text_precision") == "int8" else ""
+        precision += "-qb" if "querybank" in res else ""
         target = out or Path(f"eval-{model}-{res['data'].split(':', 1)[0]}-{res['split']}{precision}.json")
         try:
             atomic_write_json(target, res)
@@ -90,6 +94,53 @@ def register(app: typer.Typer) -> None:
 
     _register_fuse(app)
     _register_tune_cnn(app)
+    _register_querybank(app)
+
+
+def _register_querybank(app: typer.Typer) -> None:
+    @app.command("querybank")
+    def querybank(
+        checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+        data: str = typer.Option(..., "--data", help="The training data as FORMAT:ROOT, e.g. "
+                                 "flickr8k:../shared/data/flickr8k."),
+        out: Path = typer.Option(..., "--out", help="Where to save the model with its querybank (may be "
+                                 "CHECKPOINT itself)."),
+        split: str = typer.Option("train", "--split", help="The split whose captions and videos form the bank "
+                                  "(training queries: never the split you report on)."),
+        beta: float = typer.Option(20.0, "--beta", help="Inverse temperature of the inverted softmax (20: the "
+                                   "paper's)."),
+        max_captions: int | None = typer.Option(None, "--max-captions", help="Keep at most this many captions "
+                                                "(a random subset; default: all)."),
+        max_videos: int | None = typer.Option(None, "--max-videos", help="Keep at most this many videos."),
+        val_split: str | None = typer.Option(None, "--val-split", help="Split to report raw and normalised "
+                                             "metrics on (default: val or dev)."),
+        features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature "
+                                             "caches, extracted on first use)."),
+        seed: int = typer.Option(0, "--seed"),
+        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Querybank normalisation (Bogolin et al. 2022): embed a bank of training captions and videos, save it
+        with the model, and report the raw and the normalised metrics; `eval` then ranks by the inverted
+        softmax over the bank."""
+        from reelsearch.models.querybank import make_querybank
+
+        _set_threads(threads)
+        rep = make_querybank(checkpoint, data, out, split=split, beta=beta, max_captions=max_captions,
+                             max_videos=max_videos, val_split=val_split, features=features, seed=seed,
+                             progress=not json_out)
+        if json_out:
+            typer.echo(json.dumps(rep, default=str))
+            return
+        bank = rep["querybank"]
+        typer.echo(f"querybank: {bank['captions']} captions, {bank['videos']} videos of {bank['source']}, "
+                   f"beta {bank['beta']:g}")
+        for what in ("raw", "normalised"):
+            if what in rep:
+                res = rep[what]
+                typer.echo(f"{what} on {rep['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
+                           f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
+        typer.echo(f"saved: {out}")
 
 
 def _register_tune_cnn(app: typer.Typer) -> None:

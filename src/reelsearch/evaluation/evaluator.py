@@ -32,16 +32,29 @@ class RetrievalEvaluator:
 
     primary_metric = "RSum"
 
-    def __init__(self, pairs, batch_size: int = 512, progress: bool = False):
+    def __init__(self, pairs, batch_size: int = 512, progress: bool = False, querybank: bool = True):
         self.pairs, self.batch_size, self.progress = pairs, batch_size, progress
+        self.querybank = querybank  # apply a model's querybank (reelsearch.models.querybank) when it has one
         self.last_scores: dict[str, np.ndarray] | None = None
+        self._rows: tuple[np.ndarray, np.ndarray] | None = None
 
     def expert_scores(self, model) -> dict[str, np.ndarray]:
         """Each expert's [captions x videos] similarity matrix."""
         text = model.encode_text(self.pairs.captions, self.batch_size, cached=True)
         video = model.encode_video(self.pairs.video_items(), batch_size=self.batch_size)
         self.last_scores = model.expert_scores(text, video)
+        self._rows = (text, video.video)
         return self.last_scores
 
     def __call__(self, model) -> dict:
-        return fused_metrics(model, self.expert_scores(model), self.pairs.cap2vid)
+        scores = self.expert_scores(model)
+        bank = getattr(model, "querybank", None) if self.querybank else None
+        if bank is None:
+            return fused_metrics(model, scores, self.pairs.cap2vid)
+        text, video = self._rows
+        t2v, v2t = bank.normalise(model.fuse(scores, axis=1), model.ann_query(text), video)
+        res = {"t2v": retrieval_metrics(t2v, self.pairs.cap2vid)["t2v"],
+               "v2t": retrieval_metrics(v2t, self.pairs.cap2vid)["v2t"]}
+        res["RSum"] = sum(res[d][k] for d in ("t2v", "v2t") for k in ("R@1", "R@5", "R@10"))
+        res["querybank"] = bank.describe()
+        return res

@@ -41,11 +41,16 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 
 def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
-    """Load the model saved at ``path`` (see :func:`resolve_checkpoint`), in eval mode."""
+    """Load the model saved at ``path`` (see :func:`resolve_checkpoint`), in eval mode, with its querybank
+    (``reelsearch.models.querybank``) when the folder has one."""
     from .ensemble import MOE_FILE, MixtureOfExperts
     from .joint import JointModel
+    from .querybank import QueryBank
 
     directory = resolve_checkpoint(path)
     if (directory / MOE_FILE).is_file():
-        return MixtureOfExperts.load(directory, map_location)
-    return JointModel.load(directory, map_location)
+        model = MixtureOfExperts.load(directory, map_location)
+    else:
+        model = JointModel.load(directory, map_location)
+    model.querybank = QueryBank.load(directory, model)
+    return model

@@ -67,6 +67,8 @@ def as_rows(video) -> np.ndarray:
 class EmbeddingModel:
     """What JointModel and MixtureOfExperts share on top of their own ``_embed_feature_batch``."""
 
+    querybank = None  # a QueryBank (reelsearch.models.querybank) that load_model found beside the weights
+
     def feature_pipeline(self, device: str | None = None):
         """The FeaturePipeline of this model's recipe (decode + extract), created once."""
         pipe = getattr(self, "_pipeline", None)

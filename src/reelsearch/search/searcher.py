@@ -57,6 +57,12 @@ class Searcher:
 
             model = load_model(model)
         self.model = model.eval()
+        if getattr(self.model, "querybank", None) is not None:
+            import warnings
+
+            warnings.warn("the model's querybank is not applied to searches (they rank by its raw scores); "
+                          "`reelsearch eval` applies it (docs/evaluation.md, querybank normalisation)", UserWarning,
+                          stacklevel=2)
         if int8_text is not None:
             self.model.use_int8_text(int8_text)
         self.embedder = MediaEmbedder(self.model, device=device)

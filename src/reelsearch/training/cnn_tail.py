@@ -19,7 +19,7 @@ import hashlib
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +84,11 @@ class TrunkCache:
         from reelsearch.features.store import FeatureStore
 
         self.recipe, self.extractor, self.block, self.views, self.seed = recipe, extractor, block, views, seed
-        ident = json.dumps([recipe.key, recipe.weights, block, views, seed], default=str)
+        # the trunk runs the base network's blocks unless a tail tuned earlier starts before the cut: then the
+        # activations do not depend on the tuned weights, and a re-tune (or a tune of a tuned model) reuses them
+        tail_start = getattr(extractor, "tail_start", None)
+        weights = recipe.weights if tail_start is not None and tail_start < block else extractor.base_weights_id
+        ident = json.dumps([replace(recipe, weights=weights).key, weights, block, views, seed], default=str)
         name = f"{recipe.extractor}-b{block}-v{views}-{hashlib.sha1(ident.encode()).hexdigest()[:10]}"
         self.store = FeatureStore(cache_root() / "trunk" / dataset_cache_dir(source.fmt, source.root).name / name)
         self.trunk = LiteTrunk(extractor.model.net, block).eval()
@@ -311,7 +315,6 @@ class TailTuner:
     def tuned_model(self):
         """The expert with the tuned tail: its recipe names the tail file (in the work folder until saved)."""
         import copy
-        from dataclasses import replace
 
         from safetensors.torch import save_file
 

@@ -177,13 +177,15 @@ def _train_experts(cfg: MixtureConfig, sources, val_split, out: Path, info, prog
 
 
 def evaluate_model(model, source: DatasetSource, split: str, device: str | None = None,
-                   progress: bool = True) -> dict:
-    """Both-direction retrieval metrics of ``model`` on ``split`` (a mixture fused as configured)."""
+                   progress: bool = True, querybank: bool = True) -> dict:
+    """Both-direction retrieval metrics of ``model`` on ``split`` (a mixture fused as configured; its querybank
+    applied, unless ``querybank`` is False)."""
     from reelsearch.evaluation.evaluator import RetrievalEvaluator
 
     dev = resolve_device(device)
     model = model.to(dev)
-    return RetrievalEvaluator(model_pairs(model, source, split, str(dev), progress), progress=progress)(model)
+    return RetrievalEvaluator(model_pairs(model, source, split, str(dev), progress), progress=progress,
+                              querybank=querybank)(model)
 
 
 def open_eval_split(data: str, split: str | None = None, features: Path | None = None,
@@ -194,15 +196,17 @@ def open_eval_split(data: str, split: str | None = None, features: Path | None =
 
 
 def evaluate(checkpoint, data: str, split: str | None = None, features: Path | None = None,
-             device: str | None = None, progress: bool = True, int8_text: bool = False, **data_options) -> dict:
+             device: str | None = None, progress: bool = True, int8_text: bool = False, querybank: bool = True,
+             **data_options) -> dict:
     """Load ``checkpoint`` (a path, "default", or a loaded model) and evaluate it on ``data``'s ``split``;
-    ``int8_text``: captions encoded by int8 MiniLM, as ``reelsearch search --int8-text`` encodes queries."""
+    ``int8_text``: captions encoded by int8 MiniLM, as ``reelsearch search --int8-text`` encodes queries;
+    ``querybank``: apply the model's querybank normalisation when it has one (False: its raw scores)."""
     from reelsearch.models import load_model
 
     source, split = open_eval_split(data, split, features, **data_options)
     model = load_model(checkpoint) if isinstance(checkpoint, (str, Path)) else checkpoint
     int8 = model.use_int8_text(True) if int8_text else False
-    res = evaluate_model(model, source, split, device, progress)
+    res = evaluate_model(model, source, split, device, progress, querybank)
     res["data"], res["split"], res["model"] = source.label, split, getattr(model, "name", "")
     if int8:
         res["text_precision"] = "int8"

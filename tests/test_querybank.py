@@ -1,0 +1,144 @@
+"""Querybank normalisation (`reelsearch querybank`, Bogolin et al. 2022): the offsets are the paper's inverted
+softmax (checked against its equation computed the long way, and on a hand-worked hub), the bank travels with the
+model and refuses another model, and through the CLI on real Flickr8k photos from a cold cache the saved bank is
+what `eval` applies."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from test_cold_cache import cli, flickr_manifest
+
+torch = pytest.importorskip("torch")
+from reelsearch.errors import ConfigError, DataFormatError  # noqa: E402
+from reelsearch.evaluation.ranking import retrieval_metrics  # noqa: E402
+from reelsearch.models.querybank import BANK_FILE, QueryBank  # noqa: E402
+
+
+def _unit(rng, n, d):
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_the_offsets_are_the_inverted_softmax_of_the_paper():
+    rng = np.random.default_rng(0)
+    bank = QueryBank(_unit(rng, 300, 16), _unit(rng, 70, 16), beta=20.0)
+    queries, videos = _unit(rng, 9, 16), _unit(rng, 5, 16)
+    scores = queries @ videos.T
+    t2v, v2t = bank.normalise(scores, queries, videos)
+    for q in range(len(queries)):
+        for g in range(len(videos)):
+            # eq. (3): exp(beta s(q, g)) / sum_b exp(beta s(b, g)), b over the bank's captions (text to video)
+            num = math.exp(20.0 * float(queries[q] @ videos[g]))
+            den = sum(math.exp(20.0 * float(b @ videos[g])) for b in bank.text)
+            assert t2v[q, g] == pytest.approx(math.log(num / den) / 20.0, abs=1e-5)
+            # video to text: the caption q is the gallery item, the bank's videos the queries
+            den = sum(math.exp(20.0 * float(queries[q] @ b)) for b in bank.video)
+            assert v2t[q, g] == pytest.approx(math.log(num / den) / 20.0, abs=1e-5)
+
+
+def test_a_hub_loses_its_place_to_the_true_match():
+    # two videos in 2-d: the hub (1, 0) is near every training caption, the true match (0, 1) near none of them
+    hub, match = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    query = np.array([[0.8, 0.6]])  # s(q, hub) = 0.8 > s(q, match) = 0.6: the raw ranking puts the hub first
+    captions = np.array([[0.9, np.sqrt(1 - 0.81)]] * 10)  # the bank: ten captions, 0.9 to the hub, 0.436 to the match
+    bank = QueryBank(captions, np.eye(2), beta=10.0)
+    videos = np.stack([hub, match])
+    t2v, _ = bank.normalise(query @ videos.T, query, videos)
+    # by hand: offsets log(10 e^9) / 10 = 1.1303 (hub) and log(10 e^4.359) / 10 = 0.6661 (match)
+    assert bank.video_offsets(videos) == pytest.approx([0.9 + math.log(10) / 10, 0.43589 + math.log(10) / 10],
+                                                       abs=1e-4)
+    assert np.argmax(query @ videos.T) == 0 and np.argmax(t2v) == 1
+
+
+def test_the_bank_is_saved_with_the_model_and_refuses_another(tmp_path):
+    from reelsearch.models import JointModel, load_model
+    from reelsearch.models.registry import model_config
+
+    torch.manual_seed(0)
+    model = JointModel(model_config("reelsearch-linear"))
+    model.save(tmp_path / "m")
+    rng = np.random.default_rng(1)
+    bank = QueryBank(_unit(rng, 20, model.row_dim), _unit(rng, 4, model.row_dim), 15.0, model.fingerprint(), "x")
+    bank.save(tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
+    assert loaded.querybank.beta == 15.0 and loaded.querybank.source == "x"
+    np.testing.assert_allclose(loaded.querybank.text, bank.text, atol=1e-3)  # stored as float16
+    from reelsearch.search import Searcher
+
+    with pytest.warns(UserWarning, match="querybank is not applied to searches"):
+        Searcher(tmp_path / "index", loaded).close()
+    # the same folder with other weights: the bank's offsets would be wrong, and loading says so
+    torch.manual_seed(1)
+    JointModel(model_config("reelsearch-linear")).save(tmp_path / "m")
+    with pytest.raises(DataFormatError, match=f"{BANK_FILE}.*another model"):
+        load_model(tmp_path / "m")
+    (tmp_path / "m" / BANK_FILE).write_bytes(b"not safetensors")
+    with pytest.raises(DataFormatError, match="unreadable querybank"):
+        load_model(tmp_path / "m")
+
+
+def test_only_inner_product_models_take_a_bank():
+    from reelsearch.models import JointModel
+    from reelsearch.models.querybank import check_bank_model
+    from reelsearch.models.registry import model_config
+
+    cfg = model_config("reelsearch-linear")
+    check_bank_model(JointModel(cfg))
+    cfg.model.similarity = "order"  # Torabi's order-violation similarity: no inner product
+    with pytest.raises(ConfigError, match="querybank normalisation needs"):
+        check_bank_model(JointModel(cfg))
+    with pytest.raises(ConfigError, match="positive"):
+        QueryBank(np.ones((2, 3)), np.ones((2, 3)), beta=0.0)
+
+
+@pytest.mark.slow
+def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path):
+    pytest.importorskip("efficientnet_lite_pytorch")
+    from reelsearch.datasets import load_dataset
+    from reelsearch.models import JointModel, load_model
+    from reelsearch.models.registry import model_config
+
+    manifest = flickr_manifest(tmp_path / "data", n_train=24, n_val=8)
+    cache = tmp_path / "cache"
+    torch.manual_seed(0)
+    JointModel(model_config("reelsearch-linear")).save(tmp_path / "model")
+    res = cli("querybank", tmp_path / "model", "--data", f"manifest:{manifest}", "--out", tmp_path / "qb",
+              "--threads", "1", "--json", cache=cache)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = json.loads(res.stdout)
+    assert rep["querybank"]["captions"] == 24 * 5 and rep["querybank"]["videos"] == 24
+    assert rep["split"] == "train" and rep["val_split"] == "val"
+    # eval of the saved model applies the bank; --no-querybank gives the raw scores of the same model
+    ev = json.loads(cli("eval", tmp_path / "qb", "--data", f"manifest:{manifest}", "--json", "--out",
+                        tmp_path / "e.json", cache=cache).stdout)
+    raw = json.loads(cli("eval", tmp_path / "qb", "--data", f"manifest:{manifest}", "--json", "--no-querybank",
+                         "--out", tmp_path / "r.json", cache=cache).stdout)
+    assert ev["querybank"]["beta"] == 20.0 and "querybank" not in raw
+    assert ev["RSum"] == pytest.approx(rep["normalised"]["RSum"]) and raw["RSum"] == pytest.approx(rep["raw"]["RSum"])
+    # the same numbers from the embeddings by hand: the bank is the train split's, the offsets the paper's
+    model = load_model(tmp_path / "qb")
+    ds = load_dataset("manifest", manifest)
+    train, val = ds.items("train"), ds.items("val")
+    caps = [c for it in val for c in it.captions]
+    cap2vid = np.array([i for i, it in enumerate(val) for _ in it.captions])
+    t, v = model.encode_text(caps), model.encode_video([str(it.path) for it in val]).video
+    bank_t = model.encode_text([c for it in train for c in it.captions])
+    bank_v = model.encode_video([str(it.path) for it in train]).video
+    s = t @ v.T
+    lse = lambda x, axis: np.log(np.exp(20.0 * x).sum(axis=axis)) / 20.0  # noqa: E731
+    t2v = retrieval_metrics(s - lse(bank_t @ v.T, 0)[None, :], cap2vid)["t2v"]
+    v2t = retrieval_metrics(s - lse(t @ bank_v.T, 1)[:, None], cap2vid)["v2t"]
+    assert t2v["R@1"] == pytest.approx(ev["t2v"]["R@1"]) and v2t["R@1"] == pytest.approx(ev["v2t"]["R@1"])
+    assert t2v["MeanR"] == pytest.approx(ev["t2v"]["MeanR"], abs=0.05)
+    # the folder moved elsewhere still has its bank; the bank's split as the report split is refused
+    shutil.move(tmp_path / "qb", tmp_path / "moved")
+    assert load_model(tmp_path / "moved").querybank is not None
+    bad = cli("querybank", tmp_path / "moved", "--data", f"manifest:{manifest}", "--out", tmp_path / "moved",
+              "--val-split", "train", cache=cache)
+    assert bad.returncode != 0 and "training queries" in bad.stderr
