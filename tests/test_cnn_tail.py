@@ -270,6 +270,26 @@ def test_a_tuned_model_can_be_tuned_again_from_a_later_block(tuned, tmp_path):
         PACKAGE_WEIGHTS["efficientnet-lite0"], file_identity(tmp_path / "again" / "tail-appearance.safetensors"))
 
 
+def test_the_trunk_cache_is_shared_while_the_trunk_runs_imagenet_weights(tuned, monkeypatch):
+    from reelsearch.features.caches import DatasetSource
+    from reelsearch.features.pipeline import FeaturePipeline
+    from reelsearch.models import load_model
+    from reelsearch.training.cnn_tail import TrunkCache
+
+    root, manifest, cache = tuned
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
+    source, _ = DatasetSource.open(f"manifest:{manifest}")
+
+    def store(model_dir, block):
+        recipe = load_model(model_dir).recipes["appearance"]
+        extractor = FeaturePipeline({"appearance": recipe}, device="cpu").extractor("appearance")
+        return TrunkCache(source, recipe, extractor, block, 2, 0).store.root
+
+    # the tuned model's tail starts at block 12: a cut at 12 runs ImageNet blocks only, a cut at 14 runs tuned ones
+    assert store(root / "out", 12) == store(root / "fresh", 12)
+    assert store(root / "out", 14) != store(root / "fresh", 14)
+
+
 def test_the_best_epoch_is_kept_not_the_last(tuned, tmp_path, monkeypatch):
     """Training changes the weights in place: the kept epoch must be a copy (a bug once saved the last epoch)."""
     from reelsearch.features.caches import DatasetSource
