@@ -123,7 +123,7 @@ def _register_querybank(app: typer.Typer) -> None:
         """Querybank normalisation (Bogolin et al. 2022): embed a bank of training captions and videos, save it
         with the model, and report the raw and the normalised metrics; `eval` then ranks by the inverted
         softmax over the bank."""
-        from reelsearch.models.querybank import make_querybank
+        from reelsearch.training.querybank import make_querybank
 
         _set_threads(threads)
         rep = make_querybank(checkpoint, data, out, split=split, beta=beta, max_captions=max_captions,

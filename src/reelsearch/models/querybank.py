@@ -8,7 +8,8 @@ rescores a query q against a gallery item g by how much more g likes q than it l
 so each gallery item gets one offset, computed from the bank alone (no test query takes part). For text-to-video the
 bank holds training captions and the offsets belong to the videos; for video-to-text it holds training videos and
 the offsets belong to the captions. The bank lives beside the model (``querybank.safetensors``), tied to its
-fingerprint, and ``reelsearch eval`` applies it; ``reelsearch querybank`` builds it. Only models scored by an inner
+fingerprint, and ``reelsearch eval`` applies it; ``reelsearch querybank`` builds it
+(``reelsearch.training.querybank``). Only models scored by an inner
 product of their rows (``search_mode == "ann"``) take a bank: there the offsets are exact and cheap.
 """
 
@@ -129,63 +130,3 @@ class QueryBank:
             if bank.text.shape[1] != model.row_dim:
                 raise DataFormatError(path, f"rows of width {bank.text.shape[1]}, the model's are {model.row_dim}")
         return bank
-
-
-def build_querybank(model, source, split: str = "train", beta: float = DEFAULT_BETA, max_captions: int | None = None,
-                    max_videos: int | None = None, seed: int = 0, device: str | None = None,
-                    progress: bool = True) -> QueryBank:
-    """The bank of ``split`` of ``source`` (a DatasetSource) embedded by ``model``; ``max_captions`` /
-    ``max_videos`` keep a random subset (``seed``) to bound its size."""
-    from reelsearch.training.run import model_pairs
-
-    check_bank_model(model)
-    pairs = model_pairs(model, source, split, device, progress)
-    rng = np.random.default_rng(seed)
-    captions, items = list(pairs.captions), pairs.video_items()
-    if max_captions is not None and len(captions) > max_captions:
-        captions = [captions[i] for i in sorted(rng.choice(len(captions), max_captions, replace=False))]
-    if max_videos is not None and len(items) > max_videos:
-        items = [items[i] for i in sorted(rng.choice(len(items), max_videos, replace=False))]
-    text = model.ann_query(model.encode_text(captions, cached=True))
-    video = model.encode_video(items, frames=False, progress=progress).video
-    return QueryBank(text, video, beta, model.fingerprint(), f"{source.label}:{split}")
-
-
-def make_querybank(checkpoint, data: str, out: str | Path, split: str = "train", beta: float = DEFAULT_BETA,
-                   max_captions: int | None = None, max_videos: int | None = None, val_split: str | None = None,
-                   features: Path | None = None, seed: int = 0, device: str | None = None, progress: bool = True,
-                   evaluate: bool = True, **data_options) -> dict:
-    """Build the querybank of ``checkpoint`` from ``data``'s ``split``, save the model with it at ``out`` and
-    return the report (also ``out/querybank.json``): the bank and, with ``evaluate``, the model's raw and
-    normalised metrics on ``val_split`` (default: val or dev; never the bank's split)."""
-    import shutil
-
-    from reelsearch.errors import ReelsearchError
-    from reelsearch.features.caches import DatasetSource
-    from reelsearch.io import atomic_write_json
-    from reelsearch.models import load_model, resolve_checkpoint
-    from reelsearch.training.run import evaluate_model
-
-    directory = resolve_checkpoint(checkpoint)
-    model = load_model(directory)
-    source, _ = DatasetSource.open(data, features, **data_options)
-    split = source.check_split(split)
-    val_split = source.check_split(val_split) if val_split else source.default_val_split()
-    if val_split == split:
-        raise ReelsearchError(f"the bank's split {split!r} is the split to report on: a querybank holds training "
-                              "queries (pass --val-split)")
-    bank = build_querybank(model, source, split, beta, max_captions, max_videos, seed, device, progress)
-    out = Path(out)
-    if out.resolve() != directory.resolve():
-        if out.exists() and any(out.iterdir()):
-            raise ReelsearchError(f"{out}: exists and is not empty; pass a new folder or the model's own")
-        shutil.copytree(directory, out, dirs_exist_ok=True)
-    bank.save(out)
-    report = {"model": str(checkpoint), "data": source.label, "split": split, "val_split": val_split,
-              "querybank": bank.describe()}
-    if evaluate and val_split is not None:
-        saved = load_model(out)
-        report["raw"] = evaluate_model(saved, source, val_split, device, progress, querybank=False)
-        report["normalised"] = evaluate_model(saved, source, val_split, device, progress)
-    atomic_write_json(out / "querybank.json", report)
-    return report
