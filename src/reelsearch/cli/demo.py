@@ -82,7 +82,10 @@ def register(app: typer.Typer) -> None:
         index_dir = index or default_index_dir().with_name("demo-index")
         typer.echo(f"indexing {len(paths)} path(s) into {index_dir} with the bundled default model ...")
         with Searcher(index_dir) as searcher:
-            report = searcher.index(paths, cues=cues)
+            # the demo's own index holds the demo's files only: a clip generated under another cache folder, or the
+            # sample clips of another checkout, would otherwise stay in it and answer twice (an --index of the
+            # user's keeps what it holds)
+            report = searcher.index(paths, cues=cues, exclusive=index is None)
             typer.echo(report.summary())
             for query in QUERIES + (CUE_QUERIES if clip is not None else []):
                 typer.echo(f'\nquery: "{query}"')

@@ -381,6 +381,7 @@ class LibraryIndex:
         progress: bool = True,
         commit_every: int = 64,
         commit_seconds: float = 60.0,
+        exclusive: bool = False,
     ) -> SyncReport:
         """Make the index reflect the media files under ``paths`` (files, or folders searched recursively).
 
@@ -393,7 +394,8 @@ class LibraryIndex:
         crash keeps every committed file and a re-run continues from there.
 
         A different ``model_id`` than the stored one re-embeds everything under ``paths`` and drops every other
-        video (embeddings of two models cannot be compared).
+        video (embeddings of two models cannot be compared). ``exclusive``: the index is to hold exactly the files
+        under ``paths``: videos indexed from other roots are dropped too.
         """
         from tqdm import tqdm
 
@@ -408,7 +410,7 @@ class LibraryIndex:
             model_changed = self.model_id is not None and self.model_id != model_id
             existing: dict[bytes, tuple] = {}
             for row in self._db.execute("SELECT path, id, size, mtime_ns, sha256 FROM videos"):
-                if model_changed or _under(row[0], roots):
+                if model_changed or exclusive or _under(row[0], roots):
                     existing[row[0]] = row[1:]
             found = {os.fsencode(f) for f in walk.files}
             gone = [(pb, row[0]) for pb, row in existing.items() if pb not in found]

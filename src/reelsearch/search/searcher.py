@@ -137,16 +137,18 @@ class Searcher:
 
     # -- indexing -----------------------------------------------------------------------------------------
     def index(self, paths: Iterable[str | os.PathLike], progress: bool = True, *,
-              cues: Sequence[str] | None = None) -> SyncReport:
+              cues: Sequence[str] | None = None, exclusive: bool = False) -> SyncReport:
         """Bring the index in line with ``paths`` (files or folders): add new files, re-embed changed ones, drop
         deleted ones (embeddings of another model are replaced); then extract the text ``cues`` ("speech", "ocr";
         None: every cue whose extra is installed, () none) of those files into the text-cue index, in the same
-        writer lock. The report's ``cues`` says what the cue stage did, ``cues_off`` which cues did not run."""
+        writer lock. The report's ``cues`` says what the cue stage did, ``cues_off`` which cues did not run.
+        ``exclusive``: drop the videos indexed from anywhere else too (the index holds exactly ``paths``)."""
         from reelsearch.search.cue_indexing import cues_to_run, index_cues
 
         run, off = cues_to_run(cues)
         with self.lock, self.library.writing(self.library.writer_wait), torch.no_grad():
-            report = self.library.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress)
+            report = self.library.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress,
+                                       exclusive=exclusive)
             cue_index = self.cues
             if cue_index is None and run:
                 cue_index = self._cues = TextCueIndex(self.library.dir)
