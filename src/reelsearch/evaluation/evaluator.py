@@ -20,7 +20,11 @@ def fused_metrics(model, scores: dict[str, np.ndarray], caption_to_video) -> dic
     t2v = retrieval_metrics(model.fuse(scores, axis=1), caption_to_video)
     if model.fusion_kind != "rank":
         return t2v
-    v2t = retrieval_metrics(model.fuse(scores, axis=0), caption_to_video)
+    return _per_direction(t2v, retrieval_metrics(model.fuse(scores, axis=0), caption_to_video))
+
+
+def _per_direction(t2v: dict, v2t: dict) -> dict:
+    """The t2v metrics of one result and the v2t metrics of another (each ranked on its own matrix), with RSum."""
     res = {"t2v": t2v["t2v"], "v2t": v2t["v2t"]}
     res["RSum"] = sum(res[d][k] for d in ("t2v", "v2t") for k in ("R@1", "R@5", "R@10"))
     return res
@@ -53,8 +57,6 @@ class RetrievalEvaluator:
             return fused_metrics(model, scores, self.pairs.cap2vid)
         text, video = self._rows
         t2v, v2t = bank.normalise(model.fuse(scores, axis=1), model.ann_query(text), video)
-        res = {"t2v": retrieval_metrics(t2v, self.pairs.cap2vid)["t2v"],
-               "v2t": retrieval_metrics(v2t, self.pairs.cap2vid)["v2t"]}
-        res["RSum"] = sum(res[d][k] for d in ("t2v", "v2t") for k in ("R@1", "R@5", "R@10"))
+        res = _per_direction(retrieval_metrics(t2v, self.pairs.cap2vid), retrieval_metrics(v2t, self.pairs.cap2vid))
         res["querybank"] = bank.describe()
         return res
