@@ -40,23 +40,24 @@ class RetrievalEvaluator:
         self.pairs, self.batch_size, self.progress = pairs, batch_size, progress
         self.querybank = querybank  # apply a model's querybank (reelsearch.models.querybank) when it has one
         self.last_scores: dict[str, np.ndarray] | None = None
-        self._rows: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _embed(self, model):
+        """(caption rows, VideoEmbeddings) of the pairs through the model's own interface."""
+        return (model.encode_text(self.pairs.captions, self.batch_size, cached=True),
+                model.encode_video(self.pairs.video_items(), batch_size=self.batch_size))
 
     def expert_scores(self, model) -> dict[str, np.ndarray]:
         """Each expert's [captions x videos] similarity matrix."""
-        text = model.encode_text(self.pairs.captions, self.batch_size, cached=True)
-        video = model.encode_video(self.pairs.video_items(), batch_size=self.batch_size)
-        self.last_scores = model.expert_scores(text, video)
-        self._rows = (text, video.video)
+        self.last_scores = model.expert_scores(*self._embed(model))
         return self.last_scores
 
     def __call__(self, model) -> dict:
-        scores = self.expert_scores(model)
         bank = getattr(model, "querybank", None) if self.querybank else None
         if bank is None:
-            return fused_metrics(model, scores, self.pairs.cap2vid)
-        text, video = self._rows
-        t2v, v2t = bank.normalise(model.fuse(scores, axis=1), model.ann_query(text), video)
+            return fused_metrics(model, self.expert_scores(model), self.pairs.cap2vid)
+        text, video = self._embed(model)
+        self.last_scores = model.expert_scores(text, video)
+        t2v, v2t = bank.normalise(model.fuse(self.last_scores, axis=1), model.ann_query(text), video.video)
         res = _per_direction(retrieval_metrics(t2v, self.pairs.cap2vid), retrieval_metrics(v2t, self.pairs.cap2vid))
         res["querybank"] = bank.describe()
         return res

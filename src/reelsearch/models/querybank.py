@@ -127,6 +127,4 @@ class QueryBank:
             if bank.model != model.fingerprint():
                 raise DataFormatError(path, f"a querybank of another model (fingerprint {bank.model}, this model "
                                             f"{model.fingerprint()}): rebuild it with `reelsearch querybank`")
-            if bank.text.shape[1] != model.row_dim:
-                raise DataFormatError(path, f"rows of width {bank.text.shape[1]}, the model's are {model.row_dim}")
         return bank

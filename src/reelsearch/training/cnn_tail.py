@@ -15,6 +15,7 @@ feature recipe names them, so extraction, evaluation, indexing and search run th
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import shutil
@@ -164,8 +165,6 @@ class TailTuner:
 
     def __init__(self, name: str, expert, source, cfg: TailTuneConfig, work: Path, train_split: str,
                  val_split: str, progress: bool):
-        import copy
-
         from reelsearch.features.caches import caption_features
         from reelsearch.features.extractors.appearance import LiteTail, last_stage_start
         from reelsearch.features.pipeline import FeaturePipeline
@@ -257,8 +256,6 @@ class TailTuner:
 
     def state(self, optimizer: bool = True) -> dict:
         """A copy of the weights (and the optimiser's state): training goes on changing the tensors in place."""
-        import copy
-
         out = {"tail": copy.deepcopy(self.tail.state_dict()), "model": copy.deepcopy(self.model.state_dict())}
         if optimizer:
             out["optimizer"] = copy.deepcopy(self.optimizer.state_dict())
@@ -314,8 +311,6 @@ class TailTuner:
 
     def tuned_model(self):
         """The expert with the tuned tail: its recipe names the tail file (in the work folder until saved)."""
-        import copy
-
         from safetensors.torch import save_file
 
         from reelsearch.config.recipe import file_identity
@@ -345,12 +340,12 @@ def tune_cnn(checkpoint: str | Path, data: str, out: str | Path, experts: list[s
     ``val_split`` computed from the media by the full tuned network (``reelsearch eval``'s path)."""
     from reelsearch.features.caches import DatasetSource
     from reelsearch.io import atomic_write_json
-    from reelsearch.models import MixtureOfExperts, load_model, resolve_checkpoint
+    from reelsearch.models import MixtureOfExperts, load_model
 
     cfg = cfg or TailTuneConfig()
     cfg.check()
     out = Path(out)
-    model = load_model(resolve_checkpoint(checkpoint))
+    model = load_model(checkpoint)
     source, _ = DatasetSource.open(data, **options)
     val_split = val_split or source.default_val_split()
     if val_split is None:
