@@ -80,7 +80,7 @@ TITLES = [
     ("Happy birthday Emma", "happy birthday emma"), ("Quiet please: exam", "quiet please exam"),
 ]
 REAL_CLIP_QUERIES = {"bikes.mp4": ["a person riding a bicycle"], "bigbuckbunny.mp4": ["a rabbit in the grass"],
-                     "carphone_pristine.mp4": ["a man talking on the phone"]}
+                     "carphone_pristine.mp4": ["a man talking in a car"]}
 SPEECH_GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 OCR_GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 FLOOR_GRID = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-QUERIES = ["a person riding a bicycle", "a rabbit in the grass", "a man talking on the phone", "people on a street"]
+#: One query per sample clip, each naming what its frames show. carphone_pristine.mp4 is the first 4 s of the "carphone"
+#: test sequence: a man in a bow tie talking in a car; no phone is in any of its frames, so it is asked for as such.
+QUERIES = ["a person riding a bicycle", "a rabbit in the grass", "a man talking in a car", "people on a street"]
 #: The generated clip the demo adds (reelsearch.datasets.cue_clips): a photo, a spoken forecast, a written title.
 CUE_CLIP = "weather"
 #: Queries only what is said (speech) or only what is written (on-screen text) in it can answer.
