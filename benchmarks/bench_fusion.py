@@ -166,7 +166,8 @@ def expert_rows(searcher, queries):
     stems = [Path(lib.video(i).path).stem for i in ids]
     vectors = lib.vectors.get(ids)
     texts = [q for _, q, _ in queries]
-    visual = searcher.model.score(searcher.model.encode_text(texts), vectors)
+    # the model's score as search ranks by it: with a querybank, each video's bias (its offset, negated) added
+    visual = searcher.model.score(searcher.model.encode_text(texts), vectors) + lib.biases(ids)[None, :]
     rows = []
     for qi, text in enumerate(texts):
         sc = searcher.cues.scores(text, ids)

@@ -32,10 +32,11 @@ def fake_vectors(data: bytes) -> tuple[np.ndarray, np.ndarray]:
 class FakeEmbedder:
     """embed_fn over real files: vectors from the bytes, timestamps 0.5 s apart; counts calls, can fail."""
 
-    def __init__(self, fail_on: set[str] = frozenset(), interrupt_after: int | None = None):
+    def __init__(self, fail_on: set[str] = frozenset(), interrupt_after: int | None = None, biased: bool = False):
         self.calls: list[str] = []
         self.fail_on = set(fail_on)
         self.interrupt_after = interrupt_after
+        self.biased = biased  # give each file a bias in [-0.6, 0.6) from its bytes
 
     def __call__(self, path: str) -> EmbeddedMedia:
         if self.interrupt_after is not None and len(self.calls) >= self.interrupt_after:
@@ -44,8 +45,14 @@ class FakeEmbedder:
         if os.path.basename(path) in self.fail_on:
             raise ValueError("cannot decode this one")
         with open(path, "rb") as fh:
-            video, frames = fake_vectors(fh.read())
-        return EmbeddedMedia(video, frames, np.arange(N_FRAMES) * 0.5, duration=2.0)
+            data = fh.read()
+        video, frames = fake_vectors(data)
+        return EmbeddedMedia(video, frames, np.arange(N_FRAMES) * 0.5, duration=2.0,
+                             bias=fake_bias(data) if self.biased else 0.0)
+
+
+def fake_bias(data: bytes) -> float:
+    return (hashlib.sha256(b"bias" + data).digest()[0] - 128) / 128 * 0.6
 
 
 def write_png(path, seed: int) -> None:
@@ -213,6 +220,87 @@ def test_order_similarity_search_is_exact(open_library, folder):
     ref.sort(key=lambda s: -s[0])
     assert [h.path for h in hits] == [p for _, p in ref]
     np.testing.assert_allclose([h.score for h in hits], [s for s, _ in ref], rtol=1e-4, atol=1e-6)
+
+
+def test_biases_are_added_to_the_scores_exactly(open_library, tmp_path, monkeypatch):
+    """Each video's bias (a querybank offset, negated) is added to its inner product: the vector index's top N are
+    re-ranked until no other video can beat the k-th. The biases here spread as widely as the scores, so the
+    ranking changes and the candidates (4 at first here) must widen; the result is the brute-force one."""
+    from reelsearch.index import library
+
+    monkeypatch.setattr(library, "BIASED_CANDIDATES", 4)
+    root = tmp_path / "many"
+    for i in range(60):
+        write_png(root / f"p{i:02d}.png", seed=100 + i)
+    lib = open_library()
+    lib.sync([root], FakeEmbedder(biased=True), progress=False)
+    truth = {}
+    for rec in lib.videos():
+        data = (root / os.path.basename(rec.path)).read_bytes()
+        truth[rec.path] = (fake_vectors(data)[0], fake_bias(data))
+        assert lib.media(rec.id).bias == pytest.approx(fake_bias(data))
+    assert lib.bias_range() == pytest.approx((min(b for _, b in truth.values()), max(b for _, b in truth.values())))
+    rng = np.random.default_rng(5)
+    reordered = 0
+    for _ in range(20):
+        q = rng.standard_normal(DIM).astype(np.float32)
+        q /= np.linalg.norm(q)
+        want = sorted(truth, key=lambda p: -(float(truth[p][0] @ q) + truth[p][1]))
+        raw = sorted(truth, key=lambda p: -float(truth[p][0] @ q))
+        for k in (1, 3, 10):
+            hits = lib.search(q, k=k)
+            assert [h.path for h in hits] == want[:k]
+            assert [h.score for h in hits] == pytest.approx([float(truth[p][0] @ q) + truth[p][1] for p in want[:k]],
+                                                           abs=1e-5)
+        reordered += raw[:3] != want[:3]
+    assert reordered >= 10  # the biases mattered
+    os.rename(root / "p07.png", root / "moved.png")  # a moved file keeps its bias without being embedded again
+    emb = FakeEmbedder(biased=False)
+    lib.sync([root], emb, progress=False)
+    assert emb.calls == [] and lib.media(lib.find(root / "moved.png")).bias == pytest.approx(
+        fake_bias((root / "moved.png").read_bytes()))
+    write_png(root / "p03.png", seed=999)  # new content, new bias: the next search reads it
+    lib.sync([root], FakeEmbedder(biased=True), progress=False)
+    assert lib.biases([lib.find(root / "p03.png")])[0] == pytest.approx(fake_bias((root / "p03.png").read_bytes()))
+
+
+def test_a_schema_1_index_gains_the_bias_column(tmp_path, folder):
+    """An index written before biases existed (schema 1: no bias column) opens, is migrated in place and searches
+    as before; an index of a newer schema is refused."""
+    from reelsearch.index.library import LibraryError
+
+    import shutil
+
+    from reelsearch.index import library
+
+    with LibraryIndex(tmp_path / "index") as lib:
+        lib.sync([folder], FakeEmbedder(), progress=False)
+    # the same index as schema 1 wrote it: its tables without the bias column, the rows copied over
+    schema_1 = "\n".join(line for line in library._SCHEMA.splitlines() if "bias" not in line)
+    schema_1 = schema_1.replace("vector BLOB NOT NULL,", "vector BLOB NOT NULL")
+    old = tmp_path / "old"
+    old.mkdir()
+    shutil.copy(tmp_path / "index" / FAISS_NAME, old / FAISS_NAME)
+    db = sqlite3.connect(old / SQLITE_NAME)
+    db.executescript(schema_1)
+    db.execute("ATTACH DATABASE ? AS new", (str(tmp_path / "index" / SQLITE_NAME),))
+    columns = ", ".join(r[1] for r in db.execute("PRAGMA main.table_info(videos)"))
+    db.execute(f"INSERT INTO videos SELECT {columns} FROM new.videos")
+    for table in ("meta", "frames", "frame_vectors"):
+        db.execute(f"INSERT INTO {table} SELECT * FROM new.{table}")
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with LibraryIndex(old) as lib:
+        assert lib._meta("schema_version") == "2" and len(lib) == 6 and lib.bias_range() == (0.0, 0.0)
+        q = vectors_of(folder / "img0.png")[0]
+        hits = lib.search(q, k=1)
+        assert hits[0].path == str(folder / "img0.png") and hits[0].score == pytest.approx(1.0, abs=1e-5)
+        lib.sync([folder], FakeEmbedder(), progress=False)  # and it is written as before
+        check_consistent(lib)
+        lib._set_meta("schema_version", 3)
+    with pytest.raises(LibraryError, match="newer reelsearch"):
+        LibraryIndex(old)
 
 
 def test_model_change_reembeds_everything(open_library, folder, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,11 +69,11 @@ def test_the_bank_is_saved_with_the_model_and_refuses_another(tmp_path):
     bank.save(tmp_path / "m")
     loaded = load_model(tmp_path / "m")
     assert loaded.querybank.beta == 15.0 and loaded.querybank.source == "x"
-    np.testing.assert_allclose(loaded.querybank.text, bank.text, atol=1e-3)  # stored as float16
-    from reelsearch.search import Searcher
-
-    with pytest.warns(UserWarning, match="querybank is not applied to searches"):
-        Searcher(tmp_path / "index", loaded).close()
+    # stored as int8 with a scale per row: the offsets move by well under a rank's worth
+    np.testing.assert_allclose(loaded.querybank.text, bank.text, atol=np.abs(bank.text).max() / 254 + 1e-7)
+    videos = _unit(rng, 50, model.row_dim)
+    np.testing.assert_allclose(loaded.querybank.video_offsets(videos), bank.video_offsets(videos), atol=2e-3)
+    assert loaded.querybank.digest() != QueryBank(bank.text, bank.video, 20.0).digest()  # beta counts
     # the same folder with other weights: the bank's offsets would be wrong, and loading says so
     torch.manual_seed(1)
     JointModel(model_config("reelsearch-linear")).save(tmp_path / "m")
@@ -81,6 +82,20 @@ def test_the_bank_is_saved_with_the_model_and_refuses_another(tmp_path):
     (tmp_path / "m" / BANK_FILE).write_bytes(b"not safetensors")
     with pytest.raises(DataFormatError, match="unreadable querybank"):
         load_model(tmp_path / "m")
+
+
+def test_a_float16_bank_of_the_first_format_still_loads(tmp_path):
+    from safetensors.numpy import save_file
+
+    from reelsearch.models.querybank import FORMAT
+
+    rng = np.random.default_rng(2)
+    text, video = _unit(rng, 12, 8), _unit(rng, 3, 8)
+    save_file({"text": text.astype(np.float16), "video": video.astype(np.float16)}, str(tmp_path / BANK_FILE),
+              metadata={"format": FORMAT, "beta": "20.0", "model": "m", "source": "s"})
+    bank = QueryBank.load(tmp_path)
+    np.testing.assert_allclose(bank.text, text, atol=1e-3)
+    np.testing.assert_allclose(bank.video, video, atol=1e-3)
 
 
 def test_only_inner_product_models_take_a_bank():
@@ -136,6 +151,21 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path):
     v2t = retrieval_metrics(s - lse(t @ bank_v.T, 1)[:, None], cap2vid)["v2t"]
     assert t2v["R@1"] == pytest.approx(ev["t2v"]["R@1"]) and v2t["R@1"] == pytest.approx(ev["v2t"]["R@1"])
     assert t2v["MeanR"] == pytest.approx(ev["t2v"]["MeanR"], abs=0.05)
+    # search and annotate rank by the same normalised scores: each video's offset stored when it was indexed
+    from reelsearch.search import Searcher
+
+    off_v, off_c = lse(bank_t @ v.T, 0), lse(t @ bank_v.T, 1)
+    with Searcher(tmp_path / "index", load_model(tmp_path / "qb")) as searcher:
+        searcher.index([str(it.path) for it in val], progress=False, cues=())
+        column = {str(it.path.resolve()): j for j, it in enumerate(val)}
+        for qi in (0, 7, 13):
+            hits = searcher.search(caps[qi], k=len(val), frames=False)
+            got = {column[str(Path(h["path"]).resolve())]: h["score"] for h in hits}
+            assert got == pytest.approx({j: float(s[qi, j] - off_v[j]) for j in range(len(val))}, abs=2e-3)
+            assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+        ranked = searcher.annotate(val[2].path, caps[:10])
+        assert {r["caption"]: r["score"] for r in ranked} == pytest.approx(
+            {caps[i]: float(s[i, 2] - off_c[i]) for i in range(10)}, abs=2e-3)
     # the folder moved elsewhere still has its bank; the bank's split as the report split is refused
     shutil.move(tmp_path / "qb", tmp_path / "moved")
     assert load_model(tmp_path / "moved").querybank is not None

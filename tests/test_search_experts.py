@@ -44,8 +44,10 @@ def test_fuse_experts_by_hand():
         fuse_experts({"a": a}, {"a": 1.0, "b": 1.0})
 
 
-def _library(folder, model, rng):
-    """N_VIDEOS small files (distinct bytes), embedded as random unit rows of the model's width."""
+def _library(folder, model, rng, biased: bool = False):
+    """N_VIDEOS small files (distinct bytes), embedded as random unit rows of the model's width; ``biased``: each with
+    a bias (a querybank offset is a negative one; the library takes any) spread as widely as the scores, so the
+    biases reorder them."""
     media = folder / "media"
     media.mkdir(parents=True)
     rows = {}
@@ -55,7 +57,8 @@ def _library(folder, model, rng):
         frames = rng.standard_normal((3, model.row_dim)).astype(np.float32)
         frames /= np.linalg.norm(frames, axis=1, keepdims=True)
         video = frames.mean(0) / np.linalg.norm(frames.mean(0))
-        rows[str(path)] = EmbeddedMedia(video, frames, np.array([0.0, 1.0, 2.0]), 3.0)
+        bias = float(rng.uniform(-0.3, 0.5)) if biased else 0.0
+        rows[str(path)] = EmbeddedMedia(video, frames, np.array([0.0, 1.0, 2.0]), 3.0, bias=bias)
     lib = LibraryIndex(folder / "index")
     report = lib.sync([media], lambda p: rows[p], model_id="synthetic", progress=False)
     return lib, report
@@ -65,13 +68,13 @@ def _texts(rng, n):
     return [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 5)), replace=False)) for _ in range(n)]
 
 
-@pytest.fixture(scope="module", params=["cosine", "moe", "moe-rank"])
+@pytest.fixture(scope="module", params=["cosine", "moe", "moe-rank", "moe-biased"])
 def library(request, tmp_path_factory):
-    """(model, library, cue index): 2/3 of the videos speak, 1/2 show text."""
+    """(model, library, cue index): 2/3 of the videos speak, 1/2 show text; "-biased": the videos have biases."""
     rng = np.random.default_rng(7)
-    model = small_model(request.param)
+    model = small_model(request.param.removesuffix("-biased"))
     folder = tmp_path_factory.mktemp(f"lib-{request.param}")
-    lib, report = _library(folder, model, rng)
+    lib, report = _library(folder, model, rng, biased=request.param.endswith("-biased"))
     table = {}
     for i, path in enumerate(sorted(report.added)):
         table[path] = {"speech": _texts(rng, 2) if i % 3 else [], "ocr": _texts(rng, 1) if i % 2 else []}
@@ -84,7 +87,8 @@ def library(request, tmp_path_factory):
 
 
 def _exhaustive(model, lib, cues, text, query, p):
-    """Every video's fused score, written out: sum of weight x score (or of weight x rank) per expert."""
+    """Every video's fused score, written out: sum of weight x score (or of weight x rank) per expert, plus the
+    visual weight x the video's bias (read back one video at a time)."""
     ids = [i for chunk, _ in lib.vectors.iter_chunks() for i in chunk]
     vectors = lib.vectors.get(ids)
     sc = cues.scores(text, ids)
@@ -97,6 +101,8 @@ def _exhaustive(model, lib, cues, text, query, p):
         total = -sum(p.weights[e] * rankdata(-rows[e], method="average") for e in rows)
     else:
         total = sum(p.weights[e] * rows[e] for e in rows)
+        if p.visual:
+            total = total + p.visual_weight * np.array([lib.media(i).bias for i in ids])
     return ids, np.asarray(total)
 
 
@@ -123,9 +129,10 @@ def test_candidates_give_the_exhaustive_ranking(library, experts, monkeypatch):
             continue
         kth = total[want[-1]]  # the same videos, up to the order of equal scores at the end
         assert {r.id for r in got if r.score > kth + 1e-4} == {ids[i] for i in want if total[i] > kth + 1e-4}
-        for r in got:  # the breakdown adds up to the fused score (score fusion)
+        for r in got:  # the breakdown adds up to the fused score (score fusion), with the video's bias
             if p.kind == "score":
-                assert sum(p.weights[e] * s for e, s in r.experts.items()) == pytest.approx(r.score, abs=1e-4)
+                bias = p.visual_weight * lib.media(r.id).bias if p.visual else 0.0
+                assert sum(p.weights[e] * s for e, s in r.experts.items()) + bias == pytest.approx(r.score, abs=1e-4)
     if p.threshold and p.visual and model.search_mode == "ann":
         assert min(scored) < N_VIDEOS  # some query was answered from candidates alone
 

@@ -22,7 +22,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,10 +40,12 @@ SQLITE_NAME = "library.sqlite"
 FAISS_NAME = "vectors.faiss.npz"
 MILVUS_LITE_NAME = "vectors.milvus.db"
 LOCK_NAME = ".writer.lock"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: videos.bias
 MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
 CACHE_KIB = 65536
 BACKENDS = ("faiss", "milvus")
+#: The first candidates a biased search re-ranks: what an HNSW search at the default efSearch (128) visits anyway.
+BIASED_CANDIDATES = 128
 
 log = logging.getLogger("reelsearch.index")
 
@@ -63,10 +65,13 @@ CREATE TABLE IF NOT EXISTS videos (
     added_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     gen INTEGER NOT NULL,               -- generation of the commit that last wrote the vector
-    vector BLOB NOT NULL                -- float32 [D], the video-level embedding
+    vector BLOB NOT NULL,               -- float32 [D], the video-level embedding
+    -- bias: added to every query's score of the video (a querybank offset, negated)
+    bias REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS videos_sha256 ON videos (sha256);
 CREATE INDEX IF NOT EXISTS videos_gen ON videos (gen);
+CREATE INDEX IF NOT EXISTS videos_bias ON videos (bias);
 CREATE TABLE IF NOT EXISTS frames (
     video_id INTEGER NOT NULL REFERENCES videos (id) ON DELETE CASCADE,
     idx INTEGER NOT NULL,
@@ -184,17 +189,28 @@ class LibraryIndex:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # reads of random hits without a syscall per page
         self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
-        self._db.executescript(_SCHEMA)
-        version = self._meta("schema_version")
-        if version is None:
-            self._set_meta("schema_version", SCHEMA_VERSION)
-        elif int(version) > SCHEMA_VERSION:
-            raise LibraryError(f"{self.dir / SQLITE_NAME}: written by a newer reelsearch (schema {version})")
+        self._migrate()
+        self._bias_range: tuple[int, tuple[float, float]] | None = None  # (generation, (min, max)) of the biases
+        self._bias_table: tuple[int, np.ndarray] | None = None  # (generation, bias by video id)
         self.vectors: VectorIndex | None = None
         self._loaded_gen = 0  # generation the in-memory vector index reflects
         self.writer_wait: float | None = 0.0  # seconds sync waits for another writer (None: as long as it takes)
         self._writer_depth = 0  # > 0 while this object holds the writer lock
         self.refresh()
+
+    def _migrate(self) -> None:
+        """Create the tables, or bring those of an earlier schema up to this one (1 -> 2: the bias column)."""
+        has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+        version = self._meta("schema_version") if has_meta else None
+        if version is not None and int(version) > SCHEMA_VERSION:
+            raise LibraryError(f"{self.dir / SQLITE_NAME}: written by a newer reelsearch (schema {version})")
+        if version is not None and int(version) < 2:
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(videos)")}
+            if "bias" not in columns:
+                self._db.execute("ALTER TABLE videos ADD COLUMN bias REAL NOT NULL DEFAULT 0")
+        self._db.executescript(_SCHEMA)
+        if version is None or int(version) < SCHEMA_VERSION:
+            self._set_meta("schema_version", SCHEMA_VERSION)
 
     # -- small helpers ---------------------------------------------------------------------------------------
     def _meta(self, key: str) -> str | None:
@@ -530,16 +546,16 @@ class LibraryIndex:
                                (st.st_size, st.st_mtime_ns, row[0]))
                     continue
                 values = (st.st_size, st.st_mtime_ns, digest, media.duration, len(media.timestamps), model_id, now,
-                          gen, media.video_vector.astype(np.float32).tobytes())
+                          gen, media.video_vector.astype(np.float32).tobytes(), float(media.bias))
                 if row is not None:
                     vid = row[0]
                     db.execute("UPDATE videos SET size=?, mtime_ns=?, sha256=?, duration=?, n_frames=?, model_id=?, "
-                               "updated_at=?, gen=?, vector=? WHERE id=?", (*values, vid))
+                               "updated_at=?, gen=?, vector=?, bias=? WHERE id=?", (*values, vid))
                     db.execute("DELETE FROM frames WHERE video_id = ?", (vid,))
                 else:
                     vid = db.execute(
                         "INSERT INTO videos (size, mtime_ns, sha256, duration, n_frames, model_id, updated_at, gen, "
-                        "vector, path, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "vector, bias, path, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (*values, os.fsencode(f), now)).lastrowid
                 thumbs = media.thumbnails or [None] * len(media.timestamps)
                 rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
@@ -568,26 +584,24 @@ class LibraryIndex:
         """The ``k`` best videos for one query embedding [D], best first, each with its best moment.
 
         Videos are ranked by the vector index (inner product), or, with ``score_fn(queries [Q, D], vectors
-        [N, D]) -> [Q, N]`` (e.g. order similarity, which no ANN index serves), by an exact chunked scan.
-        The moment is the timestamp of the frame whose embedding scores highest against the query:
-        ``frame_score_fn`` (default: ``score_fn`` if given, else the inner product).
+        [N, D]) -> [Q, N]`` (e.g. order similarity, which no ANN index serves), by an exact chunked scan; each
+        video's ``bias`` is added to its score (:meth:`ranked`). The moment is the timestamp of the frame whose
+        embedding scores highest against the query: ``frame_score_fn`` (default: ``score_fn`` if given, else the
+        inner product).
         """
         if self.vectors is None or len(self) == 0:
             return []
         q = np.asarray(query, np.float32).reshape(1, -1)
         if q.shape[1] != self.dim:
             raise LibraryError(f"query has {q.shape[1]} dimensions, the index holds {self.dim}-dimensional vectors")
-        if score_fn is not None:
-            ids, scores = self.vectors.scan(q, k, score_fn)
-        else:
-            ids, scores = self.vectors.search(q, k)
+        ids, scores = self.ranked(q, k, score_fn)
         frame_fn = frame_score_fn or score_fn
-        found = [int(i) for i in ids[0]]
+        found = [int(i) for i in ids]
         rows = {r[0]: r[1:] for r in self._db.execute(
             "SELECT v.id, v.path, v.duration, f.vectors, f.times FROM videos v JOIN frame_vectors f "
             f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(found))})", found)}
         hits = []
-        for id_, score in zip(found, scores[0].tolist()[: len(found)], strict=True):
+        for id_, score in zip(found, scores.tolist(), strict=True):
             row = rows.get(id_)
             if row is None:  # committed away after the vector index was read: skip
                 continue
@@ -600,6 +614,54 @@ class LibraryIndex:
                             frame=best, duration=duration, frame_scores=fs if frame_scores else None,
                             timestamps=times if frame_scores else None))
         return hits
+
+    def ranked(self, query: np.ndarray, k: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
+        """(ids, scores) of the ``k`` best videos for ``query`` [1, D]: the vector index's score (inner product, or
+        ``score_fn``'s exact scan) plus each video's bias. With biases that differ, the vector index's top N are
+        re-ranked, N growing (x2) until no video outside them can beat the k-th (its score is at most the N-th
+        score plus the largest bias): as exact as the vector index's own top N."""
+        lo, hi = self.bias_range()
+        total = len(self.vectors)
+        n = k if lo == hi else max(2 * k, BIASED_CANDIDATES)
+        while True:
+            m = min(n, total)
+            found, scores = self.vectors.scan(query, m, score_fn) if score_fn is not None else \
+                self.vectors.search(query, m)
+            ids = list(found[0])
+            raw = np.asarray(scores[0][: len(ids)], np.float64)
+            if lo == hi:
+                return ids[:k], raw[:k] + lo
+            biased = raw + self.biases(ids)
+            order = np.argsort(-biased, kind="stable")[:k]
+            kth = biased[order[-1]] if len(order) == k else -np.inf
+            if m >= total or len(ids) < m or kth >= raw[-1] + hi:
+                return [ids[i] for i in order], biased[order]
+            n *= 2
+
+    def bias_range(self) -> tuple[float, float]:
+        """(smallest, largest) bias of the stored videos ((0, 0) when there are none)."""
+        gen = self.generation
+        if self._bias_range is None or self._bias_range[0] != gen:
+            lo, hi = self._db.execute("SELECT MIN(bias), MAX(bias) FROM videos").fetchone()
+            self._bias_range = (gen, (float(lo or 0.0), float(hi or 0.0)))
+        return self._bias_range[1]
+
+    def biases(self, ids: Sequence[str]) -> np.ndarray:
+        """Each video's bias, in the order of ``ids`` (0 for an id no longer stored). Read from a table of every
+        video's bias, loaded once per generation (at 100,000 videos ~40 ms), so re-ranking a few hundred candidates
+        costs microseconds rather than a SQLite lookup of each."""
+        keys = np.fromiter((int(i) for i in ids), np.int64, len(ids))
+        if self.bias_range() == (0.0, 0.0):
+            return np.zeros(len(keys))
+        gen = self.generation
+        if self._bias_table is None or self._bias_table[0] != gen:
+            rows = np.array(self._db.execute("SELECT id, bias FROM videos").fetchall(), np.float64).reshape(-1, 2)
+            table = np.zeros(int(rows[:, 0].max(initial=0)) + 1)
+            table[rows[:, 0].astype(np.int64)] = rows[:, 1]
+            self._bias_table = (gen, table)
+        table = self._bias_table[1]
+        inside = keys < len(table)
+        return np.where(inside, table[np.where(inside, keys, 0)], 0.0)
 
     def video(self, id_: str) -> VideoRecord:
         """Metadata of one indexed video (KeyError when absent)."""
@@ -627,7 +689,7 @@ class LibraryIndex:
     def media(self, id_: str) -> EmbeddedMedia:
         """Everything stored for one video: vectors (frame vectors as stored, float16 precision), times, thumbs."""
         row = self._db.execute(
-            "SELECT v.vector, v.duration, f.vectors FROM videos v JOIN frame_vectors f ON f.video_id = v.id "
+            "SELECT v.vector, v.duration, f.vectors, v.bias FROM videos v JOIN frame_vectors f ON f.video_id = v.id "
             "WHERE v.id = ?", (int(id_),)).fetchone()
         if row is None:
             raise KeyError(id_)
@@ -637,7 +699,7 @@ class LibraryIndex:
         fv = np.frombuffer(row[2], np.float16).reshape(len(frames), -1).astype(np.float32)
         thumbs = [f[1] for f in frames]
         return EmbeddedMedia(vector, fv, np.array([f[0] for f in frames], np.float64), row[1],
-                             None if any(t is None for t in thumbs) else thumbs)
+                             None if any(t is None for t in thumbs) else thumbs, float(row[3]))
 
     def thumbnail(self, id_: str, frame: int) -> bytes | None:
         """The stored thumbnail of one frame (None when the embedder gave none)."""

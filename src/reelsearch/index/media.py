@@ -23,6 +23,7 @@ class EmbeddedMedia:
 
     ``video_vector`` [D] goes into the vector index; ``frame_vectors`` [T, D] with ``timestamps`` [T] (seconds)
     locate the best moment of a hit; ``thumbnails`` (T encoded JPEG/PNG images, or None) are shown with it.
+    ``bias`` is added to every query's score of the video (a querybank's offset, negated; 0 without one).
     """
 
     video_vector: np.ndarray
@@ -30,6 +31,7 @@ class EmbeddedMedia:
     timestamps: np.ndarray
     duration: float | None = None
     thumbnails: list[bytes] | None = None
+    bias: float = 0.0
 
     def checked(self, dim: int | None) -> EmbeddedMedia:
         """Self with arrays of the right dtypes, or ValueError naming what is inconsistent."""
@@ -44,13 +46,14 @@ class EmbeddedMedia:
             raise ValueError(f"frame vectors must be [T>=1, {v.shape[0]}], got {tuple(np.shape(self.frame_vectors))}")
         if t.shape[0] != f.shape[0]:
             raise ValueError(f"{f.shape[0]} frame vectors but {t.shape[0]} timestamps")
-        if not (np.isfinite(v).all() and np.isfinite(f).all() and np.isfinite(t).all()):
-            raise ValueError("embedding or timestamps contain NaN or infinite values")
+        bias = float(self.bias)
+        if not (np.isfinite(v).all() and np.isfinite(f).all() and np.isfinite(t).all() and np.isfinite(bias)):
+            raise ValueError("embedding, bias or timestamps contain NaN or infinite values")
         if self.thumbnails is not None and len(self.thumbnails) != f.shape[0]:
             raise ValueError(f"{len(self.thumbnails)} thumbnails for {f.shape[0]} frames")
         duration = None if self.duration is None else float(self.duration)
         thumbs = None if self.thumbnails is None else [bytes(b) for b in self.thumbnails]
-        return EmbeddedMedia(v, f, t, duration, thumbs)
+        return EmbeddedMedia(v, f, t, duration, thumbs, bias)
 
 
 @dataclass

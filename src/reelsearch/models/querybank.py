@@ -38,6 +38,22 @@ def _logsumexp_rows(bank: np.ndarray, gallery: np.ndarray, beta: float) -> np.nd
     return out
 
 
+def _quantise_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 rows, float32 [N, 1] scales) with rows ~= int8 * scale (symmetric, per row)."""
+    scale = np.abs(rows).max(axis=1, keepdims=True) / 127.0
+    scale[scale == 0] = 1.0
+    return np.clip(np.round(rows / scale), -127, 127).astype(np.int8), scale.astype(np.float32)
+
+
+def _dequantise_rows(rows: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+    """Rows as float32 (int8 with their scales, or float rows as an earlier version saved them)."""
+    if scale is None:
+        return rows.astype(np.float32)
+    if rows.dtype != np.int8 or scale.shape != (len(rows), 1):
+        raise ValueError(f"int8 rows {rows.dtype} {rows.shape} with scales {scale.shape}")
+    return rows.astype(np.float32) * scale
+
+
 def check_bank_model(model) -> None:
     """ConfigError unless ``model`` scores by an inner product of its rows (what a querybank normalises)."""
     try:
@@ -90,17 +106,30 @@ class QueryBank:
     def describe(self) -> dict:
         return {"beta": self.beta, "captions": len(self.text), "videos": len(self.video), "source": self.source}
 
+    def digest(self) -> str:
+        """A short hash of what the offsets depend on (rows and beta): part of a search index's model id."""
+        import hashlib
+
+        h = hashlib.sha256(repr(float(self.beta)).encode())
+        for rows in (self.text, self.video):
+            h.update(np.ascontiguousarray(rows, np.float32).tobytes())
+        return h.hexdigest()[:16]
+
     # ---- persistence
     def save(self, directory: str | Path) -> Path:
+        """Write ``querybank.safetensors`` in ``directory``: rows as int8 with one float32 scale per row (a quarter
+        of float32; the offsets move by about 1e-4, no Flickr8k dev rank changed at 1,000-30,000 captions)."""
         from safetensors.numpy import save_file
 
         from reelsearch.io import atomic_path
 
         path = Path(directory) / BANK_FILE
+        tensors = {}
+        for key, rows in (("text", self.text), ("video", self.video)):
+            tensors[key], tensors[f"{key}_scale"] = _quantise_rows(rows)
         with atomic_path(path) as tmp:
-            save_file({"text": self.text.astype(np.float16), "video": self.video.astype(np.float16)}, str(tmp),
-                      metadata={"format": FORMAT, "beta": repr(float(self.beta)), "model": self.model,
-                                "source": self.source})
+            save_file(tensors, str(tmp), metadata={"format": FORMAT, "beta": repr(float(self.beta)),
+                                                   "model": self.model, "source": self.source})
         return path
 
     @classmethod
@@ -115,7 +144,8 @@ class QueryBank:
         try:
             with safe_open(str(path), framework="numpy") as f:
                 meta = f.metadata() or {}
-                rows = {k: f.get_tensor(k) for k in ("text", "video")}
+                stored = {k: f.get_tensor(k) for k in f.keys()}
+            rows = {k: _dequantise_rows(stored[k], stored.get(f"{k}_scale")) for k in ("text", "video")}
             if meta.get("format") != FORMAT:
                 raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
             bank = cls(rows["text"], rows["video"], float(meta["beta"]), meta.get("model", ""),

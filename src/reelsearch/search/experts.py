@@ -5,7 +5,8 @@ Experts and their scores for a query and a video:
 
 * the model's experts (a joint model is one, called ``visual``; a mixture's keep their names): each its own
   similarity, weighted by ``weights["visual"]`` times the model's own weight for it (so with the cues left out,
-  the fused score is the model's score times a constant, and the ranking is the model's);
+  the fused score is the model's score times a constant, and the ranking is the model's); a video's bias in the
+  library (its querybank offset, negated) is added with the weight of ``visual``, as the model's score includes it;
 * ``speech`` and ``ocr``: the cue's expert score from the text-cue index (``CueScores.expert``): keyword (BM25,
   k1 = 0) + 2 x meaning (MiniLM cosine above ``SEMANTIC_FLOOR``, rescaled), 0 for a video without that cue.
 
@@ -168,6 +169,8 @@ def fused_search(library, model, cues_index, text: str, query: np.ndarray, cue_q
             rows[c] = np.asarray([[cue_scores[c][where[i]] if i in where else 0.0 for i in ids]], np.float32)
         terms = {e: fuse_experts({e: rows[e]}, {e: p.weights[e]}, p.kind, p.normalize)[0] for e in p.weights}
         fused = fuse_experts(rows, p.weights, p.kind, p.normalize)[0]
+        if p.visual and p.kind == "score":  # each video's bias (a querybank's offset) is part of the model's score
+            fused = fused + p.visual_weight * library.biases(ids)
         order = np.argsort(-fused, kind="stable")
         if not p.visual:  # text alone: only videos with evidence
             order = order[fused[order] > 0]
@@ -195,7 +198,7 @@ def _candidates(library, model, query, p: Plan, cue_scores, sc: CueScores | None
         else:
             found, scores = library.vectors.scan(query[:1], n, model.score)
         ids = list(found[0])
-        nth = float(scores[0, n - 1])  # the model's score: its experts' weighted sum
+        nth = float(scores[0, n - 1]) + library.bias_range()[1]  # the model's score (its experts' weighted sum) + bias
         bound += p.visual_weight * nth if np.isfinite(nth) else -np.inf
     for c in p.cues:
         s = cue_scores[c]

@@ -41,8 +41,10 @@ class Searcher:
     mixture). Media are decoded and their features extracted by the model's own feature recipe. ``index_dir``
     defaults to the user's data directory. ``int8_text``: True encodes queries with int8 MiniLM (about 1.4x faster
     on a CPU, embeddings slightly off float32 and dependent on what is batched with them; docs/search.md), False
-    float32 (as trained), None (default) leaves a loaded model as it is (a name or path loads float32). Methods are
-    safe to call from several threads (one lock around the model and the index).
+    float32 (as trained), None (default) leaves a loaded model as it is (a name or path loads float32). A model
+    with a querybank (``reelsearch.models.querybank``) ranks by its normalised scores, as ``reelsearch eval`` does:
+    each video's offset is stored when it is indexed (the library's bias), each caption's is computed when
+    ``annotate`` ranks it. Methods are safe to call from several threads (one lock around the model and the index).
     """
 
     def __init__(self, index_dir: str | Path | None = None, model="default", *, backend: str = "faiss",
@@ -57,12 +59,6 @@ class Searcher:
 
             model = load_model(model)
         self.model = model.eval()
-        if getattr(self.model, "querybank", None) is not None:
-            import warnings
-
-            warnings.warn("the model's querybank is not applied to searches (they rank by its raw scores); "
-                          "`reelsearch eval` applies it (docs/evaluation.md, querybank normalisation)", UserWarning,
-                          stacklevel=2)
         if int8_text is not None:
             self.model.use_int8_text(int8_text)
         self.embedder = MediaEmbedder(self.model, device=device)
@@ -315,7 +311,9 @@ class Searcher:
         with self.lock, torch.no_grad():
             video = VideoEmbeddings(np.asarray(media.video_vector, np.float32)[None], [media.frame_vectors])
             scores = self.model.score(queries, video, axis=0)
-        column = np.asarray(scores, np.float64)[:, 0]
+            bank = getattr(self.model, "querybank", None)
+            offsets = bank.caption_offsets(self.model.ann_query(queries)) if bank is not None else 0.0
+        column = np.asarray(scores, np.float64)[:, 0] - offsets
         order = sorted(range(len(captions)), key=lambda i: (-column[i], i))
         return [{"caption": captions[i], "score": float(column[i])} for i in order]
 

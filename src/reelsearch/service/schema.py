@@ -69,7 +69,9 @@ class Result(BaseModel):
     name: str = Field(description="Display form of the file's name.")
     path_b64: str = Field(description="The path's exact bytes, base64.")
     kind: Literal["video", "image"]
-    score: float = Field(description="The fused score of the experts (weighted sum, or rank fusion).")
+    score: float = Field(description="The fused score of the experts (weighted sum, or rank fusion); a model with a "
+                                     "querybank subtracts the video's offset (scores are then mostly negative: only "
+                                     "their order within one query means anything).")
     moment: float = Field(description="Seconds: the best-matching frame, or the matched words when a text cue "
                                       "outweighs the picture.")
     frame: int = Field(description="Index of the best-matching frame (the one nearest the moment).")
