@@ -267,11 +267,10 @@ def test_biases_are_added_to_the_scores_exactly(open_library, tmp_path, monkeypa
 def test_a_schema_1_index_gains_the_bias_column(tmp_path, folder):
     """An index written before biases existed (schema 1: no bias column) opens, is migrated in place and searches
     as before; an index of a newer schema is refused."""
-    from reelsearch.index.library import LibraryError
-
     import shutil
 
     from reelsearch.index import library
+    from reelsearch.index.library import LibraryError
 
     with LibraryIndex(tmp_path / "index") as lib:
         lib.sync([folder], FakeEmbedder(), progress=False)

@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
                   int8_text=int8_text, querybank=querybank, **opts)
         model = re.sub(r"[^A-Za-z0-9_.-]+", "_", res.get("model") or "model")
         precision = "-int8" if res.get("text_precision") == "int8" else ""
-        precision += "-qb" if "querybank" in res else ""
+        precision += "" if querybank else "-raw"  # --no-querybank: not what the model ranks by
         target = out or Path(f"eval-{model}-{res['data'].split(':', 1)[0]}-{res['split']}{precision}.json")
         try:
             atomic_write_json(target, res)
