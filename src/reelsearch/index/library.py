@@ -190,8 +190,8 @@ class LibraryIndex:
         self._db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # reads of random hits without a syscall per page
         self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         self._migrate()
-        self._bias_range: tuple[int, tuple[float, float]] | None = None  # (generation, (min, max)) of the biases
-        self._bias_table: tuple[int, np.ndarray] | None = None  # (generation, bias by video id)
+        # (generation, (min, max) of the biases, bias by video id or None until a biased search needs it)
+        self._bias_state: tuple[int, tuple[float, float], np.ndarray | None] | None = None
         self.vectors: VectorIndex | None = None
         self._loaded_gen = 0  # generation the in-memory vector index reflects
         self.writer_wait: float | None = 0.0  # seconds sync waits for another writer (None: as long as it takes)
@@ -638,28 +638,34 @@ class LibraryIndex:
                 return [ids[i] for i in order], biased[order]
             n *= 2
 
+    def _biases_now(self, table: bool = False) -> tuple[tuple[float, float], np.ndarray | None]:
+        """((min, max) bias, bias by video id when ``table`` and the biases differ, else None) of the current
+        generation: the range from the ``bias`` index, the table (all rows; ~40 ms at 100,000 videos) loaded once per
+        generation when first asked."""
+        gen = self.generation
+        if self._bias_state is None or self._bias_state[0] != gen:
+            lo, hi = self._db.execute("SELECT MIN(bias), MAX(bias) FROM videos").fetchone()
+            self._bias_state = (gen, (float(lo or 0.0), float(hi or 0.0)), None)
+        _, span, by_id = self._bias_state
+        if table and by_id is None and span[0] != span[1]:
+            rows = np.array(self._db.execute("SELECT id, bias FROM videos").fetchall(), np.float64).reshape(-1, 2)
+            by_id = np.zeros(int(rows[:, 0].max(initial=0)) + 1)
+            by_id[rows[:, 0].astype(np.int64)] = rows[:, 1]
+            self._bias_state = (gen, span, by_id)
+        return span, by_id
+
     def bias_range(self) -> tuple[float, float]:
         """(smallest, largest) bias of the stored videos ((0, 0) when there are none)."""
-        gen = self.generation
-        if self._bias_range is None or self._bias_range[0] != gen:
-            lo, hi = self._db.execute("SELECT MIN(bias), MAX(bias) FROM videos").fetchone()
-            self._bias_range = (gen, (float(lo or 0.0), float(hi or 0.0)))
-        return self._bias_range[1]
+        return self._biases_now()[0]
 
     def biases(self, ids: Sequence[str]) -> np.ndarray:
-        """Each video's bias, in the order of ``ids`` (0 for an id no longer stored). Read from a table of every
-        video's bias, loaded once per generation (at 100,000 videos ~40 ms), so re-ranking a few hundred candidates
-        costs microseconds rather than a SQLite lookup of each."""
+        """Each video's bias, in the order of ``ids`` (0 for an id no longer stored), from a table of every video's
+        bias loaded once per generation: re-ranking a few hundred candidates costs microseconds, not a SQLite
+        lookup of each."""
         keys = np.fromiter((int(i) for i in ids), np.int64, len(ids))
-        if self.bias_range() == (0.0, 0.0):
-            return np.zeros(len(keys))
-        gen = self.generation
-        if self._bias_table is None or self._bias_table[0] != gen:
-            rows = np.array(self._db.execute("SELECT id, bias FROM videos").fetchall(), np.float64).reshape(-1, 2)
-            table = np.zeros(int(rows[:, 0].max(initial=0)) + 1)
-            table[rows[:, 0].astype(np.int64)] = rows[:, 1]
-            self._bias_table = (gen, table)
-        table = self._bias_table[1]
+        span, table = self._biases_now(table=True)
+        if table is None:  # every video has the same bias
+            return np.full(len(keys), span[0])
         inside = keys < len(table)
         return np.where(inside, table[np.where(inside, keys, 0)], 0.0)
 
