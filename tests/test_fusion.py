@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from rank_bounds import assert_metrics_within, metric_ranges
 from reelsearch.errors import ReelsearchError
-from reelsearch.evaluation import retrieval_metrics
+from reelsearch.evaluation.evaluator import RetrievalEvaluator
 from reelsearch.features.caches import DatasetSource
 from reelsearch.models import load_model
 from reelsearch.training.fusion import fuse
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def runs(tmp_path_factory):
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("fuse")
-    manifest, store = make_dataset(root / "toy")
+    manifest, store = make_dataset(root / "toy", distinct=True)
     for name in ("torabi-m1", "mithun-expert"):
         train(name, f"manifest:{manifest}", root / name, features=store, overrides=small(name, epochs=2),
               progress=False)
@@ -46,27 +47,37 @@ def _matrix(run: Path, manifest: Path, store: Path) -> tuple[np.ndarray, np.ndar
 
 
 def test_fused_scores_are_the_weighted_sum_and_tuning_never_loses(runs, tmp_path):
+    """The fused metrics are those of Mithun Eq. 4 computed here from each model's tensor path. The two paths agree
+    to about 1e-7, and a two-epoch toy has near-tied scores that such a difference can reorder, so the metrics are
+    checked against their range over every way a near-tie could break (tests/rank_bounds.py), never for equality."""
     root, manifest, store = runs
     a, cap2vid = _matrix(root / "torabi-m1", manifest, store)
     b, _ = _matrix(root / "mithun-expert", manifest, store)
     rep = fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "moe", weights=[1.0, 0.5],
                data=f"manifest:{manifest}", features=store, progress=False)
     assert rep["experts"] == ["torabi-m1", "mithun-expert"] and rep["split"] == "val"
-    expected = retrieval_metrics(a + 0.5 * b, cap2vid)  # Mithun Eq. 4, computed here independently
-    assert rep["result"]["RSum"] == pytest.approx(expected["RSum"])
-    assert rep["experts_alone"]["torabi-m1"]["RSum"] == pytest.approx(retrieval_metrics(a, cap2vid)["RSum"])
-    # the saved mixture reproduces the report through `eval`
+    # the evaluator's matrices are the tensor path's, within rounding
+    moe = load_model(tmp_path / "moe")
+    source, _ = DatasetSource.open(f"manifest:{manifest}", store)
+    evaluator = RetrievalEvaluator(model_pairs(moe, source, "val", "cpu", progress=False))
+    sims = evaluator.expert_scores(moe)
+    np.testing.assert_allclose(sims["torabi-m1"], a, atol=1e-5)
+    np.testing.assert_allclose(sims["mithun-expert"], b, atol=1e-5)
+    np.testing.assert_allclose(moe.score(*evaluator._embed(moe)), a + 0.5 * b, atol=1e-5)
+    assert_metrics_within(rep["result"], a + 0.5 * b, cap2vid)  # Mithun Eq. 4, computed here independently
+    assert_metrics_within(rep["experts_alone"]["torabi-m1"], a, cap2vid)
+    # the saved mixture reproduces the report through `eval` (the same path: equal to the bit)
     again = evaluate(tmp_path / "moe", f"manifest:{manifest}", split="val", features=store, progress=False)
-    assert again["RSum"] == pytest.approx(rep["result"]["RSum"])
+    assert again["RSum"] == rep["result"]["RSum"]
 
     tuned = fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "tuned", data=f"manifest:{manifest}",
                  features=store, tune=True, progress=False)
     w = tuned["fusion"]["weights"]
     assert w["torabi-m1"] == 1.0 and tuned["trials"] == 6  # grid of 7, all-zero skipped
-    best = retrieval_metrics(a + w["mithun-expert"] * b, cap2vid)["RSum"]
-    assert tuned["result"]["RSum"] == pytest.approx(best)
-    for other in (0.25, 0.5, 1.0, 2.0):
-        assert best >= retrieval_metrics(a + other * b, cap2vid)["RSum"] - 1e-9
+    assert_metrics_within(tuned["result"], a + w["mithun-expert"] * b, cap2vid)
+    best_high = metric_ranges(a + w["mithun-expert"] * b, cap2vid)["RSum"][1]
+    for other in (0.25, 0.5, 1.0, 2.0):  # no other weight is surely better
+        assert best_high >= metric_ranges(a + other * b, cap2vid)["RSum"][0]
 
     rank = fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "rank", kind="rank",
                 data=f"manifest:{manifest}", features=store, progress=False)

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rank_bounds import assert_metrics_within
 from test_cold_cache import cli, flickr_manifest
 
 torch = pytest.importorskip("torch")
 from reelsearch.errors import ConfigError, DataFormatError  # noqa: E402
-from reelsearch.evaluation.ranking import retrieval_metrics  # noqa: E402
 from reelsearch.models.querybank import BANK_FILE, QueryBank  # noqa: E402
 
 
@@ -147,10 +147,9 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path):
     bank_v = model.encode_video([str(it.path) for it in train]).video
     s = t @ v.T
     lse = lambda x, axis: np.log(np.exp(20.0 * x).sum(axis=axis)) / 20.0  # noqa: E731
-    t2v = retrieval_metrics(s - lse(bank_t @ v.T, 0)[None, :], cap2vid)["t2v"]
-    v2t = retrieval_metrics(s - lse(t @ bank_v.T, 1)[:, None], cap2vid)["v2t"]
-    assert t2v["R@1"] == pytest.approx(ev["t2v"]["R@1"]) and v2t["R@1"] == pytest.approx(ev["v2t"]["R@1"])
-    assert t2v["MeanR"] == pytest.approx(ev["t2v"]["MeanR"], abs=0.05)
+    # (the CLI's path and this one agree to rounding: metrics checked against their range over near-ties)
+    assert_metrics_within(ev, s - lse(bank_t @ v.T, 0)[None, :], cap2vid, directions=("t2v",))
+    assert_metrics_within(ev, s - lse(t @ bank_v.T, 1)[:, None], cap2vid, directions=("v2t",))
     # search and annotate rank by the same normalised scores: each video's offset stored when it was indexed
     from reelsearch.search import Searcher
 

@@ -27,9 +27,11 @@ def synthetic_recipe(dim: int = 32):
 
 
 def make_dataset(root: Path, n_train: int = 240, n_val: int = 60, dim: int = 32, seed: int = 0,
-                 max_frames: int = 5) -> tuple[Path, Path]:
+                 max_frames: int = 5, distinct: bool = False) -> tuple[Path, Path]:
     """Write ``root/manifest.jsonl`` and the FeatureStore ``root/features``; return (manifest, store).
-    ``max_frames=1`` makes images (one-frame videos)."""
+    ``max_frames=1`` makes images (one-frame videos). ``distinct``: no two videos share a (subject, action, place)
+    and every caption names all three, so no two captions are the same (identical captions score exactly alike,
+    ties that rounding breaks one way or the other)."""
     from reelsearch.features.store import FeatureStore
 
     rng = np.random.default_rng(seed)
@@ -38,14 +40,19 @@ def make_dataset(root: Path, n_train: int = 240, n_val: int = 60, dim: int = 32,
     root.mkdir(parents=True, exist_ok=True)
     store = FeatureStore(root / "features")
     lines = []
+    combos = rng.permutation(k ** 3)[: n_train + n_val] if distinct else None
     with store.writer("appearance", dim, dtype="float32", recipe=synthetic_recipe(dim)) as w:
         for i in range(n_train + n_val):
             s, a, p = rng.integers(k), rng.integers(k), rng.integers(k)
+            if distinct:
+                s, a, p = np.unravel_index(combos[i], (k, k, k))
             t = int(rng.integers(1, max_frames + 1))
             feats = protos[(s, a)] + 0.3 * rng.normal(size=(t, dim)) + 0.5 * np.eye(dim)[p % dim]
             key = f"v{i:04d}"
             w.add(key, feats.astype(np.float32))
             caps = [f"a {SUBJECTS[s]} {ACTIONS[a]} near the {PLACES[p]}", f"the {SUBJECTS[s]} {ACTIONS[a]}"]
+            if distinct:
+                caps[1] += f" in the {PLACES[p]}"
             lines.append({"id": key, "path": None, "captions": caps, "split": "train" if i < n_train else "val"})
     manifest = root / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
