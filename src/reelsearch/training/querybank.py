@@ -37,8 +37,6 @@ def make_querybank(checkpoint, data: str, out: str | Path, split: str = "train",
     """Build the querybank of ``checkpoint`` from ``data``'s ``split``, save the model with it at ``out`` and
     return the report (also ``out/querybank.json``): the bank and, with ``evaluate``, the model's raw and
     normalised metrics on ``val_split`` (default: val or dev; never the bank's split)."""
-    import shutil
-
     from reelsearch.errors import ReelsearchError
     from reelsearch.features.caches import DatasetSource
     from reelsearch.io import atomic_write_json
@@ -55,11 +53,10 @@ def make_querybank(checkpoint, data: str, out: str | Path, split: str = "train",
                               "queries (pass --val-split)")
     bank = build_querybank(model, source, split, beta, max_captions, max_videos, seed, device, progress)
     out = Path(out)
-    if out.resolve() != directory.resolve():
-        if out.exists() and any(out.iterdir()):
-            raise ReelsearchError(f"{out}: exists and is not empty; pass a new folder or the model's own")
-        shutil.copytree(directory, out, dirs_exist_ok=True)
-    bank.save(out)
+    if out.resolve() != directory.resolve() and out.exists() and any(out.iterdir()):
+        raise ReelsearchError(f"{out}: exists and is not empty; pass a new folder or the model's own")
+    model.querybank = bank
+    model.save(out)  # the bank is a part of the model
     report = {"model": str(checkpoint), "data": source.label, "split": split, "val_split": val_split,
               "querybank": bank.describe()}
     if evaluate and val_split is not None:
