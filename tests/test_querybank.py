@@ -129,6 +129,13 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     rep = json.loads(res.stdout)
     assert rep["querybank"]["captions"] == 24 * 5 and rep["querybank"]["videos"] == 24
+    # a run folder: the model with its bank in best/, the report beside it (never in the model folder)
+    assert json.loads((tmp_path / "qb" / "querybank.json").read_text()) == rep
+    assert sorted(p.name for p in (tmp_path / "qb" / "best").iterdir()) == [
+        "config.json", "model.safetensors", BANK_FILE, "reelsearch.json"]
+    into_model = cli("querybank", tmp_path / "model", "--data", f"manifest:{manifest}", "--out", tmp_path / "model",
+                     cache=cache)
+    assert into_model.returncode == 2 and "a model folder; pass a run folder" in into_model.stderr
     assert rep["split"] == "train" and rep["val_split"] == "val"
     # eval of the saved model applies the bank; --no-querybank gives the raw scores of the same model
     ev = json.loads(cli("eval", tmp_path / "qb", "--data", f"manifest:{manifest}", "--json", "--out",
