@@ -69,6 +69,20 @@ def photos():
     return [str(root / "images" / n) for n in names], [c for n in names for c in captions[n][:2]]
 
 
+def test_the_bundled_default_is_a_manifest_folder_of_parts_only():
+    directory = default_model_dir()
+    manifest = _manifest(directory)
+    assert manifest["format"] == "reelsearch.model" and manifest["model"] == "mixture-of-experts"
+    assert [(e["kind"], e.get("name")) for e in manifest["parts"]] == [
+        ("config", None), ("expert", "lite0"), ("expert", "lite2"), ("querybank", None), ("model-card", None)]
+    for expert in ("lite0", "lite2"):
+        kinds = [(e["kind"], e["files"]) for e in _manifest(directory / "experts" / expert)["parts"]]
+        assert kinds == [("config", ["config.json"]), ("weights", ["model.safetensors"]),
+                         ("cnn-tail", ["tail-appearance.safetensors"])]
+    # no report (tune.json, querybank.json) and nothing else: every file is a part the manifests name
+    assert _files(directory) == _named_files(directory)
+
+
 def test_a_loaded_model_saved_again_keeps_every_part_and_scores_the_same(photos, tmp_path):
     paths, captions = photos
     default = load_model("default")
