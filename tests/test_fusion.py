@@ -81,12 +81,16 @@ def test_fused_scores_are_the_weighted_sum_and_tuning_never_loses(runs, tmp_path
 
     rank = fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "rank", kind="rank",
                 data=f"manifest:{manifest}", features=store, progress=False)
-    assert rank["result"]["RSum"] > 0 and (tmp_path / "rank" / "moe.json").is_file()
+    assert rank["result"]["RSum"] > 0 and (tmp_path / "rank" / "best" / "moe.json").is_file()
 
 
 def test_a_score_fused_mixture_nests_by_its_experts(runs, tmp_path):
     root, manifest, store = runs
     fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "inner", weights=[1.0, 0.5])
+    # a run folder: the mixture in best/, the report beside it, never in the model folder
+    inner = tmp_path / "inner"
+    assert (inner / "fusion.json").is_file() and (inner / "best" / "reelsearch.json").is_file()
+    assert not (inner / "best" / "fusion.json").exists()
     rep = fuse([tmp_path / "inner", root / "torabi-m1"], tmp_path / "outer")
     assert rep["experts"] == ["torabi-m1", "mithun-expert", "torabi-m1-2"]
     assert rep["fusion"]["weights"] == {"torabi-m1": 1.0, "mithun-expert": 0.5, "torabi-m1-2": 1.0}

@@ -169,10 +169,14 @@ def test_save_load_round_trip_without_pickle(name, tmp_path):
     with torch.no_grad():
         before = model(tb, vb)
     model.save(tmp_path / "m")
-    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors",
+                                                                  "reelsearch.json"]
+    manifest = json.loads((tmp_path / "m" / "reelsearch.json").read_text())
+    assert manifest["model"] == "joint-model" and manifest["parts"] == [
+        {"kind": "config", "files": ["config.json"]}, {"kind": "weights", "files": ["model.safetensors"]}]
     umask = os.umask(0o022)
     os.umask(umask)
-    for file in ("config.json", "model.safetensors"):  # shareable as any file (safetensors once left 0600)
+    for file in ("config.json", "model.safetensors", "reelsearch.json"):  # shareable (safetensors once left 0600)
         assert stat.S_IMODE((tmp_path / "m" / file).stat().st_mode) == 0o666 & ~umask, file
     raw = (tmp_path / "m" / "model.safetensors").read_bytes()
     header_len = struct.unpack("<Q", raw[:8])[0]
@@ -191,7 +195,7 @@ def test_save_load_round_trip_without_pickle(name, tmp_path):
 
 
 def test_load_reports_bad_directories(tmp_path):
-    with pytest.raises(DataFormatError, match="config.json"):
+    with pytest.raises(DataFormatError, match="reelsearch.json: missing"):
         JointModel.load(tmp_path)
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(DataFormatError, match="invalid JSON"):

@@ -63,10 +63,10 @@ def test_the_bank_is_saved_with_the_model_and_refuses_another(tmp_path):
 
     torch.manual_seed(0)
     model = JointModel(model_config("reelsearch-linear"))
-    model.save(tmp_path / "m")
     rng = np.random.default_rng(1)
     bank = QueryBank(_unit(rng, 20, model.row_dim), _unit(rng, 4, model.row_dim), 15.0, model.fingerprint(), "x")
-    bank.save(tmp_path / "m")
+    model.querybank = bank
+    model.save(tmp_path / "m")  # a part of the model: saved with it, loaded with it
     loaded = load_model(tmp_path / "m")
     assert loaded.querybank.beta == 15.0 and loaded.querybank.source == "x"
     # stored as int8 with a scale per row: the offsets move by well under a rank's worth
@@ -76,7 +76,8 @@ def test_the_bank_is_saved_with_the_model_and_refuses_another(tmp_path):
     assert loaded.querybank.digest() != QueryBank(bank.text, bank.video, 20.0).digest()  # beta counts
     # the same folder with other weights: the bank's offsets would be wrong, and loading says so
     torch.manual_seed(1)
-    JointModel(model_config("reelsearch-linear")).save(tmp_path / "m")
+    JointModel(model_config("reelsearch-linear")).save(tmp_path / "other")
+    shutil.copyfile(tmp_path / "other" / "model.safetensors", tmp_path / "m" / "model.safetensors")
     with pytest.raises(DataFormatError, match=f"{BANK_FILE}.*another model"):
         load_model(tmp_path / "m")
     (tmp_path / "m" / BANK_FILE).write_bytes(b"not safetensors")
@@ -93,7 +94,7 @@ def test_a_float16_bank_of_the_first_format_still_loads(tmp_path):
     text, video = _unit(rng, 12, 8), _unit(rng, 3, 8)
     save_file({"text": text.astype(np.float16), "video": video.astype(np.float16)}, str(tmp_path / BANK_FILE),
               metadata={"format": FORMAT, "beta": "20.0", "model": "m", "source": "s"})
-    bank = QueryBank.load(tmp_path)
+    bank = QueryBank.load(tmp_path, {"kind": "querybank", "files": [BANK_FILE]})
     np.testing.assert_allclose(bank.text, text, atol=1e-3)
     np.testing.assert_allclose(bank.video, video, atol=1e-3)
 
@@ -128,6 +129,13 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     rep = json.loads(res.stdout)
     assert rep["querybank"]["captions"] == 24 * 5 and rep["querybank"]["videos"] == 24
+    # a run folder: the model with its bank in best/, the report beside it (never in the model folder)
+    assert json.loads((tmp_path / "qb" / "querybank.json").read_text()) == rep
+    assert sorted(p.name for p in (tmp_path / "qb" / "best").iterdir()) == [
+        "config.json", "model.safetensors", BANK_FILE, "reelsearch.json"]
+    into_model = cli("querybank", tmp_path / "model", "--data", f"manifest:{manifest}", "--out", tmp_path / "model",
+                     cache=cache)
+    assert into_model.returncode == 2 and "a model folder; pass a run folder" in into_model.stderr
     assert rep["split"] == "train" and rep["val_split"] == "val"
     # eval of the saved model applies the bank; --no-querybank gives the raw scores of the same model
     ev = json.loads(cli("eval", tmp_path / "qb", "--data", f"manifest:{manifest}", "--json", "--out",

@@ -36,7 +36,7 @@ def test_train_m1_learns_and_saves_checkpoint(dataset, tmp_path):
     assert best["RSum"] > 150, best  # chance on 60 videos is RSum ~ 50
     assert summary["best_epoch"] >= 2
     files = sorted(p.name for p in (tmp_path / "run" / "best").iterdir())
-    assert files == ["config.json", "model.safetensors"]
+    assert files == ["config.json", "model.safetensors", "reelsearch.json"]
     log = (tmp_path / "run" / "log.csv").read_text().splitlines()
     assert len(log) == 7 and log[0].startswith("epoch,train_loss")
     assert (tmp_path / "run" / "curves.png").stat().st_size > 1000

@@ -103,8 +103,8 @@ def _register_querybank(app: typer.Typer) -> None:
         checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
         data: str = typer.Option(..., "--data", help="The training data as FORMAT:ROOT, e.g. "
                                  "flickr8k:../shared/data/flickr8k."),
-        out: Path = typer.Option(..., "--out", help="Where to save the model with its querybank (may be "
-                                 "CHECKPOINT itself)."),
+        out: Path = typer.Option(..., "--out", help="Run folder: the model with its querybank goes to OUT/best/, "
+                                 "the report to OUT/querybank.json (a new folder, or CHECKPOINT's own run)."),
         split: str = typer.Option("train", "--split", help="The split whose captions and videos form the bank "
                                   "(training queries: never the split you report on)."),
         beta: float = typer.Option(20.0, "--beta", help="Inverse temperature of the inverted softmax (20: the "
@@ -140,7 +140,7 @@ def _register_querybank(app: typer.Typer) -> None:
                 res = rep[what]
                 typer.echo(f"{what} on {rep['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
                            f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
-        typer.echo(f"saved: {out}")
+        typer.echo(f"saved: {out / 'best'} (report: {out / 'querybank.json'})")
 
 
 def _register_tune_cnn(app: typer.Typer) -> None:
@@ -195,7 +195,8 @@ def _register_fuse(app: typer.Typer) -> None:
     @app.command("fuse")
     def fuse(
         checkpoints: list[str] = typer.Argument(..., help="Two or more model or run directories (the experts)."),
-        out: Path = typer.Option(..., "--out", help="Where to save the mixture (moe.json + experts/ + fusion.json)."),
+        out: Path = typer.Option(..., "--out", help="Run folder: the mixture goes to OUT/best/, the "
+                                 "report to OUT/fusion.json."),
         kind: str = typer.Option("score", "--kind", help="score (weighted sum, Mithun Eq. 4) or rank fusion."),
         weights: str | None = typer.Option(None, "--weights", help="Comma-separated, one per expert "
                                            "(default 1 each; a nested mixture keeps its own)."),
@@ -236,7 +237,7 @@ def _register_fuse(app: typer.Typer) -> None:
             for name, res in rep["experts_alone"].items():
                 typer.echo(f"{name} alone: RSum {res['RSum']:.1f}")
             typer.echo(format_table(rep["result"]))
-        typer.echo(f"saved: {out}")
+        typer.echo(f"saved: {out / 'best'} (report: {out / 'fusion.json'})")
 
 
 def _set_threads(threads: int | None) -> None:

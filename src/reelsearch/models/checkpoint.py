@@ -1,12 +1,16 @@
-"""Load any saved model directory: a JointModel, a MixtureOfExperts, or a training run's folder."""
+"""Find and load a saved model: a model folder (``reelsearch.models.folder``), a training run's folder, or the model
+bundled with the package; and where a command that derives a model puts it and its report."""
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
 import torch
 
 from reelsearch.errors import ReelsearchError
+
+from .folder import is_model_folder, read_model
 
 #: Name that resolves to the model bundled with the package (src/reelsearch/assets/default-model/).
 DEFAULT_MODEL = "default"
@@ -14,17 +18,15 @@ DEFAULT_MODEL = "default"
 
 def default_model_dir() -> Path:
     """The bundled default model's directory (ReelsearchError when this installation does not include it)."""
-    from importlib.resources import files
-
     directory = Path(str(files("reelsearch") / "assets" / "default-model"))
-    if not ((directory / "config.json").is_file() or (directory / "moe.json").is_file()):
+    if not is_model_folder(directory):
         raise ReelsearchError(f"the bundled default model is missing ({directory}); reinstall reelsearch or pass "
                               "a model directory (--model PATH)")
     return directory
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """The model directory behind ``path``: itself, or a training run's ``best/`` (then ``last/``).
+    """The model folder behind ``path``: itself, or a training run's ``best/`` (then ``last/``).
 
     ``"default"`` (when no such folder exists here) is the model bundled with the package.
     """
@@ -32,25 +34,26 @@ def resolve_checkpoint(path: str | Path) -> Path:
         return default_model_dir()
     path = Path(path)
     for cand in (path, path / "best", path / "last"):
-        if (cand / "config.json").is_file() or (cand / "moe.json").is_file():
+        if is_model_folder(cand):
             return cand
     if not path.exists():
         raise ReelsearchError(f"{path}: no such checkpoint")
-    raise ReelsearchError(f"{path}: not a reelsearch model directory (no config.json or moe.json, "
-                          "nor a training run with best/ or last/)")
+    raise ReelsearchError(f"{path}: not a reelsearch model directory (no reelsearch.json, nor an earlier version's "
+                          "config.json or moe.json, nor a training run with best/ or last/)")
 
 
 def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
-    """Load the model saved at ``path`` (see :func:`resolve_checkpoint`), in eval mode, with its querybank
-    (``reelsearch.models.querybank``) when the folder has one."""
-    from .ensemble import MOE_FILE, MixtureOfExperts
-    from .joint import JointModel
-    from .querybank import QueryBank
+    """Load the model saved at ``path`` (see :func:`resolve_checkpoint`) with every part its folder names (its
+    querybank, ``reelsearch.models.querybank``, included), in eval mode."""
+    return read_model(resolve_checkpoint(path), map_location)
 
-    directory = resolve_checkpoint(path)
-    if (directory / MOE_FILE).is_file():
-        model = MixtureOfExperts.load(directory, map_location)
-    else:
-        model = JointModel.load(directory, map_location)
-    model.querybank = QueryBank.load(directory, model)
-    return model
+
+def run_model_dir(out: str | Path) -> Path:
+    """``OUT/best``: where a command that derives a model (``fuse``, ``querybank``) saves it, its report going to
+    the run folder ``OUT`` beside it, as ``train`` does; ReelsearchError when ``OUT`` is a model folder itself (a
+    report never goes into one)."""
+    out = Path(out)
+    if is_model_folder(out):
+        raise ReelsearchError(f"{out}: a model folder; pass a run folder instead (the model goes to {out}/best/, the "
+                              "report beside it)")
+    return out / "best"

@@ -10,29 +10,29 @@ It has the interface of every model (``reelsearch.models.interface``): caption e
 experts' side by side. Features are named by modality; when two experts read the same modality made differently
 (e.g. EfficientNet-Lite0 and Lite2 appearance), the second one's is named ``MODALITY@EXPERT``.
 
-Saved as a directory: ``moe.json`` (names, fusion) and ``experts/<name>/`` (each a JointModel directory).
+Saved as a model folder (``reelsearch.models.folder``): ``moe.json`` (names, fusion) and ``experts/<name>/`` (each
+a model folder of its own).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import torch
 from torch import nn
 
 from reelsearch.config import config_to_dict
 from reelsearch.config.schema import FusionConfig, modalities_of
 from reelsearch.config.typed import from_dict
-from reelsearch.errors import ConfigError
-from reelsearch.io import atomic_write_json
+from reelsearch.errors import ConfigError, DataFormatError
 
+from .folder import Expert, model_kind
 from .interface import EmbeddingModel, VideoEmbeddings, as_rows
-from .joint import JointModel, read_model_json
+from .joint import JointModel
+from .parts import MOE_FILE, ConfigPart
 
-MOE_FILE, FORMAT = "moe.json", "reelsearch.mixture-of-experts"
+FORMAT = "reelsearch.mixture-of-experts"
 
 
+@model_kind("mixture-of-experts")
 class MixtureOfExperts(EmbeddingModel, nn.Module):
     """Several JointModels over different video cues, fused into one caption x video score matrix."""
 
@@ -174,23 +174,25 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         texts = self._split(np.asarray(text, np.float32), text=True)
         return np.concatenate([self.weight(k) * texts[k] for k in self.experts], axis=1)
 
-    # ---- persistence
-    def save(self, directory: str | Path) -> Path:
-        directory = Path(directory)
-        for k, e in self.experts.items():
-            e.save(directory / "experts" / k)
-        atomic_write_json(directory / MOE_FILE, {"format": FORMAT, "version": 2, "name": self.name,
-                                                 "experts": list(self.experts),
-                                                 "fusion": config_to_dict(self.fusion)})
-        return directory
+    # ---- the model folder (reelsearch.models.folder)
+    def parts(self) -> list:
+        """Its config (``moe.json``: name, experts in order, fusion) and each expert, a model folder of its own."""
+        document = {"format": FORMAT, "version": 2, "name": self.name, "experts": list(self.experts),
+                    "fusion": config_to_dict(self.fusion)}
+        return [ConfigPart(MOE_FILE, document), *(Expert(k, e) for k, e in self.experts.items())]
 
     @classmethod
-    def load(cls, directory: str | Path, map_location: str | torch.device = "cpu") -> MixtureOfExperts:
-        directory = Path(directory)
-        meta = read_model_json(directory / MOE_FILE, FORMAT)
-        experts = {k: JointModel.load(directory / "experts" / k, map_location) for k in meta["experts"]}
-        fusion = from_dict(FusionConfig, meta["fusion"], str(directory / MOE_FILE))
-        return cls(experts, fusion, name=meta.get("name", "")).eval()
+    def from_parts(cls, parts) -> MixtureOfExperts:
+        """The mixture of a folder's parts (``folder.Parts``): its experts in the order its config names them."""
+        config_part = parts.one("config")
+        meta = config_part.of_format(FORMAT)
+        experts = {e.name: e.model for e in parts.all("expert")}
+        names = meta.get("experts") or []
+        if sorted(names) != sorted(experts):
+            raise DataFormatError(parts.manifest, f"expert parts {sorted(experts)} are not the experts "
+                                                  f"{config_part.file} names ({names})")
+        fusion = from_dict(FusionConfig, meta["fusion"], str(config_part.path))
+        return cls({k: experts[k] for k in names}, fusion, name=meta.get("name", ""))
 
 
 def _feature_names(experts: dict[str, JointModel]) -> dict[str, dict[str, str]]:

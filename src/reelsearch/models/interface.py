@@ -10,6 +10,8 @@
     model.expert_scores(text, video)        {expert: [N, M]} (a joint model is its own single expert)
     model.frame_scores(text_row, frames)    [T]: how well each frame alone matches one caption (the best moment)
     model.use_int8_text(enabled)            MiniLM text features with int8 weights (faster queries) or float32
+    model.querybank, model.card             its querybank (or None) and model card text (or None)
+    model.save(dir), Model.load(dir)        the model folder with every part (``reelsearch.models.folder``)
     model.search_mode                       how an index serves it: "ann" (inner product of ``ann_query`` with the
                                             stored rows), "scan" (exact ``score`` over the rows), "rank" (rank fusion
                                             needs every row) or "pairwise" (frame attention needs the frame rows)
@@ -26,8 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from reelsearch.errors import ConfigError
+from reelsearch.errors import ConfigError, DataFormatError
+
+from .folder import read_model, write_model
 
 
 @dataclass
@@ -67,7 +72,23 @@ def as_rows(video) -> np.ndarray:
 class EmbeddingModel:
     """What JointModel and MixtureOfExperts share on top of their own ``_embed_feature_batch``."""
 
-    querybank = None  # a QueryBank (reelsearch.models.querybank) that load_model found beside the weights
+    querybank = None  # a QueryBank (reelsearch.models.querybank): a part of the model, saved and loaded with it
+    card: str | None = None  # the model card (MODEL_CARD.md), saved and loaded with it
+
+    def save(self, directory: str | Path) -> Path:
+        """Save the model with every part (weights, config, CNN tails, text encoder, querybank, card) as a model
+        folder (``reelsearch.models.folder``); returns ``directory``."""
+        return write_model(self, directory)
+
+    @classmethod
+    def load(cls, directory: str | Path, map_location: str | torch.device = "cpu"):
+        """The model saved in ``directory`` with every part, in eval mode (``load_model`` also takes a training
+        run's folder or ``"default"``); DataFormatError when the folder holds another kind of model."""
+        model = read_model(directory, map_location)
+        if not isinstance(model, cls):
+            raise DataFormatError(directory, f"holds a {type(model).__name__}, not a {cls.__name__} (load_model "
+                                             "loads either)")
+        return model
 
     def feature_pipeline(self, device: str | None = None):
         """The FeaturePipeline of this model's recipe (decode + extract), created once."""

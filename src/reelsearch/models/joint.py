@@ -28,16 +28,18 @@ from torch.utils.checkpoint import checkpoint
 
 from reelsearch.config import ModelConfig, config_from_dict, config_to_dict
 from reelsearch.config.recipe import MINILM_PACKAGE
+from reelsearch.config.schema import migrate_v1
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.features.pairs import pad_sequences
-from reelsearch.io import atomic_path, atomic_write_json
+from reelsearch.text.mlm import BUNDLED_NAME
 
 from .encoders import FrameStates, SequenceEncoder, SoftFrameAttention
+from .folder import model_kind
 from .interface import EmbeddingModel, VideoEmbeddings, as_rows
+from .parts import CONFIG_FILE, CnnTail, ConfigPart, TextEncoder, Weights
 from .projection import Projection
 from .text_processor import TextProcessor, VocabTextProcessor, processor_for_recipe
 
-CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 FORMAT = "reelsearch.joint-model"
 #: Elements of one temporary [captions, videos, frames, max(A, D)] block of the attention similarity.
 ATTENTION_CHUNK_ELEMENTS = 1 << 25
@@ -54,6 +56,7 @@ def _lengths(batch: dict, key: str | None, x: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(lengths, dtype=torch.long)
 
 
+@model_kind("joint-model")
 class JointModel(EmbeddingModel, nn.Module):
     """Text and video encoders + joint-space projections + similarity; see the module docstring."""
 
@@ -354,80 +357,49 @@ class JointModel(EmbeddingModel, nn.Module):
         return self.similarity(self.text_forward(text_batch), self.video_forward(video_batch))
 
 
-    # ---- persistence
-    def save(self, directory: str | Path) -> Path:
-        """Write ``config.json`` (the config, its recipe and the vocabulary) and ``model.safetensors``; an adapted
-        text encoder is copied into the folder, so the checkpoint is self-contained."""
-        from safetensors.torch import save_file
-
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        state = {k: t.detach().cpu().contiguous() for k, t in self.state_dict().items()}
-        with atomic_path(directory / WEIGHTS_FILE) as tmp:
-            save_file(state, str(tmp), metadata={"format": FORMAT})
+    # ---- the model folder (reelsearch.models.folder)
+    def parts(self) -> list:
+        """Its config (with its recipe and vocabulary; a tail's or a bundled encoder's file relative to the folder),
+        its weights, its tuned CNN tails and its adapted text encoder."""
         config = config_to_dict(self.config)
+        tails = []
         for modality, recipe in config["features"]["video"].items():
             if recipe.get("options", {}).get("tail"):
-                recipe["options"]["tail"] = _bundle_file(recipe["options"]["tail"], directory,
-                                                         f"tail-{modality}.safetensors")
+                tails.append(CnnTail(modality, recipe["options"]["tail"]))
+                recipe["options"]["tail"] = tails[-1].file
+        encoder = []
         if self.config.features.text.adapted:
-            from reelsearch.text.mlm import bundle_encoder
-
-            config["features"]["text"]["encoder"] = bundle_encoder(self.config.features.text.encoder, directory)
+            encoder.append(TextEncoder(self.config.features.text.encoder))
+            config["features"]["text"]["encoder"] = BUNDLED_NAME
         vocab = self.text_processor.words if isinstance(self.text_processor, VocabTextProcessor) else None
-        atomic_write_json(directory / CONFIG_FILE, {"format": FORMAT, "version": self.config.version,
-                                                    "config": config, "vocabulary": vocab})
-        return directory
+        state = {k: t.detach().cpu().contiguous() for k, t in self.state_dict().items()}
+        document = {"format": FORMAT, "version": self.config.version, "config": config, "vocabulary": vocab}
+        return [ConfigPart(CONFIG_FILE, document), Weights(state, FORMAT), *tails, *encoder]
 
     @classmethod
-    def load(cls, directory: str | Path, map_location: str | torch.device = "cpu") -> JointModel:
-        """Load a model written by ``save`` (in eval mode); version-1 folders are read too."""
-        from safetensors.torch import load_file
-
-        directory = Path(directory)
-        meta = read_model_json(directory / CONFIG_FILE, FORMAT)
-        config_dict, vocab = _stored_config(meta)
+    def from_parts(cls, parts) -> JointModel:
+        """The model of a folder's parts (``folder.Parts``); version-1 configs are read too."""
+        config_part = parts.one("config")
+        config_dict, vocab = _stored_config(config_part.of_format(FORMAT))
+        tails = {tail.modality: tail.path for tail in parts.all("cnn-tail")}
+        for modality, recipe in config_dict.get("features", {}).get("video", {}).items():
+            if (recipe.get("options") or {}).get("tail"):  # tuned CNN weights in the folder (reelsearch tune-cnn)
+                if modality not in tails:
+                    raise DataFormatError(parts.manifest, f"no cnn-tail part for modality {modality!r}, whose recipe "
+                                                          "names tuned CNN weights")
+                recipe["options"]["tail"] = str(tails[modality])
         text = config_dict.get("features", {}).get("text", {})
         if text.get("encoder") and text["encoder"] != MINILM_PACKAGE:  # a bundled adapted encoder
-            encoder_dir = directory / text["encoder"]
-            if not (encoder_dir / "modules.json").is_file():
-                raise DataFormatError(encoder_dir, "missing: the model's adapted text encoder folder")
-            text["encoder"] = str(encoder_dir.resolve())
-        for recipe in config_dict.get("features", {}).get("video", {}).values():
-            name = (recipe.get("options") or {}).get("tail")
-            if name:  # tuned CNN weights kept beside the model (reelsearch tune-cnn)
-                if not (directory / name).is_file():
-                    raise DataFormatError(directory / name, "missing: the model's tuned CNN weights")
-                recipe["options"]["tail"] = str((directory / name).resolve())
-        config = config_from_dict(config_dict, str(directory / CONFIG_FILE))
+            text["encoder"] = str(parts.one("text-encoder").path)
+        config = config_from_dict(config_dict, str(config_part.path))
         processor = VocabTextProcessor(vocab, min_count=config.features.text.min_count) if vocab else None
         model = cls(config, processor)
-        weights = directory / WEIGHTS_FILE
-        if not weights.is_file():
-            raise DataFormatError(weights, "missing model weights")
+        weights = parts.one("weights")
         try:
-            state = load_file(str(weights), device=str(map_location))
-        except Exception as exc:  # safetensors raises its own error types
-            raise DataFormatError(weights, f"unreadable safetensors file: {exc}") from exc
-        try:
-            model.load_state_dict(state)
+            model.load_state_dict(weights.tensors)
         except RuntimeError as exc:
-            raise DataFormatError(weights, f"weights do not fit the config: {exc}") from exc
-        return model.to(map_location).eval()
-
-
-def _bundle_file(src: str | Path, directory: Path, name: str) -> str:
-    """Put the file ``src`` at ``directory/name`` (unless it is that file already) and return ``name``, the path to
-    store relative to the model."""
-    import shutil
-
-    src, dest = Path(src), directory / name
-    if not src.is_file():
-        raise DataFormatError(src, "missing: a file the model's feature recipe names")
-    if not (dest.exists() and dest.resolve() == src.resolve()):
-        with atomic_path(dest) as tmp:
-            shutil.copyfile(src, tmp)
-    return name
+            raise DataFormatError(weights.path, f"weights do not fit the config: {exc}") from exc
+        return model
 
 
 def _checked_processor(processor: TextProcessor | None, config: ModelConfig) -> TextProcessor:
@@ -454,27 +426,11 @@ def _checked_processor(processor: TextProcessor | None, config: ModelConfig) -> 
 
 
 def _stored_config(meta: dict) -> tuple[dict, list[str] | None]:
-    """(version-2 config dict, vocabulary) of a config.json, version 1 (``text_processor`` state) or 2."""
-    from reelsearch.config.schema import migrate_v1
-
-    if meta.get("version", 1) >= 2:
-        return meta["config"], meta.get("vocabulary")
+    """(version-2 config dict, vocabulary) of a config.json, version 1 (``text_processor`` state) or 2; a copy."""
     config = json.loads(json.dumps(meta["config"]))
+    if meta.get("version", 1) >= 2:
+        return config, meta.get("vocabulary")
     state = meta.get("text_processor") or {}
     if state.get("model_dir"):
         config.setdefault("model", {}).setdefault("text", {})["encoder_dir"] = state["model_dir"]
     return migrate_v1(config), state.get("words")
-
-
-def read_model_json(path: Path, expected_format: str) -> dict:
-    """Read a model directory's JSON file, raising DataFormatError naming the file on any problem."""
-    if not path.is_file():
-        raise DataFormatError(path, "missing; not a saved reelsearch model directory")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataFormatError(path, f"invalid JSON: {exc}", getattr(exc, "lineno", None)) from exc
-    if not isinstance(meta, dict) or meta.get("format") != expected_format:
-        raise DataFormatError(path, f"not a {expected_format} file (format={meta.get('format')!r})"
-                              if isinstance(meta, dict) else "expected a JSON object")
-    return meta

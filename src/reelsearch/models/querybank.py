@@ -7,20 +7,25 @@ rescores a query q against a gallery item g by how much more g likes q than it l
 
 so each gallery item gets one offset, computed from the bank alone (no test query takes part). For text-to-video the
 bank holds training captions and the offsets belong to the videos; for video-to-text it holds training videos and
-the offsets belong to the captions. The bank lives beside the model (``querybank.safetensors``), tied to its
-fingerprint, and ``reelsearch eval`` applies it; ``reelsearch querybank`` builds it
-(``reelsearch.training.querybank``). Only models scored by an inner
-product of their rows (``search_mode == "ann"``) take a bank: there the offsets are exact and cheap.
+the offsets belong to the captions. The bank is a part of the model (``model.querybank``, saved in its folder as
+``querybank.safetensors``), tied to its fingerprint, and ``reelsearch eval`` applies it; ``reelsearch querybank``
+builds it (``reelsearch.training.querybank``). Only models scored by an inner product of their rows
+(``search_mode == "ann"``) take a bank: there the offsets are exact and cheap.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import save_file
 
 from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.io import atomic_path
 
 BANK_FILE = "querybank.safetensors"
 FORMAT = "reelsearch.querybank"
@@ -69,13 +74,16 @@ def check_bank_model(model) -> None:
 class QueryBank:
     """Training queries of both directions, as the model scores them: ``text`` [Nt, W] (captions through
     ``model.ann_query(model.encode_text(...))``) and ``video`` [Nv, W] (videos' rows); ``model`` the fingerprint of
-    the model they came from; ``source`` where they came from (e.g. "flickr8k:...:train")."""
+    the model they came from; ``source`` where they came from (e.g. "flickr8k:...:train"); ``stored`` the int8 rows and
+    scales it was loaded from. A part of the model folder (``model.querybank``, saved and loaded with the model)."""
 
+    kind: ClassVar[str] = "querybank"
     text: np.ndarray
     video: np.ndarray
     beta: float = DEFAULT_BETA
     model: str = ""
     source: str = ""
+    stored: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)  # int8 rows as read
 
     def __post_init__(self):
         self.text = np.ascontiguousarray(self.text, np.float32)
@@ -108,39 +116,36 @@ class QueryBank:
 
     def digest(self) -> str:
         """A short hash of what the offsets depend on (rows and beta): part of a search index's model id."""
-        import hashlib
-
         h = hashlib.sha256(repr(float(self.beta)).encode())
         for rows in (self.text, self.video):
             h.update(np.ascontiguousarray(rows, np.float32).tobytes())
         return h.hexdigest()[:16]
 
-    # ---- persistence
-    def save(self, directory: str | Path) -> Path:
+    # ---- a part of the model folder (reelsearch.models.folder)
+    def fields(self) -> dict:
+        return {}
+
+    def save(self, directory: str | Path) -> list[str]:
         """Write ``querybank.safetensors`` in ``directory``: rows as int8 with one float32 scale per row (a quarter
-        of float32; the offsets move by about 1e-4, no Flickr8k dev rank changed at 1,000-30,000 captions)."""
-        from safetensors.numpy import save_file
-
-        from reelsearch.io import atomic_path
-
-        path = Path(directory) / BANK_FILE
-        tensors = {}
-        for key, rows in (("text", self.text), ("video", self.video)):
-            tensors[key], tensors[f"{key}_scale"] = _quantise_rows(rows)
-        with atomic_path(path) as tmp:
+        of float32; the offsets move by about 1e-4, no Flickr8k dev rank changed at 1,000-30,000 captions). A bank
+        that was loaded keeps its stored rows: saved again, it is the same bank (the same digest)."""
+        tensors = self.stored
+        if tensors is None:
+            tensors = {}
+            for key, rows in (("text", self.text), ("video", self.video)):
+                tensors[key], tensors[f"{key}_scale"] = _quantise_rows(rows)
+        with atomic_path(Path(directory) / BANK_FILE) as tmp:
             save_file(tensors, str(tmp), metadata={"format": FORMAT, "beta": repr(float(self.beta)),
                                                    "model": self.model, "source": self.source})
-        return path
+        return [BANK_FILE]
 
     @classmethod
-    def load(cls, directory: str | Path, model=None) -> QueryBank | None:
-        """The bank saved in ``directory`` (None without one); with ``model``, a bank of another model's
-        fingerprint is an error naming the file (its offsets would be wrong)."""
-        from safetensors import safe_open
-
-        path = Path(directory) / BANK_FILE
+    def load(cls, directory: str | Path, entry: dict) -> QueryBank:
+        """The bank stored in the file ``entry`` names (DataFormatError naming it when it is missing or
+        unreadable); :meth:`mismatch` tells whether it belongs to a model."""
+        path = Path(directory) / entry["files"][0]
         if not path.is_file():
-            return None
+            raise DataFormatError(path, "missing: the model's querybank")
         try:
             with safe_open(str(path), framework="numpy") as f:
                 meta = f.metadata() or {}
@@ -148,13 +153,20 @@ class QueryBank:
             rows = {k: _dequantise_rows(stored[k], stored.get(f"{k}_scale")) for k in ("text", "video")}
             if meta.get("format") != FORMAT:
                 raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
-            bank = cls(rows["text"], rows["video"], float(meta["beta"]), meta.get("model", ""),
-                       meta.get("source", ""))
+            quantised = all(f"{k}_scale" in stored for k in ("text", "video"))
+            return cls(rows["text"], rows["video"], float(meta["beta"]), meta.get("model", ""),
+                       meta.get("source", ""), stored if quantised else None)
         except Exception as exc:  # noqa: BLE001 (safetensors raises its own error types)
             raise DataFormatError(path, f"unreadable querybank: {exc}") from exc
-        if model is not None:
+
+    def mismatch(self, model) -> str | None:
+        """Why this bank cannot normalise ``model``'s scores (None when it can): a model not scored by an inner
+        product, or another model's bank (its offsets would be wrong after any change of weights or recipe)."""
+        try:
             check_bank_model(model)
-            if bank.model != model.fingerprint():
-                raise DataFormatError(path, f"a querybank of another model (fingerprint {bank.model}, this model "
-                                            f"{model.fingerprint()}): rebuild it with `reelsearch querybank`")
-        return bank
+        except ConfigError as exc:
+            return str(exc)
+        if self.model != model.fingerprint():
+            return (f"a querybank of another model (fingerprint {self.model}, this model {model.fingerprint()}): "
+                    "rebuild it with `reelsearch querybank`")
+        return None

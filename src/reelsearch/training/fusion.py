@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.models.checkpoint import run_model_dir
 
+REPORT_FILE = "fusion.json"
 #: Weights tried for each expert after the first (whose weight stays 1) when tuning.
 DEFAULT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
@@ -76,7 +78,8 @@ def tune_weights(moe, sims: dict, cap2vid: np.ndarray, grid: Sequence[float] = D
 def fuse(checkpoints: Sequence[str | Path], out: Path, kind: str = "score", weights: Sequence[float] | None = None,
          normalize: str = "none", data: str | None = None, split: str | None = None, features: Path | None = None,
          tune: bool = False, device: str | None = None, progress: bool = True, **data_options) -> dict:
-    """Build (and with ``data``, evaluate or ``tune``) the mixture of ``checkpoints``; save it to ``out``."""
+    """Build (and with ``data``, evaluate or ``tune``) the mixture of ``checkpoints``; save it in the run folder
+    ``out`` (``out/best/``) and the report beside it (``out/fusion.json``)."""
     from reelsearch.config.schema import FusionConfig
     from reelsearch.config.typed import to_dict
     from reelsearch.evaluation import retrieval_metrics
@@ -85,6 +88,7 @@ def fuse(checkpoints: Sequence[str | Path], out: Path, kind: str = "score", weig
     from reelsearch.models import MixtureOfExperts
     from reelsearch.training.run import model_pairs, open_eval_split, resolve_device
 
+    model_dir = run_model_dir(out)
     experts, default_weights = gather_experts(checkpoints)
     if weights is not None:
         if len(weights) != len(experts):
@@ -108,7 +112,6 @@ def fuse(checkpoints: Sequence[str | Path], out: Path, kind: str = "score", weig
         report["fusion"] = to_dict(moe.fusion)
         report["result"] = fused_metrics(moe, sims, cap2vid)
         report["data"], report["split"] = source.label, split
-    out = Path(out)
-    moe.save(out)
-    atomic_write_json(out / "fusion.json", report)
+    moe.save(model_dir)
+    atomic_write_json(Path(out) / REPORT_FILE, report)
     return report

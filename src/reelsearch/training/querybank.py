@@ -7,7 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
+from reelsearch.errors import ReelsearchError
+from reelsearch.features.caches import DatasetSource
+from reelsearch.io import atomic_write_json
+from reelsearch.models import load_model, resolve_checkpoint
+from reelsearch.models.checkpoint import run_model_dir
 from reelsearch.models.querybank import DEFAULT_BETA, QueryBank, check_bank_model
+from reelsearch.training.run import evaluate_model, model_pairs
+
+REPORT_FILE = "querybank.json"
 
 
 def build_querybank(model, source, split: str = "train", beta: float = DEFAULT_BETA, max_captions: int | None = None,
@@ -15,8 +23,6 @@ def build_querybank(model, source, split: str = "train", beta: float = DEFAULT_B
                     progress: bool = True) -> QueryBank:
     """The bank of ``split`` of ``source`` (a DatasetSource) embedded by ``model``; ``max_captions`` /
     ``max_videos`` keep a random subset (``seed``) to bound its size."""
-    from reelsearch.training.run import model_pairs
-
     check_bank_model(model)
     pairs = model_pairs(model, source, split, device, progress)
     rng = np.random.default_rng(seed)
@@ -34,18 +40,16 @@ def make_querybank(checkpoint, data: str, out: str | Path, split: str = "train",
                    max_captions: int | None = None, max_videos: int | None = None, val_split: str | None = None,
                    features: Path | None = None, seed: int = 0, device: str | None = None, progress: bool = True,
                    evaluate: bool = True, **data_options) -> dict:
-    """Build the querybank of ``checkpoint`` from ``data``'s ``split``, save the model with it at ``out`` and
-    return the report (also ``out/querybank.json``): the bank and, with ``evaluate``, the model's raw and
+    """Build the querybank of ``checkpoint`` from ``data``'s ``split`` and save the model with it in the run folder
+    ``out`` (``out/best/``; ``out`` new, or the checkpoint's own run folder); return the report (also
+    ``out/querybank.json``, beside the model, never in it): the bank and, with ``evaluate``, the model's raw and
     normalised metrics on ``val_split`` (default: val or dev; never the bank's split)."""
-    import shutil
-
-    from reelsearch.errors import ReelsearchError
-    from reelsearch.features.caches import DatasetSource
-    from reelsearch.io import atomic_write_json
-    from reelsearch.models import load_model, resolve_checkpoint
-    from reelsearch.training.run import evaluate_model
-
     directory = resolve_checkpoint(checkpoint)
+    out = Path(out)
+    best = run_model_dir(out)
+    own_run = directory.resolve() in {(out / sub).resolve() for sub in ("best", "last")}
+    if out.exists() and any(out.iterdir()) and not own_run:
+        raise ReelsearchError(f"{out}: exists and is not empty; pass a new folder or the model's own run folder")
     model = load_model(directory)
     source, _ = DatasetSource.open(data, features, **data_options)
     split = source.check_split(split)
@@ -53,18 +57,13 @@ def make_querybank(checkpoint, data: str, out: str | Path, split: str = "train",
     if val_split == split:
         raise ReelsearchError(f"the bank's split {split!r} is the split to report on: a querybank holds training "
                               "queries (pass --val-split)")
-    bank = build_querybank(model, source, split, beta, max_captions, max_videos, seed, device, progress)
-    out = Path(out)
-    if out.resolve() != directory.resolve():
-        if out.exists() and any(out.iterdir()):
-            raise ReelsearchError(f"{out}: exists and is not empty; pass a new folder or the model's own")
-        shutil.copytree(directory, out, dirs_exist_ok=True)
-    bank.save(out)
+    model.querybank = build_querybank(model, source, split, beta, max_captions, max_videos, seed, device, progress)
+    model.save(best)
     report = {"model": str(checkpoint), "data": source.label, "split": split, "val_split": val_split,
-              "querybank": bank.describe()}
+              "querybank": model.querybank.describe()}
     if evaluate and val_split is not None:
-        saved = load_model(out)
+        saved = load_model(best)
         report["raw"] = evaluate_model(saved, source, val_split, device, progress, querybank=False)
         report["normalised"] = evaluate_model(saved, source, val_split, device, progress)
-    atomic_write_json(out / "querybank.json", report)
+    atomic_write_json(out / REPORT_FILE, report)
     return report

@@ -1,0 +1,174 @@
+"""The parts of a model folder that are files: a config document, weights, a tuned CNN tail, a bundled text encoder,
+a model card. Each saves itself into a folder (``save(directory) -> files``, paths relative to it) and loads itself
+from the manifest entry that names those files (``load(directory, entry)``); ``reelsearch.models.folder`` writes and
+reads the folder. The querybank (``reelsearch.models.querybank``) and a mixture's experts (``folder.Expert``) are
+parts too.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from reelsearch.errors import DataFormatError
+from reelsearch.io import atomic_path, atomic_write_json, atomic_write_text, read_text
+from reelsearch.text.mlm import BUNDLED_NAME, bundle_encoder
+
+#: The files of a model folder (also the names earlier versions wrote, without a manifest).
+CONFIG_FILE, WEIGHTS_FILE, MOE_FILE, CARD_FILE = "config.json", "model.safetensors", "moe.json", "MODEL_CARD.md"
+TAIL_FILE = "tail-{modality}.safetensors"
+
+
+def read_json_object(path: Path) -> dict:
+    """A JSON object from ``path``; DataFormatError naming the file when it is missing or not one."""
+    if not path.is_file():
+        raise DataFormatError(path, "missing; not a saved reelsearch model directory")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataFormatError(path, f"invalid JSON: {exc}", getattr(exc, "lineno", None)) from exc
+    if not isinstance(data, dict):
+        raise DataFormatError(path, "expected a JSON object")
+    return data
+
+
+def entry_path(directory: Path, entry: dict) -> Path:
+    """The first file a manifest entry names, in ``directory``."""
+    return Path(directory) / entry["files"][0]
+
+
+class ConfigPart:
+    """The model's own config document (a joint model's ``config.json``, a mixture's ``moe.json``), written last of
+    the parts: with it a folder is complete. ``document["format"]`` says what it configures."""
+
+    kind: ClassVar[str] = "config"
+
+    def __init__(self, file: str, document: dict, path: Path | None = None):
+        self.file, self.document, self.path = file, document, path
+
+    def fields(self) -> dict:
+        return {}
+
+    def save(self, directory: Path) -> list[str]:
+        atomic_write_json(Path(directory) / self.file, self.document)
+        return [self.file]
+
+    @classmethod
+    def load(cls, directory: Path, entry: dict) -> ConfigPart:
+        path = entry_path(directory, entry)
+        return cls(entry["files"][0], read_json_object(path), path)
+
+    def of_format(self, expected: str) -> dict:
+        """The document, or DataFormatError naming the file when it configures something else."""
+        found = self.document.get("format")
+        if found != expected:
+            raise DataFormatError(self.path or self.file, f"not a {expected} file (format={found!r})")
+        return self.document
+
+
+class Weights:
+    """Every parameter and buffer of a joint model (safetensors, no pickle); loaded on the CPU."""
+
+    kind: ClassVar[str] = "weights"
+
+    def __init__(self, tensors: dict[str, torch.Tensor], file_format: str = "", path: Path | None = None):
+        self.tensors, self.file_format, self.path = tensors, file_format, path
+
+    def fields(self) -> dict:
+        return {}
+
+    def save(self, directory: Path) -> list[str]:
+        with atomic_path(Path(directory) / WEIGHTS_FILE) as tmp:
+            save_file(self.tensors, str(tmp), metadata={"format": self.file_format})
+        return [WEIGHTS_FILE]
+
+    @classmethod
+    def load(cls, directory: Path, entry: dict) -> Weights:
+        path = entry_path(directory, entry)
+        if not path.is_file():
+            raise DataFormatError(path, "missing model weights")
+        try:
+            return cls(load_file(str(path), device="cpu"), path=path)
+        except Exception as exc:  # noqa: BLE001 (safetensors raises its own error types)
+            raise DataFormatError(path, f"unreadable safetensors file: {exc}") from exc
+
+
+class CnnTail:
+    """The tuned last blocks of one modality's frame CNN (``reelsearch tune-cnn``), named by the recipe's ``tail``
+    option; ``path`` is the file (anywhere before saving, the folder's own once loaded)."""
+
+    kind: ClassVar[str] = "cnn-tail"
+
+    def __init__(self, modality: str, path: str | Path):
+        self.modality, self.path = modality, Path(path)
+
+    @property
+    def file(self) -> str:
+        return TAIL_FILE.format(modality=self.modality)
+
+    def fields(self) -> dict:
+        return {"modality": self.modality}
+
+    def save(self, directory: Path) -> list[str]:
+        dest = Path(directory) / self.file
+        if not self.path.is_file():
+            raise DataFormatError(self.path, "missing: a file the model's feature recipe names")
+        if not (dest.exists() and dest.resolve() == self.path.resolve()):
+            with atomic_path(dest) as tmp:
+                shutil.copyfile(self.path, tmp)
+        return [self.file]
+
+    @classmethod
+    def load(cls, directory: Path, entry: dict) -> CnnTail:
+        path = entry_path(directory, entry)
+        if not path.is_file():
+            raise DataFormatError(path, "missing: the model's tuned CNN weights")
+        return cls(entry.get("modality", ""), path.resolve())
+
+
+class TextEncoder:
+    """An adapted MiniLM folder (``reelsearch adapt-text``) the model's text recipe reads, bundled as
+    ``text-encoder/`` so the folder is self-contained."""
+
+    kind: ClassVar[str] = "text-encoder"
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def fields(self) -> dict:
+        return {}
+
+    def save(self, directory: Path) -> list[str]:
+        return [bundle_encoder(self.path, directory, BUNDLED_NAME)]
+
+    @classmethod
+    def load(cls, directory: Path, entry: dict) -> TextEncoder:
+        path = entry_path(directory, entry)
+        if not (path / "modules.json").is_file():
+            raise DataFormatError(path, "missing: the model's adapted text encoder folder")
+        return cls(path.resolve())
+
+
+class ModelCard:
+    """``MODEL_CARD.md``: what the model is, how it was trained and measured (copied along on save)."""
+
+    kind: ClassVar[str] = "model-card"
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def fields(self) -> dict:
+        return {}
+
+    def save(self, directory: Path) -> list[str]:
+        atomic_write_text(Path(directory) / CARD_FILE, self.text)
+        return [CARD_FILE]
+
+    @classmethod
+    def load(cls, directory: Path, entry: dict) -> ModelCard:
+        return cls(read_text(entry_path(directory, entry)))
