@@ -331,6 +331,40 @@ def test_lr_scale_input_dropout_and_val_samples_do_what_they_say(dataset, tmp_pa
     assert runs[None]["best"]["val_loss"] != runs[7]["best"]["val_loss"]
 
 
+def test_a_mixture_stops_before_training_when_an_experts_features_cannot_be_had(tmp_path):
+    """`reelsearch train mithun-moe` on MSR-VTT as a new user runs it, without Places365 features: it stops at once
+    with the place expert's error and what to do, before any expert trains or any feature is extracted."""
+    from conftest import shared_path
+
+    cache, out = tmp_path / "cache", tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "reelsearch", "train", "mithun-moe", "--data",
+                          f"msrvtt:{shared_path('msrvtt')}:test", "--out", str(out)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "REELSEARCH_CACHE_DIR": str(cache)})
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "the 'place' features come from 'resnet50-places365'" in res.stderr
+    assert "reelsearch features import SRC --out STORE --modality place --extractor resnet50-places365" in res.stderr
+    assert not out.exists() and not cache.exists()  # nothing trained, nothing extracted
+
+
+def test_the_feature_check_is_exact(dataset, tmp_path):
+    """Features no extractor here can make pass the check where the store has them, fail where it does not (the
+    caches), and features of another recipe in the store are named, all before any work."""
+    from reelsearch.errors import ConfigError, ReelsearchError
+    from reelsearch.features.caches import DatasetSource
+    from train_fixtures import synthetic_recipe
+
+    manifest, store = dataset
+    recipes = {"appearance": synthetic_recipe(32)}
+    assert not recipes["appearance"].available
+    DatasetSource.open(f"manifest:{manifest}", store)[0].check_features(recipes)
+    with pytest.raises(ReelsearchError, match="'appearance' features come from 'synthetic'"):
+        DatasetSource.open(f"manifest:{manifest}")[0].check_features(recipes)
+    with pytest.raises(ConfigError, match="made differently"):
+        DatasetSource.open(f"manifest:{manifest}", store)[0].check_features({"appearance": synthetic_recipe(16)})
+    with pytest.raises(ReelsearchError, match="no feature store here"):
+        DatasetSource.open(f"manifest:{manifest}", tmp_path / "none")[0].check_features(recipes)
+
+
 def test_old_training_options_name_their_config_key(dataset, tmp_path):
     """`reelsearch train ... --epochs 2`, the form earlier docs used, names `--set train.epochs=2`."""
     manifest, store = dataset

@@ -104,6 +104,7 @@ def train(config: str | Path | dict | AnyConfig, data: str | Sequence[str], out:
     union of their train splits (``FORMAT:ROOT:SPLIT`` picks another split); the first one is validated on.
     ``features`` is then one store per dataset, in the same order, or None for the feature caches.
     ``text_encoder``: an adapted MiniLM folder (``reelsearch adapt-text``) for configs reading MiniLM features.
+    Before anything trains, every model (every expert of a mixture) is checked to have its features within reach.
     """
     cfg = apply_overrides(resolve_config(config), overrides)
     if text_encoder:
@@ -113,6 +114,9 @@ def train(config: str | Path | dict | AnyConfig, data: str | Sequence[str], out:
     val_split = val_split or source.default_val_split()
     if val_split is not None:
         source.check_split(val_split)
+    for model_cfg in cfg.experts.values() if isinstance(cfg, MixtureConfig) else [cfg]:
+        for src, _ in sources:
+            src.check_features(model_cfg.features.video)
     info = init_distributed(device)
     out = Path(out)
     try:
