@@ -20,8 +20,9 @@ import torch
 from reelsearch.config import TrainConfig
 from reelsearch.datasets.synthetic import clip_features, order_pairs, random_clip, swap_accuracy, synthetic_clip_recipe
 from reelsearch.features.pairs import PairData
-from reelsearch.losses import create_loss
+from reelsearch.losses import TrainLosses, create_loss
 from reelsearch.models import VocabTextProcessor, create_model
+from reelsearch.training.joint_task import JointTask
 from reelsearch.training.trainer import Trainer
 
 ORDER_ENCODERS = {
@@ -60,7 +61,7 @@ def sims_of(model, data: PairData, n_videos: int):
 def fit(model, data, cfg) -> float:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
-        Trainer(model, create_loss("vse"), data, None, cfg, out, progress=False).fit()
+        Trainer(JointTask(model, TrainLosses(create_loss("vse")), data, None, cfg), out, progress=False).fit()
     return time.perf_counter() - start
 
 

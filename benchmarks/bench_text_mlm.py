@@ -3,11 +3,12 @@
     .venv/bin/python benchmarks/bench_text_mlm.py ADAPTED_DIR [--data flickr8k:../shared/data/flickr8k] [--split train]
         [--head-lr 1e-3] [--max-steps N] [--threads 1] [--json OUT]
 
-``adapt_minilm`` scores its held-out captions before (base MiniLM + an untrained MLM head: near chance) and after
-(adapted encoder + trained head). This adds the missing middle: the *frozen* base MiniLM with only the MLM head
+``reelsearch adapt-text`` scores its held-out captions before (base MiniLM + an untrained MLM head: near chance) and
+after (adapted encoder + trained head). This adds the missing middle: the *frozen* base MiniLM with only the MLM head
 trained (dense + LayerNorm + output bias; the tied word-embedding decoder frozen too) on the same training captions,
-same masking scheme and batch size, on exactly the same held-out masked positions (re-derived from
-ADAPTED_DIR/adaptation.json's parameters). The gap between that and "after" is what the encoder adaptation buys.
+same masking scheme and batch size, on exactly the same held-out masked positions (re-derived from the parameters in
+ADAPTED_DIR/summary.json, ADAPTED_DIR being the adapt-text run folder). The gap between that and "after" is what the
+encoder adaptation buys.
 """
 
 from __future__ import annotations
@@ -38,16 +39,16 @@ def main() -> None:
     from reelsearch.datasets import load_dataset
     from reelsearch.text.minilm import MiniLMEncoder
     from reelsearch.text.mlm import (
-        _evaluate,
-        _masked_batch,
-        _mlm_loss,
         build_mlm_head,
         distinct_captions,
+        evaluate_mlm,
         heldout_split,
+        masked_batch,
+        mlm_loss,
     )
 
     torch.set_num_threads(args.threads)
-    report = json.loads((args.adapted / "adaptation.json").read_text())
+    report = json.loads((args.adapted / "summary.json").read_text())
     p = report["params"]
     texts = distinct_captions([c for it in load_dataset(args.format, args.data).items(args.split) for c in it.captions])
     if len(texts) != p["captions"]:
@@ -64,9 +65,9 @@ def main() -> None:
     torch.manual_seed(seed)
     head = build_mlm_head(bert.config, bert.get_input_embeddings())
     held_gen = torch.Generator().manual_seed(seed + 1)
-    held_batches = [_masked_batch(held_rows[i:i + bs], tok, special, replacement, p["mask_prob"], held_gen)
+    held_batches = [masked_batch(held_rows[i:i + bs], tok, special, replacement, p["mask_prob"], held_gen)
                     for i in range(0, len(held_rows), bs)]
-    before = _evaluate(bert, head, held_batches, "cpu")
+    before = evaluate_mlm(bert, head, held_batches, "cpu")
     for q in bert.parameters():
         q.requires_grad_(False)
     trainable = [q for q in head.parameters() if q.requires_grad]
@@ -83,13 +84,13 @@ def main() -> None:
         if not perm:
             perm = torch.randperm(len(train_rows), generator=gen).tolist()
         rows, perm = [train_rows[i] for i in perm[:bs]], perm[bs:]
-        inputs, attention, labels = _masked_batch(rows, tok, special, replacement, p["mask_prob"], gen)
-        loss, _, n = _mlm_loss(bert, head, inputs, attention, labels, "cpu")
+        inputs, attention, labels = masked_batch(rows, tok, special, replacement, p["mask_prob"], gen)
+        loss, _, n = mlm_loss(bert, head, inputs, attention, labels, "cpu")
         if n:
             opt.zero_grad(set_to_none=True)
             (loss / n).backward()
             opt.step()
-    head_only = _evaluate(bert, head, held_batches, "cpu")
+    head_only = evaluate_mlm(bert, head, held_batches, "cpu")
     out = {"adapted": str(args.adapted), "heldout_captions": len(held), "masked_tokens": before["masked_tokens"],
            "base_untrained_head": before, "base_frozen_head_trained": head_only,
            "adapted_encoder_and_head": report["heldout_after"], "head_steps": steps, "head_lr": args.head_lr,

@@ -18,8 +18,8 @@ import torch
 
 
 def build(name: str):
+    from reelsearch.losses import train_losses
     from reelsearch.models import VocabTextProcessor, create_model, model_config
-    from reelsearch.training.run import loss_of
 
     cfg = model_config(name)
     proc = None
@@ -27,7 +27,7 @@ def build(name: str):
         proc = VocabTextProcessor([f"w{i}" for i in range(8000)])
         cfg = model_config(name, model__text__glove_init=None)  # timing only: the initial values do not matter
     model = create_model(cfg, proc).train()
-    return model, loss_of(cfg.train), cfg
+    return model, train_losses(cfg.train).main, cfg
 
 
 def batches(model, cfg, length: int = 16, seed: int = 0):

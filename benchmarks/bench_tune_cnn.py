@@ -4,8 +4,8 @@
 
 For each expert of ``--model`` over EfficientNet-Lite features, on Flickr8k train (6,000 images, 4 views each):
   * trunk caching: images/s of decoding + views + the frozen trunk (timed on 128 images into a temporary cache);
-  * one tail epoch: seconds of ``TailTuner.epoch`` (every training image once, batches of 128), from the trunk cache
-    (filled first if it is not there: minutes);
+  * one tail epoch: the Trainer's training seconds of a ``TailTask``'s first epoch (every training image once, batches
+    of 128; ``epoch_seconds`` of its log), from the trunk cache (filled first if it is not there: minutes);
   * the whole CNN instead: seconds per batch of 128 of a forward and backward pass through the entire network
     (the best of ``--batches``), times the batches of an epoch, and the ratio to the tail epoch.
 ``--tuned DIR``: also time index-time extraction (``benchmarks/bench_extract.py --model DIR``: decode and every
@@ -55,13 +55,14 @@ def whole_network_step(tuner, batches: int) -> float:
 
 
 def bench_expert(name, expert, source, batches: int) -> dict:
-    import numpy as np
+    from reelsearch.config import TuneConfig
+    from reelsearch.config.typed import apply_section
+    from reelsearch.training.cnn_tail import TailTask, TrunkCache
+    from reelsearch.training.trainer import Trainer
 
-    from reelsearch.training.cnn_tail import TailTuneConfig, TailTuner, TrunkCache
-
-    cfg = TailTuneConfig()
+    cfg = apply_section(TuneConfig(), {"tune.epochs": 1})
     t0 = time.perf_counter()
-    tuner = TailTuner(name, expert, source, cfg, Path(tempfile.mkdtemp()), "train", "dev", progress=True)
+    tuner = TailTask(name, expert, source, cfg, "train", "dev", progress=True)
     setup = time.perf_counter() - t0
     items = source.dataset.items("train")[:128]
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,9 +76,8 @@ def bench_expert(name, expert, source, batches: int) -> dict:
             os.environ.pop("REELSEARCH_CACHE_DIR")
             if saved is not None:
                 os.environ["REELSEARCH_CACHE_DIR"] = saved
-    t0 = time.perf_counter()
-    tuner.epoch(np.random.default_rng(0))
-    epoch = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as run:
+        epoch = Trainer(tuner, Path(run), progress=True).fit()["history"][1]["epoch_seconds"]
     n_batches = len(tuner.train_rows) // cfg.batch_size
     step = whole_network_step(tuner, batches)
     row = {"expert": name, "extractor": tuner.recipe.extractor, "from_block": tuner.block,

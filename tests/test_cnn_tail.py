@@ -2,7 +2,8 @@
 network, a tail file changes the features and their identity (torch and ONNX Runtime alike) and a bad one is named,
 and, on real Flickr8k photos from a cold cache through the CLI, the tuned model travels with its tail (moved to
 another folder it still evaluates), index-time extraction runs the network that was trained, a run resumes, and a
-mixture's other experts are kept as they were."""
+mixture's other experts are kept as they were. Tuning runs on the Trainer: its run folder has the tuned model in best/
+and the report beside it, and an interrupted tuning resumes (pickle-free) to the weights of an uninterrupted one."""
 
 from __future__ import annotations
 
@@ -147,6 +148,18 @@ def seen_photos_manifest(folder: Path, n: int = 32) -> Path:
     return path
 
 
+def tune_keys(**keys) -> list[str]:
+    """``--set tune.KEY=VALUE`` arguments."""
+    return [a for k, v in keys.items() for a in ("--set", f"tune.{k}={v}")]
+
+
+def tune_config(**keys):
+    from reelsearch.config import TuneConfig
+    from reelsearch.config.typed import apply_section
+
+    return apply_section(TuneConfig(), {f"tune.{k}": v for k, v in keys.items()})
+
+
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
     """An untrained `reelsearch-linear` model (projections at their random start, so any epoch beats epoch 0) tuned
@@ -160,8 +173,7 @@ def tuned(tmp_path_factory):
     torch.manual_seed(0)
     JointModel(model_config("reelsearch-linear")).save(root / "fresh")
     res = cli("tune-cnn", root / "fresh", "--data", f"manifest:{manifest}", "--out", root / "out",
-              "--epochs", "2", "--views", "2", "--batch-size", "8", "--lr-cnn", "1e-3", "--lr", "1e-3", "--threads",
-              "1", cache=cache)
+              *tune_keys(epochs=2, views=2, batch_size=8, lr_cnn=1e-3, lr=1e-3), "--threads", "1", cache=cache)
     assert res.returncode == 0, res.stderr[-3000:]
     return root, manifest, cache
 
@@ -173,15 +185,15 @@ def test_the_tuned_model_carries_its_tail_and_runs_the_trained_network(tuned):
     from reelsearch.models import load_model
 
     root, manifest, cache = tuned
-    out = root / "out"
+    out = root / "out" / "best"
     saved = json.loads((out / "config.json").read_text())["config"]["features"]["video"]["appearance"]
     assert saved["options"] == {"tail": "tail-appearance.safetensors"} and (out / saved["options"]["tail"]).is_file()
-    assert not (out / ".tuning").exists()
-    report = json.loads((out / "tune.json").read_text())
-    (expert,) = report["experts"]
-    assert expert["from_block"] == 12 and [h["epoch"] for h in expert["history"]] == [0, 1, 2]
-    assert expert["best_epoch"] > 0
-    assert all(h["seconds"] > 0 for h in expert["history"][1:])
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tail-appearance.safetensors"]
+    report = json.loads((root / "out" / "summary.json").read_text())  # the report lies beside the model
+    assert report["from_block"] == 12 and [h["epoch"] for h in report["history"]] == [0, 1, 2]
+    assert report["best_epoch"] > 0 and report["best"]["RSum"] > report["start"]["RSum"]
+    assert all(h["epoch_seconds"] > 0 for h in report["history"][1:])
+    assert (root / "out" / "log.csv").read_text().startswith("epoch,train_loss")
     # moved elsewhere, the model still finds its tail, and features made by the whole tuned network (what index
     # and eval compute) are the trained tail on the cached trunk activations
     moved = root / "moved"
@@ -209,43 +221,69 @@ def test_the_tuned_model_carries_its_tail_and_runs_the_trained_network(tuned):
     assert json.loads(res.stdout)["RSum"] == pytest.approx(report["result"]["RSum"])
 
 
-def test_an_interrupted_tuning_resumes_where_it_stopped(tuned, tmp_path, monkeypatch, capsys):
-    from reelsearch.features.caches import DatasetSource
+def tail_task(source, **keys):
     from reelsearch.models import load_model
-    from reelsearch.training.cnn_tail import TailTuneConfig, TailTuner
+    from reelsearch.training.cnn_tail import TailTask
+
+    expert = load_model(DEFAULT / "experts" / "lite0")
+    return TailTask("lite0", expert, source, tune_config(**keys), "train", "val", progress=False)
+
+
+def test_an_interrupted_tuning_resumes_to_the_uninterrupted_weights(tuned, tmp_path, monkeypatch):
+    """Stopped in the middle of its second epoch and run again, a tuning ends with the weights (tail and projections)
+    and history of the same tuning run straight through; its state is JSON and safetensors, no pickle."""
+    from safetensors.torch import load_file
+
+    from reelsearch.features.caches import DatasetSource
+    from reelsearch.training.trainer import Trainer
 
     root, manifest, cache = tuned
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
-    expert = load_model(DEFAULT / "experts" / "lite0")
     source, _ = DatasetSource.open(f"manifest:{manifest}")
+    keys = dict(views=2, batch_size=8, epochs=2, lr_cnn=1e-3, checkpoint_every=1)
 
-    def tuner(epochs):
-        torch.manual_seed(0)
-        cfg = TailTuneConfig(views=2, batch_size=8, epochs=epochs, lr_cnn=1e-3)
-        return TailTuner("lite0", expert, source, cfg, tmp_path / "work", "train", "val", progress=False)
+    def run(out, stop_at=None):
+        task = tail_task(source, **keys)
+        assert len(task.batches(0)) == 4  # 32 photos in batches of 8
+        calls, loss = iter(range(100)), task.loss
 
-    stopped = tuner(1).run()  # as if stopped after epoch 1: its state stays in the work folder
-    assert (tmp_path / "work" / "tune-state.pt").is_file()
-    resumed = tuner(2).run()
-    assert "resuming after epoch 1" in capsys.readouterr().out
-    assert resumed["history"][:2] == stopped["history"] and len(resumed["history"]) == 3
-    shutil.rmtree(tmp_path / "work")
-    straight = tuner(2).run()  # the same run without the interruption
-    assert [h["RSum"] for h in straight["history"]] == [h["RSum"] for h in resumed["history"]]
+        def stopping_loss(batch, epoch):
+            if next(calls) == stop_at:
+                raise KeyboardInterrupt
+            return loss(batch, epoch)
+
+        monkeypatch.setattr(task, "loss", stopping_loss)
+        return Trainer(task, out, progress=False).fit()
+
+    straight = run(tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "stopped", stop_at=6)  # epoch 2, its third batch
+    state = tmp_path / "stopped" / "last" / "state"
+    assert sorted(p.name for p in state.iterdir()) == ["state.json", "state.safetensors"]
+    info = json.loads((state / "state.json").read_text())["info"]
+    assert (info["epoch"], info["step"]) == (1, 2)
+    resumed = run(tmp_path / "stopped")
+    assert [h["RSum"] for h in resumed["history"]] == [h["RSum"] for h in straight["history"]]
+    assert resumed["best_epoch"] == straight["best_epoch"]
+    for name in ("tail-appearance.safetensors", "model.safetensors"):
+        a, b = (load_file(str(tmp_path / run / "last" / name)) for run in ("straight", "stopped"))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
 
 
 def test_a_mixture_is_tuned_expert_by_expert(tuned, tmp_path):
     root, manifest, cache = tuned
     res = cli("tune-cnn", DEFAULT, "--expert", "lite0", "--data", f"manifest:{manifest}", "--out", tmp_path / "moe",
-              "--views", "2", "--batch-size", "8", "--epochs", "1", "--threads", "1", cache=cache)
+              *tune_keys(views=2, batch_size=8, epochs=1), "--threads", "1", cache=cache)
     assert res.returncode == 0, res.stderr[-3000:]
-    moe = tmp_path / "moe"
+    moe = tmp_path / "moe" / "best"
     assert json.loads((moe / "moe.json").read_text())["experts"] == ["lite0", "lite2"]
     for name in ("config.json", "model.safetensors"):  # the other expert is the bundled one, untouched
         assert (moe / "experts" / "lite2" / name).read_bytes() == (DEFAULT / "experts" / "lite2" / name).read_bytes()
     assert (moe / "experts" / "lite0" / "tail-appearance.safetensors").is_file()
-    report = json.loads((moe / "tune.json").read_text())
-    assert [r["expert"] for r in report["experts"]] == ["lite0"] and report["result"]["RSum"] > 0
+    assert (tmp_path / "moe" / "experts" / "lite0" / "best" / "tail-appearance.safetensors").is_file()  # its run
+    report = json.loads((tmp_path / "moe" / "summary.json").read_text())
+    assert list(report["experts"]) == ["lite0"] and report["result"]["RSum"] > 0
+    assert "lite0: dev RSum" in res.stdout and "saved model on val" in res.stdout
     res = cli("tune-cnn", DEFAULT, "--expert", "nope", "--data", f"manifest:{manifest}", "--out", tmp_path / "x",
               cache=cache)
     assert res.returncode != 0 and "no expert 'nope'" in res.stderr
@@ -256,18 +294,32 @@ def test_a_tuned_model_can_be_tuned_again_from_a_later_block(tuned, tmp_path):
 
     root, manifest, cache = tuned
     res = cli("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "again",
-              "--from-block", "14", "--views", "2", "--batch-size", "8", "--epochs", "1", "--lr-cnn", "1e-3",
-              "--threads", "1", cache=cache)
+              *tune_keys(from_block=14, views=2, batch_size=8, epochs=1, lr_cnn=1e-3), "--threads", "1", cache=cache)
     assert res.returncode == 0, res.stderr[-3000:]
-    before = load_file(str(root / "out" / "tail-appearance.safetensors"))
-    after = load_file(str(tmp_path / "again" / "tail-appearance.safetensors"))
+    again = tmp_path / "again" / "best"
+    before = load_file(str(root / "out" / "best" / "tail-appearance.safetensors"))
+    after = load_file(str(again / "tail-appearance.safetensors"))
     assert after.keys() == before.keys()  # blocks 12-13, tuned the first time, stay in the file
     assert all(torch.equal(after[k], before[k]) for k in before if k.startswith(("_blocks.12.", "_blocks.13.")))
-    report = json.loads((tmp_path / "again" / "tune.json").read_text())
-    assert report["experts"][0]["from_block"] == 14
-    saved = json.loads((tmp_path / "again" / "config.json").read_text())["config"]["features"]["video"]
+    report = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert report["from_block"] == 14 and report["config"]["from_block"] == 14
+    saved = json.loads((again / "config.json").read_text())["config"]["features"]["video"]
     assert saved["appearance"]["weights"] == appearance.combined_identity(
-        PACKAGE_WEIGHTS["efficientnet-lite0"], file_identity(tmp_path / "again" / "tail-appearance.safetensors"))
+        PACKAGE_WEIGHTS["efficientnet-lite0"], file_identity(again / "tail-appearance.safetensors"))
+
+
+def test_tune_options_are_config_keys_and_the_old_flags_say_so(tuned, tmp_path):
+    root, manifest, cache = tuned
+    res = cli("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "x", "--epochs", "3",
+              cache=cache)
+    assert res.returncode == 2 and "No such option: --epochs; use --set tune.epochs=3" in res.stderr
+    res = cli("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "x",
+              *tune_keys(epoch=3), cache=cache)
+    assert res.returncode == 2 and "error: --set: tune.epoch: unknown key (did you mean 'epochs'?)" in res.stderr
+    res = cli("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "x",
+              *tune_keys(views=0), cache=cache)
+    assert res.returncode == 2 and "views must be at least 1" in res.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_the_trunk_cache_is_shared_while_the_trunk_runs_imagenet_weights(tuned, monkeypatch):
@@ -292,32 +344,32 @@ def test_the_trunk_cache_is_shared_while_the_trunk_runs_imagenet_weights(tuned, 
 
 def test_the_best_epoch_is_kept_not_the_last(tuned, tmp_path, monkeypatch):
     """Training changes the weights in place: the kept epoch must be a copy (a bug once saved the last epoch)."""
+    from safetensors.torch import load_file
+
     from reelsearch.features.caches import DatasetSource
-    from reelsearch.models import load_model
-    from reelsearch.training.cnn_tail import TailTuneConfig, TailTuner
+    from reelsearch.training.task import retrieval_validation
+    from reelsearch.training.trainer import Trainer
 
     root, manifest, cache = tuned
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
     source, _ = DatasetSource.open(f"manifest:{manifest}")
-    cfg = TailTuneConfig(views=2, batch_size=8, epochs=3, lr_cnn=1e-2, lr=1e-2)
-    tuner = TailTuner("lite0", load_model(DEFAULT / "experts" / "lite0"), source, cfg, tmp_path / "work", "train",
-                      "val", progress=False)
-    scores = iter([100.0, 300.0, 200.0, 250.0])  # epoch 1 is the best
-    monkeypatch.setattr(tuner, "evaluate", lambda: {"RSum": next(scores), "v2t": {"R@1": 0.0}, "t2v": {"R@1": 0.0}})
+    task = tail_task(source, views=2, batch_size=8, epochs=3, lr_cnn=1e-2, lr=1e-2)
+    scores = iter([100.0, 300.0, 200.0, 250.0])  # the start, then epochs 1-3: epoch 1 is the best
     snapshots = []
-    train_epoch = tuner.epoch
 
-    def epoch(rng):
-        loss = train_epoch(rng)
-        snapshots.append({k: v.clone() for k, v in tuner.tail.state_dict().items()})
-        return loss
+    def validate():
+        snapshots.append({k: v.clone() for k, v in task.tail.tuned_state().items()})
+        score = next(scores)
+        return retrieval_validation({"RSum": score, "t2v": {"R@1": 0.0}, "v2t": {"R@1": 0.0}}, score)
 
-    monkeypatch.setattr(tuner, "epoch", epoch)
-    report = tuner.run()
-    assert report["best_epoch"] == 1 and len(snapshots) == 3
-    kept = tuner.tail.state_dict()
-    assert all(torch.equal(kept[k], snapshots[0][k]) for k in kept)
-    assert not all(torch.equal(kept[k], snapshots[2][k]) for k in kept)
+    monkeypatch.setattr(task, "validate", validate)
+    report = Trainer(task, tmp_path / "run", progress=False).fit()
+    assert report["best_epoch"] == 1 and report["epochs_run"] == 3 and len(snapshots) == 4
+    kept = load_file(str(tmp_path / "run" / "best" / "tail-appearance.safetensors"))
+    last = load_file(str(tmp_path / "run" / "last" / "tail-appearance.safetensors"))
+    assert all(torch.equal(kept[k], snapshots[1][k]) for k in kept)
+    assert all(torch.equal(last[k], snapshots[3][k]) for k in last)
+    assert not all(torch.equal(kept[k], last[k]) for k in kept)
 
 
 def test_only_cosine_models_over_one_lite_cnn_are_tunable():

@@ -196,6 +196,29 @@ def test_set_overrides_parse_values_and_apply_to_every_expert():
         apply_overrides(model_config("scde"), ["train.lr=fast"])
 
 
+def test_the_tuning_commands_keys_are_set_and_checked_as_model_keys_are():
+    """`tune` and `mlm` (tune-cnn's and adapt-text's configs) take the same --set forms and errors as `train`."""
+    from reelsearch.config import MLMConfig, TuneConfig
+    from reelsearch.config.typed import apply_section
+
+    cfg = apply_section(TuneConfig(), ["tune.epochs=5", "tune.lr_cnn=1e-3", "tune.schedule.kind=cosine",
+                                       "tune.from_block=null"])
+    assert (cfg.epochs, cfg.lr_cnn, cfg.schedule.kind, cfg.from_block, cfg.views) == (5, 1e-3, "cosine", None, 4)
+    assert apply_section(MLMConfig(), {"mlm.heldout": 0}).heldout == 0.0 and MLMConfig().optimizer == "adamw"
+    assert apply_section(TuneConfig(), None) == TuneConfig()
+    for overrides, says in ((["tune.epoch=3"], "--set: tune.epoch: unknown key (did you mean 'epochs'?)"),
+                            (["train.epochs=3"], "--set: train.epochs: unknown key; the keys here are tune.*"),
+                            (["tune.lr=fast"], "--set: tune.lr: expected a number, got 'fast'"),
+                            (["tune.views=0"], "--set: tune: views must be at least 1"),
+                            (["tune.early_stopping=0"], "--set: tune: early_stopping must be at least 1"),
+                            (["tune.epochs"], "expected KEY.PATH=VALUE")):
+        with pytest.raises(ConfigError) as err:
+            apply_section(TuneConfig(), overrides)
+        assert says in str(err.value), (overrides, str(err.value))
+    with pytest.raises(ConfigError, match=r"mlm: batch_size must be at least 1, mask_prob in \(0, 1\)"):
+        apply_section(MLMConfig(), {"mlm.mask_prob": 1.5})
+
+
 def test_version_1_configs_are_migrated():
     """A config written before feature recipes (reelsearch 0.1) reads as today's, its recipe what 0.1 extracted."""
     from reelsearch.config import config_from_dict

@@ -17,8 +17,9 @@ import torch
 from reelsearch.config import TrainConfig
 from reelsearch.datasets.synthetic import clip_features, random_clip, synthetic_clip_recipe
 from reelsearch.features.pairs import PairData
-from reelsearch.losses import create_loss
+from reelsearch.losses import TrainLosses, create_loss
 from reelsearch.models import VocabTextProcessor, create_model
+from reelsearch.training.joint_task import JointTask
 from reelsearch.training.trainer import Trainer
 
 GRID, FRAMES_PER_EVENT = 8, 4
@@ -58,8 +59,8 @@ def results(tmp_path_factory):
         out = {}
         for name, attention in (("mean", False), ("m3", True)):
             model = build(attention, processor)
-            Trainer(model, create_loss("vse"), train_data, None, BUDGET, tmp_path_factory.mktemp(name),
-                    progress=False).fit()
+            task = JointTask(model, TrainLosses(create_loss("vse")), train_data, None, BUDGET)
+            Trainer(task, tmp_path_factory.mktemp(name), progress=False).fit()
             out[name] = evaluate(model, test, test_data)
         return out
     finally:

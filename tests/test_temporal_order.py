@@ -15,8 +15,9 @@ import torch
 from reelsearch.config import TrainConfig
 from reelsearch.datasets.synthetic import clip_features, order_pairs, swap_accuracy, synthetic_clip_recipe
 from reelsearch.features.pairs import PairData
-from reelsearch.losses import create_loss
+from reelsearch.losses import TrainLosses, create_loss
 from reelsearch.models import VocabTextProcessor, create_model
+from reelsearch.training.joint_task import JointTask
 from reelsearch.training.trainer import Trainer
 
 GRID = 4  # 64x64 frames averaged over 16x16 px blocks: 48-d per-frame features (colour and coarse position)
@@ -105,8 +106,8 @@ def trained(world, tmp_path_factory):
     results = {}
     for kind in ("mean", "bigru", "smsdc"):
         model = build(kind, world["processor"])
-        Trainer(model, create_loss("vse"), world["train"], None, BUDGET, tmp_path_factory.mktemp(kind),
-                progress=False).fit()
+        task = JointTask(model, TrainLosses(create_loss("vse")), world["train"], None, BUDGET)
+        Trainer(task, tmp_path_factory.mktemp(kind), progress=False).fit()
         sims = similarities(model, world["test"])
         originals = np.arange(0, len(sims), 2)
         r1 = float(np.mean(sims[originals][:, originals].argmax(1) == np.arange(len(originals))))

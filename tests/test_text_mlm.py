@@ -1,4 +1,5 @@
-"""SCDE stage 1: masked-LM adaptation of MiniLM (reelsearch.text.mlm), its use by models, the cache and the CLI."""
+"""SCDE stage 1: masked-LM adaptation of MiniLM (reelsearch.text.mlm, run on the Trainer by
+reelsearch.training.adapt_text), its use by models, the cache and the CLI."""
 
 from __future__ import annotations
 
@@ -14,14 +15,8 @@ from typer.testing import CliRunner
 from conftest import shared_path
 from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.text.minilm import MiniLMEncoder, package_model_dir
-from reelsearch.text.mlm import (
-    IGNORE,
-    adapt_minilm,
-    build_mlm_head,
-    mask_tokens,
-    minilm_features_name,
-    model_sha1,
-)
+from reelsearch.text.mlm import IGNORE, build_mlm_head, mask_tokens, minilm_features_name, model_sha1
+from reelsearch.training.adapt_text import adapt_minilm
 
 torch.set_num_threads(1)
 
@@ -81,7 +76,7 @@ def test_mask_tokens_statistics_bert_style():
 def test_real_tokenizer_batch_never_masks_special_or_padding():
     from transformers import AutoTokenizer
 
-    from reelsearch.text.mlm import _masked_batch
+    from reelsearch.text.mlm import masked_batch
 
     tok = AutoTokenizer.from_pretrained(str(package_model_dir()))
     rows = tok(["a dog runs on the grass .", "two kids play", "a man in a red shirt climbs a rock wall ."])["input_ids"]
@@ -89,7 +84,7 @@ def test_real_tokenizer_batch_never_masks_special_or_padding():
     replacement = torch.tensor([i for i in range(len(tok)) if i not in set(tok.all_special_ids)])
     for seed in range(20):
         gen = torch.Generator().manual_seed(seed)
-        inputs, attention, labels = _masked_batch(rows, tok, special, replacement, 0.5, gen)
+        inputs, attention, labels = masked_batch(rows, tok, special, replacement, 0.5, gen)
         chosen = labels != IGNORE
         original = torch.zeros_like(inputs)
         for i, r in enumerate(rows):
@@ -117,13 +112,16 @@ def test_mlm_head_is_berts_with_tied_decoder():
 # ---------------------------------------------------------------- a real (tiny) adaptation
 
 
+OVERRIDES = {"mlm.epochs": 1, "mlm.batch_size": 16, "mlm.lr": 1e-4, "mlm.heldout": 0.2, "mlm.seed": 0}
+
+
 @pytest.fixture(scope="module")
 def adapted(tmp_path_factory):
     captions = _flickr_captions(200)
     before = _package_snapshot()
     out = tmp_path_factory.mktemp("mlm") / "minilm-adapted"
-    report = adapt_minilm(captions, out, epochs=1, batch_size=16, lr=1e-4, heldout=0.2, seed=0, progress=False)
-    return {"dir": out, "report": report, "captions": captions, "package_before": before}
+    report = adapt_minilm(captions, out, OVERRIDES, progress=False)
+    return {"dir": out, "encoder": out / "best", "report": report, "captions": captions, "package_before": before}
 
 
 def test_adaptation_lowers_heldout_loss_and_writes_report(adapted):
@@ -134,41 +132,45 @@ def test_adaptation_lowers_heldout_loss_and_writes_report(adapted):
     assert after["loss"] < before["loss"] - 1.0
     assert after["accuracy"] >= before["accuracy"]
     assert len(report["train_loss"]) == 1 and report["steps"] == 10 and report["seconds"] > 0
-    on_disk = json.loads((adapted["dir"] / "adaptation.json").read_text())
+    assert report["best_epoch"] == 1 and [h["epoch"] for h in report["history"]] == [0, 1]
+    on_disk = json.loads((adapted["dir"] / "summary.json").read_text())  # the report lies beside the encoder
     assert on_disk["params"] == report["params"] and on_disk["params"]["captions"] == 200
+    assert {"summary.json", "adaptation.json", "run.json", "log.csv"}.isdisjoint(
+        p.name for p in adapted["encoder"].iterdir())
+    assert (adapted["dir"] / "log.csv").read_text().startswith("epoch,train_loss")
     assert _package_snapshot() == adapted["package_before"], "the package's model folder changed"
 
 
 def test_adapted_folder_loads_and_gives_new_token_features(adapted):
     captions = ["a dog runs through the grass .", "two children play in the water"]
     base = MiniLMEncoder(model_dir=package_model_dir())
-    new = MiniLMEncoder(model_dir=adapted["dir"])
+    new = MiniLMEncoder(model_dir=adapted["encoder"])
     assert new.tokens(captions[0]) == base.tokens(captions[0])
     for a, b in zip(base.token_features(captions), new.token_features(captions)):
         assert a.shape == b.shape
         assert not np.allclose(a, b, atol=1e-3)
-    assert model_sha1(adapted["dir"]) != model_sha1(package_model_dir())
+    assert model_sha1(adapted["encoder"]) != model_sha1(package_model_dir())
 
 
 def test_rerun_same_params_is_reused_other_params_fail(adapted, monkeypatch):
-    import reelsearch.text.minilm as minilm
+    import reelsearch.training.adapt_text as adapt_text
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded: the finished adaptation was not reused")
 
-    monkeypatch.setattr(minilm, "MiniLMEncoder", no_model)
-    again = adapt_minilm(adapted["captions"], adapted["dir"], epochs=1, batch_size=16, lr=1e-4, heldout=0.2,
+    monkeypatch.setattr(adapt_text, "MiniLMEncoder", no_model)
+    again = adapt_minilm(adapted["captions"], adapted["dir"], [f"{k}={v}" for k, v in OVERRIDES.items()],
                          progress=False)
     assert again["reused"] is True and again["heldout_after"] == adapted["report"]["heldout_after"]
     with pytest.raises(ReelsearchError, match="other parameters"):
-        adapt_minilm(adapted["captions"], adapted["dir"], epochs=2, batch_size=16, lr=1e-4, heldout=0.2)
+        adapt_minilm(adapted["captions"], adapted["dir"], {**OVERRIDES, "mlm.epochs": 2})
 
 
 def test_refuses_foreign_folders(tmp_path):
     captions = ["a dog runs", "a cat sleeps", "a man walks"]
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
-    with pytest.raises(ReelsearchError, match="holds no adaptation.json"):
+    with pytest.raises(ReelsearchError, match="not an adapt-text run"):
         adapt_minilm(captions, tmp_path / "other", progress=False)
     with pytest.raises(ReelsearchError, match="base model folder"):
         adapt_minilm(captions, package_model_dir() / "adapted", progress=False)
@@ -181,16 +183,16 @@ def test_feature_cache_names_keep_encoders_apart(adapted, tmp_path, monkeypatch)
     from reelsearch.models import MiniLMTextProcessor
 
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
-    name = minilm_features_name(adapted["dir"])
+    name = minilm_features_name(adapted["encoder"])
     assert minilm_features_name(None) == minilm_features_name(package_model_dir()) == "text-minilm"
-    assert name == "text-minilm-" + _sha1(adapted["dir"] / "model.safetensors")[:10]
+    assert name == "text-minilm-" + _sha1(adapted["encoder"] / "model.safetensors")[:10]
     captions = ["a dog runs through the grass .", "a girl climbs a wall"]
-    adapted_feats = caption_features(captions, MiniLMTextProcessor(model_dir=adapted["dir"]), progress=False)
+    adapted_feats = caption_features(captions, MiniLMTextProcessor(model_dir=adapted["encoder"]), progress=False)
     base_feats = caption_features(captions, MiniLMTextProcessor(), progress=False)
     assert sorted(p.name for p in (tmp_path / "cache" / "text").iterdir()) == sorted(["text-minilm", name])
     store = FeatureStore(tmp_path / "cache" / "text" / name)
     assert all(store.has(TOKENS, caption_key(c)) for c in captions)
-    expected = MiniLMEncoder(model_dir=adapted["dir"]).token_features(captions)
+    expected = MiniLMEncoder(model_dir=adapted["encoder"]).token_features(captions)
     for got, want, base in zip(adapted_feats, expected, base_feats):
         assert np.allclose(got, want, atol=2e-2)  # stored as float16
         assert not np.allclose(got, base, atol=2e-2)
@@ -203,10 +205,11 @@ def test_the_recipe_carries_the_encoder_dir(adapted):
     from reelsearch.training.run import with_text_encoder
 
     assert text_processor_for("scde-ablation-transformer").model_dir is None  # the package model
-    cfg = with_text_encoder(model_config("scde-ablation-transformer"), adapted["dir"])
-    assert cfg.features.text.encoder == str(adapted["dir"].resolve()) and cfg.features.text.adapted
-    assert cfg.features.text.weights == file_identity(adapted["dir"] / "model.safetensors")
-    assert text_processor_for(cfg).model_dir == str(adapted["dir"].resolve())
+    for given in (adapted["encoder"], adapted["dir"]):  # the encoder folder, or the adapt-text run holding it
+        cfg = with_text_encoder(model_config("scde-ablation-transformer"), given)
+        assert cfg.features.text.encoder == str(adapted["encoder"].resolve()) and cfg.features.text.adapted
+        assert cfg.features.text.weights == file_identity(adapted["encoder"] / "model.safetensors")
+        assert text_processor_for(cfg).model_dir == str(adapted["encoder"].resolve())
 
 
 def test_saved_joint_model_is_self_contained(adapted, tmp_path):
@@ -214,7 +217,7 @@ def test_saved_joint_model_is_self_contained(adapted, tmp_path):
     from reelsearch.training.run import with_text_encoder
 
     encoder_copy = tmp_path / "my-encoder"
-    shutil.copytree(adapted["dir"], encoder_copy)
+    shutil.copytree(adapted["encoder"], encoder_copy)
     torch.manual_seed(0)
     model = create_model(with_text_encoder(model_config("scde-ablation-transformer"), encoder_copy)).eval()
     captions = ["a dog runs through the grass .", "a man rides a bike"]
@@ -256,20 +259,27 @@ def test_cli_adapt_text(tmp_path):
 
     runner = CliRunner()
     result = runner.invoke(app, ["adapt-text", "--help"])
-    assert result.exit_code == 0 and "--mask-prob" in result.output
+    assert result.exit_code == 0 and "mlm.mask_prob" in result.output
     assert "--text-encoder" in runner.invoke(app, ["train", "--help"]).output
 
     manifest = _manifest(tmp_path, _flickr_captions(40))
     out = tmp_path / "enc"
-    args = ["adapt-text", "--data", f"manifest:{manifest}", "--out", str(out), "--epochs", "1", "--batch-size", "8",
-            "--heldout", "0.1", "--threads", "1", "--json"]
+    args = ["adapt-text", "--data", f"manifest:{manifest}", "--out", str(out), "--set", "mlm.epochs=1", "--set",
+            "mlm.batch_size=8", "--set", "mlm.heldout=0.1", "--threads", "1", "--json"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["params"]["captions"] == 40 and report["train_captions"] == 36 and report["split"] == "train"
-    assert (out / "modules.json").is_file() and (out / "adaptation.json").is_file()
+    assert report["params"]["batch_size"] == 8 and report["heldout_captions"] == 4
+    assert (out / "best" / "modules.json").is_file() and (out / "summary.json").is_file()
     again = runner.invoke(app, args[:-1])
     assert again.exit_code == 0 and "already holds this adaptation" in again.output
+    old = runner.invoke(app, ["adapt-text", "--data", f"manifest:{manifest}", "--out", str(out), "--mask-prob", "0.2"])
+    assert old.exit_code == 2 and "use --set mlm.mask_prob=0.2" in old.output
+    typo = runner.invoke(app, ["adapt-text", "--data", f"manifest:{manifest}", "--out", str(out), "--set",
+                               "mlm.mask_probability=0.2"])
+    assert isinstance(typo.exception, ReelsearchError)
+    assert "--set: mlm.mask_probability: unknown key (did you mean 'mask_prob'?)" in str(typo.exception)
     bad = runner.invoke(app, ["adapt-text", "--data", f"manifest:{manifest}", "--split", "test", "--out",
                               str(tmp_path / "x")])
     assert bad.exit_code != 0
@@ -289,7 +299,7 @@ def test_train_with_text_encoder_uses_and_bundles_it(adapted, tmp_path, monkeypa
     name = "scde-ablation-bert"
     train(name, f"manifest:{manifest}", tmp_path / "run", features=store, overrides=small(name, epochs=1),
           progress=False, text_encoder=adapted["dir"])
-    assert [p.name for p in (tmp_path / "cache" / "text").iterdir()] == [minilm_features_name(adapted["dir"])]
+    assert [p.name for p in (tmp_path / "cache" / "text").iterdir()] == [minilm_features_name(adapted["encoder"])]
     best = JointModel.load(tmp_path / "run" / "best")
     assert best.text_processor.model_dir == str((tmp_path / "run" / "best" / "text-encoder").resolve())
-    assert model_sha1(best.text_processor.model_dir) == model_sha1(adapted["dir"])
+    assert model_sha1(best.text_processor.model_dir) == model_sha1(adapted["encoder"])

@@ -95,9 +95,12 @@ from train_fixtures import small
 import reelsearch.training.trainer as T
 from reelsearch.config import TrainConfig, apply_overrides
 from reelsearch.features.caches import DatasetSource
+from reelsearch.losses import TrainLosses, train_losses
 from reelsearch.models import create_model, model_config, text_processor_for
 from reelsearch.training.distributed import init_distributed, shutdown
-from reelsearch.training.run import loss_of, model_pairs
+from reelsearch.training.joint_task import JointTask
+from reelsearch.training.run import model_pairs
+from reelsearch.training.task import epoch_batches
 T.native_bf16 = lambda device: True  # exercise the autocast path whatever this CPU has
 manifest, store, out, precision = sys.argv[1:5]
 info = init_distributed("cpu")
@@ -107,10 +110,10 @@ caps = [c for it in source.dataset.items("train") for c in it.captions]
 torch.manual_seed(0)
 model = create_model(cfg, text_processor_for(cfg, caps))
 data = model_pairs(model, source, "train", progress=False)
-loss = loss_of(cfg.train)
-trainer = T.Trainer(model, loss, data, None, TrainConfig(batch_size=32, lr=1e-3, epochs=1, precision=precision),
-                    out, info, progress=False)
-values = [trainer._step(b) for b in T.epoch_batches(len(data.captions), 32, 0, 0)[:3]]
+loop = TrainConfig(batch_size=32, lr=1e-3, epochs=1, precision=precision)
+losses = TrainLosses(train_losses(cfg.train).main)  # the model's loss, without its warm-up epoch
+trainer = T.Trainer(JointTask(model, losses, data, None, loop, info), out, progress=False)
+values = [trainer._step(b) for b in epoch_batches(len(data.captions), 32, 0, 0)[:3]]
 if info.rank == 0:
     json.dump({"loss": values, "weights": {k: v.double().sum().item() for k, v in model.state_dict().items()}},
               open(os.path.join(out, f"result-{info.world_size}.json"), "w"))
@@ -301,7 +304,7 @@ def test_lr_scale_input_dropout_and_val_samples_do_what_they_say(dataset, tmp_pa
     from reelsearch.config import apply_overrides
     from reelsearch.errors import ReelsearchError
     from reelsearch.models import create_model, model_config, text_processor_for
-    from reelsearch.training.trainer import parameter_groups
+    from reelsearch.training.task import parameter_groups
 
     manifest, store = dataset
     over = small("mithun-expert", model__video__encoder__input_dropout=0.5)
@@ -326,3 +329,52 @@ def test_lr_scale_input_dropout_and_val_samples_do_what_they_say(dataset, tmp_pa
                      overrides=small("torabi-m1", epochs=1, train__val_samples=n), progress=False) for n in (None, 7)}
     assert runs[None]["best"]["RSum"] == runs[7]["best"]["RSum"]  # the metrics use every caption
     assert runs[None]["best"]["val_loss"] != runs[7]["best"]["val_loss"]
+
+
+def test_a_mixture_stops_before_training_when_an_experts_features_cannot_be_had(tmp_path):
+    """`reelsearch train mithun-moe` on MSR-VTT as a new user runs it, without Places365 features: it stops at once
+    with the place expert's error and what to do, before any expert trains or any feature is extracted."""
+    from conftest import shared_path
+
+    cache, out = tmp_path / "cache", tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "reelsearch", "train", "mithun-moe", "--data",
+                          f"msrvtt:{shared_path('msrvtt')}:test", "--out", str(out)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "REELSEARCH_CACHE_DIR": str(cache)})
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "the 'place' features come from 'resnet50-places365'" in res.stderr
+    assert "reelsearch features import SRC --out STORE --modality place --extractor resnet50-places365" in res.stderr
+    assert not out.exists() and not cache.exists()  # nothing trained, nothing extracted
+
+
+def test_the_feature_check_is_exact(dataset, tmp_path):
+    """Features no extractor here can make pass the check where the store has them, fail where it does not (the
+    caches), and features of another recipe in the store are named, all before any work."""
+    from reelsearch.errors import ConfigError, ReelsearchError
+    from reelsearch.features.caches import DatasetSource
+    from train_fixtures import synthetic_recipe
+
+    manifest, store = dataset
+    recipes = {"appearance": synthetic_recipe(32)}
+    assert not recipes["appearance"].available
+    DatasetSource.open(f"manifest:{manifest}", store)[0].check_features(recipes)
+    with pytest.raises(ReelsearchError, match="'appearance' features come from 'synthetic'"):
+        DatasetSource.open(f"manifest:{manifest}")[0].check_features(recipes)
+    with pytest.raises(ConfigError, match="made differently"):
+        DatasetSource.open(f"manifest:{manifest}", store)[0].check_features({"appearance": synthetic_recipe(16)})
+    with pytest.raises(ReelsearchError, match="no feature store here"):
+        DatasetSource.open(f"manifest:{manifest}", tmp_path / "none")[0].check_features(recipes)
+
+
+def test_old_training_options_name_their_config_key(dataset, tmp_path):
+    """`reelsearch train ... --epochs 2`, the form earlier docs used, names `--set train.epochs=2`."""
+    manifest, store = dataset
+    cli = [sys.executable, "-m", "reelsearch", "train", "torabi-m1", "--data", f"manifest:{manifest}", "--features",
+           str(store), "--out", str(tmp_path / "run")]
+    for old, key in ((["--epochs", "2"], "train.epochs=2"), (["--precision=bf16"], "train.precision=bf16"),
+                     (["--warmup-epochs", "0"], "train.warmup_epochs=0")):
+        res = subprocess.run(cli + old, cwd=ROOT, capture_output=True, text=True)
+        said = " ".join(res.stderr.replace("│", " ").split())  # the message as one line, out of its frame
+        assert res.returncode == 2 and f"No such option: {old[0].split('=')[0]}; use --set {key}" in said, said
+    res = subprocess.run(cli + ["--epoch", "2"], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 2 and "No such option: --epoch" in res.stderr and "--set" not in res.stderr
+    assert not (tmp_path / "run").exists()

@@ -9,7 +9,7 @@ import torch
 
 from reelsearch.training.schedule import LRSchedule
 from reelsearch.training.state import load_training_state, save_training_state
-from reelsearch.training.trainer import epoch_batches
+from reelsearch.training.task import epoch_batches
 
 
 def _train_some(model, opt, steps, seed):

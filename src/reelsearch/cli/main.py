@@ -6,6 +6,7 @@ import importlib
 import sys
 
 import typer
+from typer.core import TyperGroup
 
 from reelsearch.errors import EXIT_BAD_INPUT, ReelsearchError
 
@@ -13,8 +14,55 @@ from reelsearch.errors import EXIT_BAD_INPUT, ReelsearchError
 # `reelsearch --help` is fast.
 COMMAND_MODULES = ["data", "metrics", "features", "extract", "train", "mc", "search", "demo", "text", "models"]
 
+#: Options that became config keys, per command: the old option -> the key to give with --set instead.
+MOVED_OPTIONS = {
+    "train": {"--epochs": "train.epochs", "--seed": "train.seed", "--loss": "train.loss",
+              "--warmup-epochs": "train.warmup_epochs", "--precision": "train.precision"},
+    "tune-cnn": {"--epochs": "tune.epochs", "--views": "tune.views", "--patience": "tune.early_stopping",
+                 "--lr-cnn": "tune.lr_cnn", "--lr": "tune.lr", "--batch-size": "tune.batch_size",
+                 "--seed": "tune.seed", "--from-block": "tune.from_block"},
+    "adapt-text": {"--epochs": "mlm.epochs", "--mask-prob": "mlm.mask_prob", "--lr": "mlm.lr",
+                   "--batch-size": "mlm.batch_size", "--seed": "mlm.seed", "--heldout": "mlm.heldout"},
+}
+_ARGV = "reelsearch.argv"
+
+
+class _Commands(TyperGroup):
+    """The command group; an option that became a config key (:data:`MOVED_OPTIONS`) names the ``--set`` to use."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        ctx.meta[_ARGV] = list(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:  # click's NoSuchOption (typer may run a vendored click: told by its attributes)
+            hint = _moved_option_hint(exc, ctx.meta.get(_ARGV, []))
+            if hint is not None:
+                exc.message, exc.possibilities = hint, None
+            raise
+
+
+def _moved_option_hint(exc: Exception, argv: list[str]) -> str | None:
+    """What to say instead of "No such option" when ``exc`` is about an option that became a config key."""
+    command = getattr(getattr(exc, "ctx", None), "info_name", None)
+    option = getattr(exc, "option_name", None)
+    key = MOVED_OPTIONS.get(command, {}).get(option)
+    if key is None:
+        return None
+    value = "VALUE"
+    for i, arg in enumerate(argv):
+        if arg == option and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(option + "="):
+            value = arg.split("=", 1)[1]
+    return f"No such option: {option}; use --set {key}={value}"
+
+
 app = typer.Typer(
     name="reelsearch",
+    cls=_Commands,
     help="Search video with natural language and describe video with sentences.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -16,14 +16,13 @@ def register(app: typer.Typer) -> None:
         data: str = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT[:SPLIT], e.g. "
                                  "flickr8k:../shared/data/flickr8k"),
         split: str | None = typer.Option(None, "--split", help="Split whose captions to train on (default: train)."),
-        out: Path = typer.Option(..., "--out", help="Folder for the adapted encoder (sentence-transformers layout "
-                                 "+ adaptation.json)."),
-        epochs: int = typer.Option(1, "--epochs", help="Passes over the captions."),
-        mask_prob: float = typer.Option(0.15, "--mask-prob", help="Fraction of word pieces to predict (BERT: 0.15)."),
-        lr: float = typer.Option(5e-5, "--lr", help="AdamW learning rate."),
-        batch_size: int = typer.Option(32, "--batch-size", help="Captions per step."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the held-out split, masking, head init and order."),
-        heldout: float = typer.Option(0.05, "--heldout", help="Fraction of captions kept out to score before/after."),
+        out: Path = typer.Option(..., "--out", help="Run directory: best/ (the adapted encoder, a "
+                                 "sentence-transformers folder), last/, log.csv, summary.json. An interrupted run "
+                                 "resumes."),
+        set_: list[str] = typer.Option([], "--set", help="Override an mlm key, repeatable: --set mlm.epochs=1 "
+                                       "--set mlm.mask_prob=0.15 --set mlm.lr=5e-5 --set mlm.batch_size=32 --set "
+                                       "mlm.seed=0 --set mlm.heldout=0.05 (values read as YAML; an unknown key is an "
+                                       "error; docs/training.md)."),
         protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol (msrvtt: full, 1k-a, ...)."),
         device: str | None = typer.Option(None, "--device", help="cpu, cuda (default: GPU when present)."),
         threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's)."),
@@ -33,7 +32,7 @@ def register(app: typer.Typer) -> None:
         it via `reelsearch train ... --text-encoder OUT`. Rerunning with the same parameters reuses OUT."""
         from reelsearch.datasets import parse_data_spec
         from reelsearch.errors import ReelsearchError
-        from reelsearch.text.mlm import adapt_minilm
+        from reelsearch.training.adapt_text import adapt_minilm
         from reelsearch.training.run import open_sources, training_captions
 
         if threads:
@@ -45,9 +44,8 @@ def register(app: typer.Typer) -> None:
             raise ReelsearchError(f"two different splits given: {spec_split!r} in --data and --split {split!r}")
         sources = open_sources(data, train_split=split, **({"protocol": protocol} if protocol else {}))
         split = sources[0][1]
-        captions = training_captions(sources)
-        report = adapt_minilm(captions, out, epochs=epochs, mask_prob=mask_prob, lr=lr, batch_size=batch_size,
-                              seed=seed, heldout=heldout, device=device, progress=not json_out)
+        report = adapt_minilm(training_captions(sources), out, overrides=list(set_), device=device,
+                              progress=not json_out)
         report = {**report, "data": f"{fmt}:{root}", "split": split}
         if json_out:
             typer.echo(json.dumps(report, indent=2))
@@ -55,8 +53,9 @@ def register(app: typer.Typer) -> None:
         if report.get("reused"):
             typer.echo(f"{out} already holds this adaptation (remove it to redo)")
         before, after = report.get("heldout_before"), report.get("heldout_after")
-        if before and after and before["masked_tokens"]:
+        if before and after:
             typer.echo(f"held-out masked tokens ({before['masked_tokens']}): loss {before['loss']:.3f} -> "
-                       f"{after['loss']:.3f}, accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%}")
+                       f"{after['loss']:.3f}, accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} (epoch "
+                       f"{report['best_epoch']})")
         typer.echo(f"adapted MiniLM on {report['train_captions']:,} {split} captions in {report['seconds']:.0f} s "
-                   f"-> {out}")
+                   f"-> {out}/best (report: {out}/summary.json)")

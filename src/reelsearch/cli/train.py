@@ -149,20 +149,15 @@ def _register_tune_cnn(app: typer.Typer) -> None:
         checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
         data: str = typer.Option(..., "--data", help="Images with captions as FORMAT:ROOT, e.g. "
                                  "flickr8k:../shared/data/flickr8k."),
-        out: Path = typer.Option(..., "--out", help="Where to save the tuned model (an interrupted run resumes "
-                                 "from OUT/.tuning)."),
+        out: Path = typer.Option(..., "--out", help="Run directory: best/ (the tuned model), last/, log.csv, "
+                                 "summary.json; a mixture's experts are tuned in experts/NAME/. An interrupted run "
+                                 "resumes."),
         expert: list[str] = typer.Option([], "--expert", help="A mixture's expert to tune, repeatable (default: "
                                          "every expert over EfficientNet-Lite features)."),
-        from_block: int | None = typer.Option(None, "--from-block", help="First tuned block (default: the blocks "
-                                              "after the last stride-2 one, then the head)."),
-        views: int = typer.Option(4, "--views", help="Cached views per training image: the centre crop, its mirror, "
-                                  "random crops."),
-        epochs: int = typer.Option(25, "--epochs", help="At most this many passes over the training images."),
-        patience: int = typer.Option(4, "--patience", help="Stop after this many epochs without a better RSum."),
-        lr_cnn: float = typer.Option(1e-4, "--lr-cnn", help="Learning rate of the CNN tail."),
-        lr: float = typer.Option(1e-4, "--lr", help="Learning rate of the model's projections."),
-        batch_size: int = typer.Option(128, "--batch-size"),
-        seed: int = typer.Option(0, "--seed"),
+        set_: list[str] = typer.Option([], "--set", help="Override a tune key, repeatable: --set tune.epochs=16 "
+                                       "--set tune.views=4 --set tune.lr_cnn=1e-4 --set tune.lr=1e-4 --set "
+                                       "tune.early_stopping=4 --set tune.from_block=14 --set tune.batch_size=128 "
+                                       "(values read as YAML; an unknown key is an error; docs/training.md)."),
         train_split: str = typer.Option("train", "--train-split"),
         val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev."),
         threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
@@ -170,25 +165,22 @@ def _register_tune_cnn(app: typer.Typer) -> None:
     ) -> None:
         """Fine-tune the last blocks of a model's frame CNN with its projections, on a CPU: the frozen part's
         activations are computed once per view and cached; the tuned weights travel in the saved model."""
-        from reelsearch.training.cnn_tail import TailTuneConfig
         from reelsearch.training.cnn_tail import tune_cnn as run
 
         _set_threads(threads)
-        cfg = TailTuneConfig(from_block=from_block, views=views, epochs=epochs, lr_cnn=lr_cnn, lr=lr,
-                             batch_size=batch_size, patience=patience, seed=seed)
-        rep = run(checkpoint, data, out, experts=list(expert) or None, cfg=cfg, train_split=train_split,
+        rep = run(checkpoint, data, out, experts=list(expert) or None, overrides=list(set_), train_split=train_split,
                   val_split=val_split, progress=not json_out)
         if json_out:
             typer.echo(json.dumps(rep, default=str))
             return
-        for r in rep["experts"]:
-            first, best = r["history"][0], r["history"][r["best_epoch"]]
-            typer.echo(f"{r['expert']}: RSum {first['RSum']:.2f} -> {best['RSum']:.2f} (epoch {r['best_epoch']})")
+        for name, r in (rep.get("experts") or {rep["expert"]: rep}).items():
+            typer.echo(f"{name}: dev RSum {r['start']['RSum']:.2f} -> {r['best']['RSum']:.2f} (epoch "
+                       f"{r['best_epoch']} of {r['epochs_run']})")
         if "result" in rep:
             res = rep["result"]
             typer.echo(f"saved model on {rep['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
                        f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
-        typer.echo(f"saved: {out}")
+        typer.echo(f"saved: {out}/best (report: {out}/summary.json)")
 
 
 def _register_fuse(app: typer.Typer) -> None:

@@ -1,4 +1,5 @@
-"""Typed, versioned configs (``schema``) and the feature recipes they carry (``recipe``)."""
+"""Typed, versioned configs (``schema``), the feature recipes they carry (``recipe``) and the tuning commands'
+configs (``tuning``)."""
 
 from .recipe import FeatureRecipe, ModalityRecipe, TextRecipe, check_compatible, file_identity
 from .schema import (
@@ -12,16 +13,19 @@ from .schema import (
     config_to_dict,
     load_config,
 )
+from .tuning import MLMConfig, TuneConfig
 
 __all__ = [
     "SCHEMA_VERSION",
     "AnyConfig",
     "FeatureRecipe",
+    "MLMConfig",
     "MixtureConfig",
     "ModalityRecipe",
     "ModelConfig",
     "TextRecipe",
     "TrainConfig",
+    "TuneConfig",
     "apply_overrides",
     "check_compatible",
     "config_from_dict",

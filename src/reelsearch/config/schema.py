@@ -20,7 +20,7 @@ from typing import Any, Literal
 from reelsearch.errors import ConfigError, DataFormatError
 
 from .recipe import FeatureRecipe, ModalityRecipe, TextRecipe, frame_recipe, glove_text, minilm_text
-from .typed import from_dict, merge_dicts, parse_override, set_path, to_dict
+from .typed import from_dict, merge_dicts, override_items, set_path, to_dict
 
 SCHEMA_VERSION = 2
 
@@ -297,9 +297,8 @@ def apply_overrides(config: AnyConfig, overrides: dict[str, Any] | list[str] | N
     """
     if not overrides:
         return config
-    items = [parse_override(o) for o in overrides] if isinstance(overrides, list) else list(overrides.items())
     data = config_to_dict(config)
-    for path, value in items:
+    for path, value in override_items(overrides):
         head = path.split(".", 1)[0]
         if isinstance(config, MixtureConfig) and head in _SHARED_PREFIXES:
             for expert in data["experts"].values():

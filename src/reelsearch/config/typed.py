@@ -6,7 +6,8 @@ value of the wrong type is a :class:`~reelsearch.errors.ConfigError` naming the 
 from (``configs/scde.yaml: train.lr_rate: unknown key; known: ...``).
 
 ``apply_overrides(data, ["train.lr=1e-4", ...])`` sets dotted paths in a config dict (values parsed as YAML
-scalars), the generic ``--set`` of the command line.
+scalars), the generic ``--set`` of the command line; :func:`apply_section` does the same for a config that is one
+section of keys (``tune.epochs=5``: ``reelsearch.config.tuning``).
 """
 
 from __future__ import annotations
@@ -188,6 +189,25 @@ def parse_override(item: str) -> tuple[str, Any]:
     if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
         raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. train.lr=1e-4")
     return key.strip(), parse_value(value.strip())
+
+
+def override_items(overrides: dict[str, Any] | list[str] | None) -> list[tuple[str, Any]]:
+    """(dotted path, value) pairs of ``{"train.lr": 1e-4}`` or ``["train.lr=1e-4", ...]`` (values parsed as YAML)."""
+    if not overrides:
+        return []
+    return [parse_override(o) for o in overrides] if isinstance(overrides, list) else list(overrides.items())
+
+
+def apply_section(config, overrides: dict[str, Any] | list[str] | None, source: str = "--set"):
+    """The config dataclass ``config``, whose keys are set as ``<its section>.<key>`` (``tune.epochs=5``: the class's
+    ``section``), with ``overrides`` applied and checked again, with the errors of a model config's ``--set``."""
+    section = type(config).section
+    data = {section: to_dict(config)}
+    for path, value in override_items(overrides):
+        if path.split(".", 1)[0] != section:
+            raise ConfigError(f"{_where(source, path)}: unknown key; the keys here are {section}.*")
+        set_path(data, path, value, source)
+    return from_dict(type(config), data[section], source, section)
 
 
 def set_path(data: dict, path: str, value, source: str = "--set") -> None:

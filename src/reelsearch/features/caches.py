@@ -17,10 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.cache import cache_root
 from reelsearch.config.recipe import ModalityRecipe, check_compatible
+from reelsearch.datasets import load_dataset, parse_data_spec
 from reelsearch.errors import ReelsearchError
+from reelsearch.features.extract import ExtractConfig, run_extraction
+from reelsearch.features.pairs import build_pair_data
+from reelsearch.features.pipeline import FeaturePipeline, unavailable_message
+from reelsearch.features.sources import Job
+from reelsearch.features.store import FeatureStore
+from reelsearch.text.mlm import minilm_features_name
 
 VAL_SPLITS = ("val", "dev", "validate", "valid")
 TOKENS = "tokens"
@@ -55,8 +63,6 @@ class DatasetSource:
     @classmethod
     def open(cls, spec: str, features: str | Path | None = None, **options) -> tuple[DatasetSource, str | None]:
         """The dataset of ``FORMAT:ROOT[:SPLIT]`` and the split the spec names (or None)."""
-        from reelsearch.datasets import load_dataset, parse_data_spec
-
         fmt, root, split = parse_data_spec(spec)
         return cls(fmt, Path(root), load_dataset(fmt, root, **options),
                    Path(features) if features is not None else None), split
@@ -78,13 +84,8 @@ class DatasetSource:
                                                                                       recipe)
 
     # ---------------------------------------------------------------- features
-    def stores(self, items, recipes: Mapping[str, ModalityRecipe], device: str | None = None,
-               progress: bool = True) -> dict:
-        """{feature name: (FeatureStore, modality in it)} holding ``recipes``' features of ``items``, extracting
-        what is missing. A name ``MODALITY@EXPERT`` (a mixture's) is stored as MODALITY in its recipe's store."""
-        from reelsearch.features.store import FeatureStore
-
-        out = {}
+    def _groups(self, recipes: Mapping[str, ModalityRecipe]) -> dict[Path, dict[str, ModalityRecipe]]:
+        """{store folder: {modality: recipe}} of ``recipes``; one store cannot hold a modality made two ways."""
         groups: dict[Path, dict[str, ModalityRecipe]] = {}
         for name, recipe in recipes.items():
             modality = name.split("@")[0]
@@ -94,32 +95,42 @@ class DatasetSource:
                                       f"({group[modality].describe()} / {recipe.describe()}); leave out --features "
                                       "to use the per-recipe caches")
             group[modality] = recipe
-            out[name] = (self.store_dir(modality, recipe), modality)
-        opened = {}
-        for path, group in groups.items():
+        return groups
+
+    def check_features(self, recipes: Mapping[str, ModalityRecipe]) -> None:
+        """Stop at once, before any extraction or training, when ``recipes``' features cannot be had here: a
+        --features store that is not there or holds features of another recipe, or a modality that no extractor
+        here can make (e.g. Places365 features, which must be imported) and that the store lacks."""
+        for path, group in self._groups(recipes).items():
             if self.store_root is not None and not path.is_dir():
                 raise ReelsearchError(f"{path}: no feature store here (--features)")
-            store = opened[path] = FeatureStore(path)
+            store = FeatureStore(path) if path.is_dir() else None
             for modality, recipe in group.items():
-                if modality in store.modalities():
+                if store is not None and modality in store.modalities():
                     check_compatible(recipe, store.recipe(modality), modality, str(path))
-            self._fill(store, items, group, device, progress)
-        return {name: (opened[path], modality) for name, (path, modality) in out.items()}
+                elif not recipe.available:
+                    raise ReelsearchError(f"{self.label}: {unavailable_message(modality, recipe)}")
+
+    def stores(self, items, recipes: Mapping[str, ModalityRecipe], device: str | None = None,
+               progress: bool = True) -> dict:
+        """{feature name: (FeatureStore, modality in it)} holding ``recipes``' features of ``items``, extracting
+        what is missing. A name ``MODALITY@EXPERT`` (a mixture's) is stored as MODALITY in its recipe's store."""
+        self.check_features(recipes)
+        groups = self._groups(recipes)
+        opened = {path: FeatureStore(path) for path in groups}
+        for path, group in groups.items():
+            self._fill(opened[path], items, group, device, progress)
+        return {name: (opened[self.store_dir(name.split("@")[0], recipe)], name.split("@")[0])
+                for name, recipe in recipes.items()}
 
     def _fill(self, store, items, recipes: dict[str, ModalityRecipe], device, progress) -> None:
-        """Extract the ``recipes`` features of ``items`` that ``store`` lacks (resumable)."""
-        from reelsearch.features.extract import ExtractConfig, run_extraction
-        from reelsearch.features.pipeline import FeaturePipeline, unavailable_message
-        from reelsearch.features.sources import Job
-
+        """Extract the ``recipes`` features of ``items`` that ``store`` lacks (resumable); features that cannot be
+        made here (``check_features`` found them in the store) are left out where the store lacks them."""
         todo = {m: [it for it in items if not store.has(m, it.key)] for m in recipes}
         todo = {m: its for m, its in todo.items() if its}
         if not todo:
             return
-        cannot = [m for m in todo if not recipes[m].available]
-        for m in cannot:
-            if m not in store.modalities():
-                raise ReelsearchError(f"{self.label}: {unavailable_message(m, recipes[m])}")
+        for m in [m for m in todo if not recipes[m].available]:
             note(f"{len(todo.pop(m))} items of {self.label} have no {m!r} features in {store.root} (they cannot be "
                  "extracted here); they are left out")
         jobs = {}
@@ -151,8 +162,6 @@ class DatasetSource:
               progress: bool = True):
         """PairData of ``split`` with ``recipes``' video features (extracted first where missing) and, for a
         MiniLM ``processor``, its cached token features of the captions."""
-        from reelsearch.features.pairs import build_pair_data
-
         items = self.dataset.items(self.check_split(split))
         stores = self.stores(items, recipes, device, progress)
         data = build_pair_data(items, stores, desc=f"loading {split}", progress=progress)
@@ -172,11 +181,6 @@ def caption_features(captions: list[str], processor, progress: bool = True) -> l
     layer and precision (``<cache>/text/<name>``); None for other processors (their inputs are cheap to make)."""
     if processor is None or getattr(processor, "kind", None) != "minilm":
         return None
-    from tqdm import tqdm
-
-    from reelsearch.features.store import FeatureStore
-    from reelsearch.text.mlm import minilm_features_name
-
     name = minilm_features_name(processor.model_dir, processor.layer, getattr(processor, "int8", False))
     store = FeatureStore(cache_root() / "text" / name)
     keys = [caption_key(c) for c in captions]

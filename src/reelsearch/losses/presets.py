@@ -19,6 +19,9 @@ infonce            symmetric InfoNCE (CLIP-style), temperature 0.05 fixed (pass 
 =================  ==============================================================================================
 
 All hinge presets use ``reduction="sum"`` as the papers' equations (sums over the batch) and the VSE/VSE++ code do.
+
+:func:`train_losses` builds the losses a model's ``train`` section asks for (its preset and margin, and the warm-up
+loss of its first epochs): the one place training gets its losses from.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from reelsearch.losses.base import LossConfigError, PairwiseLoss
 from reelsearch.losses.infonce import InfoNCELoss
 from reelsearch.losses.ranking import RankingLoss
 
-__all__ = ["LOSS_PRESETS", "LossPreset", "create_loss", "list_losses"]
+__all__ = ["LOSS_PRESETS", "LossPreset", "TrainLosses", "create_loss", "list_losses", "train_losses"]
 
 
 @dataclass(frozen=True)
@@ -124,3 +127,41 @@ def create_loss(name: str, **overrides: Any) -> PairwiseLoss:
         return preset.create(**overrides)
     except TypeError as e:
         raise LossConfigError(f"loss {name!r}: {e}") from None
+
+
+@dataclass
+class TrainLosses:
+    """The losses of a training run: ``main``, and ``warmup`` for its first ``warmup_epochs`` epochs."""
+
+    main: PairwiseLoss
+    warmup: PairwiseLoss | None = None
+    warmup_epochs: int = 0
+
+    def at(self, epoch: int) -> PairwiseLoss:
+        """The loss of ``epoch`` (0-based)."""
+        return self.warmup if self.warmup is not None and epoch < self.warmup_epochs else self.main
+
+    def to(self, device) -> TrainLosses:
+        for loss in (self.main, self.warmup):
+            if loss is not None:
+                loss.to(device)
+        return self
+
+
+def _takes_margin(name: str) -> bool:
+    return "margin" in LOSS_PRESETS[name].kwargs  # InfoNCE has a temperature instead
+
+
+def train_losses(train) -> TrainLosses:
+    """The losses of a model config's ``train`` section (a ``reelsearch.config.TrainConfig``, not imported: its check
+    looks these presets up): its ``loss`` preset with its ``margin`` (a preset without a margin keeps its own
+    settings) and, when ``warmup_epochs`` is set, ``warmup_loss`` at the main loss's similarity and margin (where both
+    have one)."""
+    main = create_loss(train.loss, **({"margin": train.margin} if train.margin is not None
+                                      and _takes_margin(train.loss) else {}))
+    if not train.warmup_epochs:
+        return TrainLosses(main)
+    margin = getattr(main, "margin", None)
+    warmup = create_loss(train.warmup_loss, similarity=main.similarity,
+                         **({"margin": margin} if margin is not None and _takes_margin(train.warmup_loss) else {}))
+    return TrainLosses(main, warmup, train.warmup_epochs)

@@ -1,33 +1,35 @@
-"""SCDE stage 1 (Zhao, Zheng & Zha 2020, §3.2): adapt MiniLM to the training captions with BERT's masked-LM objective.
+"""SCDE stage 1 (Zhao, Zheng & Zha 2020, §3.2): the pieces of BERT's masked-LM objective for MiniLM, and the identity
+of an encoder folder.
 
 all-MiniLM-L6-v2 ships no MLM head, so BERT's standard one is built fresh (dense hidden->hidden + GELU +
 LayerNorm, decoder tied to the pretrained word-embedding matrix, new bias); 15% of the word pieces (never [CLS],
-[SEP], [UNK] or padding) are chosen, 80% of those become [MASK], 10% a random word piece, 10% stay; the whole
-encoder + head train with AdamW.
-The adapted encoder is saved as a sentence-transformers folder (``MiniLMEncoder(model_dir=...)`` loads it, the MLM
-head is dropped) with ``adaptation.json``: parameters, per-epoch train loss, held-out masked-token loss/accuracy
-before and after, seconds. The held-out captions (a seeded ``heldout`` fraction) get one fixed masking, so "before"
-and "after" score exactly the same predictions. Note that "before" uses the untrained head (near chance).
+[SEP], [UNK] or padding) are chosen, 80% of those become [MASK], 10% a random word piece, 10% stay. The adaptation
+itself (``reelsearch adapt-text``) runs on the Trainer: ``reelsearch.training.adapt_text``.
+An adapted encoder is a sentence-transformers folder; features and checkpoints tell encoders apart by the sha1 of
+its weights (:func:`model_sha1`, :func:`minilm_features_name`), and a saved model carries its own copy
+(:func:`bundle_encoder`).
 """
 
 from __future__ import annotations
 
+import filecmp
 import functools
 import hashlib
-import json
-import math
 import os
 import shutil
-import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from reelsearch.errors import DataFormatError, ReelsearchError
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
 
-REPORT_FILE = "adaptation.json"
-FORMAT = "reelsearch.minilm-adaptation"
+from reelsearch.errors import DataFormatError, ReelsearchError
+from reelsearch.io import replace_dir
+from reelsearch.text.minilm import package_model_dir
+
 IGNORE = -100  # label of positions that are not predicted (torch cross_entropy's ignore_index)
 FEATURES_PREFIX = "text-minilm"
 BUNDLED_NAME = "text-encoder"
@@ -62,8 +64,6 @@ def minilm_features_name(model_dir: str | Path | None = None, layer: int | None 
     suffix = (f"-l{layer}" if layer is not None else "") + ("-int8" if int8 else "")
     if model_dir is None:
         return FEATURES_PREFIX + suffix
-    from reelsearch.text.minilm import package_model_dir
-
     digest = model_sha1(model_dir)
     try:
         package = model_sha1(package_model_dir())
@@ -78,8 +78,6 @@ def _files(folder: Path) -> dict[str, Path]:
 
 def same_encoder(a: str | Path, b: str | Path) -> bool:
     """Whether two encoder folders hold the same files with the same bytes."""
-    import filecmp
-
     fa, fb = _files(Path(a)), _files(Path(b))
     if fa.keys() != fb.keys():
         return False
@@ -106,8 +104,6 @@ def _link_or_copy(src: str, dst: str) -> str:
 def bundle_encoder(src: str | Path, checkpoint_dir: str | Path, name: str = BUNDLED_NAME) -> str:
     """Put the encoder folder ``src`` at ``checkpoint_dir/name`` (skipped when already there and identical; written
     atomically otherwise) and return ``name``, the path to store relative to the checkpoint."""
-    from reelsearch.io import replace_dir
-
     src, dest = Path(src), Path(checkpoint_dir) / name
     if not (src / "modules.json").is_file():
         raise DataFormatError(src, "not a sentence-transformers model folder (no modules.json)")
@@ -130,8 +126,6 @@ def mask_tokens(input_ids, excluded, mask_id: int, replacement_ids, mask_prob: f
     """BERT masking: each position not ``excluded`` is chosen with ``mask_prob``; a chosen one becomes ``mask_id``
     (80%), a random id from ``replacement_ids`` (10%) or stays (10%). Returns (inputs, labels); labels hold the
     original id at chosen positions and IGNORE (-100) elsewhere."""
-    import torch
-
     prob = torch.full(input_ids.shape, float(mask_prob))
     prob[excluded] = 0.0
     chosen = torch.bernoulli(prob, generator=generator).bool()
@@ -147,8 +141,7 @@ def mask_tokens(input_ids, excluded, mask_id: int, replacement_ids, mask_prob: f
 
 def build_mlm_head(bert_config, word_embeddings):
     """BERT's masked-LM head: dense + activation + LayerNorm, decoder tied to ``word_embeddings`` (nn.Embedding)."""
-    from torch import nn
-    from transformers.activations import ACT2FN
+    from transformers.activations import ACT2FN  # optional heavy package (the text extra)
 
     class MLMHead(nn.Module):
         def __init__(self):
@@ -170,44 +163,19 @@ def build_mlm_head(bert_config, word_embeddings):
     return MLMHead()
 
 
-# ---------------------------------------------------------------- adaptation
+def distinct_captions(captions: Sequence[str]) -> list[str]:
+    """Non-empty captions, stripped, each once, in first-seen order (what ``adapt-text`` trains on)."""
+    return list(dict.fromkeys(c.strip() for c in captions if isinstance(c, str) and c.strip()))
 
 
-def _params_of(report: dict) -> dict:
-    return report.get("params", {})
-
-
-def _existing_report(out_dir: Path) -> dict | None:
-    """The finished adaptation's report in ``out_dir``, None when out_dir is absent or empty; error otherwise."""
-    if not out_dir.exists():
-        return None
-    if not out_dir.is_dir():
-        raise ReelsearchError(f"{out_dir}: exists and is not a folder")
-    path = out_dir / REPORT_FILE
-    if not path.is_file():
-        if any(out_dir.iterdir()):
-            raise ReelsearchError(f"{out_dir}: not empty and holds no {REPORT_FILE}; choose another output folder")
-        return None
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataFormatError(path, f"unreadable adaptation report: {exc}") from exc
-    if not isinstance(report, dict) or report.get("format") != FORMAT:
-        raise DataFormatError(path, f"not a {FORMAT} report")
-    return report
-
-
-def _usual_permissions(folder: Path) -> None:
-    """Files 0644 / folders 0755 (under the umask): temp dirs and some writers create owner-only ones."""
-    umask = os.umask(0)
-    os.umask(umask)
-    for p in [folder, *folder.rglob("*")]:
-        p.chmod((0o777 if p.is_dir() else 0o666) & ~umask)
+def heldout_split(texts: Sequence[str], heldout: float, seed: int) -> tuple[list[str], list[str]]:
+    """(train, held-out): a seeded ``heldout`` fraction (at least one caption when > 0, never all) is held out."""
+    order = np.random.default_rng(seed).permutation(len(texts))
+    n_held = min(len(texts) - 1, max(1, round(heldout * len(texts)))) if heldout > 0 else 0
+    return [texts[i] for i in order[n_held:]], [texts[i] for i in order[:n_held]]
 
 
 def _pad(rows: list[list[int]], pad_id: int):
-    import torch
-
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(rows), width), dtype=torch.long)
@@ -217,19 +185,17 @@ def _pad(rows: list[list[int]], pad_id: int):
     return ids, attention
 
 
-def _masked_batch(rows, tok, special_ids, replacement_ids, mask_prob, generator):
-    import torch
-
+def masked_batch(rows, tok, special_ids, replacement_ids, mask_prob, generator):
+    """(inputs, attention mask, labels) of the token-id ``rows`` padded into one batch and masked BERT-style
+    (:func:`mask_tokens`), never at special tokens or padding."""
     ids, attention = _pad(rows, tok.pad_token_id)
     excluded = torch.isin(ids, special_ids) | (attention == 0)
     inputs, labels = mask_tokens(ids, excluded, tok.mask_token_id, replacement_ids, mask_prob, generator)
     return inputs, attention, labels
 
 
-def _mlm_loss(bert, head, inputs, attention, labels, device):
+def mlm_loss(bert, head, inputs, attention, labels, device):
     """(sum of cross-entropy over the predicted positions, number correct, number predicted)."""
-    import torch.nn.functional as F
-
     labels = labels.to(device)
     hidden = bert(input_ids=inputs.to(device), attention_mask=attention.to(device)).last_hidden_state
     chosen = labels != IGNORE
@@ -242,144 +208,18 @@ def _mlm_loss(bert, head, inputs, attention, labels, device):
     return loss, correct, int(target.numel())
 
 
-def _evaluate(bert, head, batches, device) -> dict:
-    import torch
-
+def evaluate_mlm(bert, head, batches, device) -> dict:
+    """Masked-token loss (mean cross-entropy), accuracy and count over the masked ``batches``."""
     was_training = bert.training
     bert.eval()
     head.eval()
     total, correct, count = 0.0, 0, 0
     with torch.inference_mode():
         for inputs, attention, labels in batches:
-            loss, right, n = _mlm_loss(bert, head, inputs, attention, labels, device)
+            loss, right, n = mlm_loss(bert, head, inputs, attention, labels, device)
             if n:
                 total, correct, count = total + float(loss), correct + right, count + n
     bert.train(was_training)
     head.train(was_training)
     return {"loss": total / count if count else None, "accuracy": correct / count if count else None,
             "masked_tokens": count}
-
-
-def distinct_captions(captions: Sequence[str]) -> list[str]:
-    """Non-empty captions, stripped, each once, in first-seen order (what ``adapt_minilm`` trains on)."""
-    return list(dict.fromkeys(c.strip() for c in captions if isinstance(c, str) and c.strip()))
-
-
-def heldout_split(texts: Sequence[str], heldout: float, seed: int) -> tuple[list[str], list[str]]:
-    """(train, held-out): a seeded ``heldout`` fraction (at least one caption when > 0, never all) is held out."""
-    import numpy as np
-
-    order = np.random.default_rng(seed).permutation(len(texts))
-    n_held = min(len(texts) - 1, max(1, round(heldout * len(texts)))) if heldout > 0 else 0
-    return [texts[i] for i in order[n_held:]], [texts[i] for i in order[:n_held]]
-
-
-def adapt_minilm(captions: Sequence[str], out_dir: str | Path, *, epochs: int = 1, mask_prob: float = 0.15,
-                 lr: float = 5e-5, batch_size: int = 32, seed: int = 0, heldout: float = 0.05,
-                 base_dir: str | Path | None = None, device: str | None = None, progress: bool = True) -> dict:
-    """Fine-tune MiniLM (``base_dir``, default the package model) with masked-LM on ``captions``; save the encoder to
-    ``out_dir`` (a sentence-transformers folder + adaptation.json, written atomically) and return the report.
-
-    Duplicate captions count once; a seeded ``heldout`` fraction is kept out of training to score the masked-token
-    loss and accuracy before and after. A finished ``out_dir`` with the same parameters is returned as is
-    (``"reused": True``); other parameters raise an error (remove the folder to redo). Uses torch's current thread
-    setting and leaves the caller's random state untouched.
-    """
-    import torch
-    from tqdm import tqdm
-
-    from reelsearch.io import recover_dir, replace_dir
-    from reelsearch.text.minilm import MiniLMEncoder, package_model_dir
-
-    started = time.time()
-    if epochs < 1 or batch_size < 1 or not 0 < mask_prob < 1 or not 0 <= heldout < 1 or not lr > 0:
-        raise ReelsearchError(f"bad parameters: epochs={epochs} (>= 1), batch_size={batch_size} (>= 1), "
-                              f"mask_prob={mask_prob} (0..1), heldout={heldout} ([0, 1)), lr={lr} (> 0)")
-    base = Path(base_dir) if base_dir else package_model_dir()
-    if not (base / "modules.json").is_file():
-        raise ReelsearchError(f"{base}: not a sentence-transformers model folder (no modules.json)")
-    out_dir = Path(out_dir).expanduser()
-    protected = [base.resolve(), package_model_dir().resolve()]
-    target = out_dir.resolve()
-    if any(target == p or p in target.parents or target in p.parents for p in protected):
-        raise ReelsearchError(f"{out_dir}: refusing to write into or over the base model folder {base}")
-    texts = distinct_captions(captions)
-    if len(texts) < 2:
-        raise ReelsearchError(f"need at least 2 distinct non-empty captions to adapt MiniLM, got {len(texts)}")
-    params = {"base_sha1": model_sha1(base), "captions": len(texts),
-              "captions_sha1": hashlib.sha1("\n".join(texts).encode("utf-8")).hexdigest(), "epochs": int(epochs),
-              "mask_prob": float(mask_prob), "lr": float(lr), "batch_size": int(batch_size), "seed": int(seed),
-              "heldout": float(heldout)}
-    recover_dir(out_dir)
-    existing = _existing_report(out_dir)
-    if existing is not None:
-        if _params_of(existing) == params:
-            return {**existing, "reused": True}
-        diff = {k: (_params_of(existing).get(k), v) for k, v in params.items() if _params_of(existing).get(k) != v}
-        raise ReelsearchError(f"{out_dir} holds an adaptation with other parameters ({diff} as (old, new)); "
-                              "remove the folder or choose another output folder")
-
-    train, held = heldout_split(texts, heldout, seed)
-
-    encoder = MiniLMEncoder(device=device, model_dir=base)
-    model, dev = encoder.model, encoder.device
-    tok, bert = encoder.tokenizer, model[0].auto_model
-    encode = functools.partial(tok, truncation=True, max_length=encoder.max_length, add_special_tokens=True)
-    train_rows, held_rows = encode(train)["input_ids"], encode(held)["input_ids"] if held else []
-    special_ids = torch.tensor(sorted(set(tok.all_special_ids)), dtype=torch.long)
-    replacement_ids = torch.tensor([i for i in range(len(tok)) if i not in set(tok.all_special_ids)
-                                    and i < bert.config.vocab_size], dtype=torch.long)
-
-    devices = [dev.index or 0] if dev.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):  # dropout and head init draw from a seeded, private state
-        torch.manual_seed(seed)
-        head = build_mlm_head(bert.config, bert.get_input_embeddings()).to(dev)
-        net = torch.nn.ModuleDict({"encoder": bert, "head": head})  # parameters() counts the tied matrix once
-        held_gen = torch.Generator().manual_seed(seed + 1)
-        held_batches = [_masked_batch(held_rows[i:i + batch_size], tok, special_ids, replacement_ids, mask_prob,
-                                      held_gen) for i in range(0, len(held_rows), batch_size)]
-        before = _evaluate(bert, head, held_batches, dev) if held_batches else None
-        optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.01)
-        gen = torch.Generator().manual_seed(seed)
-        net.train()
-        epoch_losses = []
-        steps_per_epoch = math.ceil(len(train_rows) / batch_size)
-        for epoch in range(epochs):
-            perm = torch.randperm(len(train_rows), generator=gen).tolist()
-            total, count = 0.0, 0
-            bar = tqdm(range(steps_per_epoch), desc=f"MLM epoch {epoch + 1}/{epochs}", unit="batch",
-                       disable=not progress, file=sys.stderr)
-            for step in bar:
-                rows = [train_rows[i] for i in perm[step * batch_size:(step + 1) * batch_size]]
-                inputs, attention, labels = _masked_batch(rows, tok, special_ids, replacement_ids, mask_prob, gen)
-                loss_sum, _, n = _mlm_loss(bert, head, inputs, attention, labels, dev)
-                if not n:
-                    continue
-                optimizer.zero_grad(set_to_none=True)
-                (loss_sum / n).backward()
-                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-                optimizer.step()
-                total, count = total + float(loss_sum.detach()), count + n
-                if step % 20 == 0:
-                    bar.set_postfix(loss=f"{total / count:.3f}")
-            bar.close()
-            epoch_losses.append(total / count if count else None)
-        after = _evaluate(bert, head, held_batches, dev) if held_batches else None
-    bert.eval()
-
-    report = {"format": FORMAT, "version": 1, "base_model": "sentence-transformers/all-MiniLM-L6-v2",
-              "base_dir": str(base.resolve()), "params": params, "train_captions": len(train),
-              "heldout_captions": len(held), "steps": steps_per_epoch * epochs, "train_loss": epoch_losses,
-              "heldout_before": before, "heldout_after": after, "device": str(dev),
-              "torch_threads": torch.get_num_threads()}
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        model.save(str(tmp / "model"))
-        report["seconds"] = round(time.time() - started, 1)
-        (tmp / "model" / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        _usual_permissions(tmp / "model")
-        replace_dir(tmp / "model", out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return report

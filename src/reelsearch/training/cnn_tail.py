@@ -1,16 +1,17 @@
 """Fine-tune the last blocks of a model's EfficientNet-Lite on a CPU, caching the frozen part (`reelsearch tune-cnn`).
 
 The network is cut after its last stride-2 block (:func:`reelsearch.features.extractors.appearance.last_stage_start`;
-``from_block`` moves the cut). The frozen trunk runs once per training image and *view* (the centre crop the index
-sees, its mirror image and random crops of 70-100 % of the shorter side, half of them mirrored) and its activations
-are cached (a FeatureStore under ``<cache>/trunk/``, resumable). Training then runs only the tail (the blocks after
-the cut, the head conv, the pool) with the model's own video and text projections, on the model's own loss: each
-epoch shows every training image once, in a random view, with one of its captions at random. Development images are
-embedded from their centre crop, as ``reelsearch index`` will; the epoch with the best RSum is kept (early stopping
-after ``patience`` epochs without a better one), and every epoch is checkpointed so an interrupted run resumes.
+``tune.from_block`` moves the cut). The frozen trunk runs once per training image and *view* (the centre crop the
+index sees, its mirror image and random crops of 70-100 % of the shorter side, half of them mirrored) and its
+activations are cached (a FeatureStore under ``<cache>/trunk/``, resumable). Training, a :class:`TailTask` on the
+Trainer, then runs only the tail (the blocks after the cut, the head conv, the pool) with the model's own video and
+text projections, on the model's own loss: each epoch shows every training image once, in a random view, with one of
+its captions at random (drawn from the seed and the epoch). Development images are embedded from their centre crop,
+as ``reelsearch index`` will; the epoch with the best RSum (the untuned start included) is kept, early stopping after
+``tune.early_stopping`` epochs without a better one, and an interrupted run resumes exactly.
 
-The result is an ordinary model folder: the tuned tail weights lie beside it (``tail-appearance.safetensors``) and its
-feature recipe names them, so extraction, evaluation, indexing and search run the whole tuned network.
+The tuned model is an ordinary model folder: the tuned tail weights lie beside it (``tail-appearance.safetensors``)
+and its feature recipe names them, so extraction, evaluation, indexing and search run the whole tuned network.
 """
 
 from __future__ import annotations
@@ -18,50 +19,50 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import shutil
-import time
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import save_file
+from tqdm import tqdm
 
+from reelsearch.cache import cache_root
+from reelsearch.config import TuneConfig
+from reelsearch.config.recipe import file_identity
+from reelsearch.config.typed import apply_section
 from reelsearch.errors import ConfigError, ReelsearchError
+from reelsearch.evaluation.ranking import retrieval_metrics
+from reelsearch.features.caches import DatasetSource, caption_features, dataset_cache_dir, note
+from reelsearch.features.extract import decode_job
+from reelsearch.features.extractors.appearance import (
+    LITE_VARIANTS,
+    LiteTail,
+    LiteTrunk,
+    combined_identity,
+    last_stage_start,
+    load_tail,
+    resize_center_crop,
+)
+from reelsearch.features.pipeline import FeaturePipeline
+from reelsearch.features.sources import Job
+from reelsearch.features.store import FeatureStore
+from reelsearch.io import atomic_write_json
+from reelsearch.losses import train_losses
+from reelsearch.media.decode import parse_policy
+from reelsearch.models import JointModel, MixtureOfExperts, load_model
+from reelsearch.training.run import evaluate as evaluate_checkpoint
+from reelsearch.training.task import RetrievalTask, Validation, epoch_batches, parameter_groups, retrieval_validation
+from reelsearch.training.trainer import Trainer
 
 TAIL_FILE = "tail-{modality}.safetensors"
-STATE_FILE = "tune-state.pt"
-REPORT_FILE = "tune.json"
-
-
-@dataclass
-class TailTuneConfig:
-    """How to tune. ``from_block``: the first tuned block (None: the blocks after the last stride-2 one); ``views``:
-    cached views per training image (1 = the centre crop only); ``lr_cnn`` / ``lr``: Adam learning rates of the CNN
-    tail and of the projections; ``epochs``: at most this many passes over the training images; ``patience``: stop
-    after this many epochs without a better development RSum."""
-
-    from_block: int | None = None
-    views: int = 4
-    epochs: int = 25
-    lr_cnn: float = 1e-4
-    lr: float = 1e-4
-    batch_size: int = 128
-    patience: int = 4
-    grad_clip: float = 2.0
-    seed: int = 0
-
-    def check(self) -> None:
-        if self.views < 1 or self.epochs < 1 or self.batch_size < 2 or self.patience < 1:
-            raise ConfigError("views, epochs and patience must be at least 1, batch_size at least 2")
-        if self.lr_cnn < 0 or self.lr <= 0:
-            raise ConfigError("lr must be positive and lr_cnn not negative")
 
 
 def views_of(image: np.ndarray, size: int, n: int, rng: np.random.Generator) -> list[np.ndarray]:
     """``n`` views of an ``[H, W, 3]`` image, each ``size x size``: the centre crop (what the index sees), its mirror
     image, then random square crops of 70-100 % of the shorter side, half of them mirrored."""
-    from reelsearch.features.extractors.appearance import resize_center_crop
-
     out = [resize_center_crop(image, size)]
     if n > 1:
         out.append(np.ascontiguousarray(out[0][:, ::-1]))
@@ -79,11 +80,6 @@ class TrunkCache:
     the recipe, the cut and the views: made once, resumable, shared by later runs."""
 
     def __init__(self, source, recipe, extractor, block: int, views: int, seed: int):
-        from reelsearch.cache import cache_root
-        from reelsearch.features.caches import dataset_cache_dir
-        from reelsearch.features.extractors.appearance import LiteTrunk
-        from reelsearch.features.store import FeatureStore
-
         self.recipe, self.extractor, self.block, self.views, self.seed = recipe, extractor, block, views, seed
         # the trunk runs the base network's blocks unless a tail tuned earlier starts before the cut: then the
         # activations do not depend on the tuned weights, and a re-tune (or a tune of a tuned model) reuses them
@@ -100,12 +96,6 @@ class TrunkCache:
     def rows(self, items, progress: bool = True, desc: str = "trunk activations") -> tuple[list, np.ndarray]:
         """(the items that have rows, float16 ``[N, views, C, H, W]``), extracting what is missing; an item that
         cannot be decoded, or has several frames, is left out with a note naming its file (the rest go on)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from tqdm import tqdm
-
-        from reelsearch.features.caches import note
-
         todo = [it for it in items if not self.store.has("trunk", it.key)]
         size, failed = self.extractor.input_size, {}
         if todo:
@@ -132,10 +122,6 @@ class TrunkCache:
 
     def _image(self, item) -> np.ndarray | str:
         """The item's image, decoded as extraction decodes the recipe's frames, or why it has none."""
-        from reelsearch.features.extract import decode_job
-        from reelsearch.features.sources import Job
-        from reelsearch.media.decode import parse_policy
-
         job = Job(item.key, Path(item.path) if item.path is not None else None, item.start, item.end)
         decoded = decode_job(job, True, None, parse_policy(self.recipe.sampling, self.recipe.max_frames),
                              self.recipe.short_side)
@@ -148,8 +134,6 @@ class TrunkCache:
 
 def _check_tunable(name: str, expert) -> str:
     """The expert's one video modality, if it reads EfficientNet-Lite frame features; ReelsearchError otherwise."""
-    from reelsearch.features.extractors.appearance import LITE_VARIANTS
-
     recipes = expert.recipes
     if len(recipes) != 1 or next(iter(recipes.values())).extractor not in LITE_VARIANTS or expert.is_pairwise \
             or expert.similarity_name != "cosine":
@@ -160,17 +144,15 @@ def _check_tunable(name: str, expert) -> str:
     return next(iter(recipes))
 
 
-class TailTuner:
-    """One expert's tuning: its tail, its projections, the cached trunk rows, the optimiser, the epoch loop."""
+class TailTask(RetrievalTask):
+    """One expert's tuning, run by the Trainer: its CNN tail and projections, trained on the cached trunk rows of
+    ``train_split``, validated on ``val_split``'s centre crops (RSum selects; the untuned start is epoch 0)."""
 
-    def __init__(self, name: str, expert, source, cfg: TailTuneConfig, work: Path, train_split: str,
-                 val_split: str, progress: bool):
-        from reelsearch.features.caches import caption_features
-        from reelsearch.features.extractors.appearance import LiteTail, last_stage_start
-        from reelsearch.features.pipeline import FeaturePipeline
-        from reelsearch.training.run import loss_of
+    validates_start = True
 
-        self.name, self.cfg, self.work, self.progress = name, cfg, work, progress
+    def __init__(self, name: str, expert, source, cfg: TuneConfig, train_split: str, val_split: str,
+                 progress: bool = True):
+        self.name, self.cfg = name, cfg
         self.modality = _check_tunable(name, expert)
         self.recipe = expert.recipes[self.modality]
         self.extractor = extractor = FeaturePipeline({self.modality: self.recipe}, device="cpu").extractor(
@@ -178,34 +160,32 @@ class TailTuner:
         net = extractor.model.net
         self.block = last_stage_start(net) if cfg.from_block is None else int(cfg.from_block)
         if not 1 <= self.block < len(net._blocks):
-            raise ConfigError(f"from_block must be 1-{len(net._blocks) - 1} for {self.recipe.extractor}, got "
+            raise ConfigError(f"tune.from_block must be 1-{len(net._blocks) - 1} for {self.recipe.extractor}, got "
                               f"{cfg.from_block}")
         train_items = [it for it in source.dataset.items(source.check_split(train_split)) if it.captions]
-        self.val_items = [it for it in source.dataset.items(source.check_split(val_split)) if it.captions]
+        val_items = [it for it in source.dataset.items(source.check_split(val_split)) if it.captions]
         if len(train_items) < cfg.batch_size:
             raise ReelsearchError(f"{source.label}: {len(train_items)} training items with captions, fewer than "
                                   f"one batch ({cfg.batch_size})")
         train_items, self.train_rows = TrunkCache(source, self.recipe, extractor, self.block, cfg.views,
                                                   cfg.seed).rows(train_items, progress,
                                                                  f"{name}: trunk ({train_split}, {cfg.views} views)")
-        self.val_items, self.val_rows = TrunkCache(source, self.recipe, extractor, self.block, 1, cfg.seed).rows(
-            self.val_items, progress, f"{name}: trunk ({val_split})")
+        val_items, self.val_rows = TrunkCache(source, self.recipe, extractor, self.block, 1, cfg.seed).rows(
+            val_items, progress, f"{name}: trunk ({val_split})")
         self.model = copy.deepcopy(expert).cpu()
         self.net = copy.deepcopy(net)  # an already tuned tail stays in it, frozen where before the cut
         self.tail = LiteTail(self.net, self.block)
-        for p in list(self.tail.parameters()) + list(self.model.parameters()):
+        self.module = torch.nn.ModuleDict({"tail": self.tail, "model": self.model})
+        for p in self.module.parameters():
             p.requires_grad_(True)
         processor = self.model.text_processor
-        captions = [c for it in train_items for c in it.captions]
-        self.caption_rows = caption_features(captions, processor, progress)
+        self.caption_rows = caption_features([c for it in train_items for c in it.captions], processor, progress)
         self.caption_start = np.cumsum([0] + [len(it.captions) for it in train_items])
-        self.val_captions = caption_features([c for it in self.val_items for c in it.captions], processor, progress)
+        self.val_captions = caption_features([c for it in val_items for c in it.captions], processor, progress)
         if self.caption_rows is None or self.val_captions is None:
             raise ReelsearchError(f"expert {name!r}: tune-cnn needs a model reading MiniLM token features")
-        self.cap2vid = np.array([i for i, it in enumerate(self.val_items) for _ in it.captions])
-        self.loss = loss_of(expert.config.train)
-        self.optimizer = torch.optim.Adam([{"params": list(self.tail.parameters()), "lr": cfg.lr_cnn},
-                                           {"params": list(self.model.parameters()), "lr": cfg.lr}])
+        self.cap2vid = np.array([i for i, it in enumerate(val_items) for _ in it.captions])
+        self.losses = train_losses(expert.config.train)
 
     # ---- embeddings
     def videos(self, x: torch.Tensor) -> torch.Tensor:
@@ -219,131 +199,70 @@ class TailTuner:
     def texts(self, rows) -> torch.Tensor:
         return self.model.text_forward(self.model.text_processor.from_features(rows))
 
-    def evaluate(self) -> dict:
-        from reelsearch.evaluation.ranking import retrieval_metrics
+    # ---- the task
+    def parameter_groups(self) -> list[dict]:
+        return parameter_groups(self.module, self.losses.main, {"tail": self.cfg.lr_cnn / self.cfg.lr})
 
-        self.tail.eval()
-        self.model.eval()
-        with torch.inference_mode():
-            v = torch.cat([self.videos(torch.from_numpy(self.val_rows[i:i + 256, 0]))
-                           for i in range(0, len(self.val_rows), 256)])
-            t = torch.cat([self.texts(self.val_captions[i:i + 512]) for i in range(0, len(self.val_captions), 512)])
-            return retrieval_metrics((t @ v.T).numpy(), self.cap2vid, progress=False)
-
-    # ---- training
-    def epoch(self, rng: np.random.Generator) -> float:
-        from tqdm import tqdm
-
-        self.tail.train()
-        self.model.train()
-        params = list(self.tail.parameters()) + list(self.model.parameters())
-        order = rng.permutation(len(self.train_rows))
-        batches = [order[i:i + self.cfg.batch_size] for i in range(0, len(order) - self.cfg.batch_size + 1,
-                                                                    self.cfg.batch_size)]
-        total = 0.0
-        for idx in tqdm(batches, desc=f"{self.name}: epoch", unit="batch", disable=not self.progress, leave=False):
+    def batches(self, epoch: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(images, the view of each, a caption of each) of every batch of ``epoch``: each training image once."""
+        rng = np.random.default_rng([self.cfg.seed, epoch])
+        out = []
+        for idx in epoch_batches(len(self.train_rows), self.cfg.batch_size, self.cfg.seed, epoch):
             views = rng.integers(0, self.cfg.views, len(idx))
-            x = torch.from_numpy(np.stack([self.train_rows[i, v] for i, v in zip(idx, views)]))
-            caps = [self.caption_rows[int(rng.integers(self.caption_start[i], self.caption_start[i + 1]))]
-                    for i in idx]
-            loss = self.loss(self.texts(caps) @ self.videos(x).T)
-            self.optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
-            self.optimizer.step()
-            total += float(loss.detach())
-        return total / max(1, len(batches))
-
-    def state(self, optimizer: bool = True) -> dict:
-        """A copy of the weights (and the optimiser's state): training goes on changing the tensors in place."""
-        out = {"tail": copy.deepcopy(self.tail.state_dict()), "model": copy.deepcopy(self.model.state_dict())}
-        if optimizer:
-            out["optimizer"] = copy.deepcopy(self.optimizer.state_dict())
+            captions = np.array([rng.integers(self.caption_start[i], self.caption_start[i + 1]) for i in idx])
+            out.append((idx, views, captions))
         return out
 
-    def load_state(self, state: dict) -> None:
-        self.tail.load_state_dict(state["tail"])
-        self.model.load_state_dict(state["model"])
-        if "optimizer" in state:
-            self.optimizer.load_state_dict(state["optimizer"])
+    def loss(self, batch, epoch: int) -> torch.Tensor:
+        idx, views, captions = batch
+        x = torch.from_numpy(np.stack([self.train_rows[i, v] for i, v in zip(idx, views)]))
+        sims = self.texts([self.caption_rows[c] for c in captions]) @ self.videos(x).T
+        return self.losses.main(sims)
 
-    def run(self) -> dict:
-        """Tune (resuming from the work folder's state), keep the best epoch; the report of the run."""
-        from reelsearch.io import atomic_path
+    def validate(self) -> Validation:
+        v = torch.cat([self.videos(torch.from_numpy(self.val_rows[i:i + 256, 0]))
+                       for i in range(0, len(self.val_rows), 256)])
+        t = torch.cat([self.texts(self.val_captions[i:i + 512]) for i in range(0, len(self.val_captions), 512)])
+        res = retrieval_metrics((t @ v.T).numpy(), self.cap2vid, progress=False)
+        return retrieval_validation(res, res["RSum"])
 
-        state_path = self.work / STATE_FILE
-        self.work.mkdir(parents=True, exist_ok=True)
-        if state_path.is_file():
-            saved = torch.load(state_path, map_location="cpu", weights_only=True)
-            self.load_state(saved["last"])
-            history, best, rng_state = saved["history"], saved["best"], saved["rng"]
-            torch.set_rng_state(saved["torch_rng"])
-            print(f"reelsearch: {self.name}: resuming after epoch {len(history) - 1}")
-        else:
-            start = self.evaluate()
-            history = [{"epoch": 0, "RSum": start["RSum"], "v2t_R@1": start["v2t"]["R@1"],
-                        "t2v_R@1": start["t2v"]["R@1"], "seconds": 0.0, "loss": None}]
-            best, rng_state = {"epoch": 0, "RSum": start["RSum"], "state": self.state(optimizer=False)}, None
-            torch.manual_seed(self.cfg.seed)
-        rng = np.random.default_rng(self.cfg.seed)
-        if rng_state is not None:
-            rng.bit_generator.state = rng_state
-        while len(history) <= self.cfg.epochs and len(history) - 1 - best["epoch"] < self.cfg.patience:
-            t0 = time.perf_counter()
-            loss = self.epoch(rng)
-            seconds = time.perf_counter() - t0
-            res = self.evaluate()
-            row = {"epoch": len(history), "RSum": res["RSum"], "v2t_R@1": res["v2t"]["R@1"],
-                   "t2v_R@1": res["t2v"]["R@1"], "seconds": round(seconds, 1), "loss": round(loss, 4)}
-            history.append(row)
-            if res["RSum"] > best["RSum"]:
-                best = {"epoch": row["epoch"], "RSum": res["RSum"], "state": self.state(optimizer=False)}
-            print(f"reelsearch: {self.name}: epoch {row['epoch']}: loss {loss:.4f}, {seconds:.0f} s, i2t/t2i R@1 "
-                  f"{row['v2t_R@1']:.1f}/{row['t2v_R@1']:.2f}, RSum {res['RSum']:.2f} (best {best['RSum']:.2f}, "
-                  f"epoch {best['epoch']})", flush=True)
-            with atomic_path(state_path) as tmp:
-                torch.save({"last": self.state(), "best": best, "history": history,
-                            "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()}, tmp)
-        self.load_state(best["state"])
-        return {"expert": self.name, "extractor": self.recipe.extractor, "from_block": self.block,
-                "tuned_parameters": sum(p.numel() for p in self.tail.parameters()),
-                "best_epoch": best["epoch"], "history": history, "config": asdict(self.cfg)}
-
-    def tuned_model(self):
-        """The expert with the tuned tail: its recipe names the tail file (in the work folder until saved)."""
-        from safetensors.torch import save_file
-
-        from reelsearch.config.recipe import file_identity
-        from reelsearch.features.extractors.appearance import LiteTail, combined_identity
-        from reelsearch.io import atomic_path
-        from reelsearch.models import JointModel
-
-        path = self.work / TAIL_FILE.format(modality=self.modality)
+    def save(self, directory: Path) -> None:
+        """The expert with its tuned tail: the tail file beside the model, named by its feature recipe."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / TAIL_FILE.format(modality=self.modality)
         start = min(self.block, self.extractor.tail_start or self.block)  # blocks tuned before stay in the file
-        with atomic_path(path) as tmp:
-            save_file(LiteTail(self.net, start).tuned_state(), str(tmp), metadata={"format": "reelsearch.cnn-tail"})
+        save_file(LiteTail(self.net, start).tuned_state(), str(path), metadata={"format": "reelsearch.cnn-tail"})
         recipe = replace(self.recipe, options={**self.recipe.options, "tail": str(path.resolve())},
                          weights=combined_identity(self.extractor.base_weights_id, file_identity(path)))
         config = copy.deepcopy(self.model.config)
         config.features.video[self.modality] = recipe
         model = JointModel(config, self.model.text_processor)
         model.load_state_dict(self.model.state_dict())
-        return model.eval()
+        model.save(directory)
+
+    def load(self, directory: Path) -> None:
+        load_tail(self.net, Path(directory) / TAIL_FILE.format(modality=self.modality))
+        self.model.load_state_dict(load_model(directory).state_dict())
+
+    def report(self) -> dict:
+        return {"expert": self.name, "extractor": self.recipe.extractor, "from_block": self.block,
+                "tuned_parameters": sum(p.numel() for p in self.tail.parameters())}
 
 
-def tune_cnn(checkpoint: str | Path, data: str, out: str | Path, experts: list[str] | None = None,
-             cfg: TailTuneConfig | None = None, train_split: str = "train", val_split: str | None = None,
+def tune_cnn(checkpoint: str | Path, data: str, out: str | Path, experts: Sequence[str] | None = None,
+             overrides: dict | list[str] | None = None, train_split: str = "train", val_split: str | None = None,
              progress: bool = True, evaluate: bool = True, **options) -> dict:
     """Tune the CNN tail of ``checkpoint`` (a model, or the named experts of a mixture: default every expert over
-    EfficientNet-Lite features) on ``data`` and save the tuned model at ``out``; the report (also ``out/tune.json``):
-    each expert's epochs with seconds and development metrics, and, with ``evaluate``, the saved model's metrics on
-    ``val_split`` computed from the media by the full tuned network (``reelsearch eval``'s path)."""
-    from reelsearch.features.caches import DatasetSource
-    from reelsearch.io import atomic_write_json
-    from reelsearch.models import MixtureOfExperts, load_model
+    EfficientNet-Lite features) on ``data`` into the run folder ``out``, as a training run: a model's tuning writes
+    ``out/best/`` (the tuned model), ``out/last/``, ``out/log.csv``; a mixture's tunes each expert in
+    ``out/experts/<name>/`` and saves the mixture with its tuned experts in ``out/best/``. ``overrides``: ``tune``
+    keys (``{"tune.epochs": 5}`` or ``["tune.epochs=5"]``: ``reelsearch.config.TuneConfig``).
 
-    cfg = cfg or TailTuneConfig()
-    cfg.check()
+    Returns the report (also ``out/summary.json``): each tuning's epochs (seconds, loss, development metrics) and
+    best epoch, and, with ``evaluate``, the saved model's metrics on ``val_split`` computed from the media by the full
+    tuned network (``reelsearch eval``'s path). Rerun, it resumes where it stopped."""
+    cfg = apply_section(TuneConfig(), overrides)
     out = Path(out)
     model = load_model(checkpoint)
     source, _ = DatasetSource.open(data, **options)
@@ -361,25 +280,23 @@ def tune_cnn(checkpoint: str | Path, data: str, out: str | Path, experts: list[s
         names = tunable_experts(model)
         if not names:
             raise ReelsearchError(f"{checkpoint}: no expert reads EfficientNet-Lite features alone")
-    tuned, reports = dict(model.experts), []
-    for name in names:
-        tuner = TailTuner(name, model.experts[name], source, cfg, out / ".tuning" / name, train_split, val_split,
-                           progress)
-        reports.append(tuner.run())
-        tuned[name] = tuner.tuned_model()
+    context = {"model": str(checkpoint), "data": source.label, "train_split": train_split, "val_split": val_split}
     if mixture:
-        result = MixtureOfExperts(tuned, model.fusion, name=model.name)
+        summaries = {}
+        for name in names:
+            note(f"tuning expert {name!r}")
+            task = TailTask(name, model.experts[name], source, cfg, train_split, val_split, progress)
+            summaries[name] = Trainer(task, out / "experts" / name, progress).fit()
+        tuned = {k: load_model(out / "experts" / k / "best") if k in summaries else e
+                 for k, e in model.experts.items()}
+        MixtureOfExperts(tuned, model.fusion, name=model.name).save(out / "best")
+        report = {**context, "experts": summaries}
     else:
-        result = tuned[names[0]]
-    result.save(out)
-    shutil.rmtree(out / ".tuning", ignore_errors=True)  # the tuned files are in the model now
-    report = {"model": str(checkpoint), "data": source.label, "train_split": train_split, "val_split": val_split,
-              "experts": reports}
+        task = TailTask(names[0], model.experts[names[0]], source, cfg, train_split, val_split, progress)
+        report = {**context, **Trainer(task, out, progress).fit()}
     if evaluate:
-        from reelsearch.training.run import evaluate as run_eval
-
-        report["result"] = run_eval(str(out), data, split=val_split, progress=progress, **options)
-    atomic_write_json(out / REPORT_FILE, report)
+        report["result"] = evaluate_checkpoint(out, data, split=val_split, progress=progress, **options)
+    atomic_write_json(out / "summary.json", report)
     return report
 
 

@@ -55,18 +55,22 @@ class TrainLog:
             return
         epochs = [r["epoch"] for r in self.history]
         fig, ax1 = plt.subplots(figsize=(7, 4))
-        ax1.plot(epochs, [r.get("train_loss", float("nan")) for r in self.history], "o-", color="tab:blue")
+        ax1.plot(epochs, self._series("train_loss"), "o-", color="tab:blue")
         ax1.set_xlabel("epoch")
         ax1.set_ylabel("training loss", color="tab:blue")
         if any("RSum" in r for r in self.history):
             ax2 = ax1.twinx()
-            ax2.plot(epochs, [r.get("RSum", float("nan")) for r in self.history], "s-", color="tab:red")
+            ax2.plot(epochs, self._series("RSum"), "s-", color="tab:red")
             ax2.set_ylabel("validation RSum", color="tab:red")
         ax1.set_title("training loss and validation RSum per epoch")
         fig.tight_layout()
         with atomic_path(self.dir / "curves.png", suffix=".png") as tmp:
             fig.savefig(tmp, format="png", dpi=90)
         plt.close(fig)
+
+    def _series(self, key: str) -> list[float]:
+        """``key`` of every row, NaN where a row has none (the start's row has no training loss)."""
+        return [float("nan") if r.get(key) is None else r[key] for r in self.history]
 
     def close(self) -> None:
         if self._tb is not None:

@@ -7,6 +7,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from reelsearch.config import AnyConfig, MixtureConfig, ModelConfig, TrainConfig, apply_overrides
+from reelsearch.config import AnyConfig, MixtureConfig, ModelConfig, apply_overrides, config_to_dict
+from reelsearch.config.recipe import file_identity
 from reelsearch.errors import ReelsearchError
+from reelsearch.evaluation.evaluator import RetrievalEvaluator
 from reelsearch.features.caches import DatasetSource
 from reelsearch.features.pairs import PairData
+from reelsearch.io import atomic_write_json
+from reelsearch.losses import train_losses
+from reelsearch.models import MixtureOfExperts, create_model, load_model, text_processor_for
+from reelsearch.models.registry import resolve_config
+from reelsearch.training.distributed import init_distributed, shutdown
+from reelsearch.training.joint_task import JointTask
+from reelsearch.training.trainer import Trainer
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -28,26 +38,17 @@ def resolve_device(device: str | None) -> torch.device:
 
 def seed_everything(seed: int) -> None:
     """Seed torch, numpy and python so model initialisation (and all else) is reproducible."""
-    import random
-
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
 
 
-def loss_of(train: TrainConfig):
-    """The loss of a ``train`` section: its preset, with its margin (InfoNCE has none)."""
-    from reelsearch.losses import create_loss
-
-    overrides = {"margin": train.margin} if train.margin is not None and train.loss != "infonce" else {}
-    return create_loss(train.loss, **overrides)
-
-
 def with_text_encoder(cfg: AnyConfig, text_encoder: str | Path) -> AnyConfig:
-    """``cfg`` reading MiniLM token features of the adapted encoder folder ``text_encoder`` (``adapt-text``)."""
-    from reelsearch.config.recipe import file_identity
-
+    """``cfg`` reading MiniLM token features of the adapted encoder ``text_encoder``: the encoder folder, or the
+    ``reelsearch adapt-text`` run folder holding it (its ``best/``)."""
     folder = Path(text_encoder)
+    if not (folder / "modules.json").is_file() and (folder / "best" / "modules.json").is_file():
+        folder = folder / "best"
     if not (folder / "modules.json").is_file():
         raise ReelsearchError(f"--text-encoder {folder}: not a sentence-transformers model folder (no modules.json)")
     configs = cfg.experts.values() if isinstance(cfg, MixtureConfig) else [cfg]
@@ -103,10 +104,8 @@ def train(config: str | Path | dict | AnyConfig, data: str | Sequence[str], out:
     union of their train splits (``FORMAT:ROOT:SPLIT`` picks another split); the first one is validated on.
     ``features`` is then one store per dataset, in the same order, or None for the feature caches.
     ``text_encoder``: an adapted MiniLM folder (``reelsearch adapt-text``) for configs reading MiniLM features.
+    Before anything trains, every model (every expert of a mixture) is checked to have its features within reach.
     """
-    from reelsearch.models.registry import resolve_config
-    from reelsearch.training.distributed import init_distributed, shutdown
-
     cfg = apply_overrides(resolve_config(config), overrides)
     if text_encoder:
         cfg = with_text_encoder(cfg, text_encoder)
@@ -115,6 +114,9 @@ def train(config: str | Path | dict | AnyConfig, data: str | Sequence[str], out:
     val_split = val_split or source.default_val_split()
     if val_split is not None:
         source.check_split(val_split)
+    for model_cfg in cfg.experts.values() if isinstance(cfg, MixtureConfig) else [cfg]:
+        for src, _ in sources:
+            src.check_features(model_cfg.features.video)
     info = init_distributed(device)
     out = Path(out)
     try:
@@ -126,40 +128,29 @@ def train(config: str | Path | dict | AnyConfig, data: str | Sequence[str], out:
 
 
 def _new_model(cfg: ModelConfig, sources, info):
-    from reelsearch.models import create_model, text_processor_for
-
     processor = text_processor_for(cfg, training_captions(sources))
     seed_everything(cfg.train.seed)
     return create_model(cfg, processor).to(info.device)
 
 
 def _fit(model, cfg: ModelConfig, sources, val_split, out: Path, info, progress) -> dict:
-    from reelsearch.io import atomic_write_json
-    from reelsearch.training.trainer import Trainer
-
     dev = str(info.device)
     train_data = PairData.concat([model_pairs(model, src, split, dev, progress) for src, split in sources])
     source = sources[0][0]
     val_data = model_pairs(model, source, val_split, dev, progress) if val_split else None
     out.mkdir(parents=True, exist_ok=True)
     if info.is_main:
-        from reelsearch.config import config_to_dict
-
         atomic_write_json(out / "run.json", {
             "config": config_to_dict(cfg), "data": [src.label for src, _ in sources],
             "train_split": [s for _, s in sources], "train_pairs": len(train_data.captions),
             "val_data": source.label, "val_split": val_split,
             "features": [str(src.store_root) if src.store_root else "cache" for src, _ in sources]})
-    trainer = Trainer(model, loss_of(cfg.train).to(info.device), train_data, val_data, cfg.train, out, info,
-                      progress=progress)
-    return trainer.fit()
+    task = JointTask(model, train_losses(cfg.train), train_data, val_data, cfg.train, info)
+    return Trainer(task, out, progress).fit()
 
 
 def _train_experts(cfg: MixtureConfig, sources, val_split, out: Path, info, progress) -> dict:
     """Mithun et al. 2018 §3.5: each expert is trained separately, then fused."""
-    from reelsearch.io import atomic_write_json
-    from reelsearch.models import MixtureOfExperts, load_model
-
     summaries = {}
     for name, ecfg in cfg.experts.items():
         print(f"training expert {name!r} on {', '.join(ecfg.modalities)}")
@@ -180,8 +171,6 @@ def evaluate_model(model, source: DatasetSource, split: str, device: str | None 
                    progress: bool = True, querybank: bool = True) -> dict:
     """Both-direction retrieval metrics of ``model`` on ``split`` (a mixture fused as configured; its querybank
     applied, unless ``querybank`` is False)."""
-    from reelsearch.evaluation.evaluator import RetrievalEvaluator
-
     dev = resolve_device(device)
     model = model.to(dev)
     return RetrievalEvaluator(model_pairs(model, source, split, str(dev), progress), progress=progress,
@@ -201,8 +190,6 @@ def evaluate(checkpoint, data: str, split: str | None = None, features: Path | N
     """Load ``checkpoint`` (a path, "default", or a loaded model) and evaluate it on ``data``'s ``split``;
     ``int8_text``: captions encoded by int8 MiniLM, as ``reelsearch search --int8-text`` encodes queries;
     ``querybank``: apply the model's querybank normalisation when it has one (False: its raw scores)."""
-    from reelsearch.models import load_model
-
     source, split = open_eval_split(data, split, features, **data_options)
     model = load_model(checkpoint) if isinstance(checkpoint, (str, Path)) else checkpoint
     int8 = model.use_int8_text(True) if int8_text else False

@@ -7,6 +7,7 @@ renamed into place, so a kill at any moment leaves either the old state or the n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -92,6 +93,16 @@ def set_rng_state(tensors: dict[str, torch.Tensor], meta: dict) -> None:
         torch.cuda.set_rng_state_all(cuda)
     np.random.set_state(_from_jsonable(meta["numpy"]))
     random.setstate(_from_jsonable(meta["python"]))
+
+
+@contextlib.contextmanager
+def preserved_rng():
+    """Run a block, then put torch's, numpy's and python's random states back as they were."""
+    tensors, meta = rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(tensors, meta)
 
 
 def save_training_state(path: Path, optimizer: torch.optim.Optimizer, info: dict,

@@ -1,0 +1,102 @@
+"""Typed configs of the tuning commands: ``tune`` (``reelsearch tune-cnn``) and ``mlm`` (``reelsearch adapt-text``).
+
+Each holds the training loop's settings under the names ``train`` gives them (``epochs``, ``lr``, ``optimizer``,
+``weight_decay``, ``schedule``, ``grad_clip``, ``early_stopping``, ``seed``, ``checkpoint_every``, ``precision``:
+what ``reelsearch.training.trainer.Trainer`` reads) and its command's own keys. The command line sets them as
+``--set tune.epochs=5`` (:func:`reelsearch.config.typed.apply_section`), checked as a model config's keys are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from reelsearch.errors import ConfigError
+
+from .schema import ScheduleConfig
+
+
+@dataclass
+class LoopKeys:
+    """The loop keys the tuning configs share, at ``train``'s defaults; each declares the others (``epochs``,
+    ``lr``, ``early_stopping``, ``grad_clip``, ``optimizer``, ``weight_decay``) with its command's defaults."""
+
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    precision: Literal["fp32", "bf16"] = "fp32"
+    seed: int = 0
+    checkpoint_every: int = 200
+
+    def check(self) -> None:
+        """The loop settings are in range."""
+        if self.epochs < 1 or not self.lr > 0:
+            raise ConfigError(f"epochs must be at least 1 and lr positive, got epochs {self.epochs}, lr {self.lr}")
+        if self.early_stopping is not None and self.early_stopping < 1:
+            raise ConfigError(f"early_stopping must be at least 1 (or null), got {self.early_stopping}")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            raise ConfigError(f"grad_clip must be positive (or null), got {self.grad_clip}")
+        if self.weight_decay < 0 or self.checkpoint_every < 0:
+            raise ConfigError("weight_decay and checkpoint_every cannot be negative")
+
+
+@dataclass
+class TuneConfig(LoopKeys):
+    """`reelsearch tune-cnn` (docs/training.md): the last blocks of a model's EfficientNet-Lite tuned with its
+    projections, on the model's own loss.
+
+    ``from_block``: the first tuned block (null: the blocks after the last stride-2 one); ``views``: cached views per
+    training image (1 = the centre crop only); ``lr``: the rate of the model's projections, ``lr_cnn`` of the CNN
+    tail; ``epochs``: at most this many passes over the training images; ``early_stopping``: stop after this many
+    epochs without a better development RSum (null: never). The epoch with the best RSum (the untuned start
+    included) is kept.
+    """
+
+    section: ClassVar[str] = "tune"
+
+    from_block: int | None = None
+    views: int = 4
+    epochs: int = 25
+    lr: float = 1e-4
+    lr_cnn: float = 1e-4
+    batch_size: int = 128
+    early_stopping: int | None = 4
+    grad_clip: float | None = 2.0
+    optimizer: Literal["adam", "adamw"] = "adam"
+    weight_decay: float = 0.0
+
+    def check(self) -> None:
+        super().check()
+        if self.views < 1 or self.batch_size < 2:
+            raise ConfigError(f"views must be at least 1 and batch_size at least 2, got views {self.views}, "
+                              f"batch_size {self.batch_size}")
+        if self.lr_cnn < 0:
+            raise ConfigError(f"lr_cnn cannot be negative, got {self.lr_cnn}")
+
+
+@dataclass
+class MLMConfig(LoopKeys):
+    """`reelsearch adapt-text` (SCDE §3.2, stage 1; docs/training.md): MiniLM adapted to captions with BERT's
+    masked-language-model objective.
+
+    ``mask_prob``: the fraction of word pieces predicted (BERT: 0.15); ``heldout``: the fraction of distinct captions
+    kept out of training to score the masked-token loss and accuracy before training and after each epoch (the
+    epoch with the lowest held-out loss is kept; 0: none held out, the last epoch is kept). AdamW, weight decay 0.01,
+    gradient norm clipped at 1, constant learning rate, as BERT's fine-tuning recipe.
+    """
+
+    section: ClassVar[str] = "mlm"
+
+    epochs: int = 1
+    lr: float = 5e-5
+    batch_size: int = 32
+    mask_prob: float = 0.15
+    heldout: float = 0.05
+    early_stopping: int | None = None
+    grad_clip: float | None = 1.0
+    optimizer: Literal["adam", "adamw"] = "adamw"
+    weight_decay: float = 0.01
+
+    def check(self) -> None:
+        super().check()
+        if self.batch_size < 1 or not 0 < self.mask_prob < 1 or not 0 <= self.heldout < 1:
+            raise ConfigError(f"batch_size must be at least 1, mask_prob in (0, 1) and heldout in [0, 1), got "
+                              f"batch_size {self.batch_size}, mask_prob {self.mask_prob}, heldout {self.heldout}")
