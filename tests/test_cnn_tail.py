@@ -188,7 +188,8 @@ def test_the_tuned_model_carries_its_tail_and_runs_the_trained_network(tuned):
     out = root / "out" / "best"
     saved = json.loads((out / "config.json").read_text())["config"]["features"]["video"]["appearance"]
     assert saved["options"] == {"tail": "tail-appearance.safetensors"} and (out / saved["options"]["tail"]).is_file()
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tail-appearance.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "reelsearch.json",
+                                                     "tail-appearance.safetensors"]
     report = json.loads((root / "out" / "summary.json").read_text())  # the report lies beside the model
     assert report["from_block"] == 12 and [h["epoch"] for h in report["history"]] == [0, 1, 2]
     assert report["best_epoch"] > 0 and report["best"]["RSum"] > report["start"]["RSum"]
