@@ -19,10 +19,18 @@ SEED = 0
 COUNT = 240
 
 
+def read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file; a missing file stops the script with its name."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise SystemExit(f"{path}: not found (pass --data: the Flickr8k folder with captions.txt, dev.txt)") from None
+
+
 def read_captions(path: Path) -> dict[str, dict[int, str]]:
     """``captions.txt`` (``<image>#<n>\\t<caption>``) as {image: {n: caption}}."""
     captions: dict[str, dict[int, str]] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_lines(path), 1):
         if not line.strip():
             continue
         key, sep, caption = line.partition("\t")
@@ -35,7 +43,7 @@ def read_captions(path: Path) -> dict[str, dict[int, str]]:
 
 def read_split(path: Path) -> list[str]:
     """Image names of a split file, one per line, blank lines skipped."""
-    return [name.strip() for name in path.read_text(encoding="utf-8").splitlines() if name.strip()]
+    return [name.strip() for name in read_lines(path) if name.strip()]
 
 
 def select(captions: dict[str, dict[int, str]], dev: list[str], count: int = COUNT, seed: int = SEED):
