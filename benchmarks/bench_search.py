@@ -170,6 +170,7 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
     commit path with the searcher's model id: ``frames`` frame vectors near the video's, a frame every 0.5 s,
     optional thumbnails, synthetic paths, no decoding; ``bias``: each video's bias (its querybank offset, negated, as
     indexing stores it). Returns the seconds it took."""
+    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
 
     rng = np.random.default_rng(seed)
@@ -181,9 +182,9 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
         pending = []
         for i in range(start, min(len(x), start + 2000)):
             fv = unit(x[i] + 0.3 * rng.standard_normal((frames, x.shape[1])).astype(np.float32) / np.sqrt(x.shape[1]))
-            pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
-                            EmbeddedMedia(x[i], fv, times, frames * 0.5, thumbs,
-                                          0.0 if bias is None else float(bias[i])), f"{i:064x}"))
+            pending.append(FileChange(FileToSync(f"/videos/{i:07d}.mp4", st, None), f"{i:064x}",
+                                      EmbeddedMedia(x[i], fv, times, frames * 0.5, thumbs,
+                                                    0.0 if bias is None else float(bias[i]))))
         searcher.library._commit(pending, [], searcher.model_id)
     return time.perf_counter() - t
 
@@ -305,6 +306,7 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
 
 def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> list[dict]:
     from reelsearch.index import FaissIndex, LibraryIndex
+    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
 
     x = x_all[:n]
@@ -378,8 +380,8 @@ def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> li
             for i in range(start, min(n, start + 2000)):
                 frames = unit(x[i] + 0.3 * rng.standard_normal((args.frames, x.shape[1])).astype(np.float32)
                               / np.sqrt(x.shape[1]))
-                pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
-                                EmbeddedMedia(x[i], frames, times, 2.0), f"{i:064x}"))
+                pending.append(FileChange(FileToSync(f"/videos/{i:07d}.mp4", st, None), f"{i:064x}",
+                                          EmbeddedMedia(x[i], frames, times, 2.0)))
             lib._commit(pending, [], "bench")
         sql_s = time.perf_counter() - t
         lib.close()

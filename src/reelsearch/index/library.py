@@ -25,9 +25,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, walk_media
@@ -125,6 +126,43 @@ class Hit:
     duration: float | None = None
     frame_scores: np.ndarray | None = None  # [T] query-frame scores, when asked for
     timestamps: np.ndarray | None = None  # [T] seconds of the stored frames (with frame_scores)
+
+
+class StoredFile(NamedTuple):
+    """A video row as sync compares it with a file on disk."""
+
+    path: bytes  # absolute path, file-system bytes
+    id: int
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+class FileToSync(NamedTuple):
+    """A file sync hashes: new, or its size or mtime changed; ``stored`` its row (None: new, or a model change)."""
+
+    path: str
+    stat: os.stat_result
+    stored: StoredFile | None
+
+
+class FileChange(NamedTuple):
+    """What a commit writes for one file: its content hash and new embeddings, or with ``media`` None only its new
+    size and mtime (same content)."""
+
+    file: FileToSync
+    sha256: str
+    media: EmbeddedMedia | None = None
+
+
+class SyncPlan(NamedTuple):
+    """What a sync has to do: ``todo`` files to hash, ``gone`` stored videos of its scope whose file vanished, every
+    ``stored`` video of its scope, and whether the model changed (everything is embedded again)."""
+
+    todo: list[FileToSync]
+    gone: list[StoredFile]
+    stored: list[StoredFile]
+    model_changed: bool
 
 
 @dataclass
@@ -413,76 +451,17 @@ class LibraryIndex:
         video (embeddings of two models cannot be compared). ``exclusive``: the index is to hold exactly the files
         under ``paths``: videos indexed from other roots are dropped too.
         """
-        from tqdm import tqdm
-
         report = SyncReport()
-        paths = list(paths)
         with self._writer(self.writer_wait), self._write_errors():
-            walk = walk_media(paths)
-            report.failed.extend(walk.missing)
-            missing_roots = {m[0] for m in walk.missing}
-            roots = [os.fsencode(absolute(p)) for p in paths]
-            roots = [r for r in roots if os.fsdecode(r) not in missing_roots]
-            model_changed = self.model_id is not None and self.model_id != model_id
-            existing: dict[bytes, tuple] = {}
-            for row in self._db.execute("SELECT path, id, size, mtime_ns, sha256 FROM videos"):
-                if model_changed or exclusive or _under(row[0], roots):
-                    existing[row[0]] = row[1:]
-            found = {os.fsencode(f) for f in walk.files}
-            gone = [(pb, row[0]) for pb, row in existing.items() if pb not in found]
-            todo: list[tuple[str, os.stat_result, tuple | None]] = []
-            for f in walk.files:
-                row = existing.get(os.fsencode(f))
-                try:
-                    st = os.stat(f)
-                except OSError as exc:
-                    report.failed.append((f, f"cannot read: {exc.strerror}"))
-                    continue
-                if row is not None and not model_changed and row[1] == st.st_size and row[2] == st.st_mtime_ns:
-                    report.unchanged.append(f)
-                else:
-                    todo.append((f, st, None if model_changed else row))
-            if model_changed:  # start over: the old model's vectors go first
-                with self._transaction():
-                    gen = self.generation + 1
-                    self._db.executemany("INSERT OR REPLACE INTO tombstones (id, gen) VALUES (?, ?)",
-                                         [(r[0], gen) for r in existing.values()])
-                    self._db.execute("DELETE FROM videos")
-                    for key in ("dim", "model_id"):
-                        self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
-                    self._set_meta("gen", gen)
-                report.removed.extend(os.fsdecode(pb) for pb, _ in gone)
+            plan = self._plan_sync(list(paths), model_id, exclusive, report)
+            gone = plan.gone
+            if plan.model_changed:  # start over: the old model's vectors go first
+                self._start_over(plan.stored)
+                report.removed.extend(os.fsdecode(s.path) for s in gone)
                 gone = []
-                self._close_vectors()
-            pending: list[tuple] = []
-            last_commit = time.monotonic()
-            bar = tqdm(todo, desc="indexing", unit="file", disable=not progress or not todo)
-            for f, st, row in bar:
-                try:
-                    digest = sha256_file(f)
-                    if row is not None and row[3] == digest:
-                        pending.append(("touch", f, st, row, None, digest))
-                        report.unchanged.append(f)
-                    else:
-                        media, reused = self._reuse(digest, model_id)
-                        if media is None:
-                            media = embed_fn(f)
-                            if not isinstance(media, EmbeddedMedia):
-                                raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
-                        media = media.checked(self.dim or self._pending_dim(pending))
-                        report.reused += reused
-                        pending.append(("upsert", f, st, row, media, digest))
-                        (report.updated if row is not None else report.added).append(f)
-                except (KeyboardInterrupt, SystemExit, MemoryError):
-                    raise
-                except Exception as exc:  # one bad file never stops the sync
-                    report.failed.append((f, _describe(exc)))
-                if len(pending) >= commit_every or time.monotonic() - last_commit > commit_seconds:
-                    self._commit(pending, [], model_id)
-                    pending, last_commit = [], time.monotonic()
-            bar.close()
-            self._commit(pending, gone, model_id)
-            report.removed.extend(os.fsdecode(pb) for pb, _ in gone)
+            last = self._embed_changes(plan.todo, embed_fn, model_id, report, progress, commit_every, commit_seconds)
+            self._commit(last, gone, model_id)
+            report.removed.extend(os.fsdecode(s.path) for s in gone)
             if self.dim is not None:
                 if self.vectors is None:
                     self.vectors = self._open_vectors(self.dim, fresh=True)
@@ -490,12 +469,77 @@ class LibraryIndex:
                 self._catch_up(save=True)
         return report
 
-    @staticmethod
-    def _pending_dim(pending: list[tuple]) -> int | None:
-        for item in pending:
-            if item[4] is not None:
-                return int(item[4].video_vector.shape[0])
-        return None
+    def _plan_sync(self, paths: list, model_id: str, exclusive: bool, report: SyncReport) -> SyncPlan:
+        """What a sync of ``paths`` has to do: the files to hash (new, or whose size or mtime changed), the stored
+        videos in its scope that are gone; unchanged files and unreadable ones are reported here."""
+        walk = walk_media(paths)
+        report.failed.extend(walk.missing)
+        missing_roots = {m[0] for m in walk.missing}
+        roots = [r for r in (os.fsencode(absolute(p)) for p in paths) if os.fsdecode(r) not in missing_roots]
+        model_changed = self.model_id is not None and self.model_id != model_id
+        rows = map(StoredFile._make, self._db.execute("SELECT path, id, size, mtime_ns, sha256 FROM videos"))
+        stored = {s.path: s for s in rows if model_changed or exclusive or _under(s.path, roots)}
+        found = {os.fsencode(f) for f in walk.files}
+        todo = []
+        for f in walk.files:
+            known = stored.get(os.fsencode(f))
+            try:
+                st = os.stat(f)
+            except OSError as exc:
+                report.failed.append((f, f"cannot read: {exc.strerror}"))
+                continue
+            if known is not None and not model_changed and (known.size, known.mtime_ns) == (st.st_size, st.st_mtime_ns):
+                report.unchanged.append(f)
+            else:
+                todo.append(FileToSync(f, st, None if model_changed else known))
+        gone = [s for path, s in stored.items() if path not in found]
+        return SyncPlan(todo, gone, list(stored.values()), model_changed)
+
+    def _start_over(self, stored: list[StoredFile]) -> None:
+        """Another model's embeddings: drop every video (tombstoned for the vector index) and the model's meta."""
+        with self._transaction():
+            gen = self.generation + 1
+            self._db.executemany("INSERT OR REPLACE INTO tombstones (id, gen) VALUES (?, ?)",
+                                 [(s.id, gen) for s in stored])
+            self._db.execute("DELETE FROM videos")
+            for key in ("dim", "model_id"):
+                self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+            self._set_meta("gen", gen)
+        self._close_vectors()
+
+    def _embed_changes(self, todo: list[FileToSync], embed_fn: EmbedFn, model_id: str, report: SyncReport,
+                       progress: bool, commit_every: int, commit_seconds: float) -> list[FileChange]:
+        """Hash each file of ``todo``; touch the ones whose content is unchanged, embed (or reuse the embeddings of
+        an identical indexed file) the others; commit in batches and return the last, uncommitted one. A file that
+        fails is reported, the rest go on."""
+        changes: list[FileChange] = []
+        last_commit = time.monotonic()
+        bar = tqdm(todo, desc="indexing", unit="file", disable=not progress or not todo)
+        for item in bar:
+            try:
+                digest = sha256_file(item.path)
+                if item.stored is not None and item.stored.sha256 == digest:
+                    changes.append(FileChange(item, digest))
+                    report.unchanged.append(item.path)
+                else:
+                    media, reused = self._reuse(digest, model_id)
+                    if media is None:
+                        media = embed_fn(item.path)
+                        if not isinstance(media, EmbeddedMedia):
+                            raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
+                    media = media.checked(self.dim or _first_dim(changes))
+                    report.reused += reused
+                    changes.append(FileChange(item, digest, media))
+                    (report.updated if item.stored is not None else report.added).append(item.path)
+            except (KeyboardInterrupt, SystemExit, MemoryError):
+                raise
+            except Exception as exc:  # one bad file never stops the sync
+                report.failed.append((item.path, _describe(exc)))
+            if len(changes) >= commit_every or time.monotonic() - last_commit > commit_seconds:
+                self._commit(changes, [], model_id)
+                changes, last_commit = [], time.monotonic()
+        bar.close()
+        return changes
 
     @contextlib.contextmanager
     def _write_errors(self) -> Iterator[None]:
@@ -533,22 +577,23 @@ class LibraryIndex:
             return None, 0
         return self.media(str(row[0])), 1
 
-    def _commit(self, pending: list[tuple], gone: list[tuple[bytes, int]], model_id: str) -> None:
+    def _commit(self, changes: list[FileChange], gone: list[StoredFile], model_id: str) -> None:
         """Write a batch of sync results and removals in one transaction (one new generation)."""
-        if not pending and not gone:
+        if not changes and not gone:
             return
         now = time.time()
         with self._transaction() as db:
             gen = self.generation + 1
-            for kind, f, st, row, media, digest in pending:
-                if kind == "touch":
+            for change in changes:
+                file, st, media = change.file, change.file.stat, change.media
+                if media is None:  # same content: only its size and mtime changed
                     db.execute("UPDATE videos SET size = ?, mtime_ns = ? WHERE id = ?",
-                               (st.st_size, st.st_mtime_ns, row[0]))
+                               (st.st_size, st.st_mtime_ns, file.stored.id))
                     continue
-                values = (st.st_size, st.st_mtime_ns, digest, media.duration, len(media.timestamps), model_id, now,
-                          gen, media.video_vector.astype(np.float32).tobytes(), float(media.bias))
-                if row is not None:
-                    vid = row[0]
+                values = (st.st_size, st.st_mtime_ns, change.sha256, media.duration, len(media.timestamps), model_id,
+                          now, gen, media.video_vector.astype(np.float32).tobytes(), float(media.bias))
+                if file.stored is not None:
+                    vid = file.stored.id
                     db.execute("UPDATE videos SET size=?, mtime_ns=?, sha256=?, duration=?, n_frames=?, model_id=?, "
                                "updated_at=?, gen=?, vector=?, bias=? WHERE id=?", (*values, vid))
                     db.execute("DELETE FROM frames WHERE video_id = ?", (vid,))
@@ -556,20 +601,24 @@ class LibraryIndex:
                     vid = db.execute(
                         "INSERT INTO videos (size, mtime_ns, sha256, duration, n_frames, model_id, updated_at, gen, "
                         "vector, bias, path, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (*values, os.fsencode(f), now)).lastrowid
-                thumbs = media.thumbnails or [None] * len(media.timestamps)
-                rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
-                db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
-                db.execute("INSERT OR REPLACE INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)",
-                           (vid, media.frame_vectors.astype(np.float16).tobytes(),
-                            media.timestamps.astype(np.float64).tobytes()))
+                        (*values, os.fsencode(file.path), now)).lastrowid
+                self._write_frames(vid, media)
                 if self.dim is None:
                     self._set_meta("dim", media.video_vector.shape[0])
-            for _, vid in gone:
-                db.execute("DELETE FROM videos WHERE id = ?", (vid,))
-                db.execute("INSERT OR REPLACE INTO tombstones (id, gen) VALUES (?, ?)", (vid, gen))
+            for s in gone:
+                db.execute("DELETE FROM videos WHERE id = ?", (s.id,))
+                db.execute("INSERT OR REPLACE INTO tombstones (id, gen) VALUES (?, ?)", (s.id, gen))
             self._set_meta("model_id", model_id)
             self._set_meta("gen", gen)
+
+    def _write_frames(self, vid: int, media: EmbeddedMedia) -> None:
+        """A video's frames (times, thumbnails) and frame vectors, inside the commit's transaction."""
+        thumbs = media.thumbnails or [None] * len(media.timestamps)
+        rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
+        self._db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
+        self._db.execute("INSERT OR REPLACE INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)",
+                         (vid, media.frame_vectors.astype(np.float16).tobytes(),
+                          media.timestamps.astype(np.float64).tobytes()))
 
     # -- reading ---------------------------------------------------------------------------------------------
     def search(
@@ -714,6 +763,11 @@ class LibraryIndex:
         if row is None:
             raise KeyError((id_, frame))
         return row[0]
+
+
+def _first_dim(changes: list[FileChange]) -> int | None:
+    """The width of the first embedding in ``changes`` (the index's, before its first commit sets it)."""
+    return next((int(c.media.video_vector.shape[0]) for c in changes if c.media is not None), None)
 
 
 def _describe(exc: Exception) -> str:
