@@ -11,6 +11,9 @@ Every change is committed by one SQLite transaction (WAL) that bumps a generatio
 brought up to that generation afterwards (upserts of rows with a newer generation, deletions from a tombstone
 table) and records the generation it reflects. A crash between the two leaves SQLite ahead; the next open replays
 the difference (idempotent), so the pair is always consistent as seen through this class.
+
+Search reads it as a catalog (``reelsearch.index.catalog``): the vector index's top N for a query vector, rows and
+frame rows of given videos, their biases; ranking, fusion and moments are search's (``reelsearch.search``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 from tqdm import tqdm
 
 from reelsearch.errors import ConfigError, ReelsearchError
+from reelsearch.index.catalog import StoredVideo
 from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, walk_media
 from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex
 
@@ -45,8 +49,6 @@ SCHEMA_VERSION = 2  # 2: videos.bias
 MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
 CACHE_KIB = 65536
 BACKENDS = ("faiss", "milvus")
-#: The first candidates a biased search re-ranks: what an HNSW search at the default efSearch (128) visits anyway.
-BIASED_CANDIDATES = 128
 
 log = logging.getLogger("reelsearch.index")
 
@@ -112,20 +114,6 @@ class SyncReport:
         if self.cues is not None:
             out += f"; speech/text: {self.cues.summary()}"
         return out
-
-
-@dataclass
-class Hit:
-    """One search result: the video, its score, and the best-matching moment (seconds) with that frame's index."""
-
-    id: str
-    path: str
-    score: float
-    moment: float
-    frame: int
-    duration: float | None = None
-    frame_scores: np.ndarray | None = None  # [T] query-frame scores, when asked for
-    timestamps: np.ndarray | None = None  # [T] seconds of the stored frames (with frame_scores)
 
 
 class StoredFile(NamedTuple):
@@ -194,7 +182,8 @@ def _under(path: bytes, roots: list[bytes]) -> bool:
 
 
 class LibraryIndex:
-    """Videos and images with their embeddings, searchable by a query vector; synced with folders.
+    """Videos and images with their embeddings, synced with folders; the embedded catalog search reads
+    (``reelsearch.index.catalog.Catalog``).
 
     backend "faiss": an embedded FAISS index in the directory (exact below ``threshold`` videos, HNSW above).
     backend "milvus": a Milvus collection, Milvus Lite in the directory when ``uri`` is None or a file path, a
@@ -621,71 +610,54 @@ class LibraryIndex:
                           media.timestamps.astype(np.float64).tobytes()))
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def search(
-        self,
-        query: np.ndarray,
-        k: int = 10,
-        *,
-        score_fn: ScoreFn | None = None,
-        frame_score_fn: ScoreFn | None = None,
-        frame_scores: bool = False,
-    ) -> list[Hit]:
-        """The ``k`` best videos for one query embedding [D], best first, each with its best moment.
-
-        Videos are ranked by the vector index (inner product), or, with ``score_fn(queries [Q, D], vectors
-        [N, D]) -> [Q, N]`` (e.g. order similarity, which no ANN index serves), by an exact chunked scan; each
-        video's ``bias`` is added to its score (:meth:`ranked`). The moment is the timestamp of the frame whose
-        embedding scores highest against the query: ``frame_score_fn`` (default: ``score_fn`` if given, else the
-        inner product).
-        """
-        if self.vectors is None or len(self) == 0:
-            return []
+    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
+        """(ids, scores best first) of the ``n`` videos whose vectors score best with ``query`` [D]: the vector index's
+        inner product (exact below its threshold, HNSW above), or ``score_fn(queries [1, D], vectors [m, D])`` (e.g.
+        order similarity, which no ANN index serves) by an exact chunked scan. No bias is added here."""
+        if self.vectors is None or len(self.vectors) == 0:
+            return [], np.empty(0, np.float32)
         q = np.asarray(query, np.float32).reshape(1, -1)
         if q.shape[1] != self.dim:
             raise LibraryError(f"query has {q.shape[1]} dimensions, the index holds {self.dim}-dimensional vectors")
-        ids, scores = self.ranked(q, k, score_fn)
-        frame_fn = frame_score_fn or score_fn
-        found = [int(i) for i in ids]
-        rows = {r[0]: r[1:] for r in self._db.execute(
-            "SELECT v.id, v.path, v.duration, f.vectors, f.times FROM videos v JOIN frame_vectors f "
-            f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(found))})", found)}
-        hits = []
-        for id_, score in zip(found, scores.tolist(), strict=True):
-            row = rows.get(id_)
-            if row is None:  # committed away after the vector index was read: skip
-                continue
-            path, duration, fv_blob, times_blob = row
-            fv = np.frombuffer(fv_blob, np.float16).reshape(-1, q.shape[1]).astype(np.float32)
-            fs = np.asarray(frame_fn(q, fv), np.float32)[0] if frame_fn is not None else fv @ q[0]
-            best = int(np.argmax(fs))
-            times = np.frombuffer(times_blob, np.float64)
-            hits.append(Hit(id=str(id_), path=os.fsdecode(path), score=float(score), moment=float(times[best]),
-                            frame=best, duration=duration, frame_scores=fs if frame_scores else None,
-                            timestamps=times if frame_scores else None))
-        return hits
+        found, scores = self.vectors.scan(q, n, score_fn) if score_fn is not None else self.vectors.search(q, n)
+        ids = list(found[0])
+        return ids, scores[0, : len(ids)]
 
-    def ranked(self, query: np.ndarray, k: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
-        """(ids, scores) of the ``k`` best videos for ``query`` [1, D]: the vector index's score (inner product, or
-        ``score_fn``'s exact scan) plus each video's bias. With biases that differ, the vector index's top N are
-        re-ranked, N growing (x2) until no video outside them can beat the k-th (its score is at most the N-th
-        score plus the largest bias): as exact as the vector index's own top N."""
-        lo, hi = self.bias_range()
-        total = len(self.vectors)
-        n = k if lo == hi else max(2 * k, BIASED_CANDIDATES)
-        while True:
-            m = min(n, total)
-            found, scores = self.vectors.scan(query, m, score_fn) if score_fn is not None else \
-                self.vectors.search(query, m)
-            ids = list(found[0])
-            raw = np.asarray(scores[0][: len(ids)], np.float64)
-            if lo == hi:
-                return ids[:k], raw[:k] + lo
-            biased = raw + self.biases(ids)
-            order = np.argsort(-biased, kind="stable")[:k]
-            kth = biased[order[-1]] if len(order) == k else -np.inf
-            if m >= total or len(ids) < m or kth >= raw[-1] + hi:
-                return [ids[i] for i in order], biased[order]
-            n *= 2
+    def rows(self, ids: Sequence[str]) -> np.ndarray:
+        """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""
+        if self.vectors is None:
+            if ids:
+                raise KeyError(ids[0])
+            return np.empty((0, self.dim or 0), np.float32)
+        return self.vectors.get(ids)
+
+    def chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every (ids, video vectors [m, D]), in the vector index's blocks (views valid until it next changes)."""
+        if self.vectors is not None:
+            yield from self.vectors.iter_chunks()
+
+    def ids(self) -> list[str]:
+        """Every video's id, in the order of ``chunks``."""
+        return [i for chunk, _ in self.chunks() for i in chunk]
+
+    def known(self, ids: Sequence[str]) -> list[bool]:
+        """Whether each of ``ids`` is in the vector index."""
+        return [self.vectors is not None and i in self.vectors for i in ids]
+
+    def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
+        """Path, duration, frame vectors and times of ``ids``, in one query (ids no longer stored are left out)."""
+        keys = [int(i) for i in ids]
+        if not keys:
+            return {}
+        rows = self._db.execute(
+            "SELECT v.id, v.path, v.duration, f.vectors, f.times FROM videos v JOIN frame_vectors f "
+            f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(keys))})", keys)
+        out = {}
+        for id_, path, duration, vectors, times in rows:
+            frame_rows = np.frombuffer(vectors, np.float16).reshape(-1, self.dim).astype(np.float32)
+            out[str(id_)] = StoredVideo(str(id_), os.fsdecode(path), duration, frame_rows,
+                                        np.frombuffer(times, np.float64))
+        return out
 
     def _biases_now(self, table: bool = False) -> tuple[tuple[float, float], np.ndarray | None]:
         """((min, max) bias, bias by video id when ``table`` and the biases differ, else None) of the current
