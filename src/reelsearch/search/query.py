@@ -61,12 +61,13 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, f
         shown = visual.expert_scores(query, fused.ids, fused.rows)
     shown.update({c: fused.rows[c] for c in cues})
     picture = sum((fused.terms[s] for s in fused.terms if s not in cues and s != BIAS), np.zeros(len(fused.ids)))
+    frame_scores = visual.frame_scorer(query)
     out = []
     for j, id_ in enumerate(fused.ids):
         video = stored.get(id_)
         if video is None:  # committed away after it was ranked
             continue
-        fs = visual.frame_scores(query, video.frame_rows)
+        fs = frame_scores(video.frame_rows)
         frame = int(np.argmax(fs))
         moment = float(video.times[frame])
         match = None

@@ -16,7 +16,7 @@ through the catalog interface (``reelsearch.index.catalog``) only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -158,9 +158,9 @@ class Visual(ABC):
         return {shown: np.asarray(scores[name], np.float64)[0] if ids else np.zeros(0)
                 for shown, name in self.experts.items()}
 
-    def frame_scores(self, query: np.ndarray, frame_rows: np.ndarray) -> np.ndarray:
-        """[T]: how well each frame alone matches the query (its best is the result's moment)."""
-        return np.asarray(self.model.frame_scores(query[0], frame_rows), np.float32)
+    def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        """``frame_rows [T, D] -> [T]``: how well each frame alone matches the query (its best is the moment)."""
+        return lambda frame_rows: np.asarray(self.model.frame_scores(query[0], frame_rows), np.float32)
 
 
 class InnerProduct(Visual):
@@ -170,8 +170,9 @@ class InnerProduct(Visual):
     def sources(self, query: np.ndarray) -> dict[str, Source]:
         return {VISUAL: NearestSource(self.catalog, self.model.ann_query(query)[0]), BIAS: BiasSource(self.catalog)}
 
-    def frame_scores(self, query: np.ndarray, frame_rows: np.ndarray) -> np.ndarray:
-        return frame_rows @ np.asarray(self.model.ann_query(query)[0], np.float32)
+    def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        vector = np.asarray(self.model.ann_query(query)[0], np.float32)
+        return lambda frame_rows: frame_rows @ vector
 
 
 class ExactScan(Visual):
@@ -181,8 +182,8 @@ class ExactScan(Visual):
     def sources(self, query: np.ndarray) -> dict[str, Source]:
         return {VISUAL: NearestSource(self.catalog, query[0], self.model.score), BIAS: BiasSource(self.catalog)}
 
-    def frame_scores(self, query: np.ndarray, frame_rows: np.ndarray) -> np.ndarray:
-        return np.asarray(self.model.score(query[:1], frame_rows), np.float32)[0]
+    def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda frame_rows: np.asarray(self.model.score(query[:1], frame_rows), np.float32)[0]
 
 
 class FrameAttention(Visual):
