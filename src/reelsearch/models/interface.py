@@ -13,6 +13,7 @@
     model.search_mode                       how an index serves it: "ann" (inner product of ``ann_query`` with the
                                             stored rows), "scan" (exact ``score`` over the rows), "rank" (rank fusion
                                             needs every row) or "pairwise" (frame attention needs the frame rows)
+    model.inner_product                     whether the score is that inner product (search_mode "ann")
 
 Rows: a video's row ``VideoEmbeddings.video[i]`` and its frame rows ``frames[i]`` are what an index stores; for a
 mixture they hold the experts' rows side by side; for a frame-attention model (Torabi M3) a frame row is the
@@ -68,6 +69,12 @@ class EmbeddingModel:
     """What JointModel and MixtureOfExperts share on top of their own ``_embed_feature_batch``."""
 
     querybank = None  # a QueryBank (reelsearch.models.querybank) that load_model found beside the weights
+
+    @property
+    def inner_product(self) -> bool:
+        """Whether the score is the inner product of ``ann_query``'s rows with the stored rows (an ANN index serves
+        it, a querybank normalises it)."""
+        return self.search_mode == "ann"
 
     def feature_pipeline(self, device: str | None = None):
         """The FeaturePipeline of this model's recipe (decode + extract), created once."""

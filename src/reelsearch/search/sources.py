@@ -251,6 +251,6 @@ def visual_sources(model, catalog: Catalog) -> Visual:
         return FrameAttention(model, catalog)
     if mode == "rank" or (fusion is not None and fusion.normalize != "none"):
         return ExpertScans(model, catalog)
-    if mode == "ann":
+    if model.inner_product:
         return InnerProduct(model, catalog)
     return ExactScan(model, catalog)
