@@ -247,6 +247,7 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
         vectors = np.load(cache)
     else:
         vectors = shared_encoder().sentence_features(texts)
+        work.mkdir(parents=True, exist_ok=True)
         np.save(cache, vectors)
     lookup = {t: v for t, v in zip(texts, vectors, strict=True)}
 
