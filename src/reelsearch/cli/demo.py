@@ -92,9 +92,9 @@ def register(app: typer.Typer) -> None:
             for query in QUERIES + (CUE_QUERIES if clip is not None else []):
                 typer.echo(f'\nquery: "{query}"')
                 for rank, hit in enumerate(searcher.search(query, k, frames=False), 1):
-                    typer.echo(f"  {rank}. {hit['score']:.3f}  at {hit['moment']:5.1f}s  {hit['path']}")
-                    if "match" in hit:
-                        typer.echo(f"        {match_line(hit['match'])}")
+                    typer.echo(f"  {rank}. {hit.score:.3f}  at {hit.moment:5.1f}s  {hit.path}")
+                    if hit.match is not None:
+                        typer.echo(f"        {match_line(hit.match)}")
         typer.echo(f"\nsearch it yourself:  .venv/bin/reelsearch search \"your words\" --index {index_dir}")
         typer.echo(f"web page:            .venv/bin/reelsearch serve --index {index_dir}  "
                    "then open http://127.0.0.1:8000/")

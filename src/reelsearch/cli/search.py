@@ -11,6 +11,8 @@ import typer
 
 INDEX_HELP = "Index directory (default: <user data dir>/reelsearch/index)."
 MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
+#: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
+JSON_KEYS = ("id", "path", "path_b64", "score", "moment", "experts", "match")
 INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
              "float32 (default: as trained; see docs/search.md).")
 
@@ -101,24 +103,19 @@ def register(app: typer.Typer) -> None:
         searcher, _ = _searcher(index, model, must_exist=True, int8_text=int8_text)
         with searcher:
             results = searcher.search(text, k, frames=False, experts=experts, weights=weights)
-        from reelsearch.index.paths import display_path, path_b64
+        from reelsearch.index.paths import display_path
 
         if as_json:
-            out = []
-            for r in results:
-                row = {"id": r["id"], "path": display_path(r["path"]), "path_b64": path_b64(r["path"]),
-                       "score": r["score"], "moment": r["moment"]}
-                row.update({key: r[key] for key in ("experts", "match") if key in r})
-                out.append(row)
+            out = [{key: value for key, value in r.to_json().items() if key in JSON_KEYS} for r in results]
             json.dump(out, sys.stdout, ensure_ascii=False)
             sys.stdout.write("\n")
             return
         if not results:
             typer.echo("no results (is the index empty? run `reelsearch index PATH`)")
         for rank, r in enumerate(results, 1):
-            typer.echo(f"{rank:3d}. {r['score']:+.4f}  {_clock(r['moment'])}  {display_path(r['path'], one_line=True)}")
-            if "match" in r:
-                typer.echo(f"     {match_line(r['match'])}")
+            typer.echo(f"{rank:3d}. {r.score:+.4f}  {_clock(r.moment)}  {display_path(r.path, one_line=True)}")
+            if r.match is not None:
+                typer.echo(f"     {match_line(r.match)}")
 
     @app.command("annotate")
     def annotate_cmd(
@@ -195,16 +192,17 @@ def register(app: typer.Typer) -> None:
         run(settings, host, port, workers=workers, api_key=api_key)
 
 
-def match_line(match: dict) -> str:
-    """A result's matched words on one line: ``said at 0:01.2: First, [preheat] the [oven] ...``."""
+def match_line(match) -> str:
+    """A result's matched words (``SearchResult.match``) on one line: ``said at 0:01.2: First, [preheat] the
+    [oven] ...``."""
     from reelsearch.index.paths import display_path
 
-    text, out, last = match["text"], [], 0
-    for a, b in match["highlights"]:
+    text, out, last = match.text, [], 0
+    for a, b in match.highlights:
         out += [text[last:a], "[", text[a:b], "]"]
         last = b
-    verb = "said" if match["cue"] == "speech" else "written"
-    return f"{verb} at {_clock(match['moment'])}: " + display_path("".join(out) + text[last:], one_line=True)
+    verb = "said" if match.cue == "speech" else "written"
+    return f"{verb} at {_clock(match.moment)}: " + display_path("".join(out) + text[last:], one_line=True)
 
 
 def _clock(seconds: float) -> str:

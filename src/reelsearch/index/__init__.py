@@ -4,19 +4,21 @@
 vector per video in a ``VectorIndex`` (``FaissIndex`` or ``MilvusIndex``, same interface).
 """
 
-from reelsearch.index.library import Hit, LibraryError, LibraryIndex, SyncReport, VideoRecord, default_index_dir
+from reelsearch.index.catalog import Catalog, StoredVideo
+from reelsearch.index.library import LibraryError, LibraryIndex, SyncReport, VideoRecord, default_index_dir
 from reelsearch.index.media import EmbeddedMedia, make_thumbnail, sha256_file, walk_media
 from reelsearch.index.scoring import inner_product_score, order_score_fn
 from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex, VectorIndexError, top_k
 
 __all__ = [
+    "Catalog",
     "EmbeddedMedia",
     "FaissIndex",
-    "Hit",
     "VectorIndexError",
     "LibraryError",
     "LibraryIndex",
     "ScoreFn",
+    "StoredVideo",
     "SyncReport",
     "VectorIndex",
     "VideoRecord",

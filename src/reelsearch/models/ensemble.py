@@ -69,7 +69,7 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
                               "index; use experts that score single vectors")
         if self.fusion.kind == "rank":
             return "rank"
-        if self.fusion.normalize == "none" and all(e.search_mode == "ann" for e in self.experts.values()):
+        if self.fusion.normalize == "none" and all(e.inner_product for e in self.experts.values()):
             return "ann"
         return "scan"
 
@@ -169,7 +169,7 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
 
     def ann_query(self, text: np.ndarray) -> np.ndarray:
         """Weighted experts' embeddings side by side: their inner product with a stored row is the fused score."""
-        if self.search_mode != "ann":
+        if not self.inner_product:
             raise ConfigError(f"mixture {self.name!r} is searched by {self.search_mode}, not by inner product")
         texts = self._split(np.asarray(text, np.float32), text=True)
         return np.concatenate([self.weight(k) * texts[k] for k in self.experts], axis=1)

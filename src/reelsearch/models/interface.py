@@ -15,6 +15,7 @@
     model.search_mode                       how an index serves it: "ann" (inner product of ``ann_query`` with the
                                             stored rows), "scan" (exact ``score`` over the rows), "rank" (rank fusion
                                             needs every row) or "pairwise" (frame attention needs the frame rows)
+    model.inner_product                     whether the score is that inner product (search_mode "ann")
 
 Rows: a video's row ``VideoEmbeddings.video[i]`` and its frame rows ``frames[i]`` are what an index stores; for a
 mixture they hold the experts' rows side by side; for a frame-attention model (Torabi M3) a frame row is the
@@ -89,6 +90,12 @@ class EmbeddingModel:
             raise DataFormatError(directory, f"holds a {type(model).__name__}, not a {cls.__name__} (load_model "
                                              "loads either)")
         return model
+
+    @property
+    def inner_product(self) -> bool:
+        """Whether the score is the inner product of ``ann_query``'s rows with the stored rows (an ANN index serves
+        it, a querybank normalises it)."""
+        return self.search_mode == "ann"
 
     def feature_pipeline(self, device: str | None = None):
         """The FeaturePipeline of this model's recipe (decode + extract), created once."""

@@ -303,7 +303,7 @@ class JointModel(EmbeddingModel, nn.Module):
 
     def ann_query(self, text: np.ndarray) -> np.ndarray:
         """Query rows whose inner product with stored rows is the score (``search_mode == "ann"`` only)."""
-        if self.search_mode != "ann":
+        if not self.inner_product:
             raise ConfigError(f"model {self.name!r} is searched by {self.search_mode}, not by inner product")
         return np.asarray(text, np.float32)
 

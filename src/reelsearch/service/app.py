@@ -129,11 +129,8 @@ def create_app(searcher: Searcher, *, api_key: str | None = None, access_log: bo
                                            description="Experts to fuse, comma-separated (default: all the index "
                                                        "holds; a cue the index lacks is 400).",
                                            examples=["visual,speech,ocr"])) -> Response:
-        results = []
-        for r in searcher.search(q, k, frames=True, experts=experts):
-            r.update(path_fields(r["path"]), kind="image" if is_image_path(r["path"]) else "video",
-                     thumbnail=f"/videos/{r['id']}/thumbnail?frame={r['frame']}", media=f"/videos/{r['id']}/media")
-            results.append(r)
+        results = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}",
+                    "media": f"/videos/{r.id}/media"} for r in searcher.search(q, k, frames=True, experts=experts)]
         return JSON({"query": q, "k": k, "results": results})
 
     @api.post("/annotate", summary="Rank captions for a video (indexed id or path, or an uploaded file)",
