@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from reelsearch.errors import ConfigError
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
-from reelsearch.service.app import check_api_key
+from reelsearch.service.auth import check_api_key
 from reelsearch.service.server import build_app, exposure_check, is_loopback
 from test_search_support import CAPTIONS, free_port, make_media, small_model
 

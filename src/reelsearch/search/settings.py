@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from reelsearch.errors import ReelsearchError
 from reelsearch.io import atomic_write_json
 
 SETTINGS_NAME = "searcher.json"
@@ -24,6 +25,13 @@ def index_exists(index_dir: Path) -> bool:
     from reelsearch.index.library import SQLITE_NAME
 
     return (index_dir / SQLITE_NAME).is_file()
+
+
+def require_index(index_dir: Path) -> None:
+    """ReelsearchError unless ``index_dir`` holds a library index (saying how to build one)."""
+    if not index_exists(index_dir):
+        raise ReelsearchError(f"{index_dir}: no index here; build one with `reelsearch index PATH --index "
+                              f"{index_dir}`")
 
 
 def read_settings(index_dir: Path) -> dict:
