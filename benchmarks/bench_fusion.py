@@ -89,9 +89,9 @@ GROUPS = ("visual", "speech", "ocr", "paraphrase", "fused")
 
 def build_library(work: Path, n_photos: int, n_photo_queries: int, seed: int = 0):
     """Write the clips and link the photos under ``work``; return (paths to index, queries)."""
-    from reelsearch.cli.demo import sample_clips
     from reelsearch.datasets import load_dataset
     from reelsearch.datasets.cue_clips import CUE_SCRIPTS, CueClip, OnScreenText, Utterance, make_clips
+    from reelsearch.search.demo import sample_clips
 
     dev = load_dataset("flickr8k", SHARED / "flickr8k").items("dev")
     captions = {it.id: it.captions for it in dev}

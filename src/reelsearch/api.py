@@ -65,6 +65,23 @@ def list_pretrained() -> list[dict]:
     return [{**e, "path": str(assets / e["path"])} for e in entries]
 
 
+def models_table() -> str:
+    """The named architectures (``describe_models``) and the pretrained models (``list_pretrained``), as
+    ``reelsearch models`` lists them."""
+    archs, pretrained = describe_models(), list_pretrained()
+    lines = ["architectures (reelsearch train NAME ...):"]
+    width = max(len(a["name"]) for a in archs)
+    mods = max(len(", ".join(a["modalities"])) for a in archs)
+    lines += [f"  {a['name']:<{width}}  {a['kind']:<7}  {', '.join(a['modalities']):<{mods}}  {a['paper']}"
+              for a in archs]
+    lines.append("\npretrained (--model NAME, reelsearch eval NAME ...):")
+    for p in pretrained:
+        metrics = "; ".join(f"{split}: " + ", ".join(f"{k} {v}" for k, v in m.items())
+                            for split, m in p.get("metrics", {}).items())
+        lines.append(f"  {p['name']}  ({p['architecture']})  {metrics}\n    {p['description']}")
+    return "\n".join(lines)
+
+
 def train(config, data, out, **options) -> dict:
     """Train ``config`` (a named model, a YAML path or a config) on ``data`` ("FORMAT:ROOT", or a list of them) into
     ``out``; options as ``reelsearch.training.run.train`` (``overrides``, ``features``, ``device``, ...)."""

@@ -11,7 +11,6 @@ import concurrent.futures as cf
 import inspect
 import json
 import multiprocessing
-import os
 import sys
 import time
 from collections import deque
@@ -178,7 +177,7 @@ def run_extraction(jobs: list[Job], store_root: str | Path, pipeline, config: Ex
 
     config = config or ExtractConfig()
     t0 = time.perf_counter()
-    store = _open_store(store_root)
+    store = open_store(store_root)
     summary = ExtractSummary(total=len(jobs))
     summary.errors.extend(problems or [])
     names = list(pipeline.recipes)
@@ -201,11 +200,12 @@ def run_extraction(jobs: list[Job], store_root: str | Path, pipeline, config: Ex
             _run_pending(pending, store, pipeline, config, summary, tqdm)
     finally:
         summary.seconds = time.perf_counter() - t0
-        _write_errors(errors_path, summary.errors)
+        write_errors(errors_path, summary.errors)
     return summary
 
 
-def _open_store(root):
+def open_store(root):
+    """The FeatureStore at ``root``, created when missing (retrying while several ranks create it at once)."""
     from reelsearch.features.store import FeatureStore, FeatureStoreError
 
     for attempt in range(20):  # several ranks may create the same root at once
@@ -217,7 +217,9 @@ def _open_store(root):
             time.sleep(0.1)
 
 
-def _write_errors(path: Path, errors: list[dict]) -> None:
+def write_errors(path: Path, errors: list[dict]) -> None:
+    """``errors`` as JSON lines at ``path`` (STORE/errors.jsonl; atomic), or nothing when there are none and none
+    were there."""
     if errors or path.exists():
         atomic_write_text(path, "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors))
 
@@ -354,77 +356,3 @@ def _decoded_stream(pending, pipeline, config: ExtractConfig):
         for _, _, fut in window:
             fut.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-# ---- distributed -------------------------------------------------------------------------------------------------
-
-def dist_env() -> tuple[int, int]:
-    """(rank, world_size) from torchrun's environment (RANK / WORLD_SIZE), (0, 1) when absent."""
-    try:
-        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        raise ReelsearchError("RANK and WORLD_SIZE must be integers") from None
-
-
-def rank_dir(store_root: str | Path, rank: int) -> Path:
-    return Path(store_root) / f"rank-{rank}"
-
-
-def shard_done_marker(store_root: str | Path, rank: int) -> Path:
-    return rank_dir(store_root, rank) / "DONE.json"
-
-
-def merge_shards(store_root: str | Path, world_size: int | None = None, progress: bool = True) -> dict:
-    """Merge ``STORE/rank-*`` shards into ``STORE`` and concatenate their errors.jsonl into STORE/errors.jsonl."""
-    from reelsearch.features.store import FeatureStore
-
-    root = Path(store_root)
-    if world_size is None:
-        shards = sorted(p for p in root.glob("rank-*") if p.is_dir())
-    else:
-        shards = [rank_dir(root, r) for r in range(world_size)]
-    shards = [p for p in shards if (p / "reelsearch-store.json").exists()]
-    _open_store(root)
-    added = FeatureStore.merge(shards, root, progress=progress) if shards else {}
-    errors = []
-    for p in shards:
-        f = p / ERRORS_FILE
-        if f.exists():
-            errors.extend(json.loads(line) for line in f.read_text(encoding="utf-8").splitlines() if line.strip())
-    _write_errors(root / ERRORS_FILE, errors)
-    return {"added": added, "errors": errors, "shards": [str(p) for p in shards]}
-
-
-def run_id() -> str:
-    """Identifier shared by the ranks of one manual (non-torchrun) run: REELSEARCH_RUN_ID, else empty."""
-    return os.environ.get("REELSEARCH_RUN_ID", "")
-
-
-def write_done_marker(store_root: str | Path, rank: int, summary: ExtractSummary) -> None:
-    from reelsearch.io import atomic_write_json
-
-    atomic_write_json(shard_done_marker(store_root, rank), {
-        "rank": rank, "run_id": run_id(), "items": summary.total, "added": summary.added,
-        "failed": summary.failed_items, "time": time.time()})
-
-
-def wait_for_shards(store_root: str | Path, world_size: int, timeout: float | None) -> None:
-    """Block until every rank wrote its DONE marker with this run's id (file-based rendezvous)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    missing = list(range(world_size))
-    while True:
-        missing = [r for r in missing if not _marker_ok(shard_done_marker(store_root, r))]
-        if not missing:
-            return
-        if deadline is not None and time.monotonic() > deadline:
-            raise ReelsearchError(f"{store_root}: ranks {missing} did not finish within {timeout:.0f} s; "
-                                  f"run `reelsearch extract-merge {store_root}` once they have")
-        time.sleep(0.5)
-
-
-def _marker_ok(marker: Path) -> bool:
-    try:
-        info = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return info.get("run_id", "") == run_id()

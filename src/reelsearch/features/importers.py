@@ -63,6 +63,16 @@ class ImportReport:
     skipped: int = 0
     bad: list[ImportProblem] = field(default_factory=list)
 
+    def to_json(self) -> dict:
+        return {"modality": self.modality, "dim": self.dim, "total": self.total, "imported": self.imported,
+                "skipped": self.skipped, "bad": [{"source": p.source, "id": p.id, "problem": p.problem}
+                                                 for p in self.bad]}
+
+    def line(self, store: str | Path) -> str:
+        """One line: what was imported into ``store``."""
+        return (f"{store}: {self.modality!r} [T, {self.dim}]: imported {self.imported}, already there "
+                f"{self.skipped}, bad {len(self.bad)}")
+
 
 def detect_format(src: str | Path) -> str:
     """The format of ``src`` from its kind: folder -> npy-dir, .npz, .h5/.hdf5 -> hdf5, .npy -> npy-matrix."""

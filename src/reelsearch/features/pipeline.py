@@ -25,6 +25,7 @@ import numpy as np
 
 from reelsearch.config.recipe import ModalityRecipe
 from reelsearch.errors import ConfigError, MediaError, ReelsearchError
+from reelsearch.features.extract import make_extractor
 
 
 @dataclass
@@ -83,6 +84,26 @@ class FeaturePipeline:
         self.with_next = any(r.motion_input == "pairs" for r in frames.values())
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_extractors(cls, extractors: Mapping[str, str], options: Mapping[str, dict] | None = None, *,
+                        sampling: str = "interval:0.5", max_frames: int | None = 64, short_side: int | None = 256,
+                        motion_input: str = "pairs", dtype: str = "float16", device: str | None = None,
+                        batch_size: int | None = None) -> FeaturePipeline:
+        """The pipeline of named extractors (``{modality: extractor name}``, with ``options`` per modality) and the
+        given frame sampling, as ``reelsearch extract`` builds it from its options: each extractor is created once,
+        and its recipe records its name, options, output size and weights' identity."""
+        options = options or {}
+        recipes, made = {}, {}
+        for m, name in extractors.items():
+            ex = made[m] = make_extractor(name, device, batch_size, **options.get(m, {}))
+            frames = getattr(ex, "input", "frames") == "frames"
+            recipes[m] = ModalityRecipe(
+                name, int(ex.dim), getattr(ex, "weights_id", None), options.get(m, {}),
+                sampling=sampling if frames else None, max_frames=max_frames if frames else None,
+                short_side=short_side if frames else None,
+                motion_input=motion_input if getattr(ex, "modality", "") == "motion" else None, dtype=dtype)
+        return cls(recipes, device=device, batch_size=batch_size, extractors=made)
+
     def describe(self) -> str:
         """What determines the features (part of an index's model id)."""
         return ";".join(f"{n}={r.key}" for n, r in sorted(self.recipes.items()))
@@ -96,8 +117,6 @@ class FeaturePipeline:
             return self._extractors[name]
 
     def _create(self, name: str):
-        from reelsearch.features.extract import make_extractor
-
         recipe = self.recipes[name]
         ex = make_extractor(recipe.extractor, self.device, self.batch_size, **recipe.options)
         if int(ex.dim) != recipe.dim:

@@ -279,6 +279,24 @@ class FeatureStore:
             }
         return {"modalities": out}
 
+    def info_table(self) -> str:
+        """``info()`` as a table: per modality its items, dim, storage dtype, rows, segments, MiB, whether finalized,
+        and what made the features (their recipe in a few words, or "unrecorded")."""
+        modalities = self.info()["modalities"]
+        if not modalities:
+            return f"{self.root}: no modalities"
+        head = ("modality", "items", "dim", "dtype", "rows", "segments", "MiB", "finalized", "made by")
+        rows = [
+            (name, m["items"], m["dim"], m["dtype"], m["rows"], m["segments"], f"{m['bytes'] / 2**20:.1f}",
+             "yes" if m["finalized"] else "no", self.recipe(name).describe() if m.get("recipe") else "unrecorded")
+            for name, m in modalities.items()
+        ]  # fmt: skip
+        widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+        lines = [str(self.root)] + [
+            "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]
+        ]
+        return "\n".join(lines)
+
     def recipe(self, modality: str):
         """The ``ModalityRecipe`` the ``modality`` features were made with (None when not recorded)."""
         from reelsearch.config.recipe import ModalityRecipe

@@ -68,6 +68,16 @@ class Tagged:
     fallback: bool = False
     content: frozenset[str] = frozenset()
 
+    def to_json(self, caption: str) -> dict:
+        return {"caption": caption, "phrases": list(self.phrases), "words": sorted(self.words),
+                "fallback": self.fallback}
+
+    def describe(self, caption: str) -> str:
+        """``caption`` with its phrases and words, on three lines."""
+        extra = "  (no activity word: content words)" if self.fallback else ""
+        return (f"{caption}\n  phrases: {', '.join(self.phrases) or '-'}\n  words:   "
+                f"{', '.join(sorted(self.words)) or '-'}{extra}")
+
 
 def pipeline_name() -> str:
     """Name of the first installed spaCy English pipeline of ``PIPELINES``."""

@@ -40,6 +40,15 @@ class Match:
     highlights: list[tuple[int, int]] = doc("[start, end) offsets (Unicode code points) of the query's words in "
                                             "`text`.")
 
+    def line(self) -> str:
+        """The match on one line, the query's words in brackets: ``said at 0:01.2: First, [preheat] the [oven]``."""
+        text, out, last = self.text, [], 0
+        for a, b in self.highlights:
+            out += [text[last:a], "[", text[a:b], "]"]
+            last = b
+        verb = "said" if self.cue == "speech" else "written"
+        return f"{verb} at {clock(self.moment)}: " + display_path("".join(out) + text[last:], one_line=True)
+
 
 @dataclass
 class SearchResult:
@@ -72,6 +81,11 @@ class SearchResult:
         self.path_b64 = path_b64(self.path)
         self.kind = "image" if is_image_path(self.path) else "video"
 
+    def lines(self, rank: int) -> str:
+        """The result as ``reelsearch search`` prints it: rank, score, moment and path, then the match if any."""
+        out = f"{rank:3d}. {self.score:+.4f}  {clock(self.moment)}  {display_path(self.path, one_line=True)}"
+        return out if self.match is None else f"{out}\n     {self.match.line()}"
+
     def to_json(self) -> dict:
         """A JSON-safe dict: the path in display form, None parts left out."""
         out = {}
@@ -86,3 +100,10 @@ class SearchResult:
         if self.match is not None:
             out["match"]["highlights"] = [list(h) for h in self.match.highlights]
         return out
+
+
+def clock(seconds: float) -> str:
+    """Seconds as ``m:ss.s`` (``h:mm:ss.s`` from an hour on)."""
+    m, s = divmod(max(0.0, float(seconds)), 60)
+    h, m = divmod(int(m), 60)
+    return f"{h:d}:{m:02d}:{s:04.1f}" if h else f"{m:d}:{s:04.1f}"

@@ -300,6 +300,18 @@ def tune_cnn(checkpoint: str | Path, data: str, out: str | Path, experts: Sequen
     return report
 
 
+def report_text(report: dict, out: str | Path) -> str:
+    """:func:`tune_cnn`'s report in a few lines: each expert's dev RSum before and after, the saved model's metrics."""
+    lines = [f"{name}: dev RSum {r['start']['RSum']:.2f} -> {r['best']['RSum']:.2f} (epoch {r['best_epoch']} of "
+             f"{r['epochs_run']})" for name, r in (report.get("experts") or {report["expert"]: report}).items()]
+    if "result" in report:
+        res = report["result"]
+        lines.append(f"saved model on {report['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
+                     f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
+    lines.append(f"saved: {out}/best (report: {out}/summary.json)")
+    return "\n".join(lines)
+
+
 def tunable_experts(model) -> list[str]:
     """The experts of ``model`` (a joint model is its own) that ``tune-cnn`` can tune."""
     out = []

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.evaluation.report import format_table
 from reelsearch.models.checkpoint import run_model_dir
 
 REPORT_FILE = "fusion.json"
@@ -115,3 +116,13 @@ def fuse(checkpoints: Sequence[str | Path], out: Path, kind: str = "score", weig
     moe.save(model_dir)
     atomic_write_json(Path(out) / REPORT_FILE, report)
     return report
+
+
+def report_text(report: dict, out: str | Path) -> str:
+    """:func:`fuse`'s report in a few lines: the experts, each one's RSum alone and the fusion's metrics."""
+    lines = [f"experts: {', '.join(report['experts'])}; fusion {report['fusion']}"]
+    if "result" in report:
+        lines += [f"{name} alone: RSum {res['RSum']:.1f}" for name, res in report["experts_alone"].items()]
+        lines.append(format_table(report["result"]))
+    lines.append(f"saved: {Path(out) / 'best'} (report: {Path(out) / REPORT_FILE})")
+    return "\n".join(lines)
