@@ -73,7 +73,7 @@ def page() -> FileResponse:
 def _local_swagger_ui() -> str | None:
     """Folder of Swagger UI's files from the swagger-ui-bundle-v2 package, when installed (else FastAPI's CDN page)."""
     try:
-        from swagger_ui_bundle import swagger_ui_path  # optional package (the serve extra)
+        from swagger_ui_bundle import swagger_ui_path  # noqa: PLC0415 - optional package (the serve extra)
     except ImportError:
         return None
     return str(swagger_ui_path) if (Path(swagger_ui_path) / "swagger-ui-bundle.js").is_file() else None
