@@ -7,7 +7,7 @@ vector per video in a ``VectorIndex`` (``FaissIndex`` or ``MilvusIndex``, same i
 from reelsearch.index.catalog import Catalog, StoredVideo
 from reelsearch.index.library import LibraryError, LibraryIndex, SyncReport, VideoRecord, default_index_dir
 from reelsearch.index.media import EmbeddedMedia, make_thumbnail, sha256_file, walk_media
-from reelsearch.index.scoring import inner_product_score, order_score_fn
+from reelsearch.index.scoring import inner_product_score
 from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex, VectorIndexError, top_k
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "default_index_dir",
     "inner_product_score",
     "make_thumbnail",
-    "order_score_fn",
     "sha256_file",
     "top_k",
     "walk_media",

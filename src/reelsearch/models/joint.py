@@ -31,6 +31,7 @@ from reelsearch.config.recipe import MINILM_PACKAGE
 from reelsearch.config.schema import migrate_v1
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.features.pairs import pad_sequences
+from reelsearch.similarity import cosine_similarity, get_similarity, order_violation
 from reelsearch.text.mlm import BUNDLED_NAME
 
 from .encoders import FrameStates, SequenceEncoder, SoftFrameAttention
@@ -311,8 +312,6 @@ class JointModel(EmbeddingModel, nn.Module):
     def _pair_similarity(self, c: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """S for paired embeddings c [n, 1, D] and v [n, m, D] -> [n, m]."""
         if self.similarity_name == "order":
-            from .similarity import order_violation
-
             return -order_violation(c, v)
         return (c * v).sum(-1)
 
@@ -328,8 +327,6 @@ class JointModel(EmbeddingModel, nn.Module):
     def similarity(self, text_emb: torch.Tensor, video_emb: torch.Tensor | FrameStates) -> torch.Tensor:
         """Similarity matrix [N, M]: rows captions, columns videos."""
         if not isinstance(video_emb, FrameStates):
-            from .similarity import cosine_similarity, get_similarity
-
             if self.similarity_name == "cosine":  # both sides are unit norm already
                 return cosine_similarity(text_emb, video_emb, normalized=True)
             return get_similarity(self.similarity_name)(text_emb, video_emb)
