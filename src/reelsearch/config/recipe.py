@@ -7,7 +7,7 @@ A model's :class:`FeatureRecipe` is both; a FeatureStore records the recipe of e
 ``reelsearch.features.pipeline.FeaturePipeline`` turns media into features from a recipe, so training, evaluation
 and search all see the same inputs.
 
-An extractor name that is not in ``reelsearch.features.extractors.EXTRACTORS`` (``i3d``, ``resnet50-places365``, ...)
+An extractor name that is not in ``reelsearch.config.names.EXTRACTOR_NAMES`` (``i3d``, ``resnet50-places365``, ...)
 means the features cannot be computed here: they must be imported (``reelsearch features import ... --extractor
 NAME``), and the recipe says so.
 """
@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from reelsearch.errors import ConfigError
+
+from .names import EXTRACTOR_NAMES
 
 DTYPES = ("float16", "float32")
 
@@ -133,9 +135,7 @@ class ModalityRecipe:
     @property
     def available(self) -> bool:
         """Whether reelsearch can compute these features here (else they must be imported)."""
-        from reelsearch.features.extractors import EXTRACTORS
-
-        return self.extractor in EXTRACTORS
+        return self.extractor in EXTRACTOR_NAMES
 
     @property
     def decode_spec(self) -> tuple:
