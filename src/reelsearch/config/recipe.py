@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from reelsearch.errors import ConfigError
+from reelsearch.media.decode import parse_policy
 
 from .names import EXTRACTOR_NAMES
+from .typed import to_dict
 
 DTYPES = ("float16", "float32")
 
@@ -108,8 +110,6 @@ class ModalityRecipe:
         if self.dim < 1:
             raise ConfigError(f"dim must be positive, got {self.dim}")
         if self.sampling is not None:
-            from reelsearch.media.decode import parse_policy
-
             try:
                 parse_policy(self.sampling, self.max_frames)
             except Exception as exc:  # noqa: BLE001 - the decoder's own message says what is wrong
@@ -119,8 +119,6 @@ class ModalityRecipe:
 
     def identity(self) -> dict:
         """The fields that decide the features (everything but the storage dtype and where a file option lies)."""
-        from .typed import to_dict
-
         out = to_dict(self)
         out.pop("dtype")
         out["options"] = {k: v for k, v in out["options"].items() if k not in FILE_OPTIONS}

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
 from reelsearch.errors import ConfigError, DataFormatError
 
 from .names import LOSS_NAMES
@@ -267,8 +269,6 @@ def config_to_dict(config: AnyConfig) -> dict:
 
 def load_config(path: str | Path) -> AnyConfig:
     """The config in a YAML (or JSON) file; errors name the file (and line, for YAML syntax)."""
-    import yaml
-
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

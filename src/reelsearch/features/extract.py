@@ -8,6 +8,8 @@ its error goes to ``STORE/errors.jsonl``. Videos are decoded once per item for a
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import importlib
 import inspect
 import json
 import multiprocessing
@@ -19,10 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.features.extractors import EXTRACTORS, create_extractor
 from reelsearch.features.sources import Job
-from reelsearch.io import atomic_write_text
+from reelsearch.features.store import FeatureStore, FeatureStoreError
+from reelsearch.io import atomic_write_json, atomic_write_text
 from reelsearch.media.decode import SamplingPolicy, decode_audio, decode_frames
 
 ERRORS_FILE = "errors.jsonl"
@@ -111,13 +116,9 @@ def motion_of_pairs(extractor, frames) -> np.ndarray:
 
 def make_extractor(name: str, device: str | None = None, batch_size: int | None = None, **extra):
     """create_extractor(name, **extra) with ``device`` / ``batch_size`` passed when its constructor takes them."""
-    from reelsearch.features.extractors import EXTRACTORS, create_extractor
-
     options = dict(extra)
     try:
         module, factory = EXTRACTORS[name].split(":")
-        import importlib
-
         params = inspect.signature(getattr(importlib.import_module(module), factory)).parameters
         if device is not None and "device" in params:
             options["device"] = device
@@ -174,8 +175,6 @@ def run_extraction(jobs: list[Job], store_root: str | Path, pipeline, config: Ex
     Resumable: a key already stored for a feature is skipped for it. A store whose feature was made by another
     recipe is refused (ConfigError) before any work.
     """
-    from tqdm import tqdm
-
     config = config or ExtractConfig()
     t0 = time.perf_counter()
     store = _open_store(store_root)
@@ -206,8 +205,6 @@ def run_extraction(jobs: list[Job], store_root: str | Path, pipeline, config: Ex
 
 
 def _open_store(root):
-    from reelsearch.features.store import FeatureStore, FeatureStoreError
-
     for attempt in range(20):  # several ranks may create the same root at once
         try:
             return FeatureStore(root)
@@ -223,8 +220,6 @@ def _write_errors(path: Path, errors: list[dict]) -> None:
 
 
 def _run_pending(pending, store, pipeline, config: ExtractConfig, summary: ExtractSummary, tqdm) -> None:
-    import contextlib
-
     names = list(pipeline.recipes)
     with contextlib.ExitStack() as stack:
         writers = {n: stack.enter_context(store.writer(n, pipeline.recipes[n].dim, dtype=pipeline.recipes[n].dtype,
@@ -376,8 +371,6 @@ def shard_done_marker(store_root: str | Path, rank: int) -> Path:
 
 def merge_shards(store_root: str | Path, world_size: int | None = None, progress: bool = True) -> dict:
     """Merge ``STORE/rank-*`` shards into ``STORE`` and concatenate their errors.jsonl into STORE/errors.jsonl."""
-    from reelsearch.features.store import FeatureStore
-
     root = Path(store_root)
     if world_size is None:
         shards = sorted(p for p in root.glob("rank-*") if p.is_dir())
@@ -401,8 +394,6 @@ def run_id() -> str:
 
 
 def write_done_marker(store_root: str | Path, rank: int, summary: ExtractSummary) -> None:
-    from reelsearch.io import atomic_write_json
-
     atomic_write_json(shard_done_marker(store_root, rank), {
         "rank": rank, "run_id": run_id(), "items": summary.total, "added": summary.added,
         "failed": summary.failed_items, "time": time.time()})

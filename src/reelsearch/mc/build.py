@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.datasets.item import Item
 from reelsearch.mc.mcfile import N_CHOICES, Question
@@ -115,8 +116,6 @@ class _Pool:
 def build_questions(items: Sequence[Item], tagger: ActivityTagger | None = None, seed: int = 0,
                     progress: bool = True) -> BuildResult:
     """One question per item of ``items`` (one split); see the module docstring for the rules."""
-    from tqdm import tqdm
-
     start = time.perf_counter()
     tagger = tagger or ActivityTagger()
     tag_before = tagger.seconds

@@ -30,6 +30,7 @@ from reelsearch.config import ModelConfig, config_from_dict, config_to_dict
 from reelsearch.config.recipe import MINILM_PACKAGE
 from reelsearch.config.schema import migrate_v1
 from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.features.caches import caption_features
 from reelsearch.features.pairs import pad_sequences
 from reelsearch.similarity import cosine_similarity, get_similarity, order_violation
 from reelsearch.text.mlm import BUNDLED_NAME
@@ -195,8 +196,6 @@ class JointModel(EmbeddingModel, nn.Module):
             raise ConfigError(f"model {self.name!r} has no text processor")
         features = None
         if cached:
-            from reelsearch.features.caches import caption_features
-
             features = caption_features(texts, self.text_processor, progress=False)
         was_training = self.training
         if was_training:  # (walking the modules costs ~0.3 ms a query: only when needed)
