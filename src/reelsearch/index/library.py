@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import platformdirs
@@ -38,10 +38,8 @@ from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.index.catalog import StoredVideo
 from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, walk_media
 from reelsearch.index.milvus import MilvusIndex
+from reelsearch.index.textcues import CueReport
 from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex
-
-if TYPE_CHECKING:
-    from reelsearch.index.textcues import CueReport
 
 SQLITE_NAME = "library.sqlite"
 FAISS_NAME = "vectors.faiss.npz"
