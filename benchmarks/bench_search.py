@@ -347,7 +347,7 @@ def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> li
         hnsw.add(ids, x)
     build = time.perf_counter() - t
     if args.order_queries:
-        from reelsearch.index.scoring import order_score_fn
+        from reelsearch.similarity import order_score_fn
 
         score = order_score_fn()
         xa = np.abs(x)  # order embeddings are non-negative (absolute values of the projections)

@@ -16,10 +16,10 @@ import pytest
 
 from reelsearch.index import EmbeddedMedia, LibraryIndex, make_thumbnail
 from reelsearch.index.library import FAISS_NAME, SQLITE_NAME
-from reelsearch.index.scoring import order_score_fn
 from reelsearch.search.experts import Plan
 from reelsearch.search.query import run_query
 from reelsearch.search.sources import ExactScan, InnerProduct
+from reelsearch.similarity import order_score_fn
 
 DIM = 8
 N_FRAMES = 4

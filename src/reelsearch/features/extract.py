@@ -8,6 +8,8 @@ its error goes to ``STORE/errors.jsonl``. Videos are decoded once per item for a
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import importlib
 import inspect
 import json
 import multiprocessing
@@ -18,9 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.features.extractors import EXTRACTORS, create_extractor
 from reelsearch.features.sources import Job
+from reelsearch.features.store import FeatureStore, FeatureStoreError
 from reelsearch.io import atomic_write_text
 from reelsearch.media.decode import SamplingPolicy, decode_audio, decode_frames
 
@@ -110,13 +115,9 @@ def motion_of_pairs(extractor, frames) -> np.ndarray:
 
 def make_extractor(name: str, device: str | None = None, batch_size: int | None = None, **extra):
     """create_extractor(name, **extra) with ``device`` / ``batch_size`` passed when its constructor takes them."""
-    from reelsearch.features.extractors import EXTRACTORS, create_extractor
-
     options = dict(extra)
     try:
         module, factory = EXTRACTORS[name].split(":")
-        import importlib
-
         params = inspect.signature(getattr(importlib.import_module(module), factory)).parameters
         if device is not None and "device" in params:
             options["device"] = device
@@ -173,8 +174,6 @@ def run_extraction(jobs: list[Job], store_root: str | Path, pipeline, config: Ex
     Resumable: a key already stored for a feature is skipped for it. A store whose feature was made by another
     recipe is refused (ConfigError) before any work.
     """
-    from tqdm import tqdm
-
     config = config or ExtractConfig()
     t0 = time.perf_counter()
     store = open_store(store_root)
@@ -206,8 +205,6 @@ def run_extraction(jobs: list[Job], store_root: str | Path, pipeline, config: Ex
 
 def open_store(root):
     """The FeatureStore at ``root``, created when missing (retrying while several ranks create it at once)."""
-    from reelsearch.features.store import FeatureStore, FeatureStoreError
-
     for attempt in range(20):  # several ranks may create the same root at once
         try:
             return FeatureStore(root)
@@ -225,8 +222,6 @@ def write_errors(path: Path, errors: list[dict]) -> None:
 
 
 def _run_pending(pending, store, pipeline, config: ExtractConfig, summary: ExtractSummary, tqdm) -> None:
-    import contextlib
-
     names = list(pipeline.recipes)
     with contextlib.ExitStack() as stack:
         writers = {n: stack.enter_context(store.writer(n, pipeline.recipes[n].dim, dtype=pipeline.recipes[n].dtype,

@@ -25,7 +25,9 @@ import numpy as np
 
 from reelsearch.config.recipe import ModalityRecipe
 from reelsearch.errors import ConfigError, MediaError, ReelsearchError
-from reelsearch.features.extract import make_extractor
+from reelsearch.features.extract import decode_job, make_extractor, motion_of_pairs
+from reelsearch.features.sources import Job
+from reelsearch.media.decode import display_path, parse_policy
 
 
 @dataclass
@@ -59,8 +61,6 @@ class FeaturePipeline:
 
     def __init__(self, recipes: Mapping[str, ModalityRecipe], device: str | None = None,
                  batch_size: int | None = None, extractors: Mapping[str, object] | None = None):
-        from reelsearch.media.decode import parse_policy
-
         self.recipes = dict(recipes)
         if not self.recipes:
             raise ConfigError("a feature pipeline needs at least one recipe")
@@ -143,8 +143,6 @@ class FeaturePipeline:
     # ---------------------------------------------------------------- decode + compute
     def decode(self, job, names: list[str] | None = None, threads: int = 0):
         """Decode what ``names`` (default: all) need of ``job`` (a ``features.sources.Job``): a ``Decoded``."""
-        from reelsearch.features.extract import decode_job
-
         names = list(self.recipes) if names is None else names
         need_frames = any(n in self.frame_names for n in names)
         rate = self.audio_rate if any(n in self.audio_names for n in names) else None
@@ -169,17 +167,12 @@ class FeaturePipeline:
             if frames.is_image or len(frames) < 2:
                 return None
             if recipe.motion_input == "pairs" and frames.next_images is not None:
-                from reelsearch.features.extract import motion_of_pairs
-
                 return np.asarray(motion_of_pairs(ex, frames), np.float32)
         return np.asarray(ex.extract_frames(frames.images), np.float32)
 
     def extract(self, path: str | Path, start: float | None = None, end: float | None = None) -> MediaFeatures:
         """Every feature of one media file, rounded to the recipes' dtypes. A file that cannot be decoded, or that
         lacks an input a feature needs, raises a MediaError naming it."""
-        from reelsearch.features.sources import Job
-        from reelsearch.media.decode import display_path
-
         job = Job(display_path(Path(path).stem), Path(path), start, end)
         decoded = self.decode(job)
         feats, absent = {}, []

@@ -28,18 +28,18 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
+import platformdirs
 from tqdm import tqdm
 
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.index.catalog import StoredVideo
 from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, walk_media
+from reelsearch.index.milvus import MilvusIndex
+from reelsearch.index.textcues import CueReport
 from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex
-
-if TYPE_CHECKING:
-    from reelsearch.index.textcues import CueReport
 
 SQLITE_NAME = "library.sqlite"
 FAISS_NAME = "vectors.faiss.npz"
@@ -171,8 +171,6 @@ class VideoRecord:
 
 def default_index_dir() -> Path:
     """Where the library index lives by default: ``<user data dir>/reelsearch/index``."""
-    import platformdirs
-
     return Path(platformdirs.user_data_dir("reelsearch")) / "index"
 
 
@@ -356,7 +354,6 @@ class LibraryIndex:
             index = FaissIndex(dim, None if fresh else self.dir / FAISS_NAME, **self._vector_options)
             index.path = self.dir / FAISS_NAME  # a fresh index replaces the file at its first save
             return index
-        from reelsearch.index.milvus import MilvusIndex
 
         return MilvusIndex(self.uri, self.collection, dim, token=self._token, recreate=fresh, **self._vector_options)
 

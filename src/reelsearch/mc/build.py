@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.datasets import load_dataset, parse_data_spec
 from reelsearch.datasets.item import Item
@@ -144,8 +145,6 @@ class _Pool:
 def build_questions(items: Sequence[Item], tagger: ActivityTagger | None = None, seed: int = 0,
                     progress: bool = True) -> BuildResult:
     """One question per item of ``items`` (one split); see the module docstring for the rules."""
-    from tqdm import tqdm
-
     start = time.perf_counter()
     tagger = tagger or ActivityTagger()
     tag_before = tagger.seconds

@@ -30,6 +30,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tqdm import tqdm
+
 from reelsearch.errors import ReelsearchError
 
 #: spaCy pipelines tried in order: the official package name first, then the MIT re-upload on PyPI.
@@ -94,8 +96,8 @@ def pipeline_name() -> str:
 def load_pipeline(name: str | None = None):
     """The spaCy pipeline (tagger, parser, lemmatizer; NER excluded), loaded once per process."""
     try:
-        import lemminflect  # noqa: F401  (registers Token._.lemma)
-        import spacy
+        import lemminflect  # noqa: F401, PLC0415 - optional package (text extra); registers Token._.lemma
+        import spacy  # noqa: PLC0415 - optional package (text extra)
     except ImportError as exc:
         raise ReelsearchError("activity tagging needs spaCy: pip install 'reelsearch[text]'") from exc
     name = name or pipeline_name()
@@ -194,8 +196,6 @@ class ActivityTagger:
     def tag_many(self, captions: Sequence[str], progress: bool = True,
                  desc: str = "tagging activities") -> list[Tagged]:
         """Phrases and words of each caption (same order); a caption is parsed once per tagger."""
-        from tqdm import tqdm
-
         todo = [c for c in dict.fromkeys(captions) if c not in self._memo]
         if todo:
             start = time.perf_counter()

@@ -23,6 +23,7 @@ from reelsearch.config import config_to_dict
 from reelsearch.config.schema import FusionConfig, modalities_of
 from reelsearch.config.typed import from_dict
 from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.evaluation.fusion import fuse_experts
 
 from .folder import Expert, model_kind
 from .interface import EmbeddingModel, VideoEmbeddings, as_rows
@@ -151,8 +152,6 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         Rank fusion depends on the direction: ``axis=1`` ranks videos per caption (text-to-video), ``axis=0``
         captions per video (video-to-text); score fusion serves both.
         """
-        from reelsearch.evaluation.fusion import fuse_experts
-
         return fuse_experts(scores, {k: self.weight(k) for k in self.experts}, self.fusion.kind,
                             self.fusion.normalize, axis)
 

@@ -30,8 +30,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.features.pipeline import FeaturePipeline
 
 from .folder import read_model, write_model
 
@@ -101,8 +103,6 @@ class EmbeddingModel:
         """The FeaturePipeline of this model's recipe (decode + extract), created once."""
         pipe = getattr(self, "_pipeline", None)
         if pipe is None:
-            from reelsearch.features.pipeline import FeaturePipeline
-
             pipe = FeaturePipeline(self.recipes, device=device)
             object.__setattr__(self, "_pipeline", pipe)
         return pipe
@@ -114,8 +114,6 @@ class EmbeddingModel:
         ``frames=False`` skips the per-frame rows where ranking does not need them (their list holds None).
         A path that cannot be decoded raises a MediaError naming it; use ``reelsearch index`` to skip bad files.
         """
-        from tqdm import tqdm
-
         if isinstance(videos, (str, Path, dict)):
             videos = [videos]
         videos = list(videos)
