@@ -13,7 +13,7 @@ from reelsearch.errors import EXIT_PARTIAL_FAILURE
 INDEX_HELP = "Index directory (default: <user data dir>/reelsearch/index)."
 MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
 #: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
-JSON_KEYS = ("id", "path", "path_b64", "score", "moment", "experts", "match")
+JSON_KEYS = ("id", "path", "path_b64", "score", "confidence", "moment", "experts", "match")
 INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
              "float32 (default: as trained; see docs/search.md).")
 
@@ -61,9 +61,10 @@ def search_cmd(
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
     k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
     as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
-                                 '"moment","experts","match"} (path_b64: the exact bytes of the file name, '
-                                 'base64; experts: each expert\'s score; match: the words said or written that '
-                                 'matched, with their time).'),
+                                 '"confidence","moment","experts","match"} (path_b64: the exact bytes of the '
+                                 'file name, base64; confidence: 0-1, calibrated; experts: each expert\'s score; '
+                                 'match: the words said or written that matched, with their time); "no good '
+                                 'match" goes to stderr.'),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     experts: str | None = typer.Option(None, "--experts", help="Experts to fuse, comma-separated, among visual "
                                        "(the model), speech, ocr (default: all the index holds)."),
@@ -72,12 +73,16 @@ def search_cmd(
     int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
 ) -> None:
     """Find the videos that best match TEXT — by what they show, what is said and what is written in them —
-    with the moment (seconds) that matches best."""
+    with the moment (seconds) that matches best and, for a calibrated model, each hit's confidence (says "no good
+    match" when the best one is below the threshold of docs/search.md)."""
     from reelsearch.search.index_folder import open_searcher
+    from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, no_good_match
 
     searcher, _ = open_searcher(index, model, must_exist=True, int8_text=int8_text)
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights)
+    if no_good_match(results):
+        typer.echo(NO_GOOD_MATCH_MESSAGE, err=as_json)
     if as_json:
         _print_json([{key: value for key, value in r.to_json().items() if key in JSON_KEYS} for r in results])
         return

@@ -15,7 +15,8 @@ from typing import Annotated, Literal, Union
 from fastapi import Header, Path
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from reelsearch.search.results import SearchResult
+from reelsearch.evaluation.calibration import NO_GOOD_MATCH
+from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, SearchResult
 from reelsearch.search.searcher import MAX_QUERY_CHARS
 
 MAX_K = 100
@@ -83,6 +84,10 @@ Result = model_of(SearchResult, "Result", thumbnail=(str, Field(description="URL
 class SearchResponse(BaseModel):
     query: str
     k: int
+    no_good_match: bool = Field(description="The best result's confidence is below the documented threshold "
+                                            f"({NO_GOOD_MATCH}): the results are the closest videos, not an answer. "
+                                            "False when the model has no calibration.")
+    message: str | None = Field(None, description=f'"{NO_GOOD_MATCH_MESSAGE}" when `no_good_match`.')
     results: list[Result]
 
 

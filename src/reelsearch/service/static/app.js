@@ -112,6 +112,7 @@ function card(result, rank) {
   const meta = el("div", "meta");
   meta.append(el("div", "name", result.name));
   let scoreText = `score ${result.score.toFixed(4)} · best moment ${clock(result.moment)}`;
+  if (result.confidence !== undefined) scoreText = `${Math.round(100 * result.confidence)}% confident · ` + scoreText;
   if (result.experts) {
     scoreText += " · " + Object.entries(result.experts).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
   }
@@ -163,6 +164,9 @@ async function search(ev) {
   }
   const box = $("results");
   box.replaceChildren(...data.results.map((r, i) => card(r, i + 1)));
+  const notice = $("no-match");
+  notice.textContent = data.message || "";
+  notice.hidden = !data.no_good_match;
   const ms = Math.round(performance.now() - t0);
   $("status").textContent = data.results.length
     ? `${data.results.length} results for “${data.query}” in ${ms} ms — click one to play it from its best moment`
