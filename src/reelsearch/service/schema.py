@@ -91,6 +91,23 @@ class SearchResponse(BaseModel):
     results: list[Result]
 
 
+class LastSync(BaseModel):
+    summary: str = Field(description="`3 added, 0 updated, 1 removed, 40 unchanged, 0 failed; 42 in DIR`.")
+    failed: list[str] = Field(description="`failed: PATH: problem` per file or cue that failed.")
+    at: float = Field(description="When it ended (Unix time).")
+    whole: bool = Field(description="Whether it covered the whole folders (the first one, or after a deletion).")
+
+
+class WatchStatus(BaseModel):
+    state: Literal["starting", "indexing", "waiting", "idle"] = Field(
+        description="starting: the first sync of the folders; indexing; waiting: files are still being copied; idle.")
+    roots: list[str] = Field(description="The folders followed.")
+    indexing: list[str] = Field(description="The files (or, for a whole sync, folders) being indexed now.")
+    waiting: list[str] = Field(description="Files still changing (being copied): indexed once they stop.")
+    last: LastSync | None = Field(description="The last sync, or null before the first one ends.")
+    error: str | None = Field(description="Why the last sync failed (tried again shortly), or null.")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     videos: int
@@ -98,6 +115,7 @@ class Health(BaseModel):
     mode: str
     stale: bool
     experts: list[str] = Field(description="The experts a search fuses by default: visual and the text cues stored.")
+    watch: WatchStatus | None = Field(None, description="What `serve --watch` is indexing (absent without it).")
 
 
 class Word(BaseModel):
