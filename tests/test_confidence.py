@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from conftest import shared_path
 from reelsearch.cli.main import app
-from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.evaluation.calibration import NO_GOOD_MATCH, Curve, halves, isotonic, reliability, top_hits
 from reelsearch.models import load_model
 from reelsearch.models.parts import Calibration
@@ -197,3 +197,23 @@ def test_page_says_no_good_match(library, tmp_path):
             assert first.get_attribute("data-id") is not None and "% confident" in first.inner_text()
         finally:
             browser.close()
+
+
+def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):
+    """`reelsearch calibrate default` on Flickr8k dev: the model with its curve in OUT/best, the report beside it; the
+    curve is the bundled default's (the same command made it), the held-out check well calibrated."""
+    data = f"flickr8k:{shared_path('flickr8k')}"
+    runner = CliRunner()
+    res = runner.invoke(app, ["calibrate", "default", "--data", data, "--split", "dev", "--out", str(tmp_path / "cal"),
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["queries"] == 5000 and report["videos"] == 1000 and report["hits"] == 10
+    assert report["held_out"]["ece"] < 0.02 and report["held_out"]["held_queries"] + report["held_out"][
+        "fit_queries"] == 5000
+    assert json.loads((tmp_path / "cal" / "calibration.json").read_text())["curve"] == report["curve"]
+    saved, bundled = load_model(tmp_path / "cal" / "best"), load_model("default")
+    np.testing.assert_allclose(saved.calibration.curve.score, bundled.calibration.curve.score, atol=1e-6)
+    np.testing.assert_allclose(saved.calibration.curve.right, bundled.calibration.curve.right, atol=1e-6)
+    again = runner.invoke(app, ["calibrate", "default", "--data", data, "--out", str(tmp_path / "cal")])
+    assert isinstance(again.exception, ReelsearchError) and "exists and is not empty" in str(again.exception)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.errors import ConfigError, ReelsearchError
+from reelsearch.errors import ConfigError
 from reelsearch.evaluation.calibration import HITS, NO_GOOD_MATCH, halves, isotonic, reliability, top_hits
 from reelsearch.features.caches import DatasetSource
 from reelsearch.io import atomic_write_json
-from reelsearch.models import load_model, resolve_checkpoint
-from reelsearch.models.checkpoint import run_model_dir
+from reelsearch.models import load_model
+from reelsearch.models.checkpoint import derived_run
 from reelsearch.models.parts import Calibration
 from reelsearch.training.run import model_pairs, resolve_device
 
@@ -69,12 +69,8 @@ def make_calibration(checkpoint, data: str, out: str | Path, split: str = "dev",
     """Calibrate ``checkpoint``'s confidence on ``data``'s ``split`` and save the model with it in the run folder
     ``out`` (``out/best/``; ``out`` new, or the checkpoint's own run folder); return the report (also
     ``out/calibration.json``, beside the model, never in it)."""
-    directory = resolve_checkpoint(checkpoint)
+    directory, best = derived_run(checkpoint, out)
     out = Path(out)
-    best = run_model_dir(out)
-    own_run = directory.resolve() in {(out / sub).resolve() for sub in ("best", "last")}
-    if out.exists() and any(out.iterdir()) and not own_run:
-        raise ReelsearchError(f"{out}: exists and is not empty; pass a new folder or the model's own run folder")
     if hits < 1:
         raise ConfigError(f"hits must be at least 1, got {hits}")
     model = load_model(directory)
