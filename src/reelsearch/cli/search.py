@@ -39,7 +39,7 @@ def index_cmd(
     ocr: bool = typer.Option(True, "--ocr/--no-ocr", help="Read on-screen text (PP-OCR) for search by what is "
                              "written; on when reelsearch[ocr] is installed."),
     watch: bool = typer.Option(False, "--watch", help="Then follow the folders until Ctrl-C: new, changed, moved "
-                               "and deleted files are indexed within seconds (inotify; reelsearch[watch])."),
+                               "and deleted files are indexed within seconds (inotify: the watch extra)."),
     poll: float | None = typer.Option(None, "--poll", min=0.1, help=POLL_HELP),
     settle: float = typer.Option(2.0, "--settle", min=0, help=SETTLE_HELP),
 ) -> None:
@@ -162,7 +162,7 @@ def serve_cmd(
     watch: list[Path] | None = typer.Option(None, "--watch", help="Keep the index in line with this folder "
                                             "(repeatable): new, changed, moved and deleted files are indexed "
                                             "within seconds, the page shows what is being indexed "
-                                            "(reelsearch[watch]; one worker)."),
+                                            "(the watch extra; one worker)."),
     poll: float | None = typer.Option(None, "--poll", min=0.1, help=POLL_HELP),
     settle: float = typer.Option(2.0, "--settle", min=0, help=SETTLE_HELP),
 ) -> None:
