@@ -25,8 +25,8 @@ from conftest import shared_path
 from reelsearch.cli.main import app
 from reelsearch.errors import ConfigError
 from reelsearch.index import LibraryIndex
-from reelsearch.index.library import SQLITE_NAME
-from reelsearch.search import Searcher
+from reelsearch.index.library import SQLITE_NAME, LibraryError
+from reelsearch.search import Searcher, watch
 from reelsearch.search.watch import FolderWatcher
 from reelsearch.service.server import build_app
 from test_search_support import ServerThread, small_model, write_clip
@@ -299,3 +299,31 @@ def test_page_shows_what_is_being_indexed(media, tmp_path):
     finally:
         app_.state.watcher.stop()
         app_.state.searcher.close()
+
+
+def test_a_failed_sync_is_reported_and_tried_again(media, tmp_path, monkeypatch):
+    """A sync that fails as a whole (a full disk, say: the library raises LibraryError) leaves the watcher alive: its
+    status says why, and the same work is tried again RETRY seconds later."""
+    root, clips, real, model_dir = media
+    monkeypatch.setattr(watch, "RETRY", 0.5)
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    shutil.copyfile(clips[0], watched / "a.mp4")
+    seen = []
+    with Searcher(tmp_path / "index", model_dir) as searcher:
+        index = searcher.index
+
+        def full_disk_once(*args, **kwargs):
+            seen.append(watcher.status())
+            if len(seen) == 1:
+                raise LibraryError(f"{tmp_path / 'index'}: cannot write the index (No space left on device)")
+            return index(*args, **kwargs)
+
+        monkeypatch.setattr(searcher, "index", full_disk_once)
+        watcher = FolderWatcher(searcher, [watched], settle=SETTLE)  # bound before it starts calling index
+        with watcher:
+            wait_for(lambda: set(Indexed(tmp_path / "index")()) == {str(watched / "a.mp4")}, what="the retry")
+            wait_for(lambda: watcher.status()["last"] is not None, what="the retry's report")
+            status = watcher.status()
+    assert len(seen) == 2 and "No space left on device" in seen[1]["error"]
+    assert status["error"] is None and status["last"]["summary"].startswith("1 added")

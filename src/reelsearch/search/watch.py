@@ -157,14 +157,17 @@ class FolderWatcher:
     def _loop(self) -> None:
         retry_at = 0.0
         while not self._stop.is_set():
+            if time.monotonic() < retry_at:  # after a failed sync: events gather meanwhile
+                self._stop.wait(TICK)
+                continue
             settled, full = self._look()
-            if (settled or full) and time.monotonic() >= retry_at:
+            if settled or full:
                 try:
                     self._sync(self.roots if full else settled, full)
                     retry_at = 0.0
-                except ReelsearchError as exc:  # e.g. a full disk: keep what is due and try again later
+                except Exception as exc:  # noqa: BLE001 (e.g. a full disk: the watcher outlives it, tries again)
                     with self._lock:
-                        self._error, self._state = str(exc), "idle"
+                        self._error, self._state = str(exc) if isinstance(exc, ReelsearchError) else repr(exc), "idle"
                         self._changed.update(settled)
                         self._full = self._full or full
                     retry_at = time.monotonic() + RETRY
@@ -209,11 +212,12 @@ class FolderWatcher:
 
     def _sync(self, paths: list[str], full: bool) -> None:
         with self._lock:
-            self._state, self._indexing, self._error = "indexing", list(paths), None
+            self._state, self._indexing = "indexing", list(paths)
         run = index_with(self.searcher, paths, cues=self.cues, progress=False)
         with self._lock:
             self._last = {"summary": run.line(), "failed": run.failure_lines(), "at": time.time(),
                           "whole": full}
+            self._error = None  # a failed sync's error stays shown until one succeeds
             self._indexing = []
             self._state = "waiting" if self._waiting else "idle"
         if self.on_sync is not None:
