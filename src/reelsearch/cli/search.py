@@ -13,9 +13,12 @@ from reelsearch.errors import EXIT_PARTIAL_FAILURE
 INDEX_HELP = "Index directory (default: <user data dir>/reelsearch/index)."
 MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
 #: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
-JSON_KEYS = ("id", "path", "path_b64", "score", "moment", "experts", "match")
+JSON_KEYS = ("id", "path", "path_b64", "score", "confidence", "moment", "experts", "match")
 INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
              "float32 (default: as trained; see docs/search.md).")
+POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
+SETTLE_HELP = ("With --watch: seconds a file's size and time must stay unchanged before it is indexed (a file being "
+               "copied is waited for).")
 
 
 app = typer.Typer()
@@ -35,24 +38,41 @@ def index_cmd(
                                 "search by what is said; on when reelsearch[speech] is installed."),
     ocr: bool = typer.Option(True, "--ocr/--no-ocr", help="Read on-screen text (PP-OCR) for search by what is "
                              "written; on when reelsearch[ocr] is installed."),
+    watch: bool = typer.Option(False, "--watch", help="Then follow the folders until Ctrl-C: new, changed, moved "
+                               "and deleted files are indexed within seconds (inotify: the watch extra)."),
+    poll: float | None = typer.Option(None, "--poll", min=0.1, help=POLL_HELP),
+    settle: float = typer.Option(2.0, "--settle", min=0, help=SETTLE_HELP),
 ) -> None:
     """Add new files to the index, re-embed changed ones and drop deleted ones; frames are sampled and their
     features extracted as the model's feature recipe says; then what is said (speech) and written (on-screen
-    text) in them is extracted for search too.
+    text) in them is extracted for search too. With --watch, go on following the folders (one line per update).
 
     Exit status: 0 all done, 2 bad input, 3 some files or cues failed (listed on stderr; the rest are indexed)."""
     from reelsearch.search.index_folder import index_paths, requested_cues
+    from reelsearch.search.watch import watch_folders
 
+    if poll is not None and not watch:
+        raise typer.BadParameter("goes with --watch", param_hint="--poll")
     cues, off = requested_cues(speech, ocr)
     for cue, why in off.items():
         typer.echo(f"note: the {cue} cue is off ({why})", err=True)
+    if watch:
+        watch_folders(paths, index, model, backend, uri, cues=cues, poll=poll, settle=settle, on_sync=_echo_run,
+                      ready=lambda w: typer.echo(f"watching {', '.join(w.status()['roots'])} (Ctrl-C to stop)",
+                                                 err=True))
+        return
     run = index_paths(paths, index, model, backend, uri, cues=cues, wait=None if wait < 0 else wait,
                       progress=not quiet)
+    _echo_run(run)
+    if run.failed:
+        raise typer.Exit(EXIT_PARTIAL_FAILURE)
+
+
+def _echo_run(run) -> None:
+    """An index run's failures on stderr, its summary line on stdout."""
     for line in run.failure_lines():
         typer.echo(line, err=True)
     typer.echo(run.line())
-    if run.failed:
-        raise typer.Exit(EXIT_PARTIAL_FAILURE)
 
 
 @app.command("search")
@@ -61,9 +81,10 @@ def search_cmd(
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
     k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
     as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
-                                 '"moment","experts","match"} (path_b64: the exact bytes of the file name, '
-                                 'base64; experts: each expert\'s score; match: the words said or written that '
-                                 'matched, with their time).'),
+                                 '"confidence","moment","experts","match"} (path_b64: the exact bytes of the '
+                                 'file name, base64; confidence: 0-1, calibrated; experts: each expert\'s score; '
+                                 'match: the words said or written that matched, with their time); "no good '
+                                 'match" goes to stderr.'),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     experts: str | None = typer.Option(None, "--experts", help="Experts to fuse, comma-separated, among visual "
                                        "(the model), speech, ocr (default: all the index holds)."),
@@ -72,12 +93,16 @@ def search_cmd(
     int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
 ) -> None:
     """Find the videos that best match TEXT — by what they show, what is said and what is written in them —
-    with the moment (seconds) that matches best."""
+    with the moment (seconds) that matches best and, for a calibrated model, each hit's confidence (says "no good
+    match" when the best one is below the threshold of docs/search.md)."""
     from reelsearch.search.index_folder import open_searcher
+    from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, no_good_match
 
     searcher, _ = open_searcher(index, model, must_exist=True, int8_text=int8_text)
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights)
+    if no_good_match(results):
+        typer.echo(NO_GOOD_MATCH_MESSAGE, err=as_json)
     if as_json:
         _print_json([{key: value for key, value in r.to_json().items() if key in JSON_KEYS} for r in results])
         return
@@ -134,15 +159,25 @@ def serve_cmd(
     weights: str | None = typer.Option(None, "--weights", help="Expert weights of every search, e.g. "
                                        "speech=0.5,ocr=0.3 (defaults: see docs/speech-and-text.md)."),
     int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
+    watch: list[Path] | None = typer.Option(None, "--watch", help="Keep the index in line with this folder "
+                                            "(repeatable): new, changed, moved and deleted files are indexed "
+                                            "within seconds, the page shows what is being indexed "
+                                            "(the watch extra; one worker)."),
+    poll: float | None = typer.Option(None, "--poll", min=0.1, help=POLL_HELP),
+    settle: float = typer.Option(2.0, "--settle", min=0, help=SETTLE_HELP),
 ) -> None:
-    """Serve the search page, the JSON API (/docs) and the indexed videos over HTTP."""
+    """Serve the search page, the JSON API (/docs) and the indexed videos over HTTP; with --watch, keep the index
+    in line with folders meanwhile."""
     from reelsearch.service.server import exposure_check, run, serve_settings
 
     warning = exposure_check(host, api_key, insecure_no_auth)
     if warning:
         typer.echo(warning, err=True)
+    if poll is not None and not watch:
+        raise typer.BadParameter("goes with --watch", param_hint="--poll")
     settings = serve_settings(index, model, threads=threads, access_log=access_log, batch=batch,
-                              query_cache=query_cache, weights=weights, int8_text=int8_text)
+                              query_cache=query_cache, weights=weights, int8_text=int8_text, watch=watch, poll=poll,
+                              settle=settle)
     run(settings, host, port, workers=workers, api_key=api_key)
 
 

@@ -70,13 +70,20 @@ def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = N
     process writes the index (None: as long as it takes)."""
     searcher, model_name = open_searcher(index, model, backend, uri)
     with searcher:
-        library = searcher.library
-        library.writer_wait = wait
-        report = searcher.index([str(p) for p in paths], progress=progress, cues=list(cues))
-        write_settings(library.dir, model_name, library.backend, uri)
-        cue_failures = [(library.video(vid).path, cue, problem)
-                        for vid, cue, problem in (report.cues.failed if report.cues else [])]
-        return IndexRun(report, len(library), library.dir, cue_failures)
+        searcher.library.writer_wait = wait
+        run = index_with(searcher, paths, cues=cues, progress=progress)
+        write_settings(searcher.library.dir, model_name, searcher.library.backend, uri)
+        return run
+
+
+def index_with(searcher: Searcher, paths: Iterable[str | os.PathLike], *, cues: Sequence[str] | None = (),
+               progress: bool = True) -> IndexRun:
+    """``Searcher.index`` of ``paths`` with the text ``cues``, as an IndexRun (what failed named by file)."""
+    library = searcher.library
+    report = searcher.index([str(p) for p in paths], progress=progress, cues=None if cues is None else list(cues))
+    cue_failures = [(library.video(vid).path, cue, problem)
+                    for vid, cue, problem in (report.cues.failed if report.cues else [])]
+    return IndexRun(report, len(library), library.dir, cue_failures)
 
 
 def annotate_file(file: str | os.PathLike, captions: Sequence[str], index: str | Path | None = None,

@@ -61,6 +61,7 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, f
         shown = visual.expert_scores(query, fused.ids, fused.rows)
     shown.update({c: fused.rows[c] for c in cues})
     picture = sum((fused.terms[s] for s in fused.terms if s not in cues and s != BIAS), np.zeros(len(fused.ids)))
+    confidence = _confidence(visual, fused, p)
     frame_scores = visual.frame_scorer(query)
     out = []
     for j, id_ in enumerate(fused.ids):
@@ -84,5 +85,17 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, f
         strip = [FrameScore(i, t, s) for i, (t, s) in enumerate(zip(video.times.tolist(), fs.tolist()))]
         out.append(SearchResult(id_, video.path, float(fused.scores[j]), moment, frame, video.duration,
                                 strip if frames else None,
-                                {name: float(s[j]) for name, s in shown.items()} if shown else None, match))
+                                {name: float(s[j]) for name, s in shown.items()} if shown else None, match,
+                                None if confidence is None else float(confidence[j])))
     return out
+
+
+def _confidence(visual: Visual, fused: Fused, p: Plan) -> np.ndarray | None:
+    """Each fused hit's calibrated confidence: the model's calibration of its own score (its sources' terms, bias
+    included, over its weight), as ``reelsearch calibrate`` measured it; None without a calibration or a picture."""
+    calibration = getattr(visual.model, "calibration", None)
+    weight = p.weights[VISUAL] if p.visual else 0.0
+    if calibration is None or weight <= 0:
+        return None
+    own = sum(fused.terms[s] for s in visual.weights(1.0)) / weight
+    return calibration(own)

@@ -15,7 +15,8 @@ from typing import Annotated, Literal, Union
 from fastapi import Header, Path
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from reelsearch.search.results import SearchResult
+from reelsearch.evaluation.calibration import NO_GOOD_MATCH
+from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, SearchResult
 from reelsearch.search.searcher import MAX_QUERY_CHARS
 
 MAX_K = 100
@@ -83,7 +84,28 @@ Result = model_of(SearchResult, "Result", thumbnail=(str, Field(description="URL
 class SearchResponse(BaseModel):
     query: str
     k: int
+    no_good_match: bool = Field(description="The best result's confidence is below the documented threshold "
+                                            f"({NO_GOOD_MATCH}): the results are the closest videos, not an answer. "
+                                            "False when the model has no calibration.")
+    message: str | None = Field(None, description=f'"{NO_GOOD_MATCH_MESSAGE}" when `no_good_match`.')
     results: list[Result]
+
+
+class LastSync(BaseModel):
+    summary: str = Field(description="`3 added, 0 updated, 1 removed, 40 unchanged, 0 failed; 42 in DIR`.")
+    failed: list[str] = Field(description="`failed: PATH: problem` per file or cue that failed.")
+    at: float = Field(description="When it ended (Unix time).")
+    whole: bool = Field(description="Whether it covered the whole folders (the first one, or after a deletion).")
+
+
+class WatchStatus(BaseModel):
+    state: Literal["starting", "indexing", "waiting", "idle"] = Field(
+        description="starting: the first sync of the folders; indexing; waiting: files are still being copied; idle.")
+    roots: list[str] = Field(description="The folders followed.")
+    indexing: list[str] = Field(description="The files (or, for a whole sync, folders) being indexed now.")
+    waiting: list[str] = Field(description="Files still changing (being copied): indexed once they stop.")
+    last: LastSync | None = Field(description="The last sync, or null before the first one ends.")
+    error: str | None = Field(description="Why the last sync failed (tried again shortly), or null.")
 
 
 class Health(BaseModel):
@@ -93,6 +115,7 @@ class Health(BaseModel):
     mode: str
     stale: bool
     experts: list[str] = Field(description="The experts a search fuses by default: visual and the text cues stored.")
+    watch: WatchStatus | None = Field(None, description="What `serve --watch` is indexing (absent without it).")
 
 
 class Word(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
+from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, no_good_match
 from reelsearch.service import schema
 from reelsearch.service.http import JSON
 from reelsearch.service.routes.common import SearcherDep
@@ -26,6 +27,9 @@ def search(searcher: SearcherDep,
                                        description="Experts to fuse, comma-separated (default: all the index "
                                                    "holds; a cue the index lacks is 400).",
                                        examples=["visual,speech,ocr"])) -> Response:
+    found = searcher.search(q, k, frames=True, experts=experts)
     results = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}",
-                "media": f"/videos/{r.id}/media"} for r in searcher.search(q, k, frames=True, experts=experts)]
-    return JSON({"query": q, "k": k, "results": results})
+                "media": f"/videos/{r.id}/media"} for r in found]
+    weak = no_good_match(found)
+    return JSON({"query": q, "k": k, "no_good_match": weak, **({"message": NO_GOOD_MATCH_MESSAGE} if weak else {}),
+                 "results": results})

@@ -112,6 +112,7 @@ function card(result, rank) {
   const meta = el("div", "meta");
   meta.append(el("div", "name", result.name));
   let scoreText = `score ${result.score.toFixed(4)} · best moment ${clock(result.moment)}`;
+  if (result.confidence !== undefined) scoreText = `${Math.round(100 * result.confidence)}% confident · ` + scoreText;
   if (result.experts) {
     scoreText += " · " + Object.entries(result.experts).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
   }
@@ -163,6 +164,9 @@ async function search(ev) {
   }
   const box = $("results");
   box.replaceChildren(...data.results.map((r, i) => card(r, i + 1)));
+  const notice = $("no-match");
+  notice.textContent = data.message || "";
+  notice.hidden = !data.no_good_match;
   const ms = Math.round(performance.now() - t0);
   $("status").textContent = data.results.length
     ? `${data.results.length} results for “${data.query}” in ${ms} ms — click one to play it from its best moment`
@@ -170,11 +174,33 @@ async function search(ev) {
   history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}`);
 }
 
+const WATCH_POLL_MS = 2000;
+let watchTimer = null;
+
 async function health() {
   try {
     const h = await (await api("/health")).json();
     $("library").textContent = `${h.videos} videos indexed · ${h.mode} search` + (h.stale ? " · index built with another model" : "");
+    showWatch(h.watch);
   } catch (err) { /* the page still works without it */ }
+}
+
+// What `serve --watch` is doing (GET /health's "watch"), refreshed every WATCH_POLL_MS while the server watches.
+function showWatch(w) {
+  const box = $("watch");
+  box.hidden = !w;
+  if (!w) return;
+  const names = (paths) => paths.map((p) => p.split("/").pop()).join(", ");
+  const parts = [`watching ${w.roots.join(", ")}`];
+  if (w.state === "starting") parts.push("catching up with the folders…");
+  if (w.indexing.length && w.state !== "starting") parts.push(`indexing ${names(w.indexing)}`);
+  if (w.waiting.length) parts.push(`waiting for ${names(w.waiting)} (still being copied)`);
+  if (w.state === "idle") parts.push("up to date");
+  if (w.error) parts.push(`error: ${w.error} (retrying)`);
+  box.textContent = parts.join(" · ");
+  box.dataset.state = w.state;
+  box.title = w.last ? `last update: ${w.last.summary}` : "";
+  if (!watchTimer) watchTimer = setInterval(health, WATCH_POLL_MS);
 }
 
 async function init() {
