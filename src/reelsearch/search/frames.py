@@ -113,8 +113,9 @@ def align(a: FrameSequence, b: FrameSequence, threshold: float, at_least: int = 
     ``threshold``), or None when no run reaches ``at_least`` frames.
 
     Candidate offsets are those of the matching frame pairs, in bins of half a step, the most supported first (of
-    offsets that match as many frames, the first found wins); a run skips the uninformative frames of ``a`` (they
-    neither count nor break it). A still (one frame) aligns with every video that shows it. ``sim``: the cosines
+    offsets that match as many frames, the one whose frames match best wins: on near-static footage many offsets
+    match every frame, and the true one matches them most closely); a run skips the uninformative frames of ``a``
+    (they neither count nor break it). A still (one frame) aligns with every video that shows it. ``sim``: the cosines
     ``a.rows @ b.rows.T`` when already computed."""
     sim = a.rows @ b.rows.T if sim is None else sim
     ii, jj = np.nonzero((sim >= threshold) & a.informative[:, None] & b.informative[None, :])
@@ -131,7 +132,7 @@ def align(a: FrameSequence, b: FrameSequence, threshold: float, at_least: int = 
     best: Alignment | None = None
     order = np.argsort(-bound, kind="stable")
     for c, most in zip(centers[order], bound[order], strict=True):
-        need = at_least if best is None else best.frames + 1  # a later offset must match more frames
+        need = at_least if best is None else best.frames  # a later offset must match as many frames, or more
         if most < need:
             break
         offset = float(np.median(gap[np.abs(gap - c * tol) <= tol]))
@@ -144,11 +145,11 @@ def align(a: FrameSequence, b: FrameSequence, threshold: float, at_least: int = 
         run = run[np.lexsort((-sim[ii[run], jj[run]], ii[run]))]
         run = run[np.concatenate([[True], ii[run][1:] != ii[run][:-1]])]
         frames = min(len(run), len(np.unique(jj[run])))
-        if frames < need:
+        similarity = float(sim[ii[run], jj[run]].mean()) if len(run) else 0.0
+        if frames < need or (best is not None and frames == best.frames and similarity <= best.similarity):
             continue
-        best = Alignment(offset, frames, frames / max(1, min(len(ia), int(b.informative.sum()))),
-                         float(sim[ii[run], jj[run]].mean()), (float(a.times[ii[run]].min()),
-                                                               float(a.times[ii[run]].max())),
+        best = Alignment(offset, frames, frames / max(1, min(len(ia), int(b.informative.sum()))), similarity,
+                         (float(a.times[ii[run]].min()), float(a.times[ii[run]].max())),
                          (float(b.times[jj[run]].min()), float(b.times[jj[run]].max())))
     return best
 

@@ -29,6 +29,8 @@ from reelsearch.models.interface import VideoEmbeddings
 VISUAL = "visual"
 #: Name of the source of the videos' stored biases (a querybank's offsets, negated).
 BIAS = "bias"
+#: Name of the source of a query by example (``reelsearch.search.example``).
+LIKE = "like"
 #: Videos scored per block by frame attention (their frame rows are read in one query per block).
 SCAN_VIDEOS = 256
 
