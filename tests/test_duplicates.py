@@ -150,18 +150,18 @@ def test_duplicates_over_http(footage):
 
 def test_duplicates_view_in_headless_chromium(footage):
     """The page's Duplicates button shows the API's groups, in its order, and a click plays a file of one."""
-    chromium = Path("/usr/bin/chromium")
-    if not chromium.exists():
+    from test_search_support import ServerThread
+    from test_web import CHROMIUM, FLAGS
+
+    if not CHROMIUM.exists():
         pytest.skip("no /usr/bin/chromium (install it: apt-get update && apt-get install -y chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    from test_search_support import ServerThread
-    from test_web import FLAGS
 
     root, truth, runner = footage
     with Searcher(root / "index", "default") as searcher, ServerThread(create_app(searcher)) as server:
         want = [[v.id for v in g.videos] for g in searcher.duplicates()]
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch_persistent_context(str(root / "profile"), executable_path=str(chromium),
+            browser = pw.chromium.launch_persistent_context(str(root / "profile"), executable_path=str(CHROMIUM),
                                                             headless=True, args=FLAGS)
             try:
                 page = browser.pages[0] if browser.pages else browser.new_page()

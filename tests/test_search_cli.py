@@ -140,7 +140,7 @@ def test_search_like_an_example(setup):
     root, paths, model_dir, runner = setup
     index = str(root / "index")
     with Searcher(root / "index", str(model_dir)) as searcher:
-        clip_id = searcher.library.find(paths[0])
+        clip_id, stored = searcher.library.find(paths[0]), len(searcher.library)  # earlier tests change the library
         for text, like in ((None, str(paths[0])), ("a yellow flower", f"{clip_id}@1.5")):
             want = searcher.search(text, 10, frames=False, like=like)
             res = runner.invoke(app, ["search", *([text] if text else []), "--like", like, "--index", index, "--json"])
@@ -148,10 +148,10 @@ def test_search_like_an_example(setup):
             got = json.loads(res.stdout)
             assert [r["id"] for r in got] == [r.id for r in want] and clip_id not in [r["id"] for r in got]
             assert [r["score"] for r in got] == pytest.approx([r.score for r in want])
-            assert len(got) == len(paths) - 1
+            assert len(got) == stored - 1
             assert ("experts" in got[0]) == (text is not None)  # with text: each part's score
     res = runner.invoke(app, ["search", "--like", str(paths[0]), "--index", index])
-    assert res.exit_code == 0 and len(res.stdout.splitlines()) == len(paths) - 1
+    assert res.exit_code == 0 and len(res.stdout.splitlines()) == stored - 1
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     for like, message in ((str(root / "missing.mp4"), f"error: {root / 'missing.mp4'}: no such file"),
                           ("4242@1", "error: no indexed video with id 4242"),

@@ -56,7 +56,7 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, 
         weights[LIKE] = p.weights[LIKE]
         n = max(RESCORED, k + len(example.exclude))
     positive_only = not p.visual and example is None
-    exhaustive = visual.exhaustive and p.visual
+    exhaustive = visual.exhaustive and (p.visual or bool(p.cues))  # a rank-fused model's kind, when text takes part
     if exhaustive:
         fused = exhaustive_fusion(sources, weights, n, catalog.ids(), kind=visual.kind, normalize=visual.normalize,
                                   positive_only=positive_only)
