@@ -84,17 +84,19 @@ class DuplicateGroup:
         return {"videos": [{**v.__dict__, "path": display_path(v.path)} for v in self.videos],
                 "pairs": [p.__dict__ for p in self.pairs]}
 
+    def best_pair(self, id_: str) -> DuplicatePair:
+        """The verified pair of video ``id_`` with the most frames aligned (then the most similar)."""
+        return max((p for p in self.pairs if id_ in (p.a, p.b)), key=lambda p: (p.frames, p.similarity))
+
     def lines(self, number: int) -> str:
-        """The group as ``reelsearch duplicates`` prints it: a heading, then each video with how it matched."""
+        """The group as ``reelsearch duplicates`` prints it: a heading, then each video (its id) with its best
+        pair: ``9 frames aligned with #4 (#5 at t = #4 at t +1.0 s), similarity 0.842``."""
         out = [f"group {number}: {len(self.videos)} files"]
-        link = {}
-        for p in self.pairs:
-            link.setdefault(p.a, p)
-            link.setdefault(p.b, p)
         for v in self.videos:
-            p = link[v.id]
-            out.append(f"  {display_path(v.path, one_line=True)}\n      {p.frames} frames aligned with "
-                       f"#{p.b if p.a == v.id else p.a} at {p.offset:+.1f} s, similarity {p.similarity:.3f}")
+            p = self.best_pair(v.id)
+            out.append(f"  #{v.id} {display_path(v.path, one_line=True)}\n      {p.frames} frames aligned with "
+                       f"#{p.b if p.a == v.id else p.a} (#{p.a} at t = #{p.b} at t {p.offset:+.1f} s), "
+                       f"similarity {p.similarity:.3f}")
         return "\n".join(out)
 
 

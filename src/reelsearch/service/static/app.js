@@ -207,8 +207,11 @@ async function showDuplicates() {
 function duplicateGroup(group, number) {
   const box = el("section", "group");
   box.append(el("h2", null, `group ${number}: ${group.videos.length} files`));
-  const link = {};
-  for (const p of group.pairs) { link[p.a] = link[p.a] || p; link[p.b] = link[p.b] || p; }
+  const link = {};  // each file's pair with the most frames aligned (then the most similar)
+  const better = (p, q) => !q || p.frames > q.frames || (p.frames === q.frames && p.similarity > q.similarity);
+  for (const p of group.pairs) {
+    for (const id of [p.a, p.b]) if (better(p, link[id])) link[id] = p;
+  }
   const row = el("div", "group-files");
   for (const v of group.videos) {
     const p = link[v.id];
@@ -221,8 +224,9 @@ function duplicateGroup(group, number) {
     img.loading = "lazy";
     const other = p.a === v.id ? p.b : p.a;
     const meta = el("div", "meta");
-    meta.append(el("div", "name", v.name), el("div", "score",
-      `${p.frames} frames aligned with #${other} at ${p.offset >= 0 ? "+" : ""}${p.offset.toFixed(1)} s · ` +
+    const shift = `${p.offset >= 0 ? "+" : ""}${p.offset.toFixed(1)} s`;
+    meta.append(el("div", "name", `#${v.id} ${v.name}`), el("div", "score",
+      `${p.frames} frames aligned with #${other} (#${p.a} at t = #${p.b} at t ${shift}) · ` +
       `similarity ${p.similarity.toFixed(3)}`));
     meta.title = v.path;
     c.append(img, meta);
