@@ -15,9 +15,9 @@ An example is a clip or an image (a one-frame video), or one moment of one (``FI
    the best-matching frame's cosine), its fused score changes by the difference, the query's own file (same id or
    same SHA-256) is dropped, and the best ``k`` are kept. This is the exact top k by the re-scored fusion among the
    candidates; it equals the exact top k over the whole library whenever the library has at most RESCORED videos,
-   and otherwise whenever no video outside the candidates has frames that match the example much better than its
-   video row does (a clip's row summarises its frames, so the two agree closely: docs/search.md). Under rank fusion
-   (a rank-fused mixture with text) the example ranks by its row only.
+   and otherwise whenever no video outside the candidates (its row not among the example's nearest) has frames that
+   match the example better than the candidates' (docs/search.md). Under rank fusion (a rank-fused mixture with
+   text) the example ranks by its row only.
 """
 
 from __future__ import annotations
