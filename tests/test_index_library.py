@@ -291,6 +291,38 @@ def test_biases_are_added_to_the_scores_exactly(open_library, tmp_path, monkeypa
     assert lib.biases([lib.find(root / "p03.png")])[0] == pytest.approx(fake_bias((root / "p03.png").read_bytes()))
 
 
+def test_frame_detail_of_an_older_index_is_measured_by_the_next_sync(tmp_path, folder):
+    """Videos stored before frames had their detail (NULL) read as unmeasured, and the next sync measures it on
+    their thumbnails: the luma standard deviation of each, checked against a direct computation."""
+    import cv2
+
+    from reelsearch.index.media import make_thumbnail
+
+    rng = np.random.default_rng(0)
+    frames = [np.zeros((40, 60, 3), np.uint8), rng.integers(0, 256, (40, 60, 3), dtype=np.uint8)]
+    thumbs = [make_thumbnail(f) for f in frames]
+
+    def with_thumbs(path):
+        media = FakeEmbedder()(path)
+        media.timestamps, media.frame_vectors = media.timestamps[:2], media.frame_vectors[:2]
+        media.thumbnails = thumbs
+        return media
+
+    with LibraryIndex(tmp_path / "index") as lib:
+        lib.sync([folder], with_thumbs, progress=False)
+        assert all(v.detail is None for v in lib.stored(lib.ids()).values())  # the embedder measured nothing
+        lib._db.execute("UPDATE frame_vectors SET detail = NULL")  # as schema 2 left them
+        lib.sync([folder], with_thumbs, progress=False)  # nothing to embed; the detail is measured
+        want = [float((cv2.cvtColor(cv2.imdecode(np.frombuffer(t, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+                       .astype(np.float32) / 255 @ np.array([0.299, 0.587, 0.114], np.float32)).std())
+                for t in thumbs]
+        stored = lib.stored(lib.ids())
+        assert len(stored) == 6
+        for v in stored.values():
+            assert v.detail == pytest.approx(want, abs=1e-5)
+        assert want[0] == 0.0 and want[1] > 0.1  # black, and noise
+
+
 def test_a_schema_1_index_is_migrated(tmp_path, folder):
     """An index written before biases and frame detail existed (schema 1: no bias column, no detail column) opens,
     is migrated in place and searches as before; an index of a newer schema is refused."""

@@ -86,7 +86,8 @@ CREATE TABLE IF NOT EXISTS frame_vectors (
     video_id INTEGER PRIMARY KEY REFERENCES videos (id) ON DELETE CASCADE,
     vectors BLOB NOT NULL,              -- float16 [T, D], row i = frame idx i
     times BLOB NOT NULL,                -- float64 [T], the frames' t (copied here for a one-row moment lookup)
-    detail BLOB                         -- float32 [T], how much each frame shows (NULL: indexed before schema 3)
+    detail BLOB                         -- float32 [T], how much each frame shows (empty: not measurable; NULL:
+                                        -- indexed before schema 3, measured on the thumbnails by the next sync)
 );
 CREATE TABLE IF NOT EXISTS tombstones (id INTEGER PRIMARY KEY, gen INTEGER NOT NULL);
 """
@@ -226,7 +227,7 @@ class LibraryIndex:
 
     def _migrate(self) -> None:
         """Create the tables, or bring those of an earlier schema up to this one (1 -> 2: the bias column; 2 -> 3:
-        the frames' detail, NULL for the videos already stored: ``stored`` measures their thumbnails instead)."""
+        the frames' detail, NULL for the videos already stored until the next ``sync`` measures their thumbnails)."""
         has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
         version = self._meta("schema_version") if has_meta else None
         if version is not None and int(version) > SCHEMA_VERSION:
@@ -451,6 +452,7 @@ class LibraryIndex:
             last = self._embed_changes(plan.todo, embed_fn, model_id, report, progress, commit_every, commit_seconds)
             self._commit(last, gone, model_id)
             report.removed.extend(os.fsdecode(s.path) for s in gone)
+            self._fill_detail()
             if self.dim is not None:
                 if self.vectors is None:
                     self.vectors = self._open_vectors(self.dim, fresh=True)
@@ -605,7 +607,7 @@ class LibraryIndex:
         thumbs = media.thumbnails or [None] * len(media.timestamps)
         rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
         self._db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
-        detail = None if media.detail is None else media.detail.astype(np.float32).tobytes()
+        detail = b"" if media.detail is None else media.detail.astype(np.float32).tobytes()  # b"": not measured
         self._db.execute("INSERT OR REPLACE INTO frame_vectors (video_id, vectors, times, detail) VALUES (?, ?, ?, ?)",
                          (vid, media.frame_vectors.astype(np.float16).tobytes(),
                           media.timestamps.astype(np.float64).tobytes(), detail))
@@ -654,7 +656,7 @@ class LibraryIndex:
 
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
         """Path, duration, frame vectors, times and detail of ``ids``, in one query (ids no longer stored are left
-        out). Videos indexed before frames had their detail get it from their thumbnails (None without them)."""
+        out; detail None where it is not measured: no thumbnails, or indexed before schema 3 and not yet synced)."""
         keys = [int(i) for i in ids]
         if not keys:
             return {}
@@ -666,23 +668,28 @@ class LibraryIndex:
             frame_rows = np.frombuffer(vectors, np.float16).reshape(-1, self.dim).astype(np.float32)
             out[str(id_)] = StoredVideo(str(id_), os.fsdecode(path), duration, frame_rows,
                                         np.frombuffer(times, np.float64),
-                                        None if detail is None else np.frombuffer(detail, np.float32))
-        unmeasured = [v for v in out.values() if v.detail is None]
-        if unmeasured:
-            details = self._thumbnail_details([int(v.id) for v in unmeasured])
-            for v in unmeasured:
-                v.detail = details.get(int(v.id))
+                                        np.frombuffer(detail, np.float32) if detail else None)
         return out
 
-    def _thumbnail_details(self, keys: list[int]) -> dict[int, np.ndarray]:
-        """{video id: each frame's detail measured on its stored thumbnail} (videos with a frame without one are
-        left out)."""
-        thumbs: dict[int, list] = {}
-        for vid, thumb in self._db.execute(f"SELECT video_id, thumbnail FROM frames WHERE video_id IN "
-                                           f"({','.join('?' * len(keys))}) ORDER BY video_id, idx", keys):
-            thumbs.setdefault(vid, []).append(thumb)
-        return {vid: np.array([thumbnail_detail(t) for t in ts], np.float32)
-                for vid, ts in thumbs.items() if all(t is not None for t in ts)}
+    def _fill_detail(self, batch: int = 256) -> None:
+        """Measure on their stored thumbnails the frames' detail of the videos indexed before schema 3 (NULL), a
+        batch per transaction; an empty value marks a video without thumbnails (not measurable)."""
+        while True:
+            keys = [r[0] for r in self._db.execute("SELECT video_id FROM frame_vectors WHERE detail IS NULL LIMIT ?",
+                                                   (batch,))]
+            if not keys:
+                return
+            thumbs: dict[int, list] = {k: [] for k in keys}
+            for vid, thumb in self._db.execute(f"SELECT video_id, thumbnail FROM frames WHERE video_id IN "
+                                               f"({','.join('?' * len(keys))}) ORDER BY video_id, idx", keys):
+                thumbs[vid].append(thumb)
+            with self._transaction() as db:
+                for vid, ts in thumbs.items():
+                    value = b""
+                    if ts and all(t is not None for t in ts):
+                        with contextlib.suppress(ValueError):  # an undecodable thumbnail: not measurable
+                            value = np.array([thumbnail_detail(t) for t in ts], np.float32).tobytes()
+                    db.execute("UPDATE frame_vectors SET detail = ? WHERE video_id = ?", (value, vid))
 
     def _biases_now(self, table: bool = False) -> tuple[tuple[float, float], np.ndarray | None]:
         """((min, max) bias, bias by video id when ``table`` and the biases differ, else None) of the current

@@ -119,7 +119,7 @@ def align(a: FrameSequence, b: FrameSequence, threshold: float, at_least: int = 
     ``a.rows @ b.rows.T`` when already computed."""
     sim = a.rows @ b.rows.T if sim is None else sim
     ii, jj = np.nonzero((sim >= threshold) & a.informative[:, None] & b.informative[None, :])
-    if len(ii) == 0:
+    if len(np.unique(ii)) < max(1, at_least):  # no offset can match more frames of a than match at all
         return None
     tol = 0.5 * max(_step(a.times), _step(b.times), 1e-3) + 1e-6
     gap = b.times[jj] - a.times[ii]  # per matching pair: the offset at which a's frame shows as b's
