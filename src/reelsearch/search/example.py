@@ -6,23 +6,27 @@ An example is a clip or an image (a one-frame video), or one moment of one (``FI
 
 1. **Candidates**: the example's row — its video row for a clip or an image, the moment's frame row for a moment —
    is a :class:`~reelsearch.search.sources.NearestSource` (the inner product with the stored video rows through the
-   vector index, or their cosine by an exact scan for a model whose rows no index serves), fused with the text
-   sources when there is text too (weight :data:`~reelsearch.search.experts.DEFAULT_WEIGHTS` ``like``). The fusion
-   gives the exact top ``max(RESCORED, k + excluded)`` of that fused score (the threshold test's bound is the
-   source's own: no stored row outside its top n scores above its n-th).
+   vector index, or their cosine by an exact scan for a model whose rows no index serves; the threshold test's
+   bound is the source's own: no stored row outside its top n scores above its n-th). Alone, the candidates are its
+   exact top ``max(RESCORED, k + excluded)``. With text (weight :data:`~reelsearch.search.experts.DEFAULT_WEIGHTS`
+   ``like``), they are the fusion's exact top ``k + excluded`` by the fused score and the example source's own top
+   RESCORED, every source scoring each (:func:`candidates_with`): asking the fusion itself for a top RESCORED of two
+   unrelated scores would make the threshold test go deep.
 2. **Re-scoring** (:func:`rescore`): each candidate's example score becomes the *sequence similarity* of its stored
    frame rows (``reelsearch.search.frames.sequence_similarity``: the mean over the example's informative frames of
    the best-matching frame's cosine), its fused score changes by the difference, the query's own file (same id or
    same SHA-256) is dropped, and the best ``k`` are kept. This is the exact top k by the re-scored fusion among the
-   candidates; it equals the exact top k over the whole library whenever the library has at most RESCORED videos,
-   and otherwise whenever no video outside the candidates (its row not among the example's nearest) has frames that
-   match the example better than the candidates' (docs/search.md). Under rank fusion (a rank-fused mixture with
-   text) the example ranks by its row only.
+   candidates (which hold the exact top k of the first stage's fused score); it equals the exact top k over the
+   whole library whenever the library has at most RESCORED videos, and otherwise whenever no video outside the
+   candidates (its row not among the example's nearest) has frames that match the example better than the
+   candidates' (docs/search.md). Under rank fusion (a rank-fused mixture with text, every video scored) the
+   example ranks by its row only.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +36,7 @@ from reelsearch.index.catalog import Catalog
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.search.frames import FrameSequence, cosine_scores, frame_match, sequence_similarity, unit_rows
 from reelsearch.search.fusion import Fused
-from reelsearch.search.sources import LIKE, NearestSource, Visual
+from reelsearch.search.sources import LIKE, NearestSource, Source, Visual
 
 #: Candidates of the first stage re-scored by sequence similarity (at least k + the excluded ids).
 RESCORED = 100
@@ -93,6 +97,18 @@ def split_like(spec: str) -> tuple[str, float | None]:
         except ValueError:
             raise ExampleError(f"{spec}: {seconds!r} is not a number of seconds") from None
     return spec, None
+
+
+def candidates_with(fused: Fused, sources: Mapping[str, Source], weights: Mapping[str, float],
+                    ids: Sequence[str]) -> Fused:
+    """``fused`` (a weighted-score fusion's top) with ``ids`` added as candidates: each source's score of those it
+    lacks, their weighted sum (unsorted: :func:`rescore` sorts)."""
+    extra = [i for i in dict.fromkeys(ids) if i not in set(fused.ids)]
+    if not extra:
+        return fused
+    rows = {s: np.concatenate([fused.rows[s], np.asarray(sources[s].scores(extra), np.float64)]) for s in weights}
+    terms = {s: weights[s] * rows[s] for s in weights}
+    return Fused(fused.ids + extra, sum(terms.values()), rows, terms, fused.rounds)
 
 
 def rescore(catalog: Catalog, fused: Fused, example: Example, weight: float, k: int, *,

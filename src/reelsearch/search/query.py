@@ -12,8 +12,8 @@
                          top k ──> results: frame rows read in one query -> best moment, each expert's score,
                                    the words said or written that match (their moment when they outweigh the picture)
 
-With an example, the fusion's top max(RESCORED, k + its own ids) are re-scored by the sequence similarity of their
-frame rows and the example's own file is dropped (``reelsearch.search.example``).
+With an example, the candidates — the fusion's top k + its own ids, and the example's own top RESCORED — are re-scored
+by the sequence similarity of their frame rows and the example's own file is dropped (``reelsearch.search.example``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 from reelsearch.index.catalog import Catalog
 from reelsearch.index.textcues import TextCueIndex
 from reelsearch.search.cues import CueSource
-from reelsearch.search.example import RESCORED, Example, rescore
+from reelsearch.search.example import RESCORED, Example, candidates_with, rescore
 from reelsearch.search.experts import Plan
 from reelsearch.search.fusion import Fused, exhaustive_fusion, threshold_fusion
 from reelsearch.search.results import FrameScore, Match, SearchResult
@@ -54,15 +54,20 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, 
     if example is not None:
         sources[LIKE] = example.source(catalog, visual)
         weights[LIKE] = p.weights[LIKE]
-        n = max(RESCORED, k + len(example.exclude))
+        # alone (one source: its top n is cheap) or exhaustive, the first stage keeps RESCORED; with text, the
+        # fusion's top k and the example's own top RESCORED are the candidates (candidates_with)
+        n = k + len(example.exclude) if len(weights) > 1 else max(RESCORED, k + len(example.exclude))
     positive_only = not p.visual and example is None
     exhaustive = visual.exhaustive and (p.visual or bool(p.cues))  # a rank-fused model's kind, when text takes part
     if exhaustive:
+        n = n if example is None else max(RESCORED, n)
         fused = exhaustive_fusion(sources, weights, n, catalog.ids(), kind=visual.kind, normalize=visual.normalize,
                                   positive_only=positive_only)
     else:
         fused = threshold_fusion(sources, weights, n, len(catalog), positive_only=positive_only, first=first)
     if example is not None:
+        if not exhaustive and len(weights) > 1:
+            fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids)
         fused = rescore(catalog, fused, example, weights[LIKE], k, sequence=not exhaustive)
     return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames, example)
 
