@@ -663,9 +663,9 @@ class LibraryIndex:
         rows = self._db.execute(
             "SELECT v.id, v.path, v.duration, f.vectors, f.times, f.detail FROM videos v JOIN frame_vectors f "
             f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(keys))})", keys)
-        out = {}
+        out, dim = {}, self.dim
         for id_, path, duration, vectors, times, detail in rows:
-            frame_rows = np.frombuffer(vectors, np.float16).reshape(-1, self.dim).astype(np.float32)
+            frame_rows = np.frombuffer(vectors, np.float16).reshape(-1, dim).astype(np.float32)
             out[str(id_)] = StoredVideo(str(id_), os.fsdecode(path), duration, frame_rows,
                                         np.frombuffer(times, np.float64),
                                         np.frombuffer(detail, np.float32) if detail else None)

@@ -13,7 +13,7 @@ An example is a clip or an image (a one-frame video), or one moment of one (``FI
    RESCORED, every source scoring each (:func:`candidates_with`): asking the fusion itself for a top RESCORED of two
    unrelated scores would make the threshold test go deep.
 2. **Re-scoring** (:func:`rescore`): each candidate's example score becomes the *sequence similarity* of its stored
-   frame rows (``reelsearch.search.frames.sequence_similarity``: the mean over the example's informative frames of
+   frame rows (``reelsearch.search.frames.sequence_similarities``: the mean over the example's informative frames of
    the best-matching frame's cosine), its fused score changes by the difference, the query's own file (same id or
    same SHA-256) is dropped, and the best ``k`` are kept. This is the exact top k by the re-scored fusion among the
    candidates (which hold the exact top k of the first stage's fused score); it equals the exact top k over the
@@ -34,7 +34,7 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import Catalog
 from reelsearch.index.media import EmbeddedMedia
-from reelsearch.search.frames import FrameSequence, cosine_scores, frame_match, sequence_similarity, unit_rows
+from reelsearch.search.frames import FrameSequence, cosine_scores, frame_match, sequence_similarities, unit_rows
 from reelsearch.search.fusion import Fused
 from reelsearch.search.sources import LIKE, NearestSource, Source, Visual
 
@@ -123,8 +123,8 @@ def rescore(catalog: Catalog, fused: Fused, example: Example, weight: float, k: 
     scores = fused.scores[keep]
     if sequence and ids:
         stored = catalog.stored(ids)
-        like = np.array([sequence_similarity(example.frames, unit_rows(stored[i].frame_rows)) if i in stored else -1.0
-                         for i in ids], np.float64)
+        empty = np.zeros((0, len(example.row)), np.float32)
+        like = sequence_similarities(example.frames, [stored[i].frame_rows if i in stored else empty for i in ids])
         scores = scores - terms[LIKE] + weight * like
         rows[LIKE], terms[LIKE] = like, weight * like
     order = np.argsort(-scores, kind="stable")[:k]

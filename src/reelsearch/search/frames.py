@@ -1,5 +1,5 @@
 """Frame sequences compared frame by frame, in the model's own video space: what query by example ranks with
-(:func:`sequence_similarity`) and what near-duplicate detection verifies (:func:`align`).
+(:func:`sequence_similarities`) and what near-duplicate detection verifies (:func:`align`).
 
 A video's frames are its stored frame rows (each frame embedded alone by the model), compared by their cosine — for
 a joint model the cosine of its joint space, for a mixture the mean of its experts' cosines (their rows stand side by
@@ -69,14 +69,21 @@ class FrameSequence:
         return self.informative.astype(np.float32) if self.informative.any() else np.ones(len(self), np.float32)
 
 
-def sequence_similarity(example: FrameSequence, rows: np.ndarray) -> float:
-    """How well a video (its unit frame rows [T, D]) shows what ``example`` shows: the mean, over the example's
-    informative frames, of each one's best cosine with a frame of the video (1 when every frame of the example
-    appears in it; order and length are free: a clip matches the longer video it was cut from)."""
-    if len(rows) == 0:
-        return -1.0
+def sequence_similarities(example: FrameSequence, videos: list[np.ndarray]) -> np.ndarray:
+    """How well each video (its frame rows [T_i, D], any length) shows what ``example`` shows: the mean, over the
+    example's informative frames, of each one's best cosine with a frame of the video (1 when every frame of the
+    example appears in it; order and length are free: a clip matches the longer video it was cut from). -1 for a
+    video without frames. One matrix product for all the videos."""
+    out = np.full(len(videos), -1.0)
+    have = [i for i, rows in enumerate(videos) if len(rows)]
+    if not have:
+        return out
     w = example.weights
-    return float((example.rows @ rows.T).max(1) @ w / w.sum())
+    sim = example.rows @ unit_rows(np.concatenate([videos[i] for i in have])).T  # [T_example, sum T_i]
+    starts = np.cumsum([0] + [len(videos[i]) for i in have[:-1]])
+    best = np.maximum.reduceat(sim, starts, axis=1)  # [T_example, videos]: each example frame's best in each video
+    out[have] = (w @ best) / w.sum()
+    return out
 
 
 def frame_match(example: FrameSequence, rows: np.ndarray) -> np.ndarray:
