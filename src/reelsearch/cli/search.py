@@ -77,7 +77,7 @@ def _echo_run(run) -> None:
 
 @app.command("search")
 def search_cmd(
-    text: str = typer.Argument(..., help="What to look for, in words."),
+    text: str | None = typer.Argument(None, help="What to look for, in words (optional with --like)."),
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
     k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
     as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
@@ -88,19 +88,22 @@ def search_cmd(
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     experts: str | None = typer.Option(None, "--experts", help="Experts to fuse, comma-separated, among visual "
                                        "(the model), speech, ocr (default: all the index holds)."),
-    weights: str | None = typer.Option(None, "--weights", help="Expert weights, e.g. speech=0.5,ocr=0.3 "
+    weights: str | None = typer.Option(None, "--weights", help="Expert weights, e.g. speech=0.5,ocr=0.3,like=0.5 "
                                        "(defaults measured: see docs/speech-and-text.md)."),
     int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
+    like: str | None = typer.Option(None, "--like", help="Videos like this example: a video or image file, "
+                                    "FILE@SECONDS or VIDEO_ID@SECONDS (one moment), or an indexed VIDEO_ID; with "
+                                    "TEXT too, both are fused (weight like=1; see docs/search.md)."),
 ) -> None:
     """Find the videos that best match TEXT — by what they show, what is said and what is written in them —
-    with the moment (seconds) that matches best and, for a calibrated model, each hit's confidence (says "no good
-    match" when the best one is below the threshold of docs/search.md)."""
+    and/or look like an example (--like), with the moment (seconds) that matches best and, for a calibrated model,
+    each hit's confidence (says "no good match" when the best one is below the threshold of docs/search.md)."""
     from reelsearch.search.index_folder import open_searcher
     from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, no_good_match
 
     searcher, _ = open_searcher(index, model, must_exist=True, int8_text=int8_text)
     with searcher:
-        results = searcher.search(text, k, frames=False, experts=experts, weights=weights)
+        results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like)
     if no_good_match(results):
         typer.echo(NO_GOOD_MATCH_MESSAGE, err=as_json)
     if as_json:
@@ -110,6 +113,34 @@ def search_cmd(
         typer.echo("no results (is the index empty? run `reelsearch index PATH`)")
     for rank, r in enumerate(results, 1):
         typer.echo(r.lines(rank))
+
+
+@app.command("duplicates")
+def duplicates_cmd(
+    index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
+    model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
+    threshold: float | None = typer.Option(None, "--threshold", min=0.01, max=1.0, help="Cosine from which two "
+                                           "frames show the same picture (default 0.65, measured: see "
+                                           "docs/benchmarks.md)."),
+    as_json: bool = typer.Option(False, "--json", help='Print a JSON list of groups {"videos": [{id, path, name, '
+                                 'path_b64, kind, duration, frames}], "pairs": [{a, b, offset, frames, coverage, '
+                                 'similarity}]}.'),
+) -> None:
+    """Group the indexed files that are the same footage: re-encodes, other resolutions, crops, trims, copies with a
+    caption burnt in, stills taken from a clip. Frames are matched in order at one time offset; black, flat or
+    faded frames are no evidence, so clips that share only an opening are not grouped."""
+    from reelsearch.search.index_folder import open_searcher
+
+    searcher, _ = open_searcher(index, model, must_exist=True)
+    with searcher:
+        groups = searcher.duplicates() if threshold is None else searcher.duplicates(threshold)
+    if as_json:
+        _print_json([g.to_json() for g in groups])
+        return
+    if not groups:
+        typer.echo("no duplicates")
+    for number, group in enumerate(groups, 1):
+        typer.echo(group.lines(number))
 
 
 @app.command("annotate")

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.index.catalog import StoredVideo
-from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, walk_media
+from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, thumbnail_detail, walk_media
 from reelsearch.index.milvus import MilvusIndex
 from reelsearch.index.textcues import CueReport
 from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex
@@ -45,7 +45,7 @@ SQLITE_NAME = "library.sqlite"
 FAISS_NAME = "vectors.faiss.npz"
 MILVUS_LITE_NAME = "vectors.milvus.db"
 LOCK_NAME = ".writer.lock"
-SCHEMA_VERSION = 2  # 2: videos.bias
+SCHEMA_VERSION = 3  # 2: videos.bias; 3: frame_vectors.detail
 MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
 CACHE_KIB = 65536
 BACKENDS = ("faiss", "milvus")
@@ -85,7 +85,9 @@ CREATE TABLE IF NOT EXISTS frames (
 CREATE TABLE IF NOT EXISTS frame_vectors (
     video_id INTEGER PRIMARY KEY REFERENCES videos (id) ON DELETE CASCADE,
     vectors BLOB NOT NULL,              -- float16 [T, D], row i = frame idx i
-    times BLOB NOT NULL                 -- float64 [T], the frames' t (copied here for a one-row moment lookup)
+    times BLOB NOT NULL,                -- float64 [T], the frames' t (copied here for a one-row moment lookup)
+    detail BLOB                         -- float32 [T], how much each frame shows (empty: not measurable; NULL:
+                                        -- indexed before schema 3, measured on the thumbnails by the next sync)
 );
 CREATE TABLE IF NOT EXISTS tombstones (id INTEGER PRIMARY KEY, gen INTEGER NOT NULL);
 """
@@ -224,15 +226,17 @@ class LibraryIndex:
         self.refresh()
 
     def _migrate(self) -> None:
-        """Create the tables, or bring those of an earlier schema up to this one (1 -> 2: the bias column)."""
+        """Create the tables, or bring those of an earlier schema up to this one (1 -> 2: the bias column; 2 -> 3:
+        the frames' detail, NULL for the videos already stored until the next ``sync`` measures their thumbnails)."""
         has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
         version = self._meta("schema_version") if has_meta else None
         if version is not None and int(version) > SCHEMA_VERSION:
             raise LibraryError(f"{self.dir / SQLITE_NAME}: written by a newer reelsearch (schema {version})")
-        if version is not None and int(version) < 2:
-            columns = {r[1] for r in self._db.execute("PRAGMA table_info(videos)")}
-            if "bias" not in columns:
-                self._db.execute("ALTER TABLE videos ADD COLUMN bias REAL NOT NULL DEFAULT 0")
+        for table, column, kind, since in (("videos", "bias", "REAL NOT NULL DEFAULT 0", 2),
+                                           ("frame_vectors", "detail", "BLOB", 3)):
+            if version is not None and int(version) < since:
+                if column not in {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         self._db.executescript(_SCHEMA)
         if version is None or int(version) < SCHEMA_VERSION:
             self._set_meta("schema_version", SCHEMA_VERSION)
@@ -448,6 +452,7 @@ class LibraryIndex:
             last = self._embed_changes(plan.todo, embed_fn, model_id, report, progress, commit_every, commit_seconds)
             self._commit(last, gone, model_id)
             report.removed.extend(os.fsdecode(s.path) for s in gone)
+            self._fill_detail()
             if self.dim is not None:
                 if self.vectors is None:
                     self.vectors = self._open_vectors(self.dim, fresh=True)
@@ -602,23 +607,31 @@ class LibraryIndex:
         thumbs = media.thumbnails or [None] * len(media.timestamps)
         rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
         self._db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
-        self._db.execute("INSERT OR REPLACE INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)",
+        detail = b"" if media.detail is None else media.detail.astype(np.float32).tobytes()  # b"": not measured
+        self._db.execute("INSERT OR REPLACE INTO frame_vectors (video_id, vectors, times, detail) VALUES (?, ?, ?, ?)",
                          (vid, media.frame_vectors.astype(np.float16).tobytes(),
-                          media.timestamps.astype(np.float64).tobytes()))
+                          media.timestamps.astype(np.float64).tobytes(), detail))
 
     # -- reading ---------------------------------------------------------------------------------------------
     def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
         """(ids, scores best first) of the ``n`` videos whose vectors score best with ``query`` [D]: the vector index's
         inner product (exact below its threshold, HNSW above), or ``score_fn(queries [1, D], vectors [m, D])`` (e.g.
         order similarity, which no ANN index serves) by an exact chunked scan. No bias is added here."""
+        ids, scores = self.nearest_many(np.asarray(query, np.float32).reshape(1, -1), n, score_fn)
+        return ids[0], scores[0]
+
+    def nearest_many(self, queries: np.ndarray, n: int,
+                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
+        """:meth:`nearest` of each row of ``queries`` [Q, D] in one call of the vector index (a batch: what
+        near-duplicate detection asks of every video and frame)."""
+        q = np.asarray(queries, np.float32)
         if self.vectors is None or len(self.vectors) == 0:
-            return [], np.empty(0, np.float32)
-        q = np.asarray(query, np.float32).reshape(1, -1)
-        if q.shape[1] != self.dim:
-            raise LibraryError(f"query has {q.shape[1]} dimensions, the index holds {self.dim}-dimensional vectors")
+            return [[] for _ in q], [np.empty(0, np.float32) for _ in q]
+        if q.ndim != 2 or q.shape[1] != self.dim:
+            raise LibraryError(f"query has {q.shape[-1]} dimensions, the index holds {self.dim}-dimensional vectors")
         found, scores = self.vectors.scan(q, n, score_fn) if score_fn is not None else self.vectors.search(q, n)
-        ids = list(found[0])
-        return ids, scores[0, : len(ids)]
+        ids = [list(f) for f in found]
+        return ids, [s[: len(i)] for s, i in zip(scores, ids, strict=True)]
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""
@@ -642,19 +655,41 @@ class LibraryIndex:
         return [self.vectors is not None and i in self.vectors for i in ids]
 
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
-        """Path, duration, frame vectors and times of ``ids``, in one query (ids no longer stored are left out)."""
+        """Path, duration, frame vectors, times and detail of ``ids``, in one query (ids no longer stored are left
+        out; detail None where it is not measured: no thumbnails, or indexed before schema 3 and not yet synced)."""
         keys = [int(i) for i in ids]
         if not keys:
             return {}
         rows = self._db.execute(
-            "SELECT v.id, v.path, v.duration, f.vectors, f.times FROM videos v JOIN frame_vectors f "
+            "SELECT v.id, v.path, v.duration, f.vectors, f.times, f.detail FROM videos v JOIN frame_vectors f "
             f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(keys))})", keys)
-        out = {}
-        for id_, path, duration, vectors, times in rows:
-            frame_rows = np.frombuffer(vectors, np.float16).reshape(-1, self.dim).astype(np.float32)
+        out, dim = {}, self.dim
+        for id_, path, duration, vectors, times, detail in rows:
+            frame_rows = np.frombuffer(vectors, np.float16).reshape(-1, dim).astype(np.float32)
             out[str(id_)] = StoredVideo(str(id_), os.fsdecode(path), duration, frame_rows,
-                                        np.frombuffer(times, np.float64))
+                                        np.frombuffer(times, np.float64),
+                                        np.frombuffer(detail, np.float32) if detail else None)
         return out
+
+    def _fill_detail(self, batch: int = 256) -> None:
+        """Measure on their stored thumbnails the frames' detail of the videos indexed before schema 3 (NULL), a
+        batch per transaction; an empty value marks a video without thumbnails (not measurable)."""
+        while True:
+            keys = [r[0] for r in self._db.execute("SELECT video_id FROM frame_vectors WHERE detail IS NULL LIMIT ?",
+                                                   (batch,))]
+            if not keys:
+                return
+            thumbs: dict[int, list] = {k: [] for k in keys}
+            for vid, thumb in self._db.execute(f"SELECT video_id, thumbnail FROM frames WHERE video_id IN "
+                                               f"({','.join('?' * len(keys))}) ORDER BY video_id, idx", keys):
+                thumbs[vid].append(thumb)
+            with self._transaction() as db:
+                for vid, ts in thumbs.items():
+                    value = b""
+                    if ts and all(t is not None for t in ts):
+                        with contextlib.suppress(ValueError):  # an undecodable thumbnail: not measurable
+                            value = np.array([thumbnail_detail(t) for t in ts], np.float32).tobytes()
+                    db.execute("UPDATE frame_vectors SET detail = ? WHERE video_id = ?", (value, vid))
 
     def _biases_now(self, table: bool = False) -> tuple[tuple[float, float], np.ndarray | None]:
         """((min, max) bias, bias by video id when ``table`` and the biases differ, else None) of the current
@@ -704,6 +739,10 @@ class LibraryIndex:
         """{video id: SHA-256 of its file} of every indexed video."""
         return {str(r[0]): r[1] for r in self._db.execute("SELECT id, sha256 FROM videos")}
 
+    def with_content(self, sha256: str) -> list[str]:
+        """Ids of the indexed files whose content has this SHA-256 (copies of one file), by id."""
+        return [str(r[0]) for r in self._db.execute("SELECT id FROM videos WHERE sha256 = ? ORDER BY id", (sha256,))]
+
     def find(self, path: str | os.PathLike) -> str | None:
         """Id of the video indexed at ``path`` (made absolute), or None."""
         row = self._db.execute("SELECT id FROM videos WHERE path = ?",
@@ -711,19 +750,17 @@ class LibraryIndex:
         return None if row is None else str(row[0])
 
     def media(self, id_: str) -> EmbeddedMedia:
-        """Everything stored for one video: vectors (frame vectors as stored, float16 precision), times, thumbs."""
-        row = self._db.execute(
-            "SELECT v.vector, v.duration, f.vectors, v.bias FROM videos v JOIN frame_vectors f ON f.video_id = v.id "
-            "WHERE v.id = ?", (int(id_),)).fetchone()
-        if row is None:
+        """Everything stored for one video: vectors (frame vectors as stored, float16 precision), times, thumbs,
+        bias, detail."""
+        row = self._db.execute("SELECT vector, bias FROM videos WHERE id = ?", (int(id_),)).fetchone()
+        video = self.stored([id_]).get(str(int(id_)))
+        if row is None or video is None:
             raise KeyError(id_)
-        frames = self._db.execute("SELECT t, thumbnail FROM frames WHERE video_id = ? ORDER BY idx",
-                                  (int(id_),)).fetchall()
-        vector = np.frombuffer(row[0], np.float32).copy()
-        fv = np.frombuffer(row[2], np.float16).reshape(len(frames), -1).astype(np.float32)
-        thumbs = [f[1] for f in frames]
-        return EmbeddedMedia(vector, fv, np.array([f[0] for f in frames], np.float64), row[1],
-                             None if any(t is None for t in thumbs) else thumbs, float(row[3]))
+        thumbs = [r[0] for r in self._db.execute("SELECT thumbnail FROM frames WHERE video_id = ? ORDER BY idx",
+                                                 (int(id_),))]
+        return EmbeddedMedia(np.frombuffer(row[0], np.float32).copy(), video.frame_rows, video.times.copy(),
+                             video.duration, None if any(t is None for t in thumbs) else thumbs, float(row[1]),
+                             video.detail)
 
     def thumbnail(self, id_: str, frame: int) -> bytes | None:
         """The stored thumbnail of one frame (None when the embedder gave none)."""
