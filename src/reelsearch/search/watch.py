@@ -37,6 +37,8 @@ SETTLE = 2.0
 TICK = 0.25
 #: Seconds before a sync that failed (e.g. the disk is full) is tried again.
 RETRY = 10.0
+#: Seconds Ctrl-C waits for the folder observer and a sync under way before the process ends without them.
+STOP_WAIT = 5.0
 
 
 def watch_roots(paths: Iterable[str | os.PathLike]) -> list[str]:
@@ -233,14 +235,22 @@ def watch_folders(paths: Sequence[str | os.PathLike], index: str | Path | None =
     run (the first covers the whole folders), ``ready`` the watcher once it started."""
     roots = watch_roots(paths)
     searcher, model_name = open_searcher(index, model, backend, uri)
-    with searcher:
+    try:
         write_settings(searcher.library.dir, model_name, searcher.library.backend, uri)
-        watcher = FolderWatcher(searcher, roots, poll=poll, settle=settle, cues=cues, on_sync=on_sync)
-        with watcher:
-            if ready is not None:
-                ready(watcher)
-            try:
-                while not watcher.join(0.5):
-                    pass
-            except KeyboardInterrupt:
-                pass
+        watcher = FolderWatcher(searcher, roots, poll=poll, settle=settle, cues=cues, on_sync=on_sync,
+                                owns_searcher=True)
+    except BaseException:
+        searcher.close()
+        raise
+    try:
+        watcher.start()
+        if ready is not None:
+            ready(watcher)
+        while not watcher.join(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # Ctrl-C stops at once: a sync under way is left to the process's end (every committed batch is kept and
+        # the next start continues), the searcher closed only when no sync holds it
+        watcher.stop(timeout=STOP_WAIT)
