@@ -94,6 +94,7 @@ def register(app: typer.Typer) -> None:
 
     _register_fuse(app)
     _register_tune_cnn(app)
+    _register_tune_text(app)
     _register_querybank(app)
 
 
@@ -176,6 +177,44 @@ def _register_tune_cnn(app: typer.Typer) -> None:
         for name, r in (rep.get("experts") or {rep["expert"]: rep}).items():
             typer.echo(f"{name}: dev RSum {r['start']['RSum']:.2f} -> {r['best']['RSum']:.2f} (epoch "
                        f"{r['best_epoch']} of {r['epochs_run']})")
+        if "result" in rep:
+            res = rep["result"]
+            typer.echo(f"saved model on {rep['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
+                       f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
+        typer.echo(f"saved: {out}/best (report: {out}/summary.json)")
+
+
+def _register_tune_text(app: typer.Typer) -> None:
+    @app.command("tune-text")
+    def tune_text(
+        checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+        data: str = typer.Option(..., "--data", help="Videos or images with captions as FORMAT:ROOT, e.g. "
+                                 "flickr8k:../shared/data/flickr8k."),
+        out: Path = typer.Option(..., "--out", help="Run directory: best/ (the tuned model), last/, log.csv, "
+                                 "summary.json. An interrupted run resumes."),
+        set_: list[str] = typer.Option([], "--set", help="Override a tune_text key, repeatable: --set "
+                                       "tune_text.layers=2 --set tune_text.epochs=12 --set tune_text.lr_text=2e-5 "
+                                       "--set tune_text.lr=1e-4 --set tune_text.video=false --set "
+                                       "tune_text.store=float32 (values read as YAML; an unknown key is an error; "
+                                       "docs/training.md)."),
+        train_split: str = typer.Option("train", "--train-split"),
+        val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev."),
+        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Fine-tune the top layers of a model's text tower (MiniLM) with its projections, on a CPU: the states
+        below them are computed once per caption and cached; the tuned layers travel in the saved model (a
+        mixture's experts share them) and run in ONNX Runtime at query time."""
+        from reelsearch.training.text_tail import tune_text as run
+
+        _set_threads(threads)
+        rep = run(checkpoint, data, out, overrides=list(set_), train_split=train_split, val_split=val_split,
+                  progress=not json_out)
+        if json_out:
+            typer.echo(json.dumps(rep, default=str))
+            return
+        typer.echo(f"dev RSum {rep['start']['RSum']:.2f} -> {rep['best']['RSum']:.2f} (epoch {rep['best_epoch']} of "
+                   f"{rep['epochs_run']})")
         if "result" in rep:
             res = rep["result"]
             typer.echo(f"saved model on {rep['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"

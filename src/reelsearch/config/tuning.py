@@ -1,4 +1,5 @@
-"""Typed configs of the tuning commands: ``tune`` (``reelsearch tune-cnn``) and ``mlm`` (``reelsearch adapt-text``).
+"""Typed configs of the tuning commands: ``tune`` (``reelsearch tune-cnn``), ``tune_text`` (``reelsearch tune-text``)
+and ``mlm`` (``reelsearch adapt-text``).
 
 Each holds the training loop's settings under the names ``train`` gives them (``epochs``, ``lr``, ``optimizer``,
 ``weight_decay``, ``schedule``, ``grad_clip``, ``early_stopping``, ``seed``, ``checkpoint_every``, ``precision``:
@@ -70,6 +71,43 @@ class TuneConfig(LoopKeys):
                               f"batch_size {self.batch_size}")
         if self.lr_cnn < 0:
             raise ConfigError(f"lr_cnn cannot be negative, got {self.lr_cnn}")
+
+
+@dataclass
+class TuneTextConfig(LoopKeys):
+    """`reelsearch tune-text` (docs/training.md): the top layers of a model's text tower tuned with its projections,
+    on each expert's own loss (summed over a mixture's experts, which share the one tower).
+
+    ``layers``: how many top layers of the tower are tuned (the states below them are cached once per caption);
+    ``lr``: the rate of the projections, ``lr_text`` of the tuned layers; ``video``: tune the video projections
+    too (false: only the text side moves); ``store``: the dtype the tuned layers are saved in (float16 halves
+    their share of the model folder; the saved model is what eval and search run); ``epochs``: at most this many
+    passes over the training videos (each with one of its captions); ``early_stopping``: stop after this many epochs
+    without a better development RSum (null: never). The epoch with the best RSum (the untuned start included) is
+    kept. The defaults are lever 3's (docs/benchmarks.md).
+    """
+
+    section: ClassVar[str] = "tune_text"
+
+    layers: int = 2
+    epochs: int = 12
+    lr: float = 1e-4
+    lr_text: float = 2e-5
+    batch_size: int = 128
+    video: bool = True
+    store: Literal["float32", "float16"] = "float16"
+    early_stopping: int | None = 4
+    grad_clip: float | None = 2.0
+    optimizer: Literal["adam", "adamw"] = "adam"
+    weight_decay: float = 0.0
+
+    def check(self) -> None:
+        super().check()
+        if self.layers < 1 or self.batch_size < 2:
+            raise ConfigError(f"layers must be at least 1 and batch_size at least 2, got layers {self.layers}, "
+                              f"batch_size {self.batch_size}")
+        if self.lr_text < 0:
+            raise ConfigError(f"lr_text cannot be negative, got {self.lr_text}")
 
 
 @dataclass
