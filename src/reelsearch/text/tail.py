@@ -2,8 +2,11 @@
 
 A text tail is a safetensors file with the weights of layers ``first..n-1`` of a sentence-transformers tower's
 Transformer (MiniLM's BERT, MPNet) under the tower's own parameter names (``encoder.layer.4.attention.self.query
-.weight``, ...), in float32 or float16, and the metadata ``format: reelsearch.text-tail`` and ``first_layer``. Loaded
-over the base tower (:func:`load_tail`) it gives the tuned tower, so a model carries only the layers it tuned.
+.weight``, ...), and the metadata ``format: reelsearch.text-tail`` and ``first_layer``. It is stored in float32,
+float16, or int8: each weight matrix as int8 rows with one float32 scale per row (``<name>.scale``: symmetric,
+max |w| / 127), the biases and LayerNorms in float16 (a quarter of float32's size). Loaded over the base tower
+(:func:`load_tail`, back in the tower's float32) it gives the tuned tower, so a model carries only the layers it
+tuned.
 
 :class:`TowerTop` runs those layers on the hidden states below them (``MiniLMEncoder.token_features(layer=first)``):
 what the whole tower computes, from features that can be cached once (tuning trains the top on them).
@@ -22,7 +25,8 @@ from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path
 
 TAIL_FORMAT = "reelsearch.text-tail"
-STORE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+STORE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "int8": torch.int8}
+SCALE = ".scale"  # suffix of an int8 matrix's row scales
 
 
 def _layer_prefix(i: int) -> str:
@@ -39,9 +43,17 @@ def layer_names(bert, first: int) -> list[str]:
 def save_tail(bert, first: int, path: str | Path, dtype: str = "float32") -> None:
     """Write layers ``first..n-1`` of ``bert`` to the tail file ``path`` (atomically), stored in ``dtype``."""
     if dtype not in STORE_DTYPES:
-        raise ReelsearchError(f"a text tail is stored as {' or '.join(STORE_DTYPES)}, got {dtype!r}")
+        raise ReelsearchError(f"a text tail is stored as {', '.join(STORE_DTYPES)}, got {dtype!r}")
     state = bert.state_dict()
-    tensors = {k: state[k].detach().to("cpu", STORE_DTYPES[dtype]).contiguous() for k in layer_names(bert, first)}
+    tensors = {}
+    for k in layer_names(bert, first):
+        value = state[k].detach().to("cpu", torch.float32)
+        if dtype == "int8" and value.ndim == 2:
+            scale = value.abs().amax(1).clamp_min(1e-12) / 127
+            tensors[k] = torch.round(value / scale[:, None]).to(torch.int8).contiguous()
+            tensors[k + SCALE] = scale.contiguous()
+        else:
+            tensors[k] = value.to(torch.float16 if dtype == "int8" else STORE_DTYPES[dtype]).contiguous()
     with atomic_path(Path(path), suffix=".safetensors") as tmp:
         save_file(tensors, str(tmp), metadata={"format": TAIL_FORMAT, "first_layer": str(first)})
 
@@ -66,6 +78,11 @@ def load_tail(bert, path: str | Path) -> int:
     if first >= n:
         raise DataFormatError(path, f"a tail from layer {first}, but the text tower has {n} layers")
     state = load_file(str(path))
+    for k in [k for k in state if k.endswith(SCALE)]:  # int8 rows back to float
+        scale, base = state.pop(k), k[:-len(SCALE)]
+        if base not in state or state[base].dtype != torch.int8 or state[base].shape[:1] != scale.shape:
+            raise DataFormatError(path, f"{k}: the row scales of no int8 matrix")
+        state[base] = state[base].float() * scale[:, None]
     own = bert.state_dict()
     wanted = set(layer_names(bert, first))
     unknown = sorted(set(state) - wanted)

@@ -11,6 +11,10 @@ at random (drawn from the seed and the epoch); the development captions and vide
 model's fused RSum selects the epoch (the untuned start included), early stopping after ``tune_text.early_stopping``
 epochs without a better one; an interrupted run resumes exactly.
 
+``tune_text.layers=0`` trains the projections only, over the frozen tower; ``tune_text.tower`` first puts another
+tower (all-mpnet-base-v2) in place of the model's, the text side started anew; ``tune_text.teacher`` distils a
+model's caption embeddings into the tuned one (a bigger tower as teacher of the tower that fits the query budget).
+
 The tuned model is an ordinary model folder: the tuned layers lie beside it (``text-tail.safetensors``; a mixture's
 once, beside its experts) and its text recipe names them, so evaluation, indexing and search run the tuned tower
 (in ONNX Runtime on a CPU, float32 or int8). A querybank made for the untuned model no longer fits and is dropped:
@@ -28,7 +32,7 @@ import torch
 from torch import nn
 
 from reelsearch.config import TuneTextConfig
-from reelsearch.config.recipe import combined_identity, file_identity
+from reelsearch.config.recipe import combined_identity, file_identity, minilm_text
 from reelsearch.config.typed import apply_section
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.evaluator import fused_metrics
@@ -69,26 +73,45 @@ def _shared_tower(model) -> MiniLMTextProcessor:
     return next(iter(processors.values()))
 
 
+def with_tower(model, tower: str, seed: int = 0):
+    """``model`` (a copy) reading the text tower ``tower``: each expert's text encoder and projection started anew
+    (from ``seed``) for its features, everything else kept."""
+    torch.manual_seed(seed)
+    experts = {}
+    for name, expert in model.experts.items():
+        config = copy.deepcopy(expert.config)
+        config.features = replace(config.features, text=minilm_text(tower=tower))
+        experts[name] = JointModel(config)
+        kept = {k: v for k, v in expert.state_dict().items() if not k.startswith(("text_encoder.", "text_projection."))}
+        missing, unexpected = experts[name].load_state_dict(kept, strict=False)
+        assert not unexpected and all(k.startswith(("text_encoder.", "text_projection.")) for k in missing)
+    if isinstance(model, MixtureOfExperts):
+        return MixtureOfExperts(experts, model.fusion, name=model.name)
+    return next(iter(experts.values()))
+
+
 class TextTask(TrainingTask):
     """The top ``cfg.layers`` layers of the text tower ``model``'s experts share, and every expert's projections,
     trained on ``train_split`` and validated on ``val_split`` (the fused RSum selects; the untuned start is epoch
-    0)."""
+    0); ``cfg.tower``: another tower first; ``cfg.teacher``: distil its caption embeddings."""
 
     validates_start = True
 
     def __init__(self, model, source, cfg: TuneTextConfig, train_split: str, val_split: str,
                  progress: bool = True):
-        self.cfg, self.source_model = cfg, model
+        self.cfg = cfg
+        if cfg.tower is not None:
+            model = with_tower(model, cfg.tower, cfg.seed)
         processor = _shared_tower(model)
         # a private copy of the tower (trained in place; the shared one may serve queries meanwhile)
         self.encoder = MiniLMEncoder(model_dir=processor.model_dir, tail=processor.tail, runtime="torch")
         self.bert = self.encoder.bert
         n = self.encoder.num_layers
-        if not 1 <= cfg.layers <= n:
-            raise ReelsearchError(f"tune_text.layers must be 1-{n} (the tower has {n} layers), got {cfg.layers}")
+        if not 0 <= cfg.layers <= n:
+            raise ReelsearchError(f"tune_text.layers must be 0-{n} (the tower has {n} layers), got {cfg.layers}")
         self.first = n - cfg.layers
-        states = MiniLMTextProcessor(dim=self.encoder.dim, model_dir=processor.model_dir, layer=self.first,
-                                     tail=processor.tail)
+        states = MiniLMTextProcessor(dim=self.encoder.dim, model_dir=processor.model_dir,
+                                     layer=self.first if cfg.layers else None, tail=processor.tail)
         self.train_data = source.pairs(model.recipes, source.check_split(train_split), states, progress=progress)
         self.val_data = source.pairs(model.recipes, source.check_split(val_split), states, progress=progress)
         if len(self.train_data.video_keys) < cfg.batch_size:
@@ -104,7 +127,7 @@ class TextTask(TrainingTask):
         self.feature_names = names
         for p in self.bert.parameters():
             p.requires_grad_(False)
-        self.top = TowerTop(self.bert, self.first)
+        self.top = TowerTop(self.bert, self.first) if cfg.layers else None  # (0: the tower stays frozen)
         for expert in self.experts.values():
             sides = [expert.text_encoder, expert.text_projection]
             if cfg.video:
@@ -113,16 +136,40 @@ class TextTask(TrainingTask):
                 p.requires_grad_(False)
             for p in (p for side in sides for p in side.parameters()):
                 p.requires_grad_(True)
-        for p in self.top.parameters():
-            p.requires_grad_(True)
+        trained = nn.ModuleDict({"experts": nn.ModuleDict(self.experts)})
+        if self.top is not None:
+            trained["top"] = self.top
+            for p in self.top.parameters():
+                p.requires_grad_(True)
         self.losses = nn.ModuleDict({k: train_losses(e.config.train).main for k, e in self.experts.items()})
-        self.module = nn.ModuleDict({"top": self.top, "experts": nn.ModuleDict(self.experts)})
+        self.module = trained
+        self.targets = self._teacher_targets(cfg.teacher, progress) if cfg.teacher else None
+
+    def _teacher_targets(self, teacher_dir: str, progress: bool) -> dict[str, torch.Tensor]:
+        """Each expert's teacher embeddings of the training captions; the teacher must have the model's experts
+        with the same video side (its joint space)."""
+        teacher = load_model(teacher_dir)
+        if sorted(teacher.experts) != sorted(self.experts):
+            raise ReelsearchError(f"tune_text.teacher {teacher_dir}: experts {sorted(teacher.experts)}, the model's "
+                                  f"{sorted(self.experts)}: distillation matches each expert's caption embeddings")
+        targets = {}
+        for name, expert in self.experts.items():
+            mine, theirs = expert.state_dict(), teacher.experts[name].state_dict()
+            video = [k for k in mine if k.startswith(("video_encoders.", "video_projection."))]
+            if any(k not in theirs or not torch.equal(mine[k], theirs[k]) for k in video):
+                raise ReelsearchError(f"tune_text.teacher {teacher_dir}: expert {name!r} has another video side than "
+                                      "the model's, so another joint space: start from the teacher itself with "
+                                      "tune_text.tower set")
+            note(f"teacher {teacher_dir}: embedding {len(self.train_data.captions)} training captions ({name})")
+            targets[name] = torch.from_numpy(teacher.experts[name].encode_text(self.train_data.captions, cached=True))
+        return targets
 
     # ---- embeddings
     def tokens(self, rows) -> dict:
         """The text batch of the tuned tower's last-layer token features from the cached states ``rows``."""
         batch = self.encoder_batch(rows)
-        batch["feats"] = self.top(batch["feats"], batch["mask"])
+        if self.top is not None:
+            batch["feats"] = self.top(batch["feats"], batch["mask"])
         return batch
 
     @staticmethod
@@ -140,7 +187,8 @@ class TextTask(TrainingTask):
 
     # ---- the task
     def parameter_groups(self) -> list[dict]:
-        return parameter_groups(self.module, self.losses, {"top": self.cfg.lr_text / self.cfg.lr})
+        return parameter_groups(self.module, self.losses,
+                                {"top": self.cfg.lr_text / self.cfg.lr} if self.top is not None else {})
 
     def batches(self, epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """(videos, a caption of each) of every batch of ``epoch``: each training video once."""
@@ -156,8 +204,11 @@ class TextTask(TrainingTask):
         text = self.tokens([self.train_data.text_features[c] for c in captions])
         total = 0.0
         for name, expert in self.experts.items():
-            sims = expert.similarity(expert.text_forward(text), self.videos(name, self.train_data, vids)).float()
+            t = expert.text_forward(text)
+            sims = expert.similarity(t, self.videos(name, self.train_data, vids)).float()
             total = total + self.losses[name](sims)
+            if self.targets is not None:  # summed over the batch, as the ranking losses are
+                total = total + self.cfg.distill * (1 - (t * self.targets[name][captions]).sum(-1)).sum()
         return total
 
     def validate(self) -> Validation:
@@ -187,14 +238,17 @@ class TextTask(TrainingTask):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / TEXT_TAIL_FILE
-        first = min(self.first, self.encoder.tail_first if self.encoder.tail_first is not None else self.first)
-        save_tail(self.bert, first, path, self.cfg.store)
-        weights = combined_identity(self.encoder.base_weights_id, file_identity(path))
+        n = self.encoder.num_layers
+        first = min(self.first, self.encoder.tail_first if self.encoder.tail_first is not None else n)
+        text = {"tail": None, "weights": self.encoder.base_weights_id}
+        if first < n:  # tuned layers (now, or earlier)
+            save_tail(self.bert, first, path, self.cfg.store)
+            text = {"tail": str(path.resolve()),
+                    "weights": combined_identity(self.encoder.base_weights_id, file_identity(path))}
         experts = {}
         for name, expert in self.experts.items():
             config = copy.deepcopy(expert.config)
-            text = replace(config.features.text, tail=str(path.resolve()), weights=weights)
-            config.features = replace(config.features, text=text)
+            config.features = replace(config.features, text=replace(config.features.text, **text))
             experts[name] = JointModel(config)
             experts[name].load_state_dict(expert.state_dict())
         if isinstance(self.model, MixtureOfExperts):
@@ -206,16 +260,19 @@ class TextTask(TrainingTask):
         saved = load_model(directory)
         for name, expert in self.experts.items():
             expert.load_state_dict(saved.experts[name].state_dict())
-        load_tail(self.bert, Path(directory) / TEXT_TAIL_FILE)
+        if (Path(directory) / TEXT_TAIL_FILE).is_file():
+            load_tail(self.bert, Path(directory) / TEXT_TAIL_FILE)
 
     def state(self) -> dict[str, torch.Tensor]:
-        """The tuned layers in float32 (the saved tail may be float16) and each loss's own state."""
-        out = {f"top/{k}": v.detach().cpu() for k, v in self.top.state_dict().items()}
+        """The tuned layers in float32 (the saved tail may be float16 or int8) and each loss's own state."""
+        top = self.top.state_dict() if self.top is not None else {}
+        out = {f"top/{k}": v.detach().cpu() for k, v in top.items()}
         out.update({f"loss/{k}": v.detach().cpu() for k, v in self.losses.state_dict().items()})
         return out
 
     def load_state(self, tensors: dict[str, torch.Tensor]) -> None:
-        self.top.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("top/")})
+        if self.top is not None:
+            self.top.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("top/")})
         own = {k[5:]: v for k, v in tensors.items() if k.startswith("loss/")}
         if own:
             self.losses.load_state_dict(own)
@@ -223,7 +280,7 @@ class TextTask(TrainingTask):
     def report(self) -> dict:
         return {"experts": list(self.experts), "text_tower": str(self.encoder.folder), "tuned_layers":
                 list(range(self.first, self.encoder.num_layers)),
-                "tuned_parameters": sum(p.numel() for p in self.top.parameters()),
+                "tuned_parameters": sum(p.numel() for p in self.top.parameters()) if self.top is not None else 0,
                 "train_videos": len(self.train_data.video_keys), "train_captions": len(self.train_data.captions)}
 
 
