@@ -85,9 +85,9 @@ def test_a_tail_file_gives_the_tuned_tower_in_torch_and_onnxruntime(base, tmp_pa
         quantised = minilm.MiniLMEncoder(runtime="onnxruntime", tail=path, int8=True)
         q_sentences = quantised.sentence_features(CAPTIONS)
     assert quantised.int8 and quantised.runtime == "onnxruntime"
-    assert (q_sentences * want[1]).sum(1).min() > 0.95  # int8 of the tuned tower, not of the package's
-    untuned_int8 = minilm.MiniLMEncoder(runtime="onnxruntime", int8=True).sentence_features(CAPTIONS)
-    assert np.abs(q_sentences - untuned_int8).max() > 1e-2
+    untuned = base.encode(CAPTIONS)[1]
+    near, far = (q_sentences * want[1]).sum(1), (q_sentences * untuned).sum(1)
+    assert near.min() > 0.95 and near.mean() > far.mean() + 0.02  # int8 of the tuned tower, not of the package's
 
 
 def test_the_top_layers_on_cached_states_are_the_whole_tower(base):
