@@ -36,7 +36,7 @@ from reelsearch.config.recipe import combined_identity, file_identity, minilm_te
 from reelsearch.config.typed import apply_section
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.evaluator import fused_metrics
-from reelsearch.features.caches import DatasetSource, note
+from reelsearch.features.caches import DatasetSource, caption_features, note
 from reelsearch.features.pairs import pad_sequences
 from reelsearch.io import atomic_write_json
 from reelsearch.losses import train_losses
@@ -44,7 +44,7 @@ from reelsearch.models import JointModel, MiniLMTextProcessor, MixtureOfExperts,
 from reelsearch.models.parts import TEXT_TAIL_FILE
 from reelsearch.models.text_processor import pad_features
 from reelsearch.text.minilm import MiniLMEncoder
-from reelsearch.text.tail import TowerTop, load_tail, save_tail
+from reelsearch.text.tail import TowerTop, load_tail, save_tail, tail_first_layer
 from reelsearch.training.run import evaluate as evaluate_checkpoint
 from reelsearch.training.task import TrainingTask, Validation, epoch_batches, parameter_groups, retrieval_validation
 from reelsearch.training.trainer import Trainer
@@ -71,6 +71,15 @@ def _shared_tower(model) -> MiniLMTextProcessor:
         raise ReelsearchError(f"the experts {', '.join(processors)} read different text towers: tune-text tunes the "
                               "one tower a mixture's experts share")
     return next(iter(processors.values()))
+
+
+def tower_batch(rows, top: TowerTop | None) -> dict:
+    """The text batch of a tower's last-layer token features from the hidden states ``rows`` (one [L_i, H] per
+    caption) below its ``top`` layers (None: they are the last layer's already)."""
+    feats, lengths = pad_features([torch.as_tensor(np.asarray(r, dtype=np.float32)) for r in rows],
+                                  int(np.asarray(rows[0]).shape[1]))
+    mask = torch.arange(feats.size(1))[None, :] < lengths[:, None]
+    return {"feats": top(feats, mask) if top is not None else feats, "lengths": lengths, "mask": mask}
 
 
 def with_tower(model, tower: str, seed: int = 0):
@@ -152,7 +161,6 @@ class TextTask(TrainingTask):
         if sorted(teacher.experts) != sorted(self.experts):
             raise ReelsearchError(f"tune_text.teacher {teacher_dir}: experts {sorted(teacher.experts)}, the model's "
                                   f"{sorted(self.experts)}: distillation matches each expert's caption embeddings")
-        targets = {}
         for name, expert in self.experts.items():
             mine, theirs = expert.state_dict(), teacher.experts[name].state_dict()
             video = [k for k in mine if k.startswith(("video_encoders.", "video_projection."))]
@@ -160,23 +168,28 @@ class TextTask(TrainingTask):
                 raise ReelsearchError(f"tune_text.teacher {teacher_dir}: expert {name!r} has another video side than "
                                       "the model's, so another joint space: start from the teacher itself with "
                                       "tune_text.tower set")
-            note(f"teacher {teacher_dir}: embedding {len(self.train_data.captions)} training captions ({name})")
-            targets[name] = torch.from_numpy(teacher.experts[name].encode_text(self.train_data.captions, cached=True))
-        return targets
+        captions = self.train_data.captions
+        note(f"teacher {teacher_dir}: embedding {len(captions)} training captions")
+        processor, top = _shared_tower(teacher), None
+        if processor.tail:  # its tuned layers on its cached states below them: a fraction of the whole tower's cost
+            first = tail_first_layer(processor.tail)
+            tower = MiniLMEncoder(model_dir=processor.model_dir, tail=processor.tail, runtime="torch")
+            top = TowerTop(tower.bert, first).eval()
+            processor = MiniLMTextProcessor(dim=tower.dim, model_dir=processor.model_dir, layer=first,
+                                            tail=processor.tail)
+        states = caption_features(captions, processor, progress)
+        targets = {name: [] for name in self.experts}
+        with torch.inference_mode():
+            for i in range(0, len(captions), EVAL_BATCH):
+                batch = tower_batch(states[i:i + EVAL_BATCH], top)
+                for name in targets:
+                    targets[name].append(teacher.experts[name].text_forward(batch).float())
+        return {name: torch.cat(rows) for name, rows in targets.items()}
 
     # ---- embeddings
     def tokens(self, rows) -> dict:
         """The text batch of the tuned tower's last-layer token features from the cached states ``rows``."""
-        batch = self.encoder_batch(rows)
-        if self.top is not None:
-            batch["feats"] = self.top(batch["feats"], batch["mask"])
-        return batch
-
-    @staticmethod
-    def encoder_batch(rows) -> dict:
-        feats, lengths = pad_features([torch.as_tensor(np.asarray(r, dtype=np.float32)) for r in rows],
-                                      int(np.asarray(rows[0]).shape[1]))
-        return {"feats": feats, "lengths": lengths, "mask": torch.arange(feats.size(1))[None, :] < lengths[:, None]}
+        return tower_batch(rows, self.top)
 
     def videos(self, name: str, data, vids) -> torch.Tensor:
         """Expert ``name``'s embeddings of the videos ``vids`` of ``data`` (a PairData)."""
