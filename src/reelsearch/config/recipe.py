@@ -169,7 +169,7 @@ class TextRecipe:
     weights: str | None = None
     layer: int | None = None
     min_count: int = 1
-    tail: str | None = None
+    tail: str | None = field(default=None, metadata={"omit_default": True})
 
     def check(self) -> None:
         if self.kind != "minilm" and (self.encoder or self.layer is not None or self.tail):

@@ -371,8 +371,6 @@ class JointModel(EmbeddingModel, nn.Module):
         if self.config.features.text.tail:
             encoder.append(TextTail(self.config.features.text.tail))
             config["features"]["text"]["tail"] = TEXT_TAIL_FILE
-        else:  # (written as before text tails: an untuned model's config.json is unchanged)
-            config["features"]["text"].pop("tail", None)
         if self.config.features.text.adapted:
             encoder.append(TextEncoder(self.config.features.text.encoder))
             config["features"]["text"]["encoder"] = BUNDLED_NAME
