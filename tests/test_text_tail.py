@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
-from train_fixtures import make_dataset, small
+from train_fixtures import make_dataset, small, stop_loss_at
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("sentence_transformers")
@@ -329,14 +329,7 @@ def test_an_interrupted_tuning_resumes_to_the_uninterrupted_weights(toy, tmp_pat
     def run(out, stop_at=None):
         task = TextTask(load_model(root / "moe"), source, cfg, "train", "val", progress=False)
         assert len(task.batches(0)) == 4  # 64 videos in batches of 16
-        calls, loss = iter(range(100)), task.loss
-
-        def stopping_loss(batch, epoch):
-            if next(calls) == stop_at:
-                raise KeyboardInterrupt
-            return loss(batch, epoch)
-
-        monkeypatch.setattr(task, "loss", stopping_loss)
+        stop_loss_at(task, monkeypatch, stop_at)
         return Trainer(task, out, progress=False).fit(), task
 
     straight, task = run(tmp_path / "straight")

@@ -41,7 +41,24 @@ class LoopKeys:
 
 
 @dataclass
-class TuneConfig(LoopKeys):
+class TailKeys(LoopKeys):
+    """The keys ``tune`` and ``tune_text`` share, at their defaults: a model's tail (CNN or text) tuned with its
+    projections, in batches of 128 with Adam, gradient norm clipped at 2, early stopping after 4 epochs."""
+
+    batch_size: int = 128
+    early_stopping: int | None = 4
+    grad_clip: float | None = 2.0
+    optimizer: Literal["adam", "adamw"] = "adam"
+    weight_decay: float = 0.0
+
+    def check(self) -> None:
+        super().check()
+        if self.batch_size < 2:
+            raise ConfigError(f"batch_size must be at least 2, got {self.batch_size}")
+
+
+@dataclass
+class TuneConfig(TailKeys):
     """`reelsearch tune-cnn` (docs/training.md): the last blocks of a model's EfficientNet-Lite tuned with its
     projections, on the model's own loss.
 
@@ -59,23 +76,17 @@ class TuneConfig(LoopKeys):
     epochs: int = 25
     lr: float = 1e-4
     lr_cnn: float = 1e-4
-    batch_size: int = 128
-    early_stopping: int | None = 4
-    grad_clip: float | None = 2.0
-    optimizer: Literal["adam", "adamw"] = "adam"
-    weight_decay: float = 0.0
 
     def check(self) -> None:
         super().check()
-        if self.views < 1 or self.batch_size < 2:
-            raise ConfigError(f"views must be at least 1 and batch_size at least 2, got views {self.views}, "
-                              f"batch_size {self.batch_size}")
+        if self.views < 1:
+            raise ConfigError(f"views must be at least 1, got {self.views}")
         if self.lr_cnn < 0:
             raise ConfigError(f"lr_cnn cannot be negative, got {self.lr_cnn}")
 
 
 @dataclass
-class TuneTextConfig(LoopKeys):
+class TuneTextConfig(TailKeys):
     """`reelsearch tune-text` (docs/training.md): the top layers of a model's text tower tuned with its projections,
     on each expert's own loss (summed over a mixture's experts, which share the one tower).
 
@@ -106,19 +117,13 @@ class TuneTextConfig(LoopKeys):
     epochs: int = 12
     lr: float = 1e-4
     lr_text: float = 2e-5
-    batch_size: int = 128
     video: bool = True
     store: Literal["float32", "float16", "int8"] = "float16"
-    early_stopping: int | None = 4
-    grad_clip: float | None = 2.0
-    optimizer: Literal["adam", "adamw"] = "adam"
-    weight_decay: float = 0.0
 
     def check(self) -> None:
         super().check()
-        if self.layers < 0 or self.batch_size < 2:
-            raise ConfigError(f"layers cannot be negative and batch_size must be at least 2, got layers "
-                              f"{self.layers}, batch_size {self.batch_size}")
+        if self.layers < 0:
+            raise ConfigError(f"layers cannot be negative, got {self.layers}")
         if self.lr_text < 0 or self.distill < 0:
             raise ConfigError(f"lr_text and distill cannot be negative, got {self.lr_text}, {self.distill}")
         if self.tower is not None and not is_tower(self.tower):

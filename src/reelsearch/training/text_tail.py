@@ -36,7 +36,7 @@ from reelsearch.config.recipe import combined_identity, file_identity, minilm_te
 from reelsearch.config.typed import apply_section
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.evaluator import fused_metrics
-from reelsearch.features.caches import DatasetSource, caption_features, note
+from reelsearch.features.caches import caption_features, note
 from reelsearch.features.pairs import pad_sequences
 from reelsearch.io import atomic_write_json
 from reelsearch.losses import train_losses
@@ -46,6 +46,7 @@ from reelsearch.models.text_processor import pad_features
 from reelsearch.text.minilm import MiniLMEncoder
 from reelsearch.text.tail import TowerTop, load_tail, save_tail, tail_first_layer
 from reelsearch.training.run import evaluate as evaluate_checkpoint
+from reelsearch.training.run import open_tuning
 from reelsearch.training.task import TrainingTask, Validation, epoch_batches, parameter_groups, retrieval_validation
 from reelsearch.training.trainer import Trainer
 
@@ -310,11 +311,7 @@ def tune_text(checkpoint: str | Path, data: str, out: str | Path, overrides: dic
     tuned tower on the captions). Rerun, it resumes where it stopped."""
     cfg = apply_section(TuneTextConfig(), overrides)
     out = Path(out)
-    model = load_model(checkpoint)
-    source, _ = DatasetSource.open(data, **options)
-    val_split = val_split or source.default_val_split()
-    if val_split is None:
-        raise ReelsearchError(f"{source.label}: no val or dev split to select the epoch on; pass val_split")
+    model, source, val_split = open_tuning(checkpoint, data, val_split, **options)
     task = TextTask(model, source, cfg, train_split, val_split, progress)
     report = {"model": str(checkpoint), "data": source.label, "train_split": train_split, "val_split": val_split,
               **Trainer(task, out, progress).fit()}
