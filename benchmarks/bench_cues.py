@@ -203,13 +203,14 @@ WEIGHTINGS = {"keyword only": (1.0, 0.0), "meaning only": (0.0, 1.0), "1 : 1": (
 def _rank_rows(index, queries, ids, cues) -> dict[str, np.ndarray]:
     """weighting -> rank of each query's target video (1 = first; ties count against the target)."""
     from reelsearch.evaluation.fusion import score_fusion
+    from reelsearch.search.cues import cue_score
 
     ranks = {name: [] for name in WEIGHTINGS}
     for query, target in queries:
         sc = index.scores(query, ids, cues=cues)
         t = ids.index(target)
         for name, w in WEIGHTINGS.items():
-            total = np.asarray(score_fusion([sc.expert(cue, w)[None, :] for cue in cues]))[0]
+            total = np.asarray(score_fusion([cue_score(sc, cue, w, floor=0.0)[None, :] for cue in cues]))[0]
             ranks[name].append(1 + int(np.sum(np.delete(total, t) >= total[t])))
     return {name: np.asarray(r) for name, r in ranks.items()}
 
@@ -244,11 +245,12 @@ def weights_quality(n_images: int = 1000) -> dict:
     from reelsearch.datasets.cue_clips import CUE_SCRIPTS, make_clips
     from reelsearch.features.cues import CueExtractor, CueResult, CueSegment
     from reelsearch.index.textcues import TextCueIndex
+    from reelsearch.search.cues import sentence_encoder
 
     out: dict = {}
     dev = load_dataset("flickr8k", SHARED / "flickr8k").items("dev")[:n_images]
     with tempfile.TemporaryDirectory() as tmp:
-        with TextCueIndex(Path(tmp) / "captions") as index:
+        with TextCueIndex(Path(tmp) / "captions", encoder=sentence_encoder) as index:
             for item in dev:
                 segs = [CueSegment("speech", 2.0 * i, 2.0 * i + 2.0, c, 1.0) for i, c in enumerate(item.captions[:4])]
                 index.put(item.id, {"speech": CueResult("speech", segs, recipe="captions")})
@@ -259,7 +261,7 @@ def weights_quality(n_images: int = 1000) -> dict:
             ranks = _rank_rows(index, [(_rare_words(item.captions[0], df), item.id) for item in dev], ids, ["speech"])
             out["captions, exact words"] = {name: _summary(r) for name, r in ranks.items()}
         paths = make_clips(CUE_SCRIPTS, tmp, IMAGES)
-        with TextCueIndex(Path(tmp) / "clips") as index:
+        with TextCueIndex(Path(tmp) / "clips", encoder=sentence_encoder) as index:
             index.update([(c.id, p, None) for c, p in zip(CUE_SCRIPTS, paths)], CueExtractor(), progress=False)
             ids = [c.id for c in CUE_SCRIPTS]
             for group in ("exact", "paraphrase"):

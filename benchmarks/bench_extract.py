@@ -92,8 +92,8 @@ def bench_workers(images: list[Path], repeat: int) -> dict:
 
 
 def bench_extractors(images: list[Path], videos: list[Path], names: list[str]) -> dict:
-    from reelsearch.cli.extract import option_pipeline
     from reelsearch.features.extract import ExtractConfig, run_extraction
+    from reelsearch.features.pipeline import FeaturePipeline
     from reelsearch.features.sources import collect_jobs
 
     out = {}
@@ -102,8 +102,7 @@ def bench_extractors(images: list[Path], videos: list[Path], names: list[str]) -
             from reelsearch.features.extract import make_extractor
 
             modality = make_extractor(name, device="cpu").modality
-            pipeline = option_pipeline([modality], {modality: name}, {}, "interval:0.5", 64, 256, "pairs", "float16",
-                                       "cpu", None)
+            pipeline = FeaturePipeline.from_extractors({modality: name}, device="cpu")
             ex = pipeline.extractor(modality)
             cfg = ExtractConfig(workers=2, progress=False)
             row = {"modality": modality, "dim": ex.dim}

@@ -1,5 +1,5 @@
 """Search quality of the visual expert and the speech and on-screen-text cues, alone and fused: the measurement
-behind ``reelsearch.search.experts.DEFAULT_WEIGHTS`` and ``SEMANTIC_FLOOR``.
+behind ``reelsearch.search.experts.DEFAULT_WEIGHTS`` and ``reelsearch.search.cues.SEMANTIC_FLOOR``.
 
     .venv/bin/python benchmarks/bench_fusion.py [--photos 300] [--photo-queries 150] [--work DIR] [--json OUT]
     .venv/bin/python benchmarks/bench_fusion.py --latency 10000 100000      # search latency on large libraries
@@ -89,9 +89,9 @@ GROUPS = ("visual", "speech", "ocr", "paraphrase", "fused")
 
 def build_library(work: Path, n_photos: int, n_photo_queries: int, seed: int = 0):
     """Write the clips and link the photos under ``work``; return (paths to index, queries)."""
-    from reelsearch.cli.demo import sample_clips
     from reelsearch.datasets import load_dataset
     from reelsearch.datasets.cue_clips import CUE_SCRIPTS, CueClip, OnScreenText, Utterance, make_clips
+    from reelsearch.search.demo import sample_clips
 
     dev = load_dataset("flickr8k", SHARED / "flickr8k").items("dev")
     captions = {it.id: it.captions for it in dev}
@@ -162,9 +162,9 @@ def build_library(work: Path, n_photos: int, n_photo_queries: int, seed: int = 0
 def expert_rows(searcher, queries):
     """ids, and per query {expert: [N] score} for every video: visual (the model), speech and ocr (keyword, meaning)."""
     lib = searcher.library
-    ids = [i for chunk, _ in lib.vectors.iter_chunks() for i in chunk]
+    ids = lib.ids()
     stems = [Path(lib.video(i).path).stem for i in ids]
-    vectors = lib.vectors.get(ids)
+    vectors = lib.rows(ids)
     texts = [q for _, q, _ in queries]
     # the model's score as search ranks by it: with a querybank, each video's bias (its offset, negated) added
     visual = searcher.model.score(searcher.model.encode_text(texts), vectors) + lib.biases(ids)[None, :]
@@ -179,7 +179,7 @@ def expert_rows(searcher, queries):
 def fused_rank(row: dict, w_speech: float, w_ocr: float, floor: float, visual: bool = True):
     """The fused score of every video under one weighting (the searcher's formula, by ``fuse_experts``)."""
     from reelsearch.evaluation.fusion import fuse_experts
-    from reelsearch.index.textcues import DEFAULT_WEIGHTS, floored
+    from reelsearch.search.cues import KEYWORD_MEANING, floored
 
     scores, weights = {}, {}
     if visual:
@@ -187,7 +187,7 @@ def fused_rank(row: dict, w_speech: float, w_ocr: float, floor: float, visual: b
     for cue, w in (("speech", w_speech), ("ocr", w_ocr)):
         if w > 0:
             kw, sem = row[f"{cue}.keyword"], floored(row[f"{cue}.semantic"], floor)
-            scores[cue] = DEFAULT_WEIGHTS[0] * kw[None] + DEFAULT_WEIGHTS[1] * sem[None]
+            scores[cue] = KEYWORD_MEANING[0] * kw[None] + KEYWORD_MEANING[1] * sem[None]
             weights[cue] = w
     return fuse_experts(scores, weights)[0]
 
@@ -231,7 +231,8 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
     from reelsearch.features.cues import CueResult, CueSegment
     from reelsearch.index.textcues import TextCueIndex
     from reelsearch.search import Searcher
-    from reelsearch.search import experts as fusion
+    from reelsearch.search import query as answering
+    from reelsearch.search.experts import plan
     from reelsearch.text.minilm import shared_encoder
 
     flickr = load_dataset("flickr8k", SHARED / "flickr8k")
@@ -246,23 +247,22 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
         vectors = np.load(cache)
     else:
         vectors = shared_encoder().sentence_features(texts)
+        work.mkdir(parents=True, exist_ok=True)
         np.save(cache, vectors)
     lookup = {t: v for t, v in zip(texts, vectors, strict=True)}
 
-    class Known:  # the precomputed MiniLM embeddings of the corpus's texts
-        dim = vectors.shape[1]
-
-        def sentence_features(self, batch):
-            return np.stack([lookup[t] for t in batch])
+    def known(batch):  # the precomputed MiniLM embeddings of the corpus's texts
+        return np.stack([lookup[t] for t in batch])
 
     rounds: list[int] = []
-    candidates = fusion._candidates
+    fuse = answering.threshold_fusion
 
-    def counted(*args):
-        rounds.append(args[-1])
-        return candidates(*args)
+    def counted(*args, **kwargs):
+        fused = fuse(*args, **kwargs)
+        rounds.append(fused.rounds)
+        return fused
 
-    fusion._candidates = counted
+    answering.threshold_fusion = counted
     out = []
     for n in sizes:
         folder = work / f"latency-{n}"
@@ -270,7 +270,7 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
             if len(searcher.library) != n:
                 fill(searcher, n, 8)
                 rng = np.random.default_rng(1)
-                with TextCueIndex(folder, encoder=Known()) as cues:
+                with TextCueIndex(folder, encoder=known) as cues:
                     cues._db.execute("PRAGMA synchronous=OFF")  # a benchmark's bulk load, not the index's own writes
                     for vid in searcher.library.contents():
                         results = {}
@@ -284,7 +284,7 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
                         if results:
                             cues.put(vid, results)
             searcher.search(dev[-1].captions[0], 10)  # warm-up: models, caches
-            row = {"videos": n, "segments": len(searcher.cues._embeddings().rows)}
+            row = {"videos": n, "segments": searcher.cues.segment_count()}
             for name, run in [("visual only", lambda q: searcher.search(q, 10, frames=False, experts="visual")),
                               ("fused", lambda q: searcher.search(q, 10, frames=False))]:
                 lat, per_query = [], []
@@ -293,28 +293,28 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
                     t = time.perf_counter()
                     run(q)
                     lat.append(1000 * (time.perf_counter() - t))
-                    per_query.append(len(rounds))
+                    per_query.append(list(rounds))
                 row[name] = {"p50 ms": round(float(np.median(lat)), 1),
                              "p95 ms": round(float(np.percentile(lat, 95)), 1)}
                 if name == "fused":
-                    row[name]["queries needing a 2nd round"] = sum(r > 1 for r in per_query)
+                    row[name]["queries needing a 2nd round"] = sum(r[0] > 1 for r in per_query if r)
             agree, lat = 0, []
             with searcher.lock:
-                p = fusion.plan(searcher.model, None, {}, searcher.cues.stored_cues())
+                p = plan(searcher.model, None, {}, searcher.cues.stored_cues())
+            args = (searcher.library, searcher.visual, searcher.cues)
             for q in queries:
                 query, cue_query = searcher.query_encoder.one(q), searcher.cue_queries.one(q)
                 t = time.perf_counter()
-                full = fusion.fused_search(searcher.library, searcher.model, searcher.cues, q, query, cue_query, p, 10,
-                                           candidates=n)
+                full = answering.run_query(*args, q, query, cue_query, p, 10, frames=False, first=n)
                 lat.append(1000 * (time.perf_counter() - t))
-                fast = fusion.fused_search(searcher.library, searcher.model, searcher.cues, q, query, cue_query, p, 10)
+                fast = answering.run_query(*args, q, query, cue_query, p, 10, frames=False)
                 agree += [r.id for r in full] == [r.id for r in fast]
             row["exhaustive fusion (ranking only)"] = {"p50 ms": round(float(np.median(lat)), 1),
                                                        "p95 ms": round(float(np.percentile(lat, 95)), 1)}
             row["same top 10"] = f"{agree}/{len(queries)}"
             print(json.dumps(row), flush=True)
             out.append(row)
-    fusion._candidates = candidates
+    answering.threshold_fusion = fuse
     return out
 
 
@@ -338,7 +338,8 @@ def main(argv=None) -> None:
             args.json.write_text(json.dumps(result, indent=2) + "\n")
         return
     from reelsearch.search import Searcher
-    from reelsearch.search.experts import DEFAULT_WEIGHTS, SEMANTIC_FLOOR
+    from reelsearch.search.cues import SEMANTIC_FLOOR
+    from reelsearch.search.experts import DEFAULT_WEIGHTS
 
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     paths, queries = build_library(args.work, args.photos, args.photo_queries)
@@ -394,7 +395,7 @@ def main(argv=None) -> None:
             t = time.perf_counter()
             top = searcher.search(text, 5, frames=False)
             seconds.append(time.perf_counter() - t)
-            agree += [r["id"] for r in top] == [ids[i] for i in np.argsort(-exact, kind="stable")[:5]]
+            agree += [r.id for r in top] == [ids[i] for i in np.argsort(-exact, kind="stable")[:5]]
         out["searcher"] = {"queries": len(queries), "same top 5 as exhaustive fusion": agree,
                            "p50 ms": round(1000 * float(np.median(seconds)), 1)}
     for name, res in table.items():

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from reelsearch.models.similarity import DEFAULT_CHUNK_ELEMENTS, cosine_similarity, order_similarity
+from reelsearch.similarity import DEFAULT_CHUNK_ELEMENTS, cosine_similarity, order_similarity
 
 
 def _time(fn, repeats: int) -> float:

@@ -1,8 +1,9 @@
 """Search at scale: latency p50/p99, recall@10 of the approximate index against exact search, build rate.
 
 In-process, for each size: numpy exact scan (baseline), FAISS exact (flat), FAISS HNSW (a few efSearch values),
-Milvus Lite (HNSW, same M / efConstruction / ef), and LibraryIndex.search end to end (vector search + best-moment
-lookup of the 10 hits in SQLite, synthetic rows written through the library's own commit path).
+Milvus Lite (HNSW, same M / efConstruction / ef), and the library's part of a search (``LibraryIndex.nearest``, the
+vector search, then the frame rows of the 10 hits read from SQLite in one query and their best moments; synthetic
+rows written through the library's own commit path).
 
 Through the HTTP API (``bench_http``; ``--no-http`` skips it, ``--http-only`` runs only it): a Searcher with the
 bundled default model (``--http-model``) over n synthetic videos whose rows (video vector + per-frame vectors,
@@ -11,8 +12,9 @@ synthetic paths, no decoding) are committed straight through the library's commi
 httpx client (keep-alive) sends held-out real captions to ``GET /search?q=...&k=10`` one at a time. Rows: end to end
 (the server encodes the text with the model), the same route with the text encoding replaced by a lookup of each
 query's precomputed encoding (HTTP + vector search + moments + JSON), and in-process splits (Searcher.search, text
-encoding alone, LibraryIndex.search). recall@10 is against an exact scan with the model's own query vectors. The
-videos live in the model's joint space: two of the model's embeddings of real MSVD captions mixed plus noise.
+encoding alone, Searcher.search with the encoding precomputed). recall@10 is against an exact scan with the model's
+own query vectors. The videos live in the model's joint space: two of the model's embeddings of real MSVD captions
+mixed plus noise.
 
 In-process vectors look like real embeddings: MiniLM sentence embeddings of real MSVD captions (384-d,
 ../shared/data) are the semantic bases; each "video" mixes two of them plus noise, mapped into ``--dim`` by a fixed
@@ -27,6 +29,7 @@ Gaussian vectors HNSW recall is meaningless (about 0.08 at recall@10), so that s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -170,6 +173,7 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
     commit path with the searcher's model id: ``frames`` frame vectors near the video's, a frame every 0.5 s,
     optional thumbnails, synthetic paths, no decoding; ``bias``: each video's bias (its querybank offset, negated, as
     indexing stores it). Returns the seconds it took."""
+    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
 
     rng = np.random.default_rng(seed)
@@ -181,9 +185,9 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
         pending = []
         for i in range(start, min(len(x), start + 2000)):
             fv = unit(x[i] + 0.3 * rng.standard_normal((frames, x.shape[1])).astype(np.float32) / np.sqrt(x.shape[1]))
-            pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
-                            EmbeddedMedia(x[i], fv, times, frames * 0.5, thumbs,
-                                          0.0 if bias is None else float(bias[i])), f"{i:064x}"))
+            pending.append(FileChange(FileToSync(f"/videos/{i:07d}.mp4", st, None), f"{i:064x}",
+                                      EmbeddedMedia(x[i], fv, times, frames * 0.5, thumbs,
+                                                    0.0 if bias is None else float(bias[i]))))
         searcher.library._commit(pending, [], searcher.model_id)
     return time.perf_counter() - t
 
@@ -220,6 +224,20 @@ def timed_texts(fn, texts: list[str], warmup: int = 20) -> tuple[np.ndarray, lis
         out.append(fn(text))
         lat[i] = (time.perf_counter() - t) * 1e3
     return lat, out
+
+
+@contextlib.contextmanager
+def precomputed(searcher, texts: list[str]):
+    """Inside: the searcher's text encoder replaced by a lookup of each of ``texts``' own encoding (made here), and
+    its query cache off, so a search times everything but the encoding."""
+    real_encode, cache_size = searcher.query_encoder.encode, searcher.query_encoder.cache_size
+    encoded = {s: real_encode([s]) for s in texts}
+    searcher.query_encoder.encode = lambda caps: np.concatenate([encoded[c] for c in caps])
+    searcher.query_encoder.cache_size = 0
+    try:
+        yield
+    finally:
+        searcher.query_encoder.encode, searcher.query_encoder.cache_size = real_encode, cache_size
 
 
 def load() -> str:
@@ -279,16 +297,10 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
             add(f"HTTP GET /search end to end (text encoding + {label} + moments + JSON)", lat, got, before)
 
             # the same route with the text encoder swapped for a lookup of each query's own encoding (done here)
-            real_encode = searcher.query_encoder.encode
-            encoded = {s: real_encode([s]) for s in queries}
-            searcher.query_encoder.encode = lambda caps: np.concatenate([encoded[c] for c in caps])
-            searcher.query_encoder.cache_size = 0
-            try:
+            with precomputed(searcher, queries):
                 before = load()
                 lat, got = timed_texts(lambda s: http_search(client, s), queries)
                 add(f"HTTP GET /search, text encoding precomputed ({label} + moments + JSON)", lat, got, before)
-            finally:
-                searcher.query_encoder.encode = real_encode
 
         before = load()
         lat, _ = timed_texts(uncached(searcher, lambda s: searcher.search(s, 10)), queries)
@@ -296,15 +308,24 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
         before = load()
         lat, _ = timed_texts(uncached(searcher, lambda s: searcher.model.encode_text([s])), queries)
         add("in-process text encoding only (model.encode_text)", lat, None, before)
-        before = load()
-        qmap = dict(zip(queries, qv))
-        lat, got = timed_texts(lambda s: [h.id for h in lib.search(qmap[s], 10, frame_scores=True)], queries)
-        add(f"in-process LibraryIndex.search ({label} + moments)", lat, got, before)
+        with precomputed(searcher, queries):
+            before = load()
+            lat, got = timed_texts(lambda s: [r.id for r in searcher.search(s, 10)], queries)
+            add(f"in-process Searcher.search, text encoding precomputed ({label} + bias + moments)", lat, got, before)
     return rows
+
+
+def library_part(lib, query: np.ndarray, k: int = 10) -> list[float]:
+    """What a search asks of the library for an inner-product query: the vector index's top k, then the frame rows of
+    those videos in one SQLite read; returns their best moments (seconds)."""
+    ids, _ = lib.nearest(query, k)
+    stored = lib.stored(ids)
+    return [float(v.times[int(np.argmax(v.frame_rows @ query))]) for v in stored.values()]
 
 
 def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> list[dict]:
     from reelsearch.index import FaissIndex, LibraryIndex
+    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
 
     x = x_all[:n]
@@ -326,7 +347,7 @@ def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> li
         hnsw.add(ids, x)
     build = time.perf_counter() - t
     if args.order_queries:
-        from reelsearch.index.scoring import order_score_fn
+        from reelsearch.similarity import order_score_fn
 
         score = order_score_fn()
         xa = np.abs(x)  # order embeddings are non-negative (absolute values of the projections)
@@ -378,8 +399,8 @@ def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> li
             for i in range(start, min(n, start + 2000)):
                 frames = unit(x[i] + 0.3 * rng.standard_normal((args.frames, x.shape[1])).astype(np.float32)
                               / np.sqrt(x.shape[1]))
-                pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
-                                EmbeddedMedia(x[i], frames, times, 2.0), f"{i:064x}"))
+                pending.append(FileChange(FileToSync(f"/videos/{i:07d}.mp4", st, None), f"{i:064x}",
+                                          EmbeddedMedia(x[i], frames, times, 2.0)))
             lib._commit(pending, [], "bench")
         sql_s = time.perf_counter() - t
         lib.close()
@@ -388,10 +409,10 @@ def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> li
         vec_s = time.perf_counter() - t
         print(f"library {n}: SQLite rows {sql_s:.1f} s, vector index from SQLite {vec_s:.1f} s "
               f"({lib.vectors.structure}), SQLite size {(lib_dir / 'library.sqlite').stat().st_size / 2**20:.0f} MiB")
-        got = [[h.id for h in lib.search(qq, 10)] for qq in q]
+        got = [lib.nearest(qq, 10)[0] for qq in q]
         truth_lib = [[str(int(i) + 1) for i in r] for r in truth]  # library ids start at 1
-        rows.append(row(f"LibraryIndex.search faiss-{lib.vectors.structure} ef={args.library_ef} "
-                        f"+ moment ({args.frames} frames)", n, latencies(lambda qq: lib.search(qq[0], 10), q),
+        rows.append(row(f"LibraryIndex.nearest faiss-{lib.vectors.structure} ef={args.library_ef} "
+                        f"+ moments ({args.frames} frames)", n, latencies(lambda qq: library_part(lib, qq[0]), q),
                         recall_at(truth_lib, got), sql_s + vec_s))
         lib.close()
         shutil.rmtree(lib_dir, ignore_errors=True)

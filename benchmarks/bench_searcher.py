@@ -49,6 +49,7 @@ def models():
 
 def fill(searcher, n: int, frames: int, seed: int = 0) -> float:
     """Commit n synthetic videos of the searcher's layout; returns seconds."""
+    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
 
     rng = np.random.default_rng(seed)
@@ -62,8 +63,8 @@ def fill(searcher, n: int, frames: int, seed: int = 0) -> float:
             rows = np.abs(rng.standard_normal((frames, dim)).astype(np.float32))
             rows /= np.linalg.norm(rows, axis=1, keepdims=True)
             video = rows.mean(0) / np.linalg.norm(rows.mean(0))
-            pending.append(("upsert", f"/videos/{i:07d}.mp4", st, None,
-                            EmbeddedMedia(video, rows, times, frames * 0.5), f"{i:064x}"))
+            pending.append(FileChange(FileToSync(f"/videos/{i:07d}.mp4", st, None), f"{i:064x}",
+                                      EmbeddedMedia(video, rows, times, frames * 0.5)))
         lib._commit(pending, [], searcher.model_id)
     lib.refresh()
     return time.perf_counter() - t

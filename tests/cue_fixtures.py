@@ -19,9 +19,13 @@ from reelsearch.features.cues import CueResult, CueSegment
 
 
 class HashEncoder:
-    """A deterministic bag-of-words encoder (hashed words, L2-normalised): independent of any model."""
+    """A deterministic bag-of-words encoder (hashed words, L2-normalised): independent of any model; called with
+    texts (the text-cue index's encoder) or through ``sentence_features``."""
 
     dim = 64
+
+    def __call__(self, texts):
+        return self.sentence_features(texts)
 
     def sentence_features(self, texts):
         out = np.zeros((len(texts), self.dim), np.float32)

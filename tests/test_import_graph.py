@@ -1,5 +1,8 @@
-"""No import cycles anywhere in the package: every import counts, including those inside functions (a cycle hidden
-by a function-local import is still a cycle of responsibilities)."""
+"""The package's import graph: no cycles, and every import goes down the declared layers (docs/architecture.md).
+
+Every import counts, including those inside functions and under ``TYPE_CHECKING`` (a cycle or an upward reach hidden
+by a function-local import is still one of responsibilities).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,23 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "reelsearch"
+
+#: reelsearch's layers, top to bottom, by top-level package or module ("" is the package root: ``__version__`` and
+#: the public names, which it resolves by name on first use, so it imports nothing of reelsearch itself). A module may
+#: import its own top-level package and the layers below its own; packages on one row never import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("__main__",),  # python -m reelsearch
+    ("cli",),  # the command line
+    ("service", "api"),  # the HTTP service; the Python API
+    ("search", "training"),  # the two products' orchestration: search a library; train / tune / fuse
+    ("index",),  # the catalog: media, frames, vectors, cues
+    ("models", "losses"),  # encoders, joint spaces, mixtures, querybank; ranking losses
+    ("features", "mc"),  # extractors, FeatureStore, pipelines, cues; the multiple-choice test
+    ("config",),  # typed configs and feature recipes, and the names they may use (config.names)
+    ("media", "datasets", "text", "evaluation", "similarity"),  # decoding; readers; text features; metrics; S(c, v)
+    ("io", "cache", "extras", "onnx_runtime"),  # atomic files, the cache folder, optional packages, ONNX Runtime
+    ("errors", ""),  # the errors every layer raises; the package root
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -41,6 +61,32 @@ def import_graph() -> dict[str, set[str]]:
                 if t and t != name and t.startswith("reelsearch"):
                     graph[name].add(t)
     return graph
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    """(row in LAYERS, top-level package) of a ``reelsearch...`` module; KeyError for a package no row lists."""
+    top = module.split(".")[1] if "." in module else ""
+    for row, names in enumerate(LAYERS):
+        if top in names:
+            return row, top
+    raise KeyError(top)
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that does not go down the layers: to a higher row, or across one row to another package, and
+    every module whose top-level package has no row."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        try:
+            row, top = layer_of(module)
+        except KeyError:
+            out.append(f"{module}: its package {module.split('.')[1]!r} is in no layer of LAYERS")
+            continue
+        for target in sorted(targets):
+            t_row, t_top = layer_of(target)
+            if t_row < row or (t_row == row and t_top != top):
+                out.append(f"{module} (layer {row}) imports {target} (layer {t_row})")
+    return out
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -85,3 +131,22 @@ def test_the_graph_reader_finds_a_cycle():
 def test_no_import_cycles():
     found = cycles(import_graph())
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_layer_check_reports_an_upward_or_sideways_import():
+    legal = {"reelsearch.models.joint": {"reelsearch.models.parts", "reelsearch.config.schema", "reelsearch.errors"},
+             "reelsearch.cli.main": {"reelsearch"}, "reelsearch.similarity": {"reelsearch.errors"}}
+    assert layer_violations(legal) == []
+    assert layer_violations({"reelsearch.config.recipe": {"reelsearch.features.extractors"}}) == [
+        "reelsearch.config.recipe (layer 7) imports reelsearch.features.extractors (layer 6)"]
+    assert layer_violations({"reelsearch.losses.base": {"reelsearch.models.joint"}}) == [
+        "reelsearch.losses.base (layer 5) imports reelsearch.models.joint (layer 5)"]  # one row, two packages
+    assert layer_violations({"reelsearch.plugins.x": {"reelsearch.errors"}}) == [
+        "reelsearch.plugins.x: its package 'plugins' is in no layer of LAYERS"]
+
+
+def test_every_import_goes_down_the_layers():
+    graph = import_graph()
+    assert {layer_of(m)[1] for m in graph} == {name for row in LAYERS for name in row}  # no row names a ghost
+    found = layer_violations(graph)
+    assert not found, "imports against the layers (docs/architecture.md):\n" + "\n".join(found)

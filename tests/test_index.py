@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reelsearch.index import FaissIndex, top_k
-from reelsearch.index.scoring import order_score_fn
+from reelsearch.similarity import order_score_fn
 
 DIM = 16
 

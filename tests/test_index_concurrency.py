@@ -161,7 +161,7 @@ def test_full_disk_during_index_is_a_clear_error(tmp_path, model_dir):
     index = tmp_path / "index"
     with Searcher(index, str(model_dir)) as searcher:
         searcher.index([tmp_path / "media"], progress=False, cues=())
-        want = [r["id"] for r in searcher.search("a yellow flower", 10)]
+        want = [r.id for r in searcher.search("a yellow flower", 10)]
     new = _clips(tmp_path / "more", 3, seed=40)
     full = subprocess.run(_index_cmd([tmp_path / "media", tmp_path / "more"], index, model_dir), env=_env(),
                           text=True, capture_output=True, timeout=300, preexec_fn=_file_size_limit(32 << 10))
@@ -170,7 +170,7 @@ def test_full_disk_during_index_is_a_clear_error(tmp_path, model_dir):
     assert "every batch committed before is kept and the index stays usable" in full.stderr
     _consistent(index, 5)
     with Searcher(index, str(model_dir)) as searcher:  # still usable: the same answers, and the next run completes
-        assert [r["id"] for r in searcher.search("a yellow flower", 10)] == want
+        assert [r.id for r in searcher.search("a yellow flower", 10)] == want
         report = searcher.index([tmp_path / "media", tmp_path / "more"], progress=False, cues=())
         assert (len(report.added), len(report.unchanged), report.failed) == (len(new), 5, [])
     _consistent(index, 5 + len(new))

@@ -1,6 +1,8 @@
 """LibraryIndex over real small files (PNGs and an MP4 generated here): sync, search, moments, crash safety.
 
-The same test functions run on the FAISS and the Milvus Lite backends.
+The same test functions run on the FAISS and the Milvus Lite backends. A library is searched through the search path
+(``reelsearch.search.query.run_query``) with stand-in models that score a query vector by the plain inner product or
+by a given score function.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import pytest
 
 from reelsearch.index import EmbeddedMedia, LibraryIndex, make_thumbnail
 from reelsearch.index.library import FAISS_NAME, SQLITE_NAME
-from reelsearch.index.scoring import order_score_fn
+from reelsearch.search.experts import Plan
+from reelsearch.search.query import run_query
+from reelsearch.search.sources import ExactScan, InnerProduct
+from reelsearch.similarity import order_score_fn
 
 DIM = 8
 N_FRAMES = 4
@@ -53,6 +58,27 @@ class FakeEmbedder:
 
 def fake_bias(data: bytes) -> float:
     return (hashlib.sha256(b"bias" + data).digest()[0] - 128) / 128 * 0.6
+
+
+class VectorModel:
+    """A stand-in model whose query rows are the query vectors: the library is ranked by their inner product with
+    the stored vectors (or by ``score``, a score function, when given)."""
+
+    experts = {"vectors": None}
+
+    def __init__(self, score=None):
+        self.score = score
+
+    def ann_query(self, query):
+        return np.asarray(query, np.float32)
+
+
+def search(lib, query, k, score_fn=None):
+    """The ``k`` best videos of ``lib`` for a query vector [D] (inner product, or ``score_fn``'s), each video's bias
+    added, with their best moments: the search path's SearchResults."""
+    visual = InnerProduct(VectorModel(), lib) if score_fn is None else ExactScan(VectorModel(score_fn), lib)
+    query = np.asarray(query, np.float32).reshape(1, -1)
+    return run_query(lib, visual, None, "a query", query, None, Plan(True, [], {"visual": 1.0}), k)
 
 
 def write_png(path, seed: int) -> None:
@@ -137,14 +163,14 @@ def test_sync_add_update_delete(open_library, folder):
 
     # the search finds the updated content at the same path, and nothing of the deleted file
     video, _ = vectors_of(folder / "img0.png")
-    hits = lib.search(video, k=6)
+    hits = search(lib, video, k=6)
     assert hits[0].path == str(folder / "img0.png") and hits[0].score == pytest.approx(1.0, abs=1e-5)
     assert str(folder / "sub" / "img3.png") not in {h.path for h in hits}
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
     lib.close()
     again = open_library()  # reopened from disk
-    assert len(again) == 6 and again.search(video, k=1)[0].path == str(folder / "img0.png")
+    assert len(again) == 6 and search(again, video, k=1)[0].path == str(folder / "img0.png")
 
 
 def test_failed_file_is_recorded_and_the_rest_indexed(open_library, folder):
@@ -194,17 +220,17 @@ def test_crash_before_vector_index_is_saved_is_replayed(open_library, folder, mo
     assert len(lib) == 6
     check_consistent(lib)
     video, _ = vectors_of(folder / "late.png")
-    assert lib.search(video, k=1)[0].path == str(folder / "late.png")
+    assert search(lib, video, k=1)[0].path == str(folder / "late.png")
 
 
 def test_moment_is_the_best_frame(open_library, folder):
     lib = open_library()
     lib.sync([folder], FakeEmbedder(), progress=False)
     _, frames = vectors_of(folder / "sub" / "img5.png")
-    hits = lib.search(frames[2], k=6, frame_scores=True)
+    hits = search(lib, frames[2], k=6)
     mine = next(h for h in hits if h.path == str(folder / "sub" / "img5.png"))
     ref = frames.astype(np.float16).astype(np.float32) @ frames[2]
-    np.testing.assert_allclose(mine.frame_scores, ref, atol=1e-5)
+    np.testing.assert_allclose([f.score for f in mine.frames], ref, atol=1e-5)
     assert mine.frame == 2 and mine.moment == pytest.approx(1.0)  # frame 2 at 2 x 0.5 s
 
 
@@ -212,7 +238,7 @@ def test_order_similarity_search_is_exact(open_library, folder):
     lib = open_library()
     lib.sync([folder], FakeEmbedder(), progress=False)
     q = np.abs(np.random.default_rng(11).standard_normal(DIM)).astype(np.float32) * 0.3
-    hits = lib.search(q, k=6, score_fn=order_score_fn())
+    hits = search(lib, q, k=6, score_fn=order_score_fn())
     ref = []
     for rec in lib.videos():
         v = lib.media(rec.id).video_vector
@@ -224,11 +250,12 @@ def test_order_similarity_search_is_exact(open_library, folder):
 
 def test_biases_are_added_to_the_scores_exactly(open_library, tmp_path, monkeypatch):
     """Each video's bias (a querybank offset, negated) is added to its inner product: the vector index's top N are
-    re-ranked until no other video can beat the k-th. The biases here spread as widely as the scores, so the
-    ranking changes and the candidates (4 at first here) must widen; the result is the brute-force one."""
-    from reelsearch.index import library
+    re-ranked until no other video can beat the k-th (the fusion's threshold test). The biases here spread as widely
+    as the scores, so the ranking changes and the candidates (4 at first here) must widen; the result is the
+    brute-force one."""
+    from reelsearch.search import fusion
 
-    monkeypatch.setattr(library, "BIASED_CANDIDATES", 4)
+    monkeypatch.setattr(fusion, "FIRST_CANDIDATES", 4)
     root = tmp_path / "many"
     for i in range(60):
         write_png(root / f"p{i:02d}.png", seed=100 + i)
@@ -248,7 +275,7 @@ def test_biases_are_added_to_the_scores_exactly(open_library, tmp_path, monkeypa
         want = sorted(truth, key=lambda p: -(float(truth[p][0] @ q) + truth[p][1]))
         raw = sorted(truth, key=lambda p: -float(truth[p][0] @ q))
         for k in (1, 3, 10):
-            hits = lib.search(q, k=k)
+            hits = search(lib, q, k=k)
             assert [h.path for h in hits] == want[:k]
             assert [h.score for h in hits] == pytest.approx([float(truth[p][0] @ q) + truth[p][1] for p in want[:k]],
                                                            abs=1e-5)
@@ -293,7 +320,7 @@ def test_a_schema_1_index_gains_the_bias_column(tmp_path, folder):
     with LibraryIndex(old) as lib:
         assert lib._meta("schema_version") == "2" and len(lib) == 6 and lib.bias_range() == (0.0, 0.0)
         q = vectors_of(folder / "img0.png")[0]
-        hits = lib.search(q, k=1)
+        hits = search(lib, q, k=1)
         assert hits[0].path == str(folder / "img0.png") and hits[0].score == pytest.approx(1.0, abs=1e-5)
         lib.sync([folder], FakeEmbedder(), progress=False)  # and it is written as before
         check_consistent(lib)
@@ -352,7 +379,7 @@ def test_undecodable_file_names_round_trip(open_library, tmp_path):
     lib = open_library()
     rep = lib.sync([root], FakeEmbedder(), progress=False)
     assert len(rep.added) == 1
-    hit = lib.search(fake_vectors(open(raw, "rb").read())[0], k=1)[0]
+    hit = search(lib, fake_vectors(open(raw, "rb").read())[0], k=1)[0]
     assert os.fsencode(hit.path) == raw
 
 
@@ -383,9 +410,9 @@ def test_real_video_thumbnails_and_moments(tmp_path):
     lib = LibraryIndex(tmp_path / "index")
     rep = lib.sync([tmp_path / "clip"], embed, model_id="colour-means", progress=False)
     assert len(rep.added) == 1, rep.failed
-    hit = lib.search(np.array([0.0, 0.0, 1.0]), k=1)[0]  # "blue"
+    hit = search(lib, np.array([0.0, 0.0, 1.0]), k=1)[0]  # "blue"
     assert hit.moment >= 1.0 and hit.duration == pytest.approx(2.0, abs=0.15)
-    red = lib.search(np.array([1.0, 0.0, 0.0]), k=1)[0]
+    red = search(lib, np.array([1.0, 0.0, 0.0]), k=1)[0]
     assert red.moment < 1.0
     thumb = lib.thumbnail(hit.id, hit.frame)
     import cv2
@@ -424,7 +451,7 @@ def test_reader_refresh_sees_another_writers_changes(tmp_path, folder):
     writer.sync([folder], FakeEmbedder(), progress=False)
     reader.refresh()
     video, _ = vectors_of(folder / "fresh.png")
-    hits = reader.search(video, k=10)
+    hits = search(reader, video, k=10)
     assert hits[0].path == str(folder / "fresh.png")
     assert str(folder / "img0.png") not in {h.path for h in hits} and len(hits) == 6
     assert reader.find(folder / "fresh.png") == hits[0].id and reader.find(folder / "img0.png") is None
@@ -462,7 +489,7 @@ def test_real_msrvtt_clips(tmp_path):
         assert durations["video9770.mp4"] == pytest.approx(11.0, abs=0.1)
         assert durations["video9771.mp4"] == pytest.approx(13.98, abs=0.1)
         media = embed(str(clips / "video9771.mp4"))
-        hit = lib.search(media.frame_vectors[5], k=2)[0]
+        hit = search(lib, media.frame_vectors[5], k=2)[0]
         assert hit.path == str(clips / "video9771.mp4")
         assert hit.moment == pytest.approx(media.timestamps[5], abs=1e-6) and 0 <= hit.moment <= hit.duration
         import cv2

@@ -25,7 +25,7 @@ from reelsearch.losses import (
     positive_mask_from_ids,
     rank_weights,
 )
-from reelsearch.models.similarity import cosine_similarity, order_similarity
+from reelsearch.similarity import cosine_similarity, order_similarity
 
 # --------------------------------------------------------------------------------------------------- references
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from reelsearch.losses import create_loss, positive_mask_from_ids
-from reelsearch.models.similarity import get_similarity
+from reelsearch.similarity import get_similarity
 
 WORLD, B, D_IN, D = 2, 8, 6, 4
 VIDEO_IDS = [0, 1, 2, 0, 4, 5, 2, 7]  # two videos appear twice: their caption pairs are mutual positives

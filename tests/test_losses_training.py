@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from reelsearch.losses import create_loss
-from reelsearch.models.similarity import get_similarity
+from reelsearch.similarity import get_similarity
 
 
 def _views(n: int, g: torch.Generator, a_video: torch.Tensor, a_text: torch.Tensor, noise: float = 0.05):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from reelsearch.mc import Question, answer_question, mc_accuracy
-from reelsearch.models.similarity import cosine_similarity, order_similarity
+from reelsearch.similarity import cosine_similarity, order_similarity
 
 VIDEO = [0.5, 0.5, 0.2]
 CAPTIONS = {

@@ -37,7 +37,7 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "(2, 1024) (1, 1024) (2, 1)" in out
     assert "efficientnet-lite0" in out and "torabi-m1 joint" in out and "default reelsearch-default" in out
-    assert namespace["hits"][0]["path"].endswith(".mp4") and namespace["summary"]["epochs_run"] == 1
+    assert namespace["hits"][0].path.endswith(".mp4") and namespace["summary"]["epochs_run"] == 1
 
 
 def _python(code: str, **env) -> subprocess.CompletedProcess:

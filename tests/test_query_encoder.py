@@ -132,8 +132,8 @@ def test_searcher_from_many_threads_matches_one_thread(tmp_path):
             got = list(pool.map(one, range(16)))
         for i, res in enumerate(got):
             exp = want[TEXTS[i % len(TEXTS)]]
-            assert [r["id"] for r in res] == [r["id"] for r in exp]
-            assert [r["score"] for r in res] == pytest.approx([r["score"] for r in exp], abs=1e-5)
+            assert [r.id for r in res] == [r.id for r in exp]
+            assert [r.score for r in res] == pytest.approx([r.score for r in exp], abs=1e-5)
 
 
 def test_close_stops_the_worker_and_a_later_call_restarts_it():

@@ -167,9 +167,9 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path):
         column = {str(it.path.resolve()): j for j, it in enumerate(val)}
         for qi in (0, 7, 13):
             hits = searcher.search(caps[qi], k=len(val), frames=False)
-            got = {column[str(Path(h["path"]).resolve())]: h["score"] for h in hits}
+            got = {column[str(Path(h.path).resolve())]: h.score for h in hits}
             assert got == pytest.approx({j: float(s[qi, j] - off_v[j]) for j in range(len(val))}, abs=2e-3)
-            assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+            assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
         ranked = searcher.annotate(val[2].path, caps[:10])
         assert {r["caption"]: r["score"] for r in ranked} == pytest.approx(
             {caps[i]: float(s[i, 2] - off_c[i]) for i in range(10)}, abs=2e-3)

@@ -67,22 +67,22 @@ def test_search_matches_brute_force(kind, media, tmp_path):
             results = searcher.search(query, k=10)
             ref, ref_frames = reference_scores(model, query, paths)
             want = dict(zip(map(str, paths), _expected(model, kind, ref)))
-            assert [r["path"] for r in results] == sorted(want, key=lambda p: -want[p])
+            assert [r.path for r in results] == sorted(want, key=lambda p: -want[p])
             tol = 2e-2 if kind == "pairwise" else 1e-4  # pairwise scores come from float16 frame rows
             for r in results:
-                assert r["score"] == pytest.approx(want[r["path"]], abs=tol)
-                i = paths.index(type(paths[0])(r["path"]))
+                assert r.score == pytest.approx(want[r.path], abs=tol)
+                i = paths.index(type(paths[0])(r.path))
                 fs = ref_frames[i]
                 _, times = frame_features(paths[i], model_recipe(model))
-                assert len(r["frames"]) == len(times)
-                assert [f["t"] for f in r["frames"]] == pytest.approx(times.tolist())
-                assert [f["score"] for f in r["frames"]] == pytest.approx(fs.tolist(), abs=2e-2)
-                assert fs[r["frame"]] >= fs.max() - 2e-2  # the best moment (up to float16 near-ties)
-                assert r["moment"] == pytest.approx(times[r["frame"]])
+                assert len(r.frames) == len(times)
+                assert [f.t for f in r.frames] == pytest.approx(times.tolist())
+                assert [f.score for f in r.frames] == pytest.approx(fs.tolist(), abs=2e-2)
+                assert fs[r.frame] >= fs.max() - 2e-2  # the best moment (up to float16 near-ties)
+                assert r.moment == pytest.approx(times[r.frame])
                 if kind.startswith("moe"):
-                    assert r["experts"] == pytest.approx(ref[i], abs=1e-4)
+                    assert r.experts == pytest.approx(ref[i], abs=1e-4)
             top2 = searcher.search(query, k=2, frames=False)
-            assert [r["id"] for r in top2] == [r["id"] for r in results[:2]] and "frames" not in top2[0]
+            assert [r.id for r in top2] == [r.id for r in results[:2]] and top2[0].frames is None
 
 
 def test_moments_follow_the_content(media, tmp_path):
@@ -92,13 +92,13 @@ def test_moments_follow_the_content(media, tmp_path):
     with Searcher(tmp_path / "index", small_model("cosine")) as searcher:
         searcher.index([clip], progress=False, cues=())
         (r,) = searcher.search("a red car", k=5)
-    scores = np.array([f["score"] for f in r["frames"]])
-    times = np.array([f["t"] for f in r["frames"]])
+    scores = np.array([f.score for f in r.frames])
+    times = np.array([f.t for f in r.frames])
     seg = np.minimum(times // 1.0, 2).astype(int)  # segments of 1 s
     within = max(np.ptp(scores[seg == s]) for s in range(3))
     between = np.ptp([scores[seg == s].mean() for s in range(3)])
     assert between > within  # the strip changes where the picture changes
-    assert r["duration"] == pytest.approx(3.0, abs=0.15)
+    assert r.duration == pytest.approx(3.0, abs=0.15)
 
 
 def test_reindex_add_change_delete(media, tmp_path):
@@ -125,12 +125,12 @@ def test_reindex_add_change_delete(media, tmp_path):
 
         results = searcher.search("green grass in a field", k=100)
         paths = sorted(folder.rglob("*.*"))
-        assert sorted(r["path"] for r in results) == [str(p) for p in paths]
-        by_path = {r["path"]: r for r in results}
-        assert by_path[str(changed)]["id"] == ids[str(changed)]  # same id, new embedding
+        assert sorted(r.path for r in results) == [str(p) for p in paths]
+        by_path = {r.path: r for r in results}
+        assert by_path[str(changed)].id == ids[str(changed)]  # same id, new embedding
         ref, _ = reference_scores(model, "green grass in a field", [changed])
-        assert by_path[str(changed)]["score"] == pytest.approx(ref[0], abs=1e-4)
-        assert len(by_path[str(changed)]["frames"]) == 4  # 2 s sampled every 0.5 s
+        assert by_path[str(changed)].score == pytest.approx(ref[0], abs=1e-4)
+        assert len(by_path[str(changed)].frames) == 4  # 2 s sampled every 0.5 s
 
 
 def test_annotate_ranks_captions_like_brute_force(media, tmp_path):
@@ -212,12 +212,12 @@ def test_real_msrvtt_clips(tmp_path):
         query = captions[paths[0].stem][0]
         results = searcher.search(query, k=5)
         ref, ref_frames = reference_scores(model, query, paths)
-        assert [r["path"] for r in results] == [str(paths[i]) for i in np.argsort(-np.array(ref), kind="stable")]
+        assert [r.path for r in results] == [str(paths[i]) for i in np.argsort(-np.array(ref), kind="stable")]
         for r in results:
-            assert 0 <= r["moment"] <= r["duration"]
-            i = [str(p) for p in paths].index(r["path"])
-            assert [f["score"] for f in r["frames"]] == pytest.approx(ref_frames[i].tolist(), abs=2e-2)
-            assert len(r["frames"]) == 8  # both clips are longer than 4 s: the cap spreads 8 frames
+            assert 0 <= r.moment <= r.duration
+            i = [str(p) for p in paths].index(r.path)
+            assert [f.score for f in r.frames] == pytest.approx(ref_frames[i].tolist(), abs=2e-2)
+            assert len(r.frames) == 8  # both clips are longer than 4 s: the cap spreads 8 frames
         ranked = searcher.annotate(paths[0], captions[paths[0].stem] + captions[paths[1].stem])
     assert len(ranked) == 40 and ranked == sorted(ranked, key=lambda r: -r["score"])
 
@@ -235,7 +235,7 @@ def test_default_model_finds_the_right_msrvtt_clip(tmp_path):
     captions = _msrvtt_captions([p.stem for p in paths])
     with Searcher(tmp_path / "index", "default") as searcher:
         searcher.index([clips], progress=False, cues=())
-        hits = [searcher.search(c, k=1)[0]["path"] == str(p) for p in paths for c in captions[p.stem]]
+        hits = [searcher.search(c, k=1)[0].path == str(p) for p in paths for c in captions[p.stem]]
     assert np.mean(hits) > 0.5
 
 

@@ -42,8 +42,8 @@ def test_search_json_contract(setup):
     assert all(os.fsdecode(base64.b64decode(r["path_b64"])) == r["path"] for r in got)  # plain names: same path
     with Searcher(root / "index", str(model_dir)) as searcher:  # the model the index remembers (searcher.json)
         want = searcher.search(CAPTIONS[0], 3, frames=False)
-    assert [(r["id"], r["path"], r["moment"]) for r in got] == [(r["id"], r["path"], r["moment"]) for r in want]
-    assert [r["score"] for r in got] == pytest.approx([r["score"] for r in want])
+    assert [(r["id"], r["path"], r["moment"]) for r in got] == [(r.id, r.path, r.moment) for r in want]
+    assert [r["score"] for r in got] == pytest.approx([r.score for r in want])
 
 
 def test_search_human_readable(setup):

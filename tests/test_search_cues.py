@@ -24,7 +24,7 @@ import torch
 
 from conftest import SHARED_DATA, shared_path
 from cue_fixtures import need_module
-from reelsearch.cli.demo import CUE_QUERIES, QUERIES, sample_clips
+from reelsearch.search.demo import CUE_QUERIES, QUERIES, sample_clips
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,8 +100,8 @@ def searcher(built, demo):
         yield s
 
 
-def _stem(result) -> str:
-    return Path(result["path"]).stem
+def _stem(path: str) -> str:
+    return Path(path).stem
 
 
 def test_index_runs_the_cues_and_the_demo_finds_its_clip(built, demo, searcher):
@@ -131,7 +131,7 @@ def test_cli_finds_the_spoken_and_the_written_words(built, searcher):
     res = CliRunner().invoke(app, ["search", "preheat the oven", "--index", str(index), "--json", "-k", "3"])
     assert res.exit_code == 0, res.output
     top = json.loads(res.output)[0]
-    assert _stem(top) == "recipe" and top["match"]["cue"] == "speech" and top["experts"]["speech"] > 1
+    assert _stem(top["path"]) == "recipe" and top["match"]["cue"] == "speech" and top["experts"]["speech"] > 1
     words = [top["match"]["text"][a:b].lower() for a, b in top["match"]["highlights"]]
     assert words == ["preheat", "oven"]
     timing = [w for s in searcher.cues.segments(top["id"], ["speech"]) for w in s.words if "preheat" in w[2].lower()]
@@ -152,7 +152,7 @@ def test_cli_finds_the_spoken_and_the_written_words(built, searcher):
 
 def _rank(searcher, query, relevant, experts=None) -> int:
     results = searcher.search(query, 20, frames=False, experts=experts)
-    stems = [_stem(r) for r in results]
+    stems = [_stem(r.path) for r in results]
     return next((i + 1 for i, s in enumerate(stems) if s in relevant), 99)
 
 

@@ -1,7 +1,7 @@
 """The experts of a search (the model's and the text cues) and the cue stage of indexing, on a synthetic library:
 fused rankings from candidates + the threshold test equal the exhaustive fusion written out by hand (score fusion,
-a mixture, rank fusion, text alone); the cue stage stores, reuses, prunes and reports like the visual sync, inside the
-library's writer lock; bad expert names and weights are clear errors."""
+a mixture, rank fusion, text alone, videos with biases); the cue stage stores, reuses, prunes and reports like the
+visual sync, inside the library's writer lock; bad expert names and weights are clear errors."""
 
 from __future__ import annotations
 
@@ -16,17 +16,12 @@ from reelsearch.evaluation.fusion import fuse_experts
 from reelsearch.extras import MissingExtraError
 from reelsearch.index.library import LibraryError, LibraryIndex
 from reelsearch.index.media import EmbeddedMedia
-from reelsearch.index.textcues import TextCueIndex, floored
+from reelsearch.index.textcues import TextCueIndex
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
-from reelsearch.search.experts import (
-    DEFAULT_WEIGHTS,
-    SEMANTIC_FLOOR,
-    ExpertError,
-    fused_search,
-    parse_experts,
-    parse_weights,
-    plan,
-)
+from reelsearch.search.cues import SEMANTIC_FLOOR, floored
+from reelsearch.search.experts import DEFAULT_WEIGHTS, ExpertError, parse_experts, parse_weights, plan
+from reelsearch.search.query import run_query
+from reelsearch.search.sources import visual_sources
 from test_search_support import small_model
 
 torch.set_num_threads(1)
@@ -86,24 +81,32 @@ def library(request, tmp_path_factory):
     lib.close()
 
 
-def _exhaustive(model, lib, cues, text, query, p):
+def _exhaustive(model, lib, cues, text, query, p, visual):
     """Every video's fused score, written out: sum of weight x score (or of weight x rank) per expert, plus the
     visual weight x the video's bias (read back one video at a time)."""
-    ids = [i for chunk, _ in lib.vectors.iter_chunks() for i in chunk]
-    vectors = lib.vectors.get(ids)
+    ids = lib.ids()
+    vectors = lib.rows(ids)
     sc = cues.scores(text, ids)
-    rows = {}
-    for display, name in p.visual.items():
-        rows[display] = model.expert_scores(query, vectors)[name][0]
+    rows, weights = {}, _weights(model, p, visual)
+    if p.visual:
+        for shown, name in visual.experts.items():
+            rows[shown] = model.expert_scores(query, vectors)[name][0]
     for c in p.cues:
         rows[c] = sc.keyword[c] + 2.0 * floored(sc.semantic[c], SEMANTIC_FLOOR)
-    if p.kind == "rank":
-        total = -sum(p.weights[e] * rankdata(-rows[e], method="average") for e in rows)
+    if visual.kind == "rank":
+        total = -sum(weights[e] * rankdata(-rows[e], method="average") for e in rows)
     else:
-        total = sum(p.weights[e] * rows[e] for e in rows)
+        total = sum(weights[e] * rows[e] for e in rows)
         if p.visual:
-            total = total + p.visual_weight * np.array([lib.media(i).bias for i in ids])
+            total = total + p.weights["visual"] * np.array([lib.media(i).bias for i in ids])
     return ids, np.asarray(total)
+
+
+def _weights(model, p, visual):
+    """Each shown expert's weight in the fused score: the model's experts' own weights times the visual weight."""
+    out = {shown: p.weights["visual"] * model.weight(name) for shown, name in visual.experts.items()} if p.visual \
+        else {}
+    return {**out, **{c: p.weights[c] for c in p.cues}}
 
 
 @pytest.mark.parametrize("experts", [None, ["speech", "ocr"], ["visual", "ocr"]])
@@ -112,15 +115,19 @@ def test_candidates_give_the_exhaustive_ranking(library, experts, monkeypatch):
     rng = np.random.default_rng(3)
     enc = HashEncoder()
     p = plan(model, experts, {}, cues.stored_cues())
-    scored = []  # how many videos the visual experts scored per call: the candidates, not the library
-    get = lib.vectors.get
-    monkeypatch.setattr(lib.vectors, "get", lambda ids: scored.append(len(ids)) or get(ids))
+    visual = visual_sources(model, lib)
+    asked = []  # how many videos the vector index was asked for, per call: the candidates, not the library
+    nearest = lib.nearest
+    monkeypatch.setattr(lib, "nearest", lambda q, n, fn=None: asked.append(n) or nearest(q, n, fn))
+    widest = []
     for text in ["quarterly revenue", "bake with flour and sugar", "storm", "nothing here at all"]:
         query = rng.standard_normal((1, model.dim)).astype(np.float32)
         query /= np.linalg.norm(query)
-        ids, total = _exhaustive(model, lib, cues, text, query, p)
+        ids, total = _exhaustive(model, lib, cues, text, query, p, visual)
         want = [i for i in np.argsort(-total, kind="stable") if p.visual or total[i] > 0][:6]
-        got = fused_search(lib, model, cues, text, query, enc.sentence_features([text])[0], p, 6, candidates=4)
+        asked.clear()
+        got = run_query(lib, visual, cues, text, query, enc.sentence_features([text])[0], p, 6, first=4)
+        widest.append(max(asked, default=0))
         assert [r.score for r in got] == pytest.approx(total[want].tolist(), abs=1e-4), text
         position = {v: i for i, v in enumerate(ids)}
         assert [total[position[r.id]] for r in got] == pytest.approx([r.score for r in got], abs=1e-4)
@@ -130,11 +137,12 @@ def test_candidates_give_the_exhaustive_ranking(library, experts, monkeypatch):
         kth = total[want[-1]]  # the same videos, up to the order of equal scores at the end
         assert {r.id for r in got if r.score > kth + 1e-4} == {ids[i] for i in want if total[i] > kth + 1e-4}
         for r in got:  # the breakdown adds up to the fused score (score fusion), with the video's bias
-            if p.kind == "score":
-                bias = p.visual_weight * lib.media(r.id).bias if p.visual else 0.0
-                assert sum(p.weights[e] * s for e, s in r.experts.items()) + bias == pytest.approx(r.score, abs=1e-4)
-    if p.threshold and p.visual and model.search_mode == "ann":
-        assert min(scored) < N_VIDEOS  # some query was answered from candidates alone
+            if visual.kind == "score":
+                bias = p.weights["visual"] * lib.media(r.id).bias if p.visual else 0.0
+                weights = _weights(model, p, visual)
+                assert sum(weights[e] * s for e, s in r.experts.items()) + bias == pytest.approx(r.score, abs=1e-4)
+    if not visual.exhaustive and p.visual and model.search_mode == "ann":
+        assert min(widest) < N_VIDEOS  # some query was answered from candidates alone
 
 
 def test_match_and_moment_come_from_the_strongest_cue(library):
@@ -146,30 +154,44 @@ def test_match_and_moment_come_from_the_strongest_cue(library):
     cues.put(vid, {"speech": CueResult("speech", [CueSegment("speech", 4.0, 6.0, "Zebra quartz violin.", 0.9,
                                                              words=words)], recipe="speech:scripted")})
     p = plan(model, None, {"visual": 0.2}, cues.stored_cues())
+    visual = visual_sources(model, lib)
     query = np.random.default_rng(1).standard_normal((1, model.dim)).astype(np.float32)
     query /= np.linalg.norm(query)
     text = "quartz violin"
-    top = fused_search(lib, model, cues, text, query, HashEncoder().sentence_features([text])[0], p, 3)
+    top = run_query(lib, visual, cues, text, query, HashEncoder().sentence_features([text])[0], p, 3)
     r = top[0]
-    assert r.id == vid and r.match.cue == "speech" and r.match.text == "Zebra quartz violin." and r.text_wins
-    assert r.match.moment == 4.6 and r.highlights == [(6, 12), (13, 19)]  # the first matched word; both words
-    assert r.terms["speech"] > sum(r.terms[d] for d in p.visual)
-    top = fused_search(lib, model, cues, "budget", query, HashEncoder().sentence_features(["budget"])[0],
-                       plan(model, None, {"speech": 0.0, "ocr": 0.0}, cues.stored_cues()), 3)
-    assert not any(r.text_wins for r in top)  # weight 0: the text never outweighs the picture
+    assert r.id == vid and r.match.cue == "speech" and r.match.text == "Zebra quartz violin."
+    assert r.match.highlights == [(6, 12), (13, 19)]  # both words
+    # the words outweigh the picture: the result's moment is the first matched word's (frames are at 0, 1, 2 s)
+    assert r.moment == r.match.moment == 4.6 and r.frame == 2
+    if visual.kind == "score":
+        weights = _weights(model, p, visual)
+        assert weights["speech"] * r.experts["speech"] > sum(weights[d] * r.experts[d] for d in visual.experts)
+    top = run_query(lib, visual, cues, "budget", query, HashEncoder().sentence_features(["budget"])[0],
+                    plan(model, None, {"speech": 0.0, "ocr": 0.0}, cues.stored_cues()), 3)
+    for r in top:  # weight 0: the text never outweighs the picture: the moment is the best frame's
+        best = max(r.frames, key=lambda f: f.score)
+        assert r.frame == best.index and r.moment == best.t
 
 
 def test_plan_and_weights():
     model = small_model("cosine")
     p = plan(model, None, {}, ["speech", "ocr"])
-    assert p.visual == {"visual": model.name} and p.cues == ["speech", "ocr"]
+    assert p.visual and p.cues == ["speech", "ocr"]
     assert p.weights == {"visual": 1.0, "speech": DEFAULT_WEIGHTS["speech"], "ocr": DEFAULT_WEIGHTS["ocr"]}
     assert plan(model, None, {}, []).cues == []  # an index without cues: the model alone
+    assert plan(model, None, {"visual": 3.0}, []).weights == {"visual": 1.0}  # ... scores as the model does
     assert plan(model, ["ocr"], parse_weights("ocr=2"), ["ocr"]).weights == {"ocr": 2.0}
     moe = small_model("moe")
     p = plan(moe, None, parse_weights("visual=2,speech=0.5"), ["speech"])
-    assert p.weights == {"object": 2.0, "scene": 1.0, "speech": 0.5} and p.threshold
-    assert plan(small_model("moe-rank"), None, {}, ["speech"]).kind == "rank"
+    assert p.weights == {"visual": 2.0, "speech": 0.5}
+    # a score-fused mixture is one source (its fused score, bias included) weighted as the model; a rank-fused
+    # one is a source per expert, each weighted by its own weight in the model, ranked among every video
+    visual = visual_sources(moe, None)
+    assert visual.weights(2.0) == {"visual": 2.0, "bias": 2.0} and not visual.exhaustive
+    assert visual.experts == {"object": "object", "scene": "scene"}
+    ranked = visual_sources(small_model("moe-rank"), None)
+    assert ranked.exhaustive and ranked.kind == "rank" and ranked.weights(2.0) == {"object": 2.0, "scene": 1.0}
     assert parse_experts("visual, speech,visual") == ["visual", "speech"] and parse_experts(None) is None
     for bad, message in [(lambda: plan(model, ["audio"], {}, []), "unknown expert 'audio'"),
                          (lambda: plan(model, ["speech"], {}, ["ocr"]), "holds no speech cue"),

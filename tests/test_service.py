@@ -73,10 +73,10 @@ def test_search_results(served):
     assert resp.status_code == 200
     body = resp.json()
     want = searcher.search(CAPTIONS[0], 3)
-    assert [r["id"] for r in body["results"]] == [r["id"] for r in want]
+    assert [r["id"] for r in body["results"]] == [r.id for r in want]
     for got, exp in zip(body["results"], want):
-        assert got["score"] == pytest.approx(exp["score"]) and got["moment"] == exp["moment"]
-        assert set(got["experts"]) == {"object", "scene"} and len(got["frames"]) == len(exp["frames"])
+        assert got["score"] == pytest.approx(exp.score) and got["moment"] == exp.moment
+        assert set(got["experts"]) == {"object", "scene"} and len(got["frames"]) == len(exp.frames)
         assert client.get(got["thumbnail"]).status_code == 200
         assert client.get(got["media"], headers={"Range": "bytes=0-9"}).status_code == 206
     assert len(client.get("/search", params={"q": "a yellow flower", "k": 100}).json()["results"]) == len(paths)
@@ -248,7 +248,7 @@ def test_concurrent_requests_on_a_real_server(served):
     app = create_app(searcher)
     vid = _id(searcher, paths[0])
     data = paths[0].read_bytes()
-    expected = {q: [r["id"] for r in searcher.search(q, 5)] for q in CAPTIONS}
+    expected = {q: [r.id for r in searcher.search(q, 5)] for q in CAPTIONS}
 
     def one(i: int):
         with httpx.Client(base_url=server.url, timeout=60) as http:

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from reelsearch.errors import ConfigError
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
-from reelsearch.service.app import check_api_key
+from reelsearch.service.auth import check_api_key
 from reelsearch.service.server import build_app, exposure_check, is_loopback
 from test_search_support import CAPTIONS, free_port, make_media, small_model
 
@@ -150,7 +150,7 @@ def test_serve_with_workers_key_and_access_log(library):
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         assert len(children) >= 2  # uvicorn's two worker processes
         assert httpx.get(f"{url}/search", params={"q": "a car"}, timeout=30).status_code == 401
-        want = [r["id"] for r in searcher.search(CAPTIONS[0], 3)]
+        want = [r.id for r in searcher.search(CAPTIONS[0], 3)]
         with httpx.Client(base_url=url, headers={"X-API-Key": KEY}, timeout=60) as http:
             for _ in range(12):  # new connections: the kernel spreads them over both workers
                 res = httpx.get(f"{url}/search", params={"q": CAPTIONS[0], "k": 3}, headers={"X-API-Key": KEY},

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from reelsearch.errors import ConfigError, ReelsearchError
-from reelsearch.models.similarity import (
+from reelsearch.similarity import (
     SIMILARITIES,
     _tiles,
     cosine_similarity,

@@ -1,6 +1,6 @@
 """TextCueIndex: keyword (FTS5, normalised BM25 with k1 = 0) and meaning (embeddings) scores checked against
-brute-force loops; the generated clips found by what is said and what is written; one transaction per video,
-resumable after kill -9; scores that the project's score / rank fusion accept."""
+brute-force loops; the generated clips found by what is said and what is written (the cues as search sources, fused
+alone); one transaction per video, resumable after kill -9; scores that the project's score / rank fusion accept."""
 
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ import pytest
 from cue_fixtures import HashEncoder, ScriptedExtractor
 from reelsearch.evaluation.fusion import rank_fusion, score_fusion
 from reelsearch.features.cues import CueResult, CueSegment
-from reelsearch.index.textcues import SQLITE_NAME, TextCueError, TextCueIndex, query_terms
+from reelsearch.index.keyword import query_terms
+from reelsearch.index.textcues import SQLITE_NAME, TextCueError, TextCueIndex
+from reelsearch.search.cues import CueSource, cue_score
+from reelsearch.search.fusion import threshold_fusion
 
 TESTS = Path(__file__).resolve().parent
 
@@ -39,6 +42,20 @@ def index(tmp_path):
     with TextCueIndex(tmp_path / "idx", encoder=HashEncoder()) as idx:
         idx.update([(v, v, "c0" if v == "v1" else f"c-{v}") for v in CORPUS], ScriptedExtractor(CORPUS), progress=False)
         yield idx
+
+
+def text_search(index, query, k, cues=("speech", "ocr")):
+    """The ``k`` videos whose speech / on-screen text best match ``query``, as a search by text alone ranks them (the
+    cues' sources, each weighted 1, fused; only videos with evidence): [(video id, score, the strongest cue's
+    segment)]."""
+    sc = index.scores(query, cues=cues)
+    sources = {c: CueSource(sc, c) for c in cues}
+    fused = threshold_fusion(sources, dict.fromkeys(cues, 1.0), k, len(sc.ids), positive_only=True)
+    out = []
+    for j, vid in enumerate(fused.ids):
+        cue = max(cues, key=lambda c: fused.terms[c][j])
+        out.append((vid, float(fused.scores[j]), sources[cue].match(vid)))
+    return out
 
 
 def brute_keyword(query):
@@ -110,27 +127,26 @@ def test_semantic_scores_match_brute_force(index):
 
 
 def test_search_ranks_and_explains(index):
-    hits = index.search("quarterly revenue", k=3)
-    assert [h.video_id for h in hits][:1] in (["v2"], ["v3"]) and len(hits) == 3
-    assert all(h.score > 0 for h in hits) and hits == sorted(hits, key=lambda h: -h.score)
-    top = index.search("first preheat the oven", k=1)[0]
-    assert top.video_id == "v1" and top.match.cue == "speech" and top.match.text == "first preheat the oven"
-    assert index.search("BAKING", k=5, cues=["speech"]) == []  # only on screen
+    hits = text_search(index, "quarterly revenue", k=3)
+    assert [vid for vid, _, _ in hits][:1] in (["v2"], ["v3"]) and len(hits) == 3
+    assert all(score > 0 for _, score, _ in hits) and hits == sorted(hits, key=lambda h: -h[1])
+    vid, _, match = text_search(index, "first preheat the oven", k=1)[0]
+    assert vid == "v1" and match.cue == "speech" and match.text == "first preheat the oven"
+    assert text_search(index, "BAKING", k=5, cues=["speech"]) == []  # only on screen
     with pytest.raises(TextCueError, match="empty query"):
         index.scores("  ")
 
 
 def test_scores_feed_the_project_fusion(index):
     sc = index.scores("quarterly revenue", ["v1", "v2", "v3", "v4", "v5"])
-    rows = sc.rows()
-    assert set(rows) == {"speech.keyword", "speech.semantic", "ocr.keyword", "ocr.semantic"}
+    rows = [getattr(sc, kind)[cue][None, :] for cue in ("speech", "ocr") for kind in ("keyword", "semantic")]
     visual = np.array([[0.3, 0.1, 0.2, 0.0, 0.5]], np.float32)  # a visual expert's [1 query x 5 videos] scores
-    fused = score_fusion([visual, *rows.values()], [1.0, 1.0, 1.0, 1.0, 1.0])
+    fused = score_fusion([visual, *rows], [1.0, 1.0, 1.0, 1.0, 1.0])
     assert fused.shape == (1, 5)
-    np.testing.assert_allclose(fused[0], visual[0] + sum(r[0] for r in rows.values()), rtol=1e-6)
-    assert rank_fusion([visual, sc.expert("ocr")[None, :]]).shape == (1, 5)
-    np.testing.assert_allclose(sc.expert("ocr", (2.0, 0.5)), 2 * sc.keyword["ocr"] + 0.5 * sc.semantic["ocr"],
-                               rtol=1e-6)
+    np.testing.assert_allclose(fused[0], visual[0] + sum(r[0] for r in rows), rtol=1e-6)
+    assert rank_fusion([visual, cue_score(sc, "ocr")[None, :]]).shape == (1, 5)
+    np.testing.assert_allclose(cue_score(sc, "ocr", (2.0, 0.5), floor=0.0),
+                               2 * sc.keyword["ocr"] + 0.5 * sc.semantic["ocr"], rtol=1e-6)
 
 
 def test_put_replace_remove_retain_pending(index, tmp_path):
@@ -222,7 +238,7 @@ def test_kill_mid_update_keeps_whole_videos_and_resumes(tmp_path):
 # ------------------------------------------------------------------------------ the generated clips, MiniLM
 @pytest.fixture(scope="module")
 def clip_index(tmp_path_factory, cue_extraction, minilm):
-    idx = TextCueIndex(tmp_path_factory.mktemp("cue-index"), encoder=minilm)
+    idx = TextCueIndex(tmp_path_factory.mktemp("cue-index"), encoder=minilm.sentence_features)
     for clip_id, results in cue_extraction.items():
         idx.put(clip_id, results, content="sha")
     yield idx
@@ -237,19 +253,19 @@ def clip_index(tmp_path_factory, cue_extraction, minilm):
     ("financial results for the quarter", "report", "ocr", "semantic"),
 ])
 def test_generated_clips_found_by_what_is_said_and_written(clip_index, query, clip, cue, how):
-    hits = clip_index.search(query, k=4)
-    assert hits[0].video_id == clip, [(h.video_id, h.score) for h in hits]
-    assert hits[0].match.cue == cue and (how == "semantic" or hits[0].match.how == "keyword")
+    hits = text_search(clip_index, query, k=4)
+    assert hits[0][0] == clip, [h[:2] for h in hits]
+    assert hits[0][2].cue == cue and (how == "semantic" or hits[0][2].how == "keyword")
     sc = clip_index.scores(query, ["recipe", "report", "silent", "weather"])
     kind = sc.keyword if how == "keyword" else sc.semantic
     assert int(np.argmax(kind[cue])) == sc.ids.index(clip)  # the one kind of score alone finds it too
 
 
 def test_spoken_match_points_at_the_word(clip_index):
-    match = clip_index.search("preheat the oven", k=1)[0].match
+    match = text_search(clip_index, "preheat the oven", k=1)[0][2]
     preheat = [w for s in clip_index.segments("recipe", ["speech"]) for w in s.words if "preheat" in w[2].lower()]
     assert match.moment == preheat[0][0] and match.start <= match.moment < match.end
-    ocr = clip_index.search("quarterly revenue", k=1)[0].match
+    ocr = text_search(clip_index, "quarterly revenue", k=1)[0][2]
     assert (ocr.moment, ocr.start, ocr.end) == (1.0, 1.0, 5.0)
 
 
@@ -257,4 +273,4 @@ def test_clip_without_sound_or_text_has_nothing(clip_index):
     assert clip_index.segments("silent") == [] and set(clip_index.runs("silent")) == {"speech", "ocr"}
     sc = clip_index.scores("preheat the oven", ["silent"])
     assert all(float(a[0]) == 0.0 for a in (*sc.keyword.values(), *sc.semantic.values()))
-    assert "silent" not in [h.video_id for h in clip_index.search("quarterly revenue", k=10)]
+    assert "silent" not in [vid for vid, _, _ in text_search(clip_index, "quarterly revenue", k=10)]

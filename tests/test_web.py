@@ -52,17 +52,17 @@ def test_search_page_in_headless_chromium(tmp_path):
                 cards = page.locator(".card")
                 assert cards.count() == len(paths) == len(want)
                 ids = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
-                assert ids == [r["id"] for r in want]  # the API's order
+                assert ids == [r.id for r in want]  # the API's order
                 first = cards.nth(0)
-                assert f"{want[0]['score']:.4f}" in first.inner_text()
+                assert f"{want[0].score:.4f}" in first.inner_text()
                 strips = page.locator(".card .strip")
                 assert strips.count() == len(paths)
                 page.wait_for_function(  # every thumbnail of the grid loaded from the service
                     "() => [...document.querySelectorAll('.thumb img')].every(i => i.complete && i.naturalWidth > 0)")
 
                 # click a card: the player opens and starts at the result's best moment
-                clip = next(i for i, r in enumerate(want) if r["path"].endswith("red-green-blue.mp4"))
-                moment = want[clip]["moment"]
+                clip = next(i for i, r in enumerate(want) if r.path.endswith("red-green-blue.mp4"))
+                moment = want[clip].moment
                 cards.nth(clip).click()
                 _wait_started(page, moment)
                 t = page.evaluate("document.getElementById('video').currentTime")
@@ -81,7 +81,7 @@ def test_search_page_in_headless_chromium(tmp_path):
                 page.screenshot(path=str(shot), full_page=True)
 
                 # an image result is shown as a still (keyboard: focus its card and press Enter)
-                image = next(i for i, r in enumerate(want) if r["path"].endswith(".png"))
+                image = next(i for i, r in enumerate(want) if r.path.endswith(".png"))
                 cards.nth(image).focus()
                 page.keyboard.press("Enter")
                 page.wait_for_function("() => { const s = document.getElementById('still');"

@@ -9,6 +9,8 @@ Joint video-text embeddings after Torabi et al. 2016, Mithun et al. 2018 and Zha
 The names below are imported on first use, so ``import reelsearch`` stays light (see ``reelsearch.api``).
 """
 
+import importlib
+
 __version__ = "0.2.0"
 
 _LAZY = {
@@ -29,8 +31,6 @@ __all__ = ["__version__", *_LAZY]
 
 def __getattr__(name: str):
     if name in _LAZY:
-        import importlib
-
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value

@@ -16,7 +16,12 @@ Everything returns numpy arrays and runs in inference mode; see docs/python-api.
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 from pathlib import Path
+
+from reelsearch.config import MixtureConfig
+from reelsearch.models import load_model, registry
+from reelsearch.training import run
 
 
 def load(name_or_path: str | Path = "default", device: str = "cpu", int8_text: bool = False):
@@ -25,8 +30,6 @@ def load(name_or_path: str | Path = "default", device: str = "cpu", int8_text: b
 
     ``int8_text``: MiniLM text features in int8 (faster ``encode_text`` on a CPU, embeddings
     slightly off float32; ``model.use_int8_text``)."""
-    from reelsearch.models import load_model
-
     pretrained = {p["name"]: p for p in list_pretrained()}
     if str(name_or_path) in pretrained and not Path(name_or_path).exists():
         name_or_path = pretrained[str(name_or_path)]["path"]
@@ -38,19 +41,14 @@ def load(name_or_path: str | Path = "default", device: str = "cpu", int8_text: b
 
 def list_models() -> list[str]:
     """The named architectures ``create_model`` and ``reelsearch train`` accept (``describe_models`` for details)."""
-    from reelsearch.models.registry import list_models as names
-
-    return names()
+    return registry.list_models()
 
 
 def describe_models() -> list[dict]:
     """Each named architecture: name, paper, kind (joint | mixture) and the video modalities it reads."""
-    from reelsearch.config import MixtureConfig
-    from reelsearch.models.registry import model_config
-
     out = []
     for name in list_models():
-        cfg = model_config(name)
+        cfg = registry.model_config(name)
         out.append({"name": name, "paper": cfg.paper, "kind": "mixture" if isinstance(cfg, MixtureConfig) else "joint",
                     "modalities": cfg.modalities})
     return out
@@ -58,23 +56,34 @@ def describe_models() -> list[dict]:
 
 def list_pretrained() -> list[dict]:
     """The weights that ship with the package: name, architecture, path, description and measured metrics."""
-    from importlib.resources import files
-
     assets = Path(str(files("reelsearch") / "assets"))
     entries = json.loads((assets / "pretrained.json").read_text(encoding="utf-8"))
     return [{**e, "path": str(assets / e["path"])} for e in entries]
 
 
+def models_table() -> str:
+    """The named architectures (``describe_models``) and the pretrained models (``list_pretrained``), as
+    ``reelsearch models`` lists them."""
+    archs, pretrained = describe_models(), list_pretrained()
+    lines = ["architectures (reelsearch train NAME ...):"]
+    width = max(len(a["name"]) for a in archs)
+    mods = max(len(", ".join(a["modalities"])) for a in archs)
+    lines += [f"  {a['name']:<{width}}  {a['kind']:<7}  {', '.join(a['modalities']):<{mods}}  {a['paper']}"
+              for a in archs]
+    lines.append("\npretrained (--model NAME, reelsearch eval NAME ...):")
+    for p in pretrained:
+        metrics = "; ".join(f"{split}: " + ", ".join(f"{k} {v}" for k, v in m.items())
+                            for split, m in p.get("metrics", {}).items())
+        lines.append(f"  {p['name']}  ({p['architecture']})  {metrics}\n    {p['description']}")
+    return "\n".join(lines)
+
+
 def train(config, data, out, **options) -> dict:
     """Train ``config`` (a named model, a YAML path or a config) on ``data`` ("FORMAT:ROOT", or a list of them) into
     ``out``; options as ``reelsearch.training.run.train`` (``overrides``, ``features``, ``device``, ...)."""
-    from reelsearch.training.run import train as run
-
-    return run(config, data, out, **options)
+    return run.train(config, data, out, **options)
 
 
 def evaluate(model, data: str, split: str | None = None, **options) -> dict:
     """Both-direction retrieval metrics of ``model`` (loaded, or a path / "default") on a dataset split."""
-    from reelsearch.training.run import evaluate as run
-
-    return run(model, data, split=split, **options)
+    return run.evaluate(model, data, split=split, **options)

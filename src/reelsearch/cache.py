@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from platformdirs import user_cache_dir
+
 
 def cache_root() -> Path:
     """The cache folder ($REELSEARCH_CACHE_DIR, else the user's cache directory for reelsearch)."""
     env = os.environ.get("REELSEARCH_CACHE_DIR")
     if env:
         return Path(env).expanduser()
-    from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("reelsearch"))

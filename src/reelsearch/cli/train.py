@@ -1,278 +1,217 @@
-"""`reelsearch train`, `eval` and `fuse`: train a named model on a dataset; evaluate a checkpoint; fuse experts."""
+"""`reelsearch train`, `eval`, `fuse`, `tune-cnn`, `tune-text` and `querybank`: train a named model on a dataset;
+evaluate a checkpoint; fuse experts; tune a model's frame CNN or its text tower; give a model a querybank."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import typer
 
+from reelsearch.cli.options import set_threads
+from reelsearch.errors import ReelsearchError
 
-def register(app: typer.Typer) -> None:
-    """Add `train`, `eval` and `fuse` to ``app``."""
-
-    @app.command("train")
-    def train(
-        config: str = typer.Argument(..., help="A named model (torabi-m2, scde, ...; `reelsearch models`) or a YAML "
-                                     "config (configs/)."),
-        data: list[str] = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT[:SPLIT], e.g. "
-                                       "flickr8k:../shared/data/flickr8k; repeat it to train on several together "
-                                       "(images and videos, Torabi §5.1); the first is validated on."),
-        out: Path = typer.Option(..., "--out", help="Run directory (best/, last/, log.csv, curves.png)."),
-        set_: list[str] = typer.Option([], "--set", help="Override a config key, repeatable: --set train.epochs=5 "
-                                       "--set train.lr=1e-4 --set train.precision=bf16 --set "
-                                       "model.video.projection.dim=1024 (values read as YAML; an unknown key is an "
-                                       "error)."),
-        features: list[Path] | None = typer.Option(None, "--features", help="FeatureStore with the features "
-                                                   "(default: the feature caches, extracted on first use); once per "
-                                                   "--data when several. Its recipe must match the model's."),
-        train_split: str | None = typer.Option(None, "--train-split", help="Default: train."),
-        val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev when present."),
-        protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol (msrvtt: full, 1k-a, ...)."),
-        device: str | None = typer.Option(None, "--device", help="cpu, cuda, cuda:1 (default: GPU when present)."),
-        text_encoder: Path | None = typer.Option(None, "--text-encoder", help="An adapted MiniLM folder from "
-                                                 "`reelsearch adapt-text`, for models reading MiniLM token features."),
-        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's; "
-                                           "1 is fastest on a busy machine)."),
-        json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    ) -> None:
-        """Train a model; resumes automatically from OUT/last after an interruption. Run under `torchrun
-        --nproc_per_node N` for data-parallel training (negatives gathered across ranks)."""
-        from reelsearch.training.run import train as run
-
-        _set_threads(threads)
-        opts = {"protocol": protocol} if protocol else {}
-        summary = run(config, data, out, features=features, overrides=list(set_), device=device,
-                      train_split=train_split, val_split=val_split, text_encoder=text_encoder, **opts)
-        if json_out:
-            typer.echo(json.dumps(summary, indent=2, default=str))
-        else:
-            typer.echo(f"done: best model in {out}/best")
-
-    @app.command("eval")
-    def evaluate(
-        checkpoint: str = typer.Argument(..., help="A model directory, a training run directory, or `default` (the "
-                                         "bundled model)."),
-        data: str = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT[:SPLIT]."),
-        split: str | None = typer.Option(None, "--split", help="Split to evaluate (default: val/dev, else test)."),
-        features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature caches, "
-                                             "extracted on first use with the model's recipe)."),
-        protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol."),
-        device: str | None = typer.Option(None, "--device"),
-        out: Path | None = typer.Option(None, "--out", help="Write the metrics JSON here (default: "
-                                        "./eval-MODEL-FORMAT-SPLIT.json in the current directory)."),
-        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
-        json_out: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
-        int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help="Encode the captions with int8 "
-                                       "MiniLM, as search does by default (default: float32, as trained)."),
-        querybank: bool = typer.Option(True, "--querybank/--no-querybank", help="Apply the model's querybank "
-                                       "normalisation when it has one (`reelsearch querybank`); --no-querybank "
-                                       "ranks by its raw scores."),
-    ) -> None:
-        """Retrieval metrics of a checkpoint in both directions (R@1/5/10, MedR, MeanR, mAP, RSum)."""
-        from reelsearch.evaluation import format_table
-        from reelsearch.io import atomic_write_json
-        from reelsearch.training.run import evaluate as run
-
-        _set_threads(threads)
-        opts = {"protocol": protocol} if protocol else {}
-        res = run(checkpoint, data, split=split, features=features, device=device, progress=not json_out,
-                  int8_text=int8_text, querybank=querybank, **opts)
-        model = re.sub(r"[^A-Za-z0-9_.-]+", "_", res.get("model") or "model")
-        precision = "-int8" if res.get("text_precision") == "int8" else ""
-        precision += "" if querybank else "-raw"  # --no-querybank: not what the model ranks by
-        target = out or Path(f"eval-{model}-{res['data'].split(':', 1)[0]}-{res['split']}{precision}.json")
-        try:
-            atomic_write_json(target, res)
-        except OSError as exc:  # a read-only folder still gets the metrics printed
-            typer.echo(f"note: could not save {target}: {exc.strerror or exc}", err=True)
-        if json_out:
-            typer.echo(json.dumps(res))
-        else:
-            typer.echo(format_table(res))
-
-    _register_fuse(app)
-    _register_tune_cnn(app)
-    _register_tune_text(app)
-    _register_querybank(app)
+app = typer.Typer()
 
 
-def _register_querybank(app: typer.Typer) -> None:
-    @app.command("querybank")
-    def querybank(
-        checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
-        data: str = typer.Option(..., "--data", help="The training data as FORMAT:ROOT, e.g. "
-                                 "flickr8k:../shared/data/flickr8k."),
-        out: Path = typer.Option(..., "--out", help="Run folder: the model with its querybank goes to OUT/best/, "
-                                 "the report to OUT/querybank.json (a new folder, or CHECKPOINT's own run)."),
-        split: str = typer.Option("train", "--split", help="The split whose captions and videos form the bank "
-                                  "(training queries: never the split you report on)."),
-        beta: float = typer.Option(20.0, "--beta", help="Inverse temperature of the inverted softmax (20: the "
-                                   "paper's)."),
-        max_captions: int | None = typer.Option(None, "--max-captions", help="Keep at most this many captions "
-                                                "(a random subset; default: all)."),
-        max_videos: int | None = typer.Option(None, "--max-videos", help="Keep at most this many videos."),
-        val_split: str | None = typer.Option(None, "--val-split", help="Split to report raw and normalised "
-                                             "metrics on (default: val or dev)."),
-        features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature "
-                                             "caches, extracted on first use)."),
-        seed: int = typer.Option(0, "--seed"),
-        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    ) -> None:
-        """Querybank normalisation (Bogolin et al. 2022): embed a bank of training captions and videos, save it
-        with the model, and report the raw and the normalised metrics; `eval` then ranks by the inverted
-        softmax over the bank."""
-        from reelsearch.training.querybank import make_querybank
+@app.command("train")
+def train(
+    config: str = typer.Argument(..., help="A named model (torabi-m2, scde, ...; `reelsearch models`) or a YAML "
+                                 "config (configs/)."),
+    data: list[str] = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT[:SPLIT], e.g. "
+                                   "flickr8k:../shared/data/flickr8k; repeat it to train on several together "
+                                   "(images and videos, Torabi §5.1); the first is validated on."),
+    out: Path = typer.Option(..., "--out", help="Run directory (best/, last/, log.csv, curves.png)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config key, repeatable: --set train.epochs=5 "
+                                   "--set train.lr=1e-4 --set train.precision=bf16 --set "
+                                   "model.video.projection.dim=1024 (values read as YAML; an unknown key is an "
+                                   "error)."),
+    features: list[Path] | None = typer.Option(None, "--features", help="FeatureStore with the features "
+                                               "(default: the feature caches, extracted on first use); once per "
+                                               "--data when several. Its recipe must match the model's."),
+    train_split: str | None = typer.Option(None, "--train-split", help="Default: train."),
+    val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev when present."),
+    protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol (msrvtt: full, 1k-a, ...)."),
+    device: str | None = typer.Option(None, "--device", help="cpu, cuda, cuda:1 (default: GPU when present)."),
+    text_encoder: Path | None = typer.Option(None, "--text-encoder", help="An adapted MiniLM folder from "
+                                             "`reelsearch adapt-text`, for models reading MiniLM token features."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's; "
+                                       "1 is fastest on a busy machine)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Train a model; resumes automatically from OUT/last after an interruption. Run under `torchrun
+    --nproc_per_node N` for data-parallel training (negatives gathered across ranks)."""
+    from reelsearch.training.run import train as run
 
-        _set_threads(threads)
-        rep = make_querybank(checkpoint, data, out, split=split, beta=beta, max_captions=max_captions,
-                             max_videos=max_videos, val_split=val_split, features=features, seed=seed,
-                             progress=not json_out)
-        if json_out:
-            typer.echo(json.dumps(rep, default=str))
-            return
-        bank = rep["querybank"]
-        typer.echo(f"querybank: {bank['captions']} captions, {bank['videos']} videos of {bank['source']}, "
-                   f"beta {bank['beta']:g}")
-        for what in ("raw", "normalised"):
-            if what in rep:
-                res = rep[what]
-                typer.echo(f"{what} on {rep['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
-                           f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
-        typer.echo(f"saved: {out / 'best'} (report: {out / 'querybank.json'})")
+    set_threads(threads)
+    opts = {"protocol": protocol} if protocol else {}
+    summary = run(config, data, out, features=features, overrides=list(set_), device=device,
+                  train_split=train_split, val_split=val_split, text_encoder=text_encoder, **opts)
+    typer.echo(json.dumps(summary, indent=2, default=str) if json_out else f"done: best model in {out}/best")
 
 
-def _register_tune_cnn(app: typer.Typer) -> None:
-    @app.command("tune-cnn")
-    def tune_cnn(
-        checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
-        data: str = typer.Option(..., "--data", help="Images with captions as FORMAT:ROOT, e.g. "
-                                 "flickr8k:../shared/data/flickr8k."),
-        out: Path = typer.Option(..., "--out", help="Run directory: best/ (the tuned model), last/, log.csv, "
-                                 "summary.json; a mixture's experts are tuned in experts/NAME/. An interrupted run "
-                                 "resumes."),
-        expert: list[str] = typer.Option([], "--expert", help="A mixture's expert to tune, repeatable (default: "
-                                         "every expert over EfficientNet-Lite features)."),
-        set_: list[str] = typer.Option([], "--set", help="Override a tune key, repeatable: --set tune.epochs=16 "
-                                       "--set tune.views=4 --set tune.lr_cnn=1e-4 --set tune.lr=1e-4 --set "
-                                       "tune.early_stopping=4 --set tune.from_block=14 --set tune.batch_size=128 "
-                                       "(values read as YAML; an unknown key is an error; docs/training.md)."),
-        train_split: str = typer.Option("train", "--train-split"),
-        val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev."),
-        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    ) -> None:
-        """Fine-tune the last blocks of a model's frame CNN with its projections, on a CPU: the frozen part's
-        activations are computed once per view and cached; the tuned weights travel in the saved model."""
-        from reelsearch.training.cnn_tail import tune_cnn as run
+@app.command("eval")
+def evaluate(
+    checkpoint: str = typer.Argument(..., help="A model directory, a training run directory, or `default` (the "
+                                     "bundled model)."),
+    data: str = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT[:SPLIT]."),
+    split: str | None = typer.Option(None, "--split", help="Split to evaluate (default: val/dev, else test)."),
+    features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature caches, "
+                                         "extracted on first use with the model's recipe)."),
+    protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol."),
+    device: str | None = typer.Option(None, "--device"),
+    out: Path | None = typer.Option(None, "--out", help="Write the metrics JSON here (default: "
+                                    "./eval-MODEL-FORMAT-SPLIT.json in the current directory)."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+    json_out: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
+    int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help="Encode the captions with int8 "
+                                   "MiniLM, as search does by default (default: float32, as trained)."),
+    querybank: bool = typer.Option(True, "--querybank/--no-querybank", help="Apply the model's querybank "
+                                   "normalisation when it has one (`reelsearch querybank`); --no-querybank "
+                                   "ranks by its raw scores."),
+) -> None:
+    """Retrieval metrics of a checkpoint in both directions (R@1/5/10, MedR, MeanR, mAP, RSum)."""
+    from reelsearch.evaluation import format_table
+    from reelsearch.evaluation.report import result_file_name
+    from reelsearch.io import atomic_write_json
+    from reelsearch.training.run import evaluate as run
 
-        _set_threads(threads)
-        rep = run(checkpoint, data, out, experts=list(expert) or None, overrides=list(set_), train_split=train_split,
-                  val_split=val_split, progress=not json_out)
-        if json_out:
-            typer.echo(json.dumps(rep, default=str))
-            return
-        for name, r in (rep.get("experts") or {rep["expert"]: rep}).items():
-            typer.echo(f"{name}: dev RSum {r['start']['RSum']:.2f} -> {r['best']['RSum']:.2f} (epoch "
-                       f"{r['best_epoch']} of {r['epochs_run']})")
-        if "result" in rep:
-            res = rep["result"]
-            typer.echo(f"saved model on {rep['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
-                       f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
-        typer.echo(f"saved: {out}/best (report: {out}/summary.json)")
+    set_threads(threads)
+    opts = {"protocol": protocol} if protocol else {}
+    res = run(checkpoint, data, split=split, features=features, device=device, progress=not json_out,
+              int8_text=int8_text, querybank=querybank, **opts)
+    target = out or Path(result_file_name(res, querybank))
+    try:
+        atomic_write_json(target, res)
+    except OSError as exc:  # a read-only folder still gets the metrics printed
+        typer.echo(f"note: could not save {target}: {exc.strerror or exc}", err=True)
+    typer.echo(json.dumps(res) if json_out else format_table(res))
 
 
-def _register_tune_text(app: typer.Typer) -> None:
-    @app.command("tune-text")
-    def tune_text(
-        checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
-        data: str = typer.Option(..., "--data", help="Videos or images with captions as FORMAT:ROOT, e.g. "
-                                 "flickr8k:../shared/data/flickr8k."),
-        out: Path = typer.Option(..., "--out", help="Run directory: best/ (the tuned model), last/, log.csv, "
-                                 "summary.json. An interrupted run resumes."),
-        set_: list[str] = typer.Option([], "--set", help="Override a tune_text key, repeatable: --set "
-                                       "tune_text.layers=2 --set tune_text.epochs=12 --set tune_text.lr_text=2e-5 "
-                                       "--set tune_text.lr=1e-4 --set tune_text.video=false --set "
-                                       "tune_text.store=float32 (values read as YAML; an unknown key is an error; "
-                                       "docs/training.md)."),
-        train_split: str = typer.Option("train", "--train-split"),
-        val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev."),
-        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    ) -> None:
-        """Fine-tune the top layers of a model's text tower (MiniLM) with its projections, on a CPU: the states
-        below them are computed once per caption and cached; the tuned layers travel in the saved model (a
-        mixture's experts share them) and run in ONNX Runtime at query time."""
-        from reelsearch.training.text_tail import tune_text as run
+@app.command("fuse")
+def fuse(
+    checkpoints: list[str] = typer.Argument(..., help="Two or more model or run directories (the experts)."),
+    out: Path = typer.Option(..., "--out", help="Run folder: the mixture goes to OUT/best/, the "
+                             "report to OUT/fusion.json."),
+    kind: str = typer.Option("score", "--kind", help="score (weighted sum, Mithun Eq. 4) or rank fusion."),
+    weights: str | None = typer.Option(None, "--weights", help="Comma-separated, one per expert "
+                                       "(default 1 each; a nested mixture keeps its own)."),
+    normalize: str = typer.Option("none", "--normalize", help="Score fusion only: none (the paper) or zscore "
+                                  "(experts scoring on different scales)."),
+    data: str | None = typer.Option(None, "--data", help="FORMAT:ROOT to evaluate (and tune) on."),
+    split: str | None = typer.Option(None, "--split", help="Split to evaluate on (default: val/dev)."),
+    features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature caches, "
+                                         "extracted on first use with each expert's recipe)."),
+    tune: bool = typer.Option(False, "--tune", help="Grid-search the weights (first expert fixed at 1) for "
+                              "the best RSum on the split."),
+    protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol."),
+    device: str | None = typer.Option(None, "--device"),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Fuse separately trained models into one mixture of experts (Mithun et al. §3.5); with --data, report
+    each expert alone and the fusion, optionally tuning the weights."""
+    from reelsearch.training import fusion
 
-        _set_threads(threads)
-        rep = run(checkpoint, data, out, overrides=list(set_), train_split=train_split, val_split=val_split,
-                  progress=not json_out)
-        if json_out:
-            typer.echo(json.dumps(rep, default=str))
-            return
-        typer.echo(f"dev RSum {rep['start']['RSum']:.2f} -> {rep['best']['RSum']:.2f} (epoch {rep['best_epoch']} of "
-                   f"{rep['epochs_run']})")
-        if "result" in rep:
-            res = rep["result"]
-            typer.echo(f"saved model on {rep['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
-                       f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
-        typer.echo(f"saved: {out}/best (report: {out}/summary.json)")
-
-
-def _register_fuse(app: typer.Typer) -> None:
-    @app.command("fuse")
-    def fuse(
-        checkpoints: list[str] = typer.Argument(..., help="Two or more model or run directories (the experts)."),
-        out: Path = typer.Option(..., "--out", help="Run folder: the mixture goes to OUT/best/, the "
-                                 "report to OUT/fusion.json."),
-        kind: str = typer.Option("score", "--kind", help="score (weighted sum, Mithun Eq. 4) or rank fusion."),
-        weights: str | None = typer.Option(None, "--weights", help="Comma-separated, one per expert "
-                                           "(default 1 each; a nested mixture keeps its own)."),
-        normalize: str = typer.Option("none", "--normalize", help="Score fusion only: none (the paper) or zscore "
-                                      "(experts scoring on different scales)."),
-        data: str | None = typer.Option(None, "--data", help="FORMAT:ROOT to evaluate (and tune) on."),
-        split: str | None = typer.Option(None, "--split", help="Split to evaluate on (default: val/dev)."),
-        features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature caches, "
-                                             "extracted on first use with each expert's recipe)."),
-        tune: bool = typer.Option(False, "--tune", help="Grid-search the weights (first expert fixed at 1) for "
-                                  "the best RSum on the split."),
-        protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol."),
-        device: str | None = typer.Option(None, "--device"),
-        threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    ) -> None:
-        """Fuse separately trained models into one mixture of experts (Mithun et al. §3.5); with --data, report
-        each expert alone and the fusion, optionally tuning the weights."""
-        from reelsearch.errors import ReelsearchError
-        from reelsearch.evaluation import format_table
-        from reelsearch.training.fusion import fuse as run
-
-        _set_threads(threads)
-        try:
-            w = [float(x) for x in weights.split(",")] if weights else None
-        except ValueError as exc:
-            raise ReelsearchError(f"--weights: expected numbers separated by commas, got {weights!r}") from exc
-        if kind not in ("score", "rank") or normalize not in ("none", "zscore"):
-            raise ReelsearchError("--kind is score or rank; --normalize is none or zscore")
-        opts = {"protocol": protocol} if protocol else {}
-        rep = run(checkpoints, out, kind=kind, weights=w, normalize=normalize, data=data, split=split,
-                  features=features, tune=tune, device=device, progress=not json_out, **opts)
-        if json_out:
-            typer.echo(json.dumps(rep))
-            return
-        typer.echo(f"experts: {', '.join(rep['experts'])}; fusion {rep['fusion']}")
-        if "result" in rep:
-            for name, res in rep["experts_alone"].items():
-                typer.echo(f"{name} alone: RSum {res['RSum']:.1f}")
-            typer.echo(format_table(rep["result"]))
-        typer.echo(f"saved: {out / 'best'} (report: {out / 'fusion.json'})")
+    set_threads(threads)
+    try:
+        w = [float(x) for x in weights.split(",")] if weights else None
+    except ValueError as exc:
+        raise ReelsearchError(f"--weights: expected numbers separated by commas, got {weights!r}") from exc
+    if kind not in ("score", "rank") or normalize not in ("none", "zscore"):
+        raise ReelsearchError("--kind is score or rank; --normalize is none or zscore")
+    opts = {"protocol": protocol} if protocol else {}
+    rep = fusion.fuse(checkpoints, out, kind=kind, weights=w, normalize=normalize, data=data, split=split,
+                      features=features, tune=tune, device=device, progress=not json_out, **opts)
+    typer.echo(json.dumps(rep) if json_out else fusion.report_text(rep, out))
 
 
-def _set_threads(threads: int | None) -> None:
-    if threads:
-        import torch
+@app.command("tune-cnn")
+def tune_cnn(
+    checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+    data: str = typer.Option(..., "--data", help="Images with captions as FORMAT:ROOT, e.g. "
+                             "flickr8k:../shared/data/flickr8k."),
+    out: Path = typer.Option(..., "--out", help="Run directory: best/ (the tuned model), last/, log.csv, "
+                             "summary.json; a mixture's experts are tuned in experts/NAME/. An interrupted run "
+                             "resumes."),
+    expert: list[str] = typer.Option([], "--expert", help="A mixture's expert to tune, repeatable (default: "
+                                     "every expert over EfficientNet-Lite features)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a tune key, repeatable: --set tune.epochs=16 "
+                                   "--set tune.views=4 --set tune.lr_cnn=1e-4 --set tune.lr=1e-4 --set "
+                                   "tune.early_stopping=4 --set tune.from_block=14 --set tune.batch_size=128 "
+                                   "(values read as YAML; an unknown key is an error; docs/training.md)."),
+    train_split: str = typer.Option("train", "--train-split"),
+    val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Fine-tune the last blocks of a model's frame CNN with its projections, on a CPU: the frozen part's
+    activations are computed once per view and cached; the tuned weights travel in the saved model."""
+    from reelsearch.training import cnn_tail
 
-        torch.set_num_threads(threads)
+    set_threads(threads)
+    rep = cnn_tail.tune_cnn(checkpoint, data, out, experts=list(expert) or None, overrides=list(set_),
+                            train_split=train_split, val_split=val_split, progress=not json_out)
+    typer.echo(json.dumps(rep, default=str) if json_out else cnn_tail.report_text(rep, out))
+
+
+@app.command("tune-text")
+def tune_text(
+    checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+    data: str = typer.Option(..., "--data", help="Videos or images with captions as FORMAT:ROOT, e.g. "
+                             "flickr8k:../shared/data/flickr8k."),
+    out: Path = typer.Option(..., "--out", help="Run directory: best/ (the tuned model), last/, log.csv, "
+                             "summary.json. An interrupted run resumes."),
+    set_: list[str] = typer.Option([], "--set", help="Override a tune_text key, repeatable: --set "
+                                   "tune_text.layers=2 --set tune_text.epochs=12 --set tune_text.lr_text=2e-5 "
+                                   "--set tune_text.lr=1e-4 --set tune_text.video=false --set "
+                                   "tune_text.store=float32 (values read as YAML; an unknown key is an error; "
+                                   "docs/training.md)."),
+    train_split: str = typer.Option("train", "--train-split"),
+    val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Fine-tune the top layers of a model's text tower (MiniLM) with its projections, on a CPU: the states
+    below them are computed once per caption and cached; the tuned layers travel in the saved model (a
+    mixture's experts share them) and run in ONNX Runtime at query time."""
+    from reelsearch.training import text_tail
+
+    set_threads(threads)
+    rep = text_tail.tune_text(checkpoint, data, out, overrides=list(set_), train_split=train_split,
+                              val_split=val_split, progress=not json_out)
+    typer.echo(json.dumps(rep, default=str) if json_out else text_tail.report_text(rep, out))
+
+
+@app.command("querybank")
+def querybank(
+    checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+    data: str = typer.Option(..., "--data", help="The training data as FORMAT:ROOT, e.g. "
+                             "flickr8k:../shared/data/flickr8k."),
+    out: Path = typer.Option(..., "--out", help="Run folder: the model with its querybank goes to OUT/best/, "
+                             "the report to OUT/querybank.json (a new folder, or CHECKPOINT's own run)."),
+    split: str = typer.Option("train", "--split", help="The split whose captions and videos form the bank "
+                              "(training queries: never the split you report on)."),
+    beta: float = typer.Option(20.0, "--beta", help="Inverse temperature of the inverted softmax (20: the "
+                               "paper's)."),
+    max_captions: int | None = typer.Option(None, "--max-captions", help="Keep at most this many captions "
+                                            "(a random subset; default: all)."),
+    max_videos: int | None = typer.Option(None, "--max-videos", help="Keep at most this many videos."),
+    val_split: str | None = typer.Option(None, "--val-split", help="Split to report raw and normalised "
+                                         "metrics on (default: val or dev)."),
+    features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature "
+                                         "caches, extracted on first use)."),
+    seed: int = typer.Option(0, "--seed"),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Querybank normalisation (Bogolin et al. 2022): embed a bank of training captions and videos, save it
+    with the model, and report the raw and the normalised metrics; `eval` then ranks by the inverted
+    softmax over the bank."""
+    from reelsearch.training import querybank as bank
+
+    set_threads(threads)
+    rep = bank.make_querybank(checkpoint, data, out, split=split, beta=beta, max_captions=max_captions,
+                              max_videos=max_videos, val_split=val_split, features=features, seed=seed,
+                              progress=not json_out)
+    typer.echo(json.dumps(rep, default=str) if json_out else bank.report_text(rep, out))

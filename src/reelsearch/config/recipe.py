@@ -7,7 +7,7 @@ A model's :class:`FeatureRecipe` is both; a FeatureStore records the recipe of e
 ``reelsearch.features.pipeline.FeaturePipeline`` turns media into features from a recipe, so training, evaluation
 and search all see the same inputs.
 
-An extractor name that is not in ``reelsearch.features.extractors.EXTRACTORS`` (``i3d``, ``resnet50-places365``, ...)
+An extractor name that is not in ``reelsearch.config.names.EXTRACTOR_NAMES`` (``i3d``, ``resnet50-places365``, ...)
 means the features cannot be computed here: they must be imported (``reelsearch features import ... --extractor
 NAME``), and the recipe says so.
 """
@@ -22,7 +22,11 @@ from typing import Any, Literal
 
 from reelsearch.errors import ConfigError
 from reelsearch.io import file_identity as file_identity  # a recipe's weights identity (re-exported)
+from reelsearch.media.decode import parse_policy
 from reelsearch.text.towers import MINILM, TOWERS, is_tower
+
+from .names import EXTRACTOR_NAMES
+from .typed import to_dict
 
 DTYPES = ("float16", "float32")
 
@@ -96,8 +100,6 @@ class ModalityRecipe:
         if self.dim < 1:
             raise ConfigError(f"dim must be positive, got {self.dim}")
         if self.sampling is not None:
-            from reelsearch.media.decode import parse_policy
-
             try:
                 parse_policy(self.sampling, self.max_frames)
             except Exception as exc:  # noqa: BLE001 - the decoder's own message says what is wrong
@@ -107,8 +109,6 @@ class ModalityRecipe:
 
     def identity(self) -> dict:
         """The fields that decide the features (everything but the storage dtype and where a file option lies)."""
-        from .typed import to_dict
-
         out = to_dict(self)
         out.pop("dtype")
         out["options"] = {k: v for k, v in out["options"].items() if k not in FILE_OPTIONS}
@@ -123,9 +123,7 @@ class ModalityRecipe:
     @property
     def available(self) -> bool:
         """Whether reelsearch can compute these features here (else they must be imported)."""
-        from reelsearch.features.extractors import EXTRACTORS
-
-        return self.extractor in EXTRACTORS
+        return self.extractor in EXTRACTOR_NAMES
 
     @property
     def decode_spec(self) -> tuple:

@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
 from reelsearch.errors import ConfigError, DataFormatError
 
+from .names import LOSS_NAMES
 from .recipe import FeatureRecipe, ModalityRecipe, TextRecipe, frame_recipe, glove_text, minilm_text
 from .typed import from_dict, merge_dicts, override_items, set_path, to_dict
 
@@ -155,11 +158,9 @@ class TrainConfig:
     eval_batch_size: int = 512
 
     def check(self) -> None:
-        from reelsearch.losses import list_losses
-
         for key in ("loss", "warmup_loss"):
-            if getattr(self, key) not in list_losses():
-                raise ConfigError(f"{key}: unknown loss {getattr(self, key)!r}; choose one of {list_losses()}")
+            if getattr(self, key) not in LOSS_NAMES:
+                raise ConfigError(f"{key}: unknown loss {getattr(self, key)!r}; choose one of {sorted(LOSS_NAMES)}")
         positive = {"lr": self.lr, "batch_size": self.batch_size, "epochs": self.epochs,
                     "eval_batch_size": self.eval_batch_size}
         for key, value in positive.items():
@@ -268,8 +269,6 @@ def config_to_dict(config: AnyConfig) -> dict:
 
 def load_config(path: str | Path) -> AnyConfig:
     """The config in a YAML (or JSON) file; errors name the file (and line, for YAML syntax)."""
-    import yaml
-
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -19,6 +19,8 @@ import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
 
+import yaml
+
 from reelsearch.errors import ConfigError
 
 
@@ -166,8 +168,6 @@ def to_dict(obj, drop_defaults: bool = False) -> Any:
 
 def parse_value(text: str):
     """A ``--set`` value: YAML scalars and flow collections (``1e-4``, ``null``, ``true``, ``[a, b]``), else text."""
-    import yaml
-
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -58,6 +58,17 @@ class Dataset:
             }
         }
 
+    def info_table(self) -> str:
+        """``info()`` as a table: a title line (name, root, protocol), then items and captions per split and in
+        total."""
+        proto = f"  protocol {self.protocol}" if self.protocol else ""
+        rows = [(name, c["items"], c["captions"]) for name, c in self.info()["splits"].items()]
+        rows.append(("total", sum(r[1] for r in rows), sum(r[2] for r in rows)))
+        width = max(5, *(len(r[0]) for r in rows))
+        lines = [f"{self.name}  {self.root}{proto}", f"{'split':<{width}}  {'items':>9}  {'captions':>9}"]
+        lines += [f"{name:<{width}}  {n_items:>9,}  {n_caps:>9,}" for name, n_items, n_caps in rows]
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         counts = ", ".join(f"{s}={len(v)}" for s, v in self._splits.items())
         proto = f", protocol={self.protocol!r}" if self.protocol else ""

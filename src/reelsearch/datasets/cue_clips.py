@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from reelsearch.errors import DataFormatError, ReelsearchError
+from reelsearch.io import atomic_path
 
 FRAME_SIZE = (640, 360)  # width, height
 FPS = 25
@@ -129,7 +130,7 @@ def speech_seconds(text: str, voice: str = VOICE, words_per_minute: int = WORDS_
 # -------------------------------------------------------------------------------------------------- pictures
 def load_photo(images_dir: str | Path, photo: str) -> np.ndarray:
     """RGB uint8 pixels of ``images_dir/<photo>.jpg`` (or the exact file name)."""
-    import cv2
+    import cv2  # noqa: PLC0415 - optional package (media extra)
 
     path = Path(images_dir) / (photo if Path(photo).suffix else f"{photo}.jpg")
     img = cv2.imread(str(path), cv2.IMREAD_COLOR)
@@ -140,7 +141,7 @@ def load_photo(images_dir: str | Path, photo: str) -> np.ndarray:
 
 def _backdrop(photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """The photo stretched over the whole frame, blurred and darkened."""
-    import cv2
+    import cv2  # noqa: PLC0415 - optional package (media extra)
 
     w, h = size
     scale = max(w / photo.shape[1], h / photo.shape[0])
@@ -154,7 +155,7 @@ def _backdrop(photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 def _shot_frame(photo: np.ndarray, back: np.ndarray, progress: float, zoom: tuple[float, float, float]) -> np.ndarray:
     """One frame of a shot at ``progress`` in [0, 1]: the photo shown h x h in the middle of the backdrop, zoomed
     from ``zoom[0]`` to ``zoom[1]`` and panned sideways by ``zoom[2]`` (-1..1) of the slack the zoom leaves."""
-    import cv2
+    import cv2  # noqa: PLC0415 - optional package (media extra)
 
     h, w = back.shape[:2]
     start, stop, pan = zoom
@@ -175,7 +176,7 @@ _WORD_GAP = 0.45  # space between words, in units of the font height: Hershey's 
 
 
 def _line_width(line: str, scale: float, thickness: int) -> int:
-    import cv2
+    import cv2  # noqa: PLC0415 - optional package (media extra)
 
     words = line.split()
     widths = [cv2.getTextSize(w, _FONT, scale, thickness)[0][0] for w in words]
@@ -184,7 +185,7 @@ def _line_width(line: str, scale: float, thickness: int) -> int:
 
 def _put_line(img: np.ndarray, line: str, org: tuple[int, int], scale: float, colour, thickness: int) -> None:
     """``putText`` word by word, with clear spaces between the words."""
-    import cv2
+    import cv2  # noqa: PLC0415 - optional package (media extra)
 
     x, y = org
     for word in line.split():
@@ -199,7 +200,7 @@ def _fit_scale(lines: Sequence[str], width: int, scale: float, thickness: int) -
 
 def draw_text(frame: np.ndarray, text: OnScreenText) -> np.ndarray:
     """``frame`` with ``text`` rendered on it (a new array)."""
-    import cv2
+    import cv2  # noqa: PLC0415 - optional package (media extra)
 
     h, w = frame.shape[:2]
     thickness = 2
@@ -273,9 +274,7 @@ def make_clip(clip: CueClip, out_dir: str | Path, images_dir: str | Path, *, fps
 
     Raises ReelsearchError when the clip has speech and espeak-ng is missing, DataFormatError for a missing photo.
     """
-    import av
-
-    from reelsearch.io import atomic_path
+    import av  # noqa: PLC0415 - optional package (media extra)
 
     duration = clip_duration(clip, voice, words_per_minute)
     audio = speech_track(clip, duration, voice, words_per_minute) if clip.audio else None
@@ -295,7 +294,7 @@ def make_clip(clip: CueClip, out_dir: str | Path, images_dir: str | Path, *, fps
 
 
 def _encode_audio(container, stream, samples: np.ndarray, rate: int, chunk: int = 1024) -> None:
-    import av
+    import av  # noqa: PLC0415 - optional package (media extra)
 
     for pts in range(0, len(samples), chunk):
         frame = av.AudioFrame.from_ndarray(samples[None, pts:pts + chunk], format="s16", layout="mono")

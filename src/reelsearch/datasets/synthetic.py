@@ -15,6 +15,7 @@ Frames are real RGB pixels (uint8, ``size`` x ``size``); :func:`frame_features` 
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -22,8 +23,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.io import atomic_path, atomic_write_text
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
@@ -266,9 +269,7 @@ def clip_features(clips: Sequence[Clip], size: int = 64, grid: int = 8) -> list[
 
 def write_mp4(frames: np.ndarray, path: str | Path, fps: int = 8) -> Path:
     """Encode uint8 RGB frames [T, H, W, 3] to an H.264 (yuv444p, near-lossless) mp4 with PyAV, atomically."""
-    import av
-
-    from reelsearch.io import atomic_path
+    import av  # noqa: PLC0415 - optional package (media extra)
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -290,10 +291,6 @@ def write_dataset(out_dir: str | Path, splits: dict[str, Sequence[Clip]], size: 
                   progress: bool = True) -> Path:
     """Write ``out_dir/videos/<id>.mp4`` for every clip and ``out_dir/manifest.jsonl`` (the ``manifest`` format:
     id, path, captions = [caption], split, and the event script under ``events``). Returns the manifest path."""
-    from tqdm import tqdm
-
-    from reelsearch.io import atomic_write_text
-
     out = Path(out_dir)
     lines = []
     todo = [(split, c) for split, clips in splits.items() for c in clips]
@@ -319,8 +316,6 @@ def clip_from_manifest_item(item) -> Clip:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m reelsearch.datasets.synthetic OUT [--pairs N] [--seed S]``: train / test order pairs as mp4s."""
-    import argparse
-
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("out", help="output folder (videos/ + manifest.jsonl)")
     p.add_argument("--train-pairs", type=int, default=200)

@@ -65,7 +65,7 @@ def _count_cols(X: np.ndarray, T: np.ndarray, valid_k: np.ndarray | None) -> np.
 
 
 def _count_ge_torch(X, T: np.ndarray, axis: int) -> np.ndarray:
-    import torch
+    import torch  # noqa: PLC0415 - torch inputs only: numpy metrics stay torch-free
 
     thr = torch.from_numpy(np.ascontiguousarray(T)).to(device=X.device, dtype=X.dtype)
     if axis == 1:

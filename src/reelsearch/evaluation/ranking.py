@@ -159,7 +159,7 @@ def _resolve_device(source: ScoreSource, device: str | None):
     if source.on_torch_device is not None and source.on_torch_device.type != "cpu":
         return source.on_torch_device
     try:
-        import torch
+        import torch  # noqa: PLC0415 - torch inputs only: numpy metrics stay torch-free
 
         return "cuda" if torch.cuda.is_available() else None
     except ImportError:  # pragma: no cover
@@ -209,7 +209,7 @@ def _check_finite_rows(X, r0: int, transposed: bool) -> None:
             return
         bad = np.argwhere(np.isnan(X))[0]
     else:
-        import torch
+        import torch  # noqa: PLC0415 - torch inputs only: numpy metrics stay torch-free
 
         if X.numel() == 0 or not torch.isnan(X.min()):
             return
@@ -222,7 +222,7 @@ def _check_finite_rows(X, r0: int, transposed: bool) -> None:
 def _take(X, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     if isinstance(X, np.ndarray):
         return X[rows, cols]
-    import torch
+    import torch  # noqa: PLC0415 - torch inputs only: numpy metrics stay torch-free
 
     idx = (torch.as_tensor(rows, device=X.device), torch.as_tensor(cols, device=X.device))
     return X[idx].cpu().numpy()

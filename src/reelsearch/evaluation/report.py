@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from reelsearch.evaluation.ranking import METRIC_KEYS
@@ -17,6 +18,15 @@ def to_json(results: dict, path: str | Path | None = None, indent: int | None = 
     if path is not None:
         atomic_write_text(path, text + "\n")
     return text
+
+
+def result_file_name(results: dict, querybank: bool = True) -> str:
+    """Where ``reelsearch eval`` saves a checkpoint's ``results`` by default: ``eval-MODEL-FORMAT-SPLIT.json``, with
+    ``-int8`` for int8 text features and ``-raw`` for a model's raw scores (``querybank`` False)."""
+    model = re.sub(r"[^A-Za-z0-9_.-]+", "_", results.get("model") or "model")
+    precision = "-int8" if results.get("text_precision") == "int8" else ""
+    precision += "" if querybank else "-raw"  # --no-querybank: not what the model ranks by
+    return f"eval-{model}-{results['data'].split(':', 1)[0]}-{results['split']}{precision}.json"
 
 
 def _rows(results: dict, label: str = "") -> list[tuple[str, dict]]:

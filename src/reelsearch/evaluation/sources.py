@@ -105,7 +105,7 @@ class ScoreSource:
         """Scores at (rows[i], cols[i]) as a numpy array of ``work_dtype``."""
         assert self._matrix is not None
         if self.on_torch_device is not None:
-            import torch
+            import torch  # noqa: PLC0415 - torch inputs only: numpy metrics stay torch-free
 
             idx_r = torch.as_tensor(rows, device=self._matrix.device)
             idx_c = torch.as_tensor(cols, device=self._matrix.device)
@@ -162,7 +162,7 @@ def to_work_array(x, dtype: np.dtype, device=None):
     """Rows from a source as a numpy array in ``dtype`` (device None) or a torch tensor on ``device``."""
     if device is None:
         return _to_numpy(x).astype(dtype, copy=False)
-    import torch
+    import torch  # noqa: PLC0415 - torch inputs only: numpy metrics stay torch-free
 
     if not isinstance(x, torch.Tensor):
         x = torch.from_numpy(np.ascontiguousarray(np.asarray(x)))

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.extras import missing_extra
 from reelsearch.features.cue_types import CueResult, CueSegment, shared_instance
+from reelsearch.features.ocr import shared_reader
+from reelsearch.features.speech import shared_recognizer
 from reelsearch.media.decode import display_path
 
 __all__ = ["CUES", "CueExtractor", "CueResult", "CueSegment", "available_cues", "shared_instance"]
@@ -38,16 +41,12 @@ class CueExtractor:
     @property
     def speech(self):
         if self._speech is None:
-            from reelsearch.features.speech import shared_recognizer
-
             self._speech = shared_recognizer()
         return self._speech
 
     @property
     def ocr(self):
         if self._ocr is None:
-            from reelsearch.features.ocr import shared_reader
-
             self._ocr = shared_reader()
         return self._ocr
 
@@ -64,7 +63,6 @@ class CueExtractor:
         cues = _check(cues)
         if not self.parallel or len(cues) < 2:
             return {cue: self._run(cue, path) for cue in cues}
-        from concurrent.futures import ThreadPoolExecutor
 
         for cue in cues:
             self._tool(cue)  # create the shared tools in this thread

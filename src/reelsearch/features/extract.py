@@ -8,10 +8,11 @@ its error goes to ``STORE/errors.jsonl``. Videos are decoded once per item for a
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import importlib
 import inspect
 import json
 import multiprocessing
-import os
 import sys
 import time
 from collections import deque
@@ -19,9 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.features.extractors import EXTRACTORS, create_extractor
 from reelsearch.features.sources import Job
+from reelsearch.features.store import FeatureStore, FeatureStoreError
 from reelsearch.io import atomic_write_text
 from reelsearch.media.decode import SamplingPolicy, decode_audio, decode_frames
 
@@ -111,13 +115,9 @@ def motion_of_pairs(extractor, frames) -> np.ndarray:
 
 def make_extractor(name: str, device: str | None = None, batch_size: int | None = None, **extra):
     """create_extractor(name, **extra) with ``device`` / ``batch_size`` passed when its constructor takes them."""
-    from reelsearch.features.extractors import EXTRACTORS, create_extractor
-
     options = dict(extra)
     try:
         module, factory = EXTRACTORS[name].split(":")
-        import importlib
-
         params = inspect.signature(getattr(importlib.import_module(module), factory)).parameters
         if device is not None and "device" in params:
             options["device"] = device
@@ -174,11 +174,9 @@ def run_extraction(jobs: list[Job], store_root: str | Path, pipeline, config: Ex
     Resumable: a key already stored for a feature is skipped for it. A store whose feature was made by another
     recipe is refused (ConfigError) before any work.
     """
-    from tqdm import tqdm
-
     config = config or ExtractConfig()
     t0 = time.perf_counter()
-    store = _open_store(store_root)
+    store = open_store(store_root)
     summary = ExtractSummary(total=len(jobs))
     summary.errors.extend(problems or [])
     names = list(pipeline.recipes)
@@ -201,13 +199,12 @@ def run_extraction(jobs: list[Job], store_root: str | Path, pipeline, config: Ex
             _run_pending(pending, store, pipeline, config, summary, tqdm)
     finally:
         summary.seconds = time.perf_counter() - t0
-        _write_errors(errors_path, summary.errors)
+        write_errors(errors_path, summary.errors)
     return summary
 
 
-def _open_store(root):
-    from reelsearch.features.store import FeatureStore, FeatureStoreError
-
+def open_store(root):
+    """The FeatureStore at ``root``, created when missing (retrying while several ranks create it at once)."""
     for attempt in range(20):  # several ranks may create the same root at once
         try:
             return FeatureStore(root)
@@ -217,14 +214,14 @@ def _open_store(root):
             time.sleep(0.1)
 
 
-def _write_errors(path: Path, errors: list[dict]) -> None:
+def write_errors(path: Path, errors: list[dict]) -> None:
+    """``errors`` as JSON lines at ``path`` (STORE/errors.jsonl; atomic), or nothing when there are none and none
+    were there."""
     if errors or path.exists():
         atomic_write_text(path, "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in errors))
 
 
 def _run_pending(pending, store, pipeline, config: ExtractConfig, summary: ExtractSummary, tqdm) -> None:
-    import contextlib
-
     names = list(pipeline.recipes)
     with contextlib.ExitStack() as stack:
         writers = {n: stack.enter_context(store.writer(n, pipeline.recipes[n].dim, dtype=pipeline.recipes[n].dtype,
@@ -354,77 +351,3 @@ def _decoded_stream(pending, pipeline, config: ExtractConfig):
         for _, _, fut in window:
             fut.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-# ---- distributed -------------------------------------------------------------------------------------------------
-
-def dist_env() -> tuple[int, int]:
-    """(rank, world_size) from torchrun's environment (RANK / WORLD_SIZE), (0, 1) when absent."""
-    try:
-        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        raise ReelsearchError("RANK and WORLD_SIZE must be integers") from None
-
-
-def rank_dir(store_root: str | Path, rank: int) -> Path:
-    return Path(store_root) / f"rank-{rank}"
-
-
-def shard_done_marker(store_root: str | Path, rank: int) -> Path:
-    return rank_dir(store_root, rank) / "DONE.json"
-
-
-def merge_shards(store_root: str | Path, world_size: int | None = None, progress: bool = True) -> dict:
-    """Merge ``STORE/rank-*`` shards into ``STORE`` and concatenate their errors.jsonl into STORE/errors.jsonl."""
-    from reelsearch.features.store import FeatureStore
-
-    root = Path(store_root)
-    if world_size is None:
-        shards = sorted(p for p in root.glob("rank-*") if p.is_dir())
-    else:
-        shards = [rank_dir(root, r) for r in range(world_size)]
-    shards = [p for p in shards if (p / "reelsearch-store.json").exists()]
-    _open_store(root)
-    added = FeatureStore.merge(shards, root, progress=progress) if shards else {}
-    errors = []
-    for p in shards:
-        f = p / ERRORS_FILE
-        if f.exists():
-            errors.extend(json.loads(line) for line in f.read_text(encoding="utf-8").splitlines() if line.strip())
-    _write_errors(root / ERRORS_FILE, errors)
-    return {"added": added, "errors": errors, "shards": [str(p) for p in shards]}
-
-
-def run_id() -> str:
-    """Identifier shared by the ranks of one manual (non-torchrun) run: REELSEARCH_RUN_ID, else empty."""
-    return os.environ.get("REELSEARCH_RUN_ID", "")
-
-
-def write_done_marker(store_root: str | Path, rank: int, summary: ExtractSummary) -> None:
-    from reelsearch.io import atomic_write_json
-
-    atomic_write_json(shard_done_marker(store_root, rank), {
-        "rank": rank, "run_id": run_id(), "items": summary.total, "added": summary.added,
-        "failed": summary.failed_items, "time": time.time()})
-
-
-def wait_for_shards(store_root: str | Path, world_size: int, timeout: float | None) -> None:
-    """Block until every rank wrote its DONE marker with this run's id (file-based rendezvous)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    missing = list(range(world_size))
-    while True:
-        missing = [r for r in missing if not _marker_ok(shard_done_marker(store_root, r))]
-        if not missing:
-            return
-        if deadline is not None and time.monotonic() > deadline:
-            raise ReelsearchError(f"{store_root}: ranks {missing} did not finish within {timeout:.0f} s; "
-                                  f"run `reelsearch extract-merge {store_root}` once they have")
-        time.sleep(0.5)
-
-
-def _marker_ok(marker: Path) -> bool:
-    try:
-        info = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return info.get("run_id", "") == run_id()

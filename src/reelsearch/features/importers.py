@@ -21,8 +21,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import h5py
 import numpy as np
+from tqdm import tqdm
 
+from reelsearch.config.recipe import ModalityRecipe
 from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.features.store import FeatureStore, FeatureStoreError
 
@@ -62,6 +65,16 @@ class ImportReport:
     imported: int = 0
     skipped: int = 0
     bad: list[ImportProblem] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"modality": self.modality, "dim": self.dim, "total": self.total, "imported": self.imported,
+                "skipped": self.skipped, "bad": [{"source": p.source, "id": p.id, "problem": p.problem}
+                                                 for p in self.bad]}
+
+    def line(self, store: str | Path) -> str:
+        """One line: what was imported into ``store``."""
+        return (f"{store}: {self.modality!r} [T, {self.dim}]: imported {self.imported}, already there "
+                f"{self.skipped}, bad {len(self.bad)}")
 
 
 def detect_format(src: str | Path) -> str:
@@ -189,8 +202,6 @@ def _npz(src: Path) -> Iterator[list[ImportEntry]]:
 
 
 def _hdf5(src: Path, dataset: str | None) -> Iterator[list[ImportEntry]]:
-    import h5py
-
     try:
         h5 = h5py.File(src, "r")
     except OSError as exc:
@@ -270,8 +281,6 @@ def import_features(
     ``extractor``: what made the features (``i3d``, ``clip-vit-b32``, ...), recorded as their recipe; a model reading
     them names the same extractor in its feature recipe (``features.video.<modality>``).
     """
-    from tqdm import tqdm
-
     fmt = fmt or detect_format(src)
     wanted = read_ids(ids) if ids is not None else None
     with open_entries(src, fmt, ids=wanted, dataset=dataset) as entries:
@@ -313,8 +322,6 @@ def import_features(
 
 def imported_recipe(extractor: str, dim: int):
     """The recipe of features made outside reelsearch: the extractor's name and their size, nothing else known."""
-    from reelsearch.config.recipe import ModalityRecipe
-
     return ModalityRecipe(extractor, int(dim), sampling=None, max_frames=None, short_side=None)
 
 

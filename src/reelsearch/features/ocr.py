@@ -36,7 +36,7 @@ _WORD = re.compile(r"\w", re.UNICODE)
 
 def grey_thumbnail(image: np.ndarray, short_side: int = THUMB_SHORT_SIDE) -> np.ndarray:
     """uint8 [h, w] grey version of an RGB frame with its shorter side ``short_side`` px (area averaging)."""
-    import cv2
+    import cv2  # noqa: PLC0415 - optional package (media extra)
 
     h, w = image.shape[:2]
     scale = short_side / min(h, w)
@@ -176,7 +176,7 @@ class TextReader:
 
     def read_image(self, image: np.ndarray) -> list[TextBox]:
         """The text lines of one RGB uint8 frame, top to bottom."""
-        import cv2
+        import cv2  # noqa: PLC0415 - optional package (media extra)
 
         h, w = image.shape[:2]
         engine = self.engine

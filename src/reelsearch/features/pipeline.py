@@ -25,6 +25,9 @@ import numpy as np
 
 from reelsearch.config.recipe import ModalityRecipe
 from reelsearch.errors import ConfigError, MediaError, ReelsearchError
+from reelsearch.features.extract import decode_job, make_extractor, motion_of_pairs
+from reelsearch.features.sources import Job
+from reelsearch.media.decode import display_path, parse_policy
 
 
 @dataclass
@@ -58,8 +61,6 @@ class FeaturePipeline:
 
     def __init__(self, recipes: Mapping[str, ModalityRecipe], device: str | None = None,
                  batch_size: int | None = None, extractors: Mapping[str, object] | None = None):
-        from reelsearch.media.decode import parse_policy
-
         self.recipes = dict(recipes)
         if not self.recipes:
             raise ConfigError("a feature pipeline needs at least one recipe")
@@ -83,6 +84,26 @@ class FeaturePipeline:
         self.with_next = any(r.motion_input == "pairs" for r in frames.values())
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_extractors(cls, extractors: Mapping[str, str], options: Mapping[str, dict] | None = None, *,
+                        sampling: str = "interval:0.5", max_frames: int | None = 64, short_side: int | None = 256,
+                        motion_input: str = "pairs", dtype: str = "float16", device: str | None = None,
+                        batch_size: int | None = None) -> FeaturePipeline:
+        """The pipeline of named extractors (``{modality: extractor name}``, with ``options`` per modality) and the
+        given frame sampling, as ``reelsearch extract`` builds it from its options: each extractor is created once,
+        and its recipe records its name, options, output size and weights' identity."""
+        options = options or {}
+        recipes, made = {}, {}
+        for m, name in extractors.items():
+            ex = made[m] = make_extractor(name, device, batch_size, **options.get(m, {}))
+            frames = getattr(ex, "input", "frames") == "frames"
+            recipes[m] = ModalityRecipe(
+                name, int(ex.dim), getattr(ex, "weights_id", None), options.get(m, {}),
+                sampling=sampling if frames else None, max_frames=max_frames if frames else None,
+                short_side=short_side if frames else None,
+                motion_input=motion_input if getattr(ex, "modality", "") == "motion" else None, dtype=dtype)
+        return cls(recipes, device=device, batch_size=batch_size, extractors=made)
+
     def describe(self) -> str:
         """What determines the features (part of an index's model id)."""
         return ";".join(f"{n}={r.key}" for n, r in sorted(self.recipes.items()))
@@ -96,8 +117,6 @@ class FeaturePipeline:
             return self._extractors[name]
 
     def _create(self, name: str):
-        from reelsearch.features.extract import make_extractor
-
         recipe = self.recipes[name]
         ex = make_extractor(recipe.extractor, self.device, self.batch_size, **recipe.options)
         if int(ex.dim) != recipe.dim:
@@ -124,8 +143,6 @@ class FeaturePipeline:
     # ---------------------------------------------------------------- decode + compute
     def decode(self, job, names: list[str] | None = None, threads: int = 0):
         """Decode what ``names`` (default: all) need of ``job`` (a ``features.sources.Job``): a ``Decoded``."""
-        from reelsearch.features.extract import decode_job
-
         names = list(self.recipes) if names is None else names
         need_frames = any(n in self.frame_names for n in names)
         rate = self.audio_rate if any(n in self.audio_names for n in names) else None
@@ -150,17 +167,12 @@ class FeaturePipeline:
             if frames.is_image or len(frames) < 2:
                 return None
             if recipe.motion_input == "pairs" and frames.next_images is not None:
-                from reelsearch.features.extract import motion_of_pairs
-
                 return np.asarray(motion_of_pairs(ex, frames), np.float32)
         return np.asarray(ex.extract_frames(frames.images), np.float32)
 
     def extract(self, path: str | Path, start: float | None = None, end: float | None = None) -> MediaFeatures:
         """Every feature of one media file, rounded to the recipes' dtypes. A file that cannot be decoded, or that
         lacks an input a feature needs, raises a MediaError naming it."""
-        from reelsearch.features.sources import Job
-        from reelsearch.media.decode import display_path
-
         job = Job(display_path(Path(path).stem), Path(path), start, end)
         decoded = self.decode(job)
         feats, absent = {}, []

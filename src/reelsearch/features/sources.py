@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from reelsearch.datasets import load_dataset, parse_data_spec
 from reelsearch.errors import ReelsearchError
 from reelsearch.media.decode import AUDIO_EXTENSIONS, MEDIA_EXTENSIONS, display_path
 
@@ -88,8 +89,6 @@ def collect_jobs(sources: list[str | Path], split: str | None = None) -> Collect
 
 
 def _dataset_jobs(spec: str, split: str | None) -> list[Job]:
-    from reelsearch.datasets import load_dataset, parse_data_spec
-
     fmt, root, spec_split = parse_data_spec(spec)
     dataset = load_dataset(fmt, root)
     items = dataset.items(spec_split or split)

@@ -27,8 +27,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
-from reelsearch.config.recipe import check_feature_name
+from reelsearch.config.recipe import ModalityRecipe, check_compatible, check_feature_name
+from reelsearch.config.typed import from_dict, to_dict
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path, atomic_write_json
 
@@ -279,19 +281,32 @@ class FeatureStore:
             }
         return {"modalities": out}
 
+    def info_table(self) -> str:
+        """``info()`` as a table: per modality its items, dim, storage dtype, rows, segments, MiB, whether finalized,
+        and what made the features (their recipe in a few words, or "unrecorded")."""
+        modalities = self.info()["modalities"]
+        if not modalities:
+            return f"{self.root}: no modalities"
+        head = ("modality", "items", "dim", "dtype", "rows", "segments", "MiB", "finalized", "made by")
+        rows = [
+            (name, m["items"], m["dim"], m["dtype"], m["rows"], m["segments"], f"{m['bytes'] / 2**20:.1f}",
+             "yes" if m["finalized"] else "no", self.recipe(name).describe() if m.get("recipe") else "unrecorded")
+            for name, m in modalities.items()
+        ]  # fmt: skip
+        widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+        lines = [str(self.root)] + [
+            "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]
+        ]
+        return "\n".join(lines)
+
     def recipe(self, modality: str):
         """The ``ModalityRecipe`` the ``modality`` features were made with (None when not recorded)."""
-        from reelsearch.config.recipe import ModalityRecipe
-        from reelsearch.config.typed import from_dict
-
         data = self._index(modality).recipe
         return None if data is None else from_dict(ModalityRecipe, data, f"{self.root / modality / MANIFEST}: recipe")
 
     def check_recipe(self, modality: str, recipe) -> None:
         """ConfigError when the store already holds ``modality`` features made by another recipe than ``recipe``
         (or by an unrecorded one): features of two recipes never mix under one name."""
-        from reelsearch.config.recipe import check_compatible
-
         if not (self.root / modality / MANIFEST).exists():
             return
         check_compatible(recipe, self.recipe(modality), modality, str(self.root))
@@ -412,8 +427,6 @@ class FeatureStore:
 
     def finalize(self, modality: str | None = None, progress: bool = False) -> None:
         """Compact each modality (default: all) into one segment, dropping replaced rows; atomic."""
-        from tqdm import tqdm
-
         for name in [modality] if modality else self.modalities():
             mod_dir = self._mod_dir(name)
             if name in self._writing:
@@ -492,8 +505,6 @@ class FeatureStore:
         Keys already in ``dest`` are skipped (a merge resumes). A key in two sources is an error, as is a modality
         whose dim or dtype differs between stores. ``dest`` is finalized (compacted) at the end.
         """
-        from tqdm import tqdm
-
         dest_path = Path(dest).resolve()
         stores = []
         for src in sources:
@@ -638,8 +649,6 @@ class FeatureWriter:
             idx = _ModalityIndex.load(mod_dir)
             recorded = None
             if recipe is not None:
-                from reelsearch.config.typed import to_dict
-
                 recorded = to_dict(recipe.with_dtype(dtype or (idx.dtype if idx else "float16")))
             if idx is None:
                 idx = _ModalityIndex.empty(mod_dir, int(dim), dtype or "float16", recorded)

@@ -4,35 +4,30 @@
 vector per video in a ``VectorIndex`` (``FaissIndex`` or ``MilvusIndex``, same interface).
 """
 
-from reelsearch.index.library import Hit, LibraryError, LibraryIndex, SyncReport, VideoRecord, default_index_dir
+from reelsearch.index.catalog import Catalog, StoredVideo
+from reelsearch.index.library import LibraryError, LibraryIndex, SyncReport, VideoRecord, default_index_dir
 from reelsearch.index.media import EmbeddedMedia, make_thumbnail, sha256_file, walk_media
-from reelsearch.index.scoring import inner_product_score, order_score_fn
+from reelsearch.index.milvus import MilvusIndex  # imports pymilvus only when one is made
+from reelsearch.index.scoring import inner_product_score
 from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex, VectorIndexError, top_k
 
 __all__ = [
+    "Catalog",
     "EmbeddedMedia",
     "FaissIndex",
-    "Hit",
     "VectorIndexError",
     "LibraryError",
     "LibraryIndex",
+    "MilvusIndex",
     "ScoreFn",
+    "StoredVideo",
     "SyncReport",
     "VectorIndex",
     "VideoRecord",
     "default_index_dir",
     "inner_product_score",
     "make_thumbnail",
-    "order_score_fn",
     "sha256_file",
     "top_k",
     "walk_media",
 ]
-
-
-def __getattr__(name: str):
-    if name == "MilvusIndex":  # imports pymilvus only when asked for
-        from reelsearch.index.milvus import MilvusIndex
-
-        return MilvusIndex
-    raise AttributeError(name)

@@ -11,6 +11,9 @@ Every change is committed by one SQLite transaction (WAL) that bumps a generatio
 brought up to that generation afterwards (upserts of rows with a newer generation, deletions from a tombstone
 table) and records the generation it reflects. A crash between the two leaves SQLite ahead; the next open replays
 the difference (idempotent), so the pair is always consistent as seen through this class.
+
+Search reads it as a catalog (``reelsearch.index.catalog``): the vector index's top N for a query vector, rows and
+frame rows of given videos, their biases; ranking, fusion and moments are search's (``reelsearch.search``).
 """
 
 from __future__ import annotations
@@ -25,16 +28,18 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import numpy as np
+import platformdirs
+from tqdm import tqdm
 
 from reelsearch.errors import ConfigError, ReelsearchError
+from reelsearch.index.catalog import StoredVideo
 from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, walk_media
+from reelsearch.index.milvus import MilvusIndex
+from reelsearch.index.textcues import CueReport
 from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex
-
-if TYPE_CHECKING:
-    from reelsearch.index.textcues import CueReport
 
 SQLITE_NAME = "library.sqlite"
 FAISS_NAME = "vectors.faiss.npz"
@@ -44,8 +49,6 @@ SCHEMA_VERSION = 2  # 2: videos.bias
 MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
 CACHE_KIB = 65536
 BACKENDS = ("faiss", "milvus")
-#: The first candidates a biased search re-ranks: what an HNSW search at the default efSearch (128) visits anyway.
-BIASED_CANDIDATES = 128
 
 log = logging.getLogger("reelsearch.index")
 
@@ -113,18 +116,41 @@ class SyncReport:
         return out
 
 
-@dataclass
-class Hit:
-    """One search result: the video, its score, and the best-matching moment (seconds) with that frame's index."""
+class StoredFile(NamedTuple):
+    """A video row as sync compares it with a file on disk."""
 
-    id: str
+    path: bytes  # absolute path, file-system bytes
+    id: int
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+class FileToSync(NamedTuple):
+    """A file sync hashes: new, or its size or mtime changed; ``stored`` its row (None: new, or a model change)."""
+
     path: str
-    score: float
-    moment: float
-    frame: int
-    duration: float | None = None
-    frame_scores: np.ndarray | None = None  # [T] query-frame scores, when asked for
-    timestamps: np.ndarray | None = None  # [T] seconds of the stored frames (with frame_scores)
+    stat: os.stat_result
+    stored: StoredFile | None
+
+
+class FileChange(NamedTuple):
+    """What a commit writes for one file: its content hash and new embeddings, or with ``media`` None only its new
+    size and mtime (same content)."""
+
+    file: FileToSync
+    sha256: str
+    media: EmbeddedMedia | None = None
+
+
+class SyncPlan(NamedTuple):
+    """What a sync has to do: ``todo`` files to hash, ``gone`` stored videos of its scope whose file vanished, every
+    ``stored`` video of its scope, and whether the model changed (everything is embedded again)."""
+
+    todo: list[FileToSync]
+    gone: list[StoredFile]
+    stored: list[StoredFile]
+    model_changed: bool
 
 
 @dataclass
@@ -145,8 +171,6 @@ class VideoRecord:
 
 def default_index_dir() -> Path:
     """Where the library index lives by default: ``<user data dir>/reelsearch/index``."""
-    import platformdirs
-
     return Path(platformdirs.user_data_dir("reelsearch")) / "index"
 
 
@@ -156,7 +180,8 @@ def _under(path: bytes, roots: list[bytes]) -> bool:
 
 
 class LibraryIndex:
-    """Videos and images with their embeddings, searchable by a query vector; synced with folders.
+    """Videos and images with their embeddings, synced with folders; the embedded catalog search reads
+    (``reelsearch.index.catalog.Catalog``).
 
     backend "faiss": an embedded FAISS index in the directory (exact below ``threshold`` videos, HNSW above).
     backend "milvus": a Milvus collection, Milvus Lite in the directory when ``uri`` is None or a file path, a
@@ -329,7 +354,6 @@ class LibraryIndex:
             index = FaissIndex(dim, None if fresh else self.dir / FAISS_NAME, **self._vector_options)
             index.path = self.dir / FAISS_NAME  # a fresh index replaces the file at its first save
             return index
-        from reelsearch.index.milvus import MilvusIndex
 
         return MilvusIndex(self.uri, self.collection, dim, token=self._token, recreate=fresh, **self._vector_options)
 
@@ -413,76 +437,17 @@ class LibraryIndex:
         video (embeddings of two models cannot be compared). ``exclusive``: the index is to hold exactly the files
         under ``paths``: videos indexed from other roots are dropped too.
         """
-        from tqdm import tqdm
-
         report = SyncReport()
-        paths = list(paths)
         with self._writer(self.writer_wait), self._write_errors():
-            walk = walk_media(paths)
-            report.failed.extend(walk.missing)
-            missing_roots = {m[0] for m in walk.missing}
-            roots = [os.fsencode(absolute(p)) for p in paths]
-            roots = [r for r in roots if os.fsdecode(r) not in missing_roots]
-            model_changed = self.model_id is not None and self.model_id != model_id
-            existing: dict[bytes, tuple] = {}
-            for row in self._db.execute("SELECT path, id, size, mtime_ns, sha256 FROM videos"):
-                if model_changed or exclusive or _under(row[0], roots):
-                    existing[row[0]] = row[1:]
-            found = {os.fsencode(f) for f in walk.files}
-            gone = [(pb, row[0]) for pb, row in existing.items() if pb not in found]
-            todo: list[tuple[str, os.stat_result, tuple | None]] = []
-            for f in walk.files:
-                row = existing.get(os.fsencode(f))
-                try:
-                    st = os.stat(f)
-                except OSError as exc:
-                    report.failed.append((f, f"cannot read: {exc.strerror}"))
-                    continue
-                if row is not None and not model_changed and row[1] == st.st_size and row[2] == st.st_mtime_ns:
-                    report.unchanged.append(f)
-                else:
-                    todo.append((f, st, None if model_changed else row))
-            if model_changed:  # start over: the old model's vectors go first
-                with self._transaction():
-                    gen = self.generation + 1
-                    self._db.executemany("INSERT OR REPLACE INTO tombstones (id, gen) VALUES (?, ?)",
-                                         [(r[0], gen) for r in existing.values()])
-                    self._db.execute("DELETE FROM videos")
-                    for key in ("dim", "model_id"):
-                        self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
-                    self._set_meta("gen", gen)
-                report.removed.extend(os.fsdecode(pb) for pb, _ in gone)
+            plan = self._plan_sync(list(paths), model_id, exclusive, report)
+            gone = plan.gone
+            if plan.model_changed:  # start over: the old model's vectors go first
+                self._start_over(plan.stored)
+                report.removed.extend(os.fsdecode(s.path) for s in gone)
                 gone = []
-                self._close_vectors()
-            pending: list[tuple] = []
-            last_commit = time.monotonic()
-            bar = tqdm(todo, desc="indexing", unit="file", disable=not progress or not todo)
-            for f, st, row in bar:
-                try:
-                    digest = sha256_file(f)
-                    if row is not None and row[3] == digest:
-                        pending.append(("touch", f, st, row, None, digest))
-                        report.unchanged.append(f)
-                    else:
-                        media, reused = self._reuse(digest, model_id)
-                        if media is None:
-                            media = embed_fn(f)
-                            if not isinstance(media, EmbeddedMedia):
-                                raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
-                        media = media.checked(self.dim or self._pending_dim(pending))
-                        report.reused += reused
-                        pending.append(("upsert", f, st, row, media, digest))
-                        (report.updated if row is not None else report.added).append(f)
-                except (KeyboardInterrupt, SystemExit, MemoryError):
-                    raise
-                except Exception as exc:  # one bad file never stops the sync
-                    report.failed.append((f, _describe(exc)))
-                if len(pending) >= commit_every or time.monotonic() - last_commit > commit_seconds:
-                    self._commit(pending, [], model_id)
-                    pending, last_commit = [], time.monotonic()
-            bar.close()
-            self._commit(pending, gone, model_id)
-            report.removed.extend(os.fsdecode(pb) for pb, _ in gone)
+            last = self._embed_changes(plan.todo, embed_fn, model_id, report, progress, commit_every, commit_seconds)
+            self._commit(last, gone, model_id)
+            report.removed.extend(os.fsdecode(s.path) for s in gone)
             if self.dim is not None:
                 if self.vectors is None:
                     self.vectors = self._open_vectors(self.dim, fresh=True)
@@ -490,12 +455,77 @@ class LibraryIndex:
                 self._catch_up(save=True)
         return report
 
-    @staticmethod
-    def _pending_dim(pending: list[tuple]) -> int | None:
-        for item in pending:
-            if item[4] is not None:
-                return int(item[4].video_vector.shape[0])
-        return None
+    def _plan_sync(self, paths: list, model_id: str, exclusive: bool, report: SyncReport) -> SyncPlan:
+        """What a sync of ``paths`` has to do: the files to hash (new, or whose size or mtime changed), the stored
+        videos in its scope that are gone; unchanged files and unreadable ones are reported here."""
+        walk = walk_media(paths)
+        report.failed.extend(walk.missing)
+        missing_roots = {m[0] for m in walk.missing}
+        roots = [r for r in (os.fsencode(absolute(p)) for p in paths) if os.fsdecode(r) not in missing_roots]
+        model_changed = self.model_id is not None and self.model_id != model_id
+        rows = map(StoredFile._make, self._db.execute("SELECT path, id, size, mtime_ns, sha256 FROM videos"))
+        stored = {s.path: s for s in rows if model_changed or exclusive or _under(s.path, roots)}
+        found = {os.fsencode(f) for f in walk.files}
+        todo = []
+        for f in walk.files:
+            known = stored.get(os.fsencode(f))
+            try:
+                st = os.stat(f)
+            except OSError as exc:
+                report.failed.append((f, f"cannot read: {exc.strerror}"))
+                continue
+            if known is not None and not model_changed and (known.size, known.mtime_ns) == (st.st_size, st.st_mtime_ns):
+                report.unchanged.append(f)
+            else:
+                todo.append(FileToSync(f, st, None if model_changed else known))
+        gone = [s for path, s in stored.items() if path not in found]
+        return SyncPlan(todo, gone, list(stored.values()), model_changed)
+
+    def _start_over(self, stored: list[StoredFile]) -> None:
+        """Another model's embeddings: drop every video (tombstoned for the vector index) and the model's meta."""
+        with self._transaction():
+            gen = self.generation + 1
+            self._db.executemany("INSERT OR REPLACE INTO tombstones (id, gen) VALUES (?, ?)",
+                                 [(s.id, gen) for s in stored])
+            self._db.execute("DELETE FROM videos")
+            for key in ("dim", "model_id"):
+                self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+            self._set_meta("gen", gen)
+        self._close_vectors()
+
+    def _embed_changes(self, todo: list[FileToSync], embed_fn: EmbedFn, model_id: str, report: SyncReport,
+                       progress: bool, commit_every: int, commit_seconds: float) -> list[FileChange]:
+        """Hash each file of ``todo``; touch the ones whose content is unchanged, embed (or reuse the embeddings of
+        an identical indexed file) the others; commit in batches and return the last, uncommitted one. A file that
+        fails is reported, the rest go on."""
+        changes: list[FileChange] = []
+        last_commit = time.monotonic()
+        bar = tqdm(todo, desc="indexing", unit="file", disable=not progress or not todo)
+        for item in bar:
+            try:
+                digest = sha256_file(item.path)
+                if item.stored is not None and item.stored.sha256 == digest:
+                    changes.append(FileChange(item, digest))
+                    report.unchanged.append(item.path)
+                else:
+                    media, reused = self._reuse(digest, model_id)
+                    if media is None:
+                        media = embed_fn(item.path)
+                        if not isinstance(media, EmbeddedMedia):
+                            raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
+                    media = media.checked(self.dim or _first_dim(changes))
+                    report.reused += reused
+                    changes.append(FileChange(item, digest, media))
+                    (report.updated if item.stored is not None else report.added).append(item.path)
+            except (KeyboardInterrupt, SystemExit, MemoryError):
+                raise
+            except Exception as exc:  # one bad file never stops the sync
+                report.failed.append((item.path, _describe(exc)))
+            if len(changes) >= commit_every or time.monotonic() - last_commit > commit_seconds:
+                self._commit(changes, [], model_id)
+                changes, last_commit = [], time.monotonic()
+        bar.close()
+        return changes
 
     @contextlib.contextmanager
     def _write_errors(self) -> Iterator[None]:
@@ -533,22 +563,23 @@ class LibraryIndex:
             return None, 0
         return self.media(str(row[0])), 1
 
-    def _commit(self, pending: list[tuple], gone: list[tuple[bytes, int]], model_id: str) -> None:
+    def _commit(self, changes: list[FileChange], gone: list[StoredFile], model_id: str) -> None:
         """Write a batch of sync results and removals in one transaction (one new generation)."""
-        if not pending and not gone:
+        if not changes and not gone:
             return
         now = time.time()
         with self._transaction() as db:
             gen = self.generation + 1
-            for kind, f, st, row, media, digest in pending:
-                if kind == "touch":
+            for change in changes:
+                file, st, media = change.file, change.file.stat, change.media
+                if media is None:  # same content: only its size and mtime changed
                     db.execute("UPDATE videos SET size = ?, mtime_ns = ? WHERE id = ?",
-                               (st.st_size, st.st_mtime_ns, row[0]))
+                               (st.st_size, st.st_mtime_ns, file.stored.id))
                     continue
-                values = (st.st_size, st.st_mtime_ns, digest, media.duration, len(media.timestamps), model_id, now,
-                          gen, media.video_vector.astype(np.float32).tobytes(), float(media.bias))
-                if row is not None:
-                    vid = row[0]
+                values = (st.st_size, st.st_mtime_ns, change.sha256, media.duration, len(media.timestamps), model_id,
+                          now, gen, media.video_vector.astype(np.float32).tobytes(), float(media.bias))
+                if file.stored is not None:
+                    vid = file.stored.id
                     db.execute("UPDATE videos SET size=?, mtime_ns=?, sha256=?, duration=?, n_frames=?, model_id=?, "
                                "updated_at=?, gen=?, vector=?, bias=? WHERE id=?", (*values, vid))
                     db.execute("DELETE FROM frames WHERE video_id = ?", (vid,))
@@ -556,87 +587,74 @@ class LibraryIndex:
                     vid = db.execute(
                         "INSERT INTO videos (size, mtime_ns, sha256, duration, n_frames, model_id, updated_at, gen, "
                         "vector, bias, path, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (*values, os.fsencode(f), now)).lastrowid
-                thumbs = media.thumbnails or [None] * len(media.timestamps)
-                rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
-                db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
-                db.execute("INSERT OR REPLACE INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)",
-                           (vid, media.frame_vectors.astype(np.float16).tobytes(),
-                            media.timestamps.astype(np.float64).tobytes()))
+                        (*values, os.fsencode(file.path), now)).lastrowid
+                self._write_frames(vid, media)
                 if self.dim is None:
                     self._set_meta("dim", media.video_vector.shape[0])
-            for _, vid in gone:
-                db.execute("DELETE FROM videos WHERE id = ?", (vid,))
-                db.execute("INSERT OR REPLACE INTO tombstones (id, gen) VALUES (?, ?)", (vid, gen))
+            for s in gone:
+                db.execute("DELETE FROM videos WHERE id = ?", (s.id,))
+                db.execute("INSERT OR REPLACE INTO tombstones (id, gen) VALUES (?, ?)", (s.id, gen))
             self._set_meta("model_id", model_id)
             self._set_meta("gen", gen)
 
-    # -- reading ---------------------------------------------------------------------------------------------
-    def search(
-        self,
-        query: np.ndarray,
-        k: int = 10,
-        *,
-        score_fn: ScoreFn | None = None,
-        frame_score_fn: ScoreFn | None = None,
-        frame_scores: bool = False,
-    ) -> list[Hit]:
-        """The ``k`` best videos for one query embedding [D], best first, each with its best moment.
+    def _write_frames(self, vid: int, media: EmbeddedMedia) -> None:
+        """A video's frames (times, thumbnails) and frame vectors, inside the commit's transaction."""
+        thumbs = media.thumbnails or [None] * len(media.timestamps)
+        rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
+        self._db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
+        self._db.execute("INSERT OR REPLACE INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)",
+                         (vid, media.frame_vectors.astype(np.float16).tobytes(),
+                          media.timestamps.astype(np.float64).tobytes()))
 
-        Videos are ranked by the vector index (inner product), or, with ``score_fn(queries [Q, D], vectors
-        [N, D]) -> [Q, N]`` (e.g. order similarity, which no ANN index serves), by an exact chunked scan; each
-        video's ``bias`` is added to its score (:meth:`ranked`). The moment is the timestamp of the frame whose
-        embedding scores highest against the query: ``frame_score_fn`` (default: ``score_fn`` if given, else the
-        inner product).
-        """
-        if self.vectors is None or len(self) == 0:
-            return []
+    # -- reading ---------------------------------------------------------------------------------------------
+    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
+        """(ids, scores best first) of the ``n`` videos whose vectors score best with ``query`` [D]: the vector index's
+        inner product (exact below its threshold, HNSW above), or ``score_fn(queries [1, D], vectors [m, D])`` (e.g.
+        order similarity, which no ANN index serves) by an exact chunked scan. No bias is added here."""
+        if self.vectors is None or len(self.vectors) == 0:
+            return [], np.empty(0, np.float32)
         q = np.asarray(query, np.float32).reshape(1, -1)
         if q.shape[1] != self.dim:
             raise LibraryError(f"query has {q.shape[1]} dimensions, the index holds {self.dim}-dimensional vectors")
-        ids, scores = self.ranked(q, k, score_fn)
-        frame_fn = frame_score_fn or score_fn
-        found = [int(i) for i in ids]
-        rows = {r[0]: r[1:] for r in self._db.execute(
-            "SELECT v.id, v.path, v.duration, f.vectors, f.times FROM videos v JOIN frame_vectors f "
-            f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(found))})", found)}
-        hits = []
-        for id_, score in zip(found, scores.tolist(), strict=True):
-            row = rows.get(id_)
-            if row is None:  # committed away after the vector index was read: skip
-                continue
-            path, duration, fv_blob, times_blob = row
-            fv = np.frombuffer(fv_blob, np.float16).reshape(-1, q.shape[1]).astype(np.float32)
-            fs = np.asarray(frame_fn(q, fv), np.float32)[0] if frame_fn is not None else fv @ q[0]
-            best = int(np.argmax(fs))
-            times = np.frombuffer(times_blob, np.float64)
-            hits.append(Hit(id=str(id_), path=os.fsdecode(path), score=float(score), moment=float(times[best]),
-                            frame=best, duration=duration, frame_scores=fs if frame_scores else None,
-                            timestamps=times if frame_scores else None))
-        return hits
+        found, scores = self.vectors.scan(q, n, score_fn) if score_fn is not None else self.vectors.search(q, n)
+        ids = list(found[0])
+        return ids, scores[0, : len(ids)]
 
-    def ranked(self, query: np.ndarray, k: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
-        """(ids, scores) of the ``k`` best videos for ``query`` [1, D]: the vector index's score (inner product, or
-        ``score_fn``'s exact scan) plus each video's bias. With biases that differ, the vector index's top N are
-        re-ranked, N growing (x2) until no video outside them can beat the k-th (its score is at most the N-th
-        score plus the largest bias): as exact as the vector index's own top N."""
-        lo, hi = self.bias_range()
-        total = len(self.vectors)
-        n = k if lo == hi else max(2 * k, BIASED_CANDIDATES)
-        while True:
-            m = min(n, total)
-            found, scores = self.vectors.scan(query, m, score_fn) if score_fn is not None else \
-                self.vectors.search(query, m)
-            ids = list(found[0])
-            raw = np.asarray(scores[0][: len(ids)], np.float64)
-            if lo == hi:
-                return ids[:k], raw[:k] + lo
-            biased = raw + self.biases(ids)
-            order = np.argsort(-biased, kind="stable")[:k]
-            kth = biased[order[-1]] if len(order) == k else -np.inf
-            if m >= total or len(ids) < m or kth >= raw[-1] + hi:
-                return [ids[i] for i in order], biased[order]
-            n *= 2
+    def rows(self, ids: Sequence[str]) -> np.ndarray:
+        """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""
+        if self.vectors is None:
+            if ids:
+                raise KeyError(ids[0])
+            return np.empty((0, self.dim or 0), np.float32)
+        return self.vectors.get(ids)
+
+    def chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every (ids, video vectors [m, D]), in the vector index's blocks (views valid until it next changes)."""
+        if self.vectors is not None:
+            yield from self.vectors.iter_chunks()
+
+    def ids(self) -> list[str]:
+        """Every video's id, in the order of ``chunks``."""
+        return [i for chunk, _ in self.chunks() for i in chunk]
+
+    def known(self, ids: Sequence[str]) -> list[bool]:
+        """Whether each of ``ids`` is in the vector index."""
+        return [self.vectors is not None and i in self.vectors for i in ids]
+
+    def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
+        """Path, duration, frame vectors and times of ``ids``, in one query (ids no longer stored are left out)."""
+        keys = [int(i) for i in ids]
+        if not keys:
+            return {}
+        rows = self._db.execute(
+            "SELECT v.id, v.path, v.duration, f.vectors, f.times FROM videos v JOIN frame_vectors f "
+            f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(keys))})", keys)
+        out = {}
+        for id_, path, duration, vectors, times in rows:
+            frame_rows = np.frombuffer(vectors, np.float16).reshape(-1, self.dim).astype(np.float32)
+            out[str(id_)] = StoredVideo(str(id_), os.fsdecode(path), duration, frame_rows,
+                                        np.frombuffer(times, np.float64))
+        return out
 
     def _biases_now(self, table: bool = False) -> tuple[tuple[float, float], np.ndarray | None]:
         """((min, max) bias, bias by video id when ``table`` and the biases differ, else None) of the current
@@ -714,6 +732,11 @@ class LibraryIndex:
         if row is None:
             raise KeyError((id_, frame))
         return row[0]
+
+
+def _first_dim(changes: list[FileChange]) -> int | None:
+    """The width of the first embedding in ``changes`` (the index's, before its first commit sets it)."""
+    return next((int(c.media.video_vector.shape[0]) for c in changes if c.media is not None), None)
 
 
 def _describe(exc: Exception) -> str:

@@ -118,7 +118,7 @@ def sha256_file(path: str | Path) -> str:
 
 def make_thumbnail(rgb: np.ndarray, size: int = THUMBNAIL_SIZE, quality: int = 80) -> bytes:
     """JPEG bytes of an RGB uint8 frame [H, W, 3] scaled so its long side is ``size`` pixels."""
-    import cv2
+    import cv2  # noqa: PLC0415 - optional package (media extra)
 
     frame = np.asarray(rgb)
     if frame.ndim != 3 or frame.shape[2] != 3:

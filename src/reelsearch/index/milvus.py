@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -53,7 +54,7 @@ class MilvusIndex(VectorIndex):
         recreate: bool = False,
     ):
         try:
-            from pymilvus import DataType, MilvusClient
+            from pymilvus import DataType, MilvusClient  # noqa: PLC0415 - optional package (index extra)
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise VectorIndexError(f"the Milvus backend needs pymilvus (and milvus-lite for a file): {exc}") from None
         if not _NAME.match(collection):
@@ -196,8 +197,6 @@ class MilvusIndex(VectorIndex):
 
         Rows not yet indexed are searched by brute force, which is exact but slow at scale.
         """
-        import time
-
         self.save()
         deadline = time.monotonic() + timeout
         while True:

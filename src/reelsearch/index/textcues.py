@@ -1,4 +1,5 @@
-"""TextCueIndex: the speech transcripts and on-screen text of a library's videos, searchable by keyword and meaning.
+"""TextCueIndex: the speech transcripts and on-screen text of a library's videos, stored and scored by keyword and
+meaning.
 
 Layout: ``DIR/textcues.sqlite`` (SQLite, WAL), beside the library index::
 
@@ -8,60 +9,43 @@ Layout: ``DIR/textcues.sqlite`` (SQLite, WAL), beside the library index::
     runs(video_id, cue, recipe, content, n_segments, error, updated_at)    what was extracted, with what, and how
     meta(key, value)                                                       schema, generation, embedding size
 
-**Keyword score** (per video and cue, in [0, 1]): the best segment's BM25 with k1 = 0, divided by the query's
-maximum: ``sum(idf(t) for query terms t in the segment) / sum(idf(t) for all query terms)``, with BM25's
-``idf(t) = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))`` over the N segments. Segments are sentences and text lines, so
-term frequency and length normalisation (what k1 and b control) hardly matter; k1 = 0 makes the score bounded and
-comparable across queries: 1 = every query word is in one segment, rare words weigh more than common ones. English
-stop words are left out of the query unless it has nothing else. A word matches a stemmed word of a segment, or, in
-OCR text and for words of 4+ characters, any substring (``forecast`` in ``WEATHERFORECAST``).
-
-**Semantic score** (per video and cue, in [0, 1]): the highest cosine between the query's MiniLM sentence
-embedding and the video's segments' embeddings, clamped at 0.
+``scores`` gives, per video and cue, the **keyword score** (``reelsearch.index.keyword``: normalised BM25 over FTS5)
+and the **semantic score** (``reelsearch.index.semantic``: the best cosine of the query's sentence embedding with the
+video's segments), each with the segment behind it. The index runs no text encoder: it is given one (``encoder``,
+a callable ``texts -> [N, D]``) to embed what it stores. How a cue's two scores become the cue's expert score and
+how that is fused with the picture is search's business (``reelsearch.search.cues``, ``reelsearch.search.fusion``).
 
 Writes are one transaction per video (all cues of that video, a generation bump), so a crash never leaves half a
 video; ``pending`` tells which cues a video still needs, so an interrupted ``update`` resumes where it stopped.
-The scores are fused with the visual experts by ``reelsearch.evaluation.fusion.score_fusion`` / ``rank_fusion``
-(``CueScores.rows`` gives them as 1 x N score matrices, one per cue and kind).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
 import sqlite3
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
-from reelsearch.evaluation.fusion import fuse_experts, score_fusion
 from reelsearch.features.cues import CUES, CueResult, CueSegment
+from reelsearch.index.keyword import contains, keyword_scores, query_terms, word_moment
+from reelsearch.index.keyword import highlights as segment_highlights
+from reelsearch.index.segments import SegmentCache
+from reelsearch.index.semantic import semantic_scores
+
+#: A sentence encoder: texts -> [N, D] embeddings (MiniLM for search; anything deterministic in tests).
+Encoder = Callable[[Sequence[str]], np.ndarray]
 
 SQLITE_NAME = "textcues.sqlite"
 SCHEMA_VERSION = 1
-#: (keyword, semantic) weights of a cue's two scores when they are summed into the cue's expert score: the best
-#: mean R@1 over paraphrase and exact-words queries on Flickr8k dev captions (benchmarks/bench_cues.py --weights).
-DEFAULT_WEIGHTS = (1.0, 2.0)
-#: MiniLM cosine that unrelated texts reach (a query and a transcript about other things): meaning counts above it.
-#: Measured by benchmarks/bench_fusion.py: the 99th percentile of a caption's cosine to an unrelated video's speech
-#: or on-screen text is 0.21 / 0.22; 0.25 is the grid's lowest floor above it, and as good as 0.2 for the rest.
-SEMANTIC_FLOOR = 0.25
-SUBSTRING_MIN = 4  # query words at least this long also match inside OCR text (missing spaces)
-#: English function words and their inflected forms (mostly NLTK's list), left out of a keyword query: a form left
-#: out of the list matches through its stem ("doing" matched every "do" of a transcript while only "do" was listed).
-STOP_WORDS = frozenset(
-    "a about above after again against all am an and any are as at be because been before being below between both "
-    "but by can could did do does doing done down during each few for from further had has have having he her here "
-    "hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of "
-    "off on once only or other our ours ourselves out over own same shall she should so some such than that the "
-    "their theirs them themselves then there these they this those through to too under until up us very was we "
-    "were what when where which while who whom why will with would you your yours yourself yourselves".split())
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -131,49 +115,6 @@ class CueScores:
     semantic_best: dict[str, Sequence[SegmentMatch | None]]
     positions: Mapping[str, int] = field(default_factory=dict)  # video id -> its position in ids
 
-    def rows(self) -> dict[str, np.ndarray]:
-        """``"speech.keyword"``, ``"speech.semantic"``, ... -> [1, N] score matrices (one query), for
-        ``score_fusion`` / ``rank_fusion`` with the visual experts' [1, N] rows."""
-        out = {}
-        for cue in self.keyword:
-            out[f"{cue}.keyword"] = self.keyword[cue][None, :]
-            out[f"{cue}.semantic"] = self.semantic[cue][None, :]
-        return out
-
-    def meaning(self, cue: str, floor: float = 0.0) -> np.ndarray:
-        """The semantic scores of ``cue`` above ``floor`` (the closeness of unrelated texts), rescaled to [0, 1]:
-        ``max(0, (s - floor) / (1 - floor))``."""
-        return floored(self.semantic[cue], floor)
-
-    def expert(self, cue: str, weights: Sequence[float] = DEFAULT_WEIGHTS, floor: float = 0.0) -> np.ndarray:
-        """The cue's expert score [N]: its keyword and (floored, see ``meaning``) semantic scores fused by
-        ``score_fusion`` with ``weights``."""
-        if not self.ids:
-            return np.zeros(0, np.float32)
-        rows = [self.keyword[cue][None, :], self.meaning(cue, floor)[None, :]]
-        return np.asarray(score_fusion(rows, weights))[0]
-
-    def match(self, i: int, cue: str, weights: Sequence[float] = DEFAULT_WEIGHTS,
-              floor: float = 0.0) -> SegmentMatch | None:
-        """The segment behind video ``i``'s expert score for ``cue``: the keyword one when it is also the closest in
-        meaning (its words are the evidence), else whichever contributes more under ``weights`` (and ``floor``)."""
-        key = self.keyword_best[cue][i]
-        sem = self.semantic_best[cue][i] if self.meaning(cue, floor)[i] > 0 else None
-        if key is None or sem is None:
-            return key or sem
-        if key.segment == sem.segment:
-            return key
-        return key if weights[0] * key.score >= weights[1] * float(floored(np.float32(sem.score), floor)) else sem
-
-
-def floored(scores: np.ndarray, floor: float) -> np.ndarray:
-    """``max(0, (scores - floor) / (1 - floor))`` (``scores`` unchanged when ``floor`` is 0)."""
-    if not floor:
-        return scores
-    if not 0 <= floor < 1:
-        raise TextCueError(f"the semantic floor must be in [0, 1), got {floor}")
-    return np.maximum(0.0, (scores - floor) / (1.0 - floor)).astype(np.float32)
-
 
 class _Matches(Sequence):
     """The best segment of each video for one cue and kind, made into a SegmentMatch when indexed."""
@@ -193,16 +134,6 @@ class _Matches(Sequence):
         if i not in self._done:
             self._done[i] = self._make(p)
         return self._done[i]
-
-
-@dataclass(frozen=True)
-class CueHit:
-    """A video found by :meth:`TextCueIndex.search`: fused ``score``, per-cue expert scores, the best segment."""
-
-    video_id: str
-    score: float
-    experts: dict[str, float]
-    match: SegmentMatch | None
 
 
 @dataclass(frozen=True)
@@ -234,15 +165,15 @@ class CueReport:
 
 
 class TextCueIndex:
-    """Transcript and on-screen-text segments of videos, with keyword (FTS5) and meaning (MiniLM) search.
+    """Transcript and on-screen-text segments of videos, with keyword (FTS5) and meaning (embedding) scores.
 
-    ``directory``: the index folder (created). ``encoder``: anything with ``sentence_features(texts) -> [N, D]``
-    unit vectors and ``dim`` (default: ``reelsearch.text.minilm.MiniLMEncoder``, created on first use). One object
-    is used by one thread at a time (as the library index: the Searcher's lock serialises it); several processes
-    may read while one writes (WAL).
+    ``directory``: the index folder (created). ``encoder``: ``texts -> [N, D]`` sentence embeddings of what is stored
+    (search gives MiniLM's, ``reelsearch.search.cues.sentence_encoder``); only writing segments and scoring a query
+    given as text need it. One object is used by one thread at a time (as the library index: the Searcher's lock
+    serialises it); several processes may read while one writes (WAL).
     """
 
-    def __init__(self, directory: str | Path, *, encoder=None):
+    def __init__(self, directory: str | Path, *, encoder: Encoder | None = None):
         self.directory = Path(directory).expanduser()
         self.path = self.directory / SQLITE_NAME
         self._encoder = encoder
@@ -255,7 +186,7 @@ class TextCueIndex:
         except (OSError, sqlite3.Error) as exc:
             raise TextCueError(f"{self.path}: cannot open the text-cue index ({exc})") from None
         self._check_schema()
-        self._cache: _EmbeddingCache | None = None
+        self._cache: SegmentCache | None = None
         self._stored: tuple[int, list[str]] | None = None  # (generation, stored_cues())
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -268,14 +199,11 @@ class TextCueIndex:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    @property
-    def encoder(self):
-        """The sentence encoder (default: the process's shared MiniLM, loaded on first use)."""
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """``texts`` embedded by the encoder this index was given (TextCueError without one)."""
         if self._encoder is None:
-            from reelsearch.text.minilm import shared_encoder
-
-            self._encoder = shared_encoder()
-        return self._encoder
+            raise TextCueError(f"{self.path}: no sentence encoder given to embed text (TextCueIndex(..., encoder=))")
+        return np.asarray(self._encoder(list(texts)), dtype=np.float32)
 
     @property
     def generation(self) -> int:
@@ -347,11 +275,6 @@ class TextCueIndex:
         threads, a few videos ahead, so that on 2 cores one video's speech runs beside another's OCR (one model
         call at a time per model); videos are stored in order as their cues finish. Interrupting it loses at most
         the videos in progress; running it again skips every video already done (``pending``)."""
-        from collections import deque
-        from concurrent.futures import ThreadPoolExecutor
-
-        from tqdm import tqdm
-
         report = CueReport()
         recipes = extractor.recipes(cues)
         items = list(items)
@@ -446,7 +369,7 @@ class TextCueIndex:
     def _embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 1), np.float16)
-        vectors = np.asarray(self.encoder.sentence_features(texts), dtype=np.float32)
+        vectors = self.encode(texts)
         if vectors.ndim != 2 or len(vectors) != len(texts):
             raise TextCueError(f"{self.path}: the encoder returned {vectors.shape} for {len(texts)} texts")
         stored = self._meta("dim")
@@ -512,14 +435,14 @@ class TextCueIndex:
                query_vector: np.ndarray | None = None) -> CueScores:
         """Keyword and semantic scores of ``query`` for ``video_ids`` (default: every video with segments).
 
-        ``query_vector``: the query's sentence embedding when the caller has it already (else it is encoded here).
+        ``query_vector``: the query's sentence embedding when the caller has it already (else the encoder makes it).
         Costs one FTS5 lookup per query word and one matrix-vector product over every stored segment embedding;
         the segments behind the scores are read only when asked for (``keyword_best`` / ``semantic_best``).
         """
         if not query or not query.strip():
             raise TextCueError("empty query")
         cues = list(cues)
-        cache = self._embeddings()
+        cache = self._segments()
         if video_ids is None:
             ids, positions = cache.video_ids, cache.video_index
             slot = np.arange(len(ids), dtype=np.int64)  # cache video index -> position in ids
@@ -532,137 +455,28 @@ class TextCueIndex:
                 if j is not None:
                     slot[j] = i
         terms = query_terms(query)
-        kw, kw_pos, matched = self._keyword(terms, cache, slot, len(ids), cues)
-        sem, sem_pos = self._semantic(query, query_vector, cache, slot, len(ids), cues)
+        kw, kw_pos, kw_score, matched = keyword_scores(self._db, terms, cache, slot, len(ids), cues)
+        q = self.encode([query])[0] if query_vector is None else np.asarray(query_vector, np.float32).reshape(-1)
+        if len(cache.rows) and q.shape[0] != cache.vectors.shape[1]:
+            raise TextCueError(f"{self.path}: a {q.shape[0]}-d query vector for {cache.vectors.shape[1]}-d segments")
+        sem, sem_pos, cos = semantic_scores(q, cache, slot, len(ids), cues)
 
         def keyword_match(p: int) -> SegmentMatch:
-            found = {t for t, pos in matched.items() if _contains(pos, p)}
+            found = {t for t, pos in matched.items() if contains(pos, p)}
             return self._match(cache, p, found, round(float(kw_score[p]), 6), "keyword")
 
         def semantic_match(p: int) -> SegmentMatch:
             return self._match(cache, p, set(terms), round(float(cos[p]), 6), "semantic")
 
-        kw_score, cos = kw.pop("_segments"), sem.pop("_segments")
         return CueScores(query, list(ids), kw, sem, {c: _Matches(kw_pos[c], keyword_match) for c in cues},
                          {c: _Matches(sem_pos[c], semantic_match) for c in cues}, positions)
 
     def highlights(self, segment: int, query: str) -> list[tuple[int, int]]:
-        """Where ``query``'s words occur in a stored segment's text, as [start, end) character offsets (code points),
-        by the keyword rules: stemmed words, and for OCR text substrings of words of 4+ characters."""
-        terms = query_terms(query)
-        if not terms or segment < 0:
-            return []
-        spans = self._spans("words", segment, " OR ".join(f'"{t}"' for t in terms))
-        long_terms = [t for t in terms if len(t) >= SUBSTRING_MIN]
-        if long_terms:
-            spans += self._spans("chars", segment, " OR ".join(f'"{t}"' for t in long_terms))
-        merged: list[list[int]] = []
-        for a, b in sorted(spans):
-            if merged and a <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], b)
-            else:
-                merged.append([a, b])
-        return [(a, b) for a, b in merged]
+        """Where ``query``'s words occur in the stored segment ``segment`` (``SegmentMatch.segment``), as [start, end)
+        character offsets (code points), by the keyword rules (``reelsearch.index.keyword.highlights``)."""
+        return segment_highlights(self._db, segment, query)
 
-    def _spans(self, table: str, segment: int, expression: str) -> list[tuple[int, int]]:
-        row = self._db.execute(f"SELECT highlight({table}, 0, char(1), char(2)) FROM {table} "
-                               f"WHERE {table} MATCH ? AND rowid = ?", (expression, int(segment))).fetchone()
-        if row is None:
-            return []
-        spans, offset, opened = [], 0, 0
-        for ch in row[0]:
-            if ch == "\x01":
-                opened = offset
-            elif ch == "\x02":
-                spans.append((opened, offset))
-            else:
-                offset += 1
-        return spans
-
-    def search(self, query: str, k: int = 10, *, cues: Sequence[str] = CUES,
-               weights: Mapping[str, Sequence[float]] | None = None, floor: float = SEMANTIC_FLOOR) -> list[CueHit]:
-        """The ``k`` videos whose speech / on-screen text best match ``query``, with no library or model: the sum
-        over ``cues`` of each cue's expert score (``CueScores.expert`` with ``weights[cue]``, default
-        ``DEFAULT_WEIGHTS``, and ``floor``), by the project's fusion, as a search's text-only experts score. Videos
-        with no evidence at all (every score 0) are not returned."""
-        sc = self.scores(query, cues=cues)
-        if not sc.ids:
-            return []
-        w = {cue: (weights or {}).get(cue, DEFAULT_WEIGHTS) for cue in cues}
-        experts = {cue: sc.expert(cue, w[cue], floor)[None, :] for cue in cues}
-        total = fuse_experts(experts, dict.fromkeys(cues, 1.0))[0]
-        order = [i for i in np.argsort(-total, kind="stable") if total[i] > 0][:k]
-        hits = []
-        for i in order:
-            best_cue = max(cues, key=lambda c: experts[c][0, i])
-            hits.append(CueHit(sc.ids[i], float(total[i]), {c: float(experts[c][0, i]) for c in cues},
-                               sc.match(i, best_cue, w[best_cue], floor)))
-        return hits
-
-    # ---------------------------------------------------------------------------------------- scoring
-    def _keyword(self, terms: list[str], cache: _EmbeddingCache, slot: np.ndarray, n: int, cues: list[str]):
-        """({cue: [n] scores, "_segments": every segment's score}, {cue: [n] best segment position or -1},
-        {term: sorted positions of the segments it matches})."""
-        size = len(cache.rows)
-        scores = {c: np.zeros(n, np.float32) for c in cues}
-        best = {c: np.full(n, -1, np.int64) for c in cues}
-        segment_scores = np.zeros(size, np.float64)
-        matched: dict[str, np.ndarray] = {}
-        if terms and size:
-            for t in terms:
-                rows = np.fromiter(self._term_rows(t), np.int64)
-                pos = np.searchsorted(cache.rows, rows)
-                ok = pos < size
-                ok[ok] = cache.rows[pos[ok]] == rows[ok]  # rows written after the cache was read are left out
-                matched[t] = np.unique(pos[ok])
-            idf = {t: math.log(1.0 + (size - len(p) + 0.5) / (len(p) + 0.5)) for t, p in matched.items()}
-            denominator = sum(idf.values())
-            for t, pos in matched.items():
-                segment_scores[pos] += idf[t] / denominator
-            hit = np.flatnonzero(segment_scores > 0)
-            for c in cues:
-                sel = hit[(cache.cues[hit] == CUES.index(c)) & (slot[cache.videos[hit]] >= 0)]
-                if not len(sel):
-                    continue
-                # per video: the best score, the earliest segment among equals
-                order = sel[np.lexsort((cache.starts[sel], -np.round(segment_scores[sel], 9), cache.videos[sel]))]
-                first = order[np.r_[True, cache.videos[order][1:] != cache.videos[order][:-1]]]
-                where = slot[cache.videos[first]]
-                scores[c][where] = segment_scores[first]
-                best[c][where] = first
-        scores["_segments"] = segment_scores
-        return scores, best, matched
-
-    def _semantic(self, query: str, query_vector, cache: _EmbeddingCache, slot: np.ndarray, n: int,
-                  cues: list[str]):
-        """({cue: [n] scores, "_segments": every segment's cosine}, {cue: [n] best segment position or -1})."""
-        scores = {c: np.zeros(n, np.float32) for c in cues}
-        best = {c: np.full(n, -1, np.int64) for c in cues}
-        size = len(cache.rows)
-        if not size:
-            scores["_segments"] = np.zeros(0, np.float32)
-            return scores, best
-        q = self.encoder.sentence_features([query])[0] if query_vector is None else query_vector
-        q = np.asarray(q, np.float32).reshape(-1)
-        if q.shape[0] != cache.vectors.shape[1]:
-            raise TextCueError(f"{self.path}: a {q.shape[0]}-d query vector for {cache.vectors.shape[1]}-d segments")
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
-        cos = cache.vectors @ q
-        np.clip(cos, 0.0, 1.0, out=cos)
-        ordered = cos[cache.order]
-        top = np.maximum.reduceat(ordered, cache.group_starts)
-        lengths = np.diff(np.r_[cache.group_starts, size])
-        first = np.minimum.reduceat(np.where(ordered == np.repeat(top, lengths), np.arange(size), size),
-                                    cache.group_starts)
-        for c in cues:
-            g = np.flatnonzero((cache.group_cue == CUES.index(c)) & (slot[cache.group_video] >= 0) & (top > 0))
-            where = slot[cache.group_video[g]]
-            scores[c][where] = top[g]
-            best[c][where] = cache.order[first[g]]
-        scores["_segments"] = cos
-        return scores, best
-
-    def _match(self, cache: _EmbeddingCache, position: int, terms: set[str], score: float, how: str) -> SegmentMatch:
+    def _match(self, cache: SegmentCache, position: int, terms: set[str], score: float, how: str) -> SegmentMatch:
         rowid = int(cache.rows[position])
         row = self._db.execute("SELECT cue, start, end, text, confidence, extra FROM segments WHERE id = ?",
                                (rowid,)).fetchone()
@@ -671,59 +485,18 @@ class TextCueIndex:
             return SegmentMatch(cue, float(cache.starts[position]), float(cache.starts[position]), "", score, how,
                                 float(cache.starts[position]), rowid)
         seg = _segment(*row)
-        return SegmentMatch(seg.cue, seg.start, seg.end, seg.text, score, how, _moment(seg, terms), rowid)
+        return SegmentMatch(seg.cue, seg.start, seg.end, seg.text, score, how, word_moment(seg, terms), rowid)
 
-    def _term_rows(self, term: str) -> set[int]:
-        phrase = f'"{term}"'
-        rows = {r[0] for r in self._db.execute("SELECT rowid FROM words WHERE words MATCH ?", (phrase,))}
-        if len(term) >= SUBSTRING_MIN:
-            rows |= {r[0] for r in self._db.execute("SELECT rowid FROM chars WHERE chars MATCH ?", (phrase,))}
-        return rows
-
-    def _embeddings(self) -> _EmbeddingCache:
+    def _segments(self) -> SegmentCache:
+        """Every segment in memory (reloaded when another write moved the generation)."""
         gen = self.generation
         if self._cache is None or self._cache.generation != gen:
-            self._cache = _EmbeddingCache.load(self._db, gen)
+            self._cache = SegmentCache.load(self._db, gen)
         return self._cache
 
-
-@dataclass
-class _EmbeddingCache:
-    """Every segment in memory, by row id: its video (index into ``video_ids``), cue (index into CUES), start and
-    embedding (float16); ``order`` sorts the segments by (cue, video), ``group_starts`` opens each (cue, video)
-    group in it (with ``group_cue`` and ``group_video``), so per-video maxima are one ``reduceat``."""
-
-    generation: int
-    rows: np.ndarray
-    videos: np.ndarray
-    cues: np.ndarray
-    starts: np.ndarray
-    vectors: np.ndarray
-    video_ids: list[str]
-    video_index: dict[str, int]
-    order: np.ndarray
-    group_starts: np.ndarray
-    group_cue: np.ndarray
-    group_video: np.ndarray
-
-    @classmethod
-    def load(cls, db: sqlite3.Connection, generation: int) -> _EmbeddingCache:
-        data = db.execute("SELECT id, video_id, cue, start, embedding FROM segments ORDER BY id").fetchall()
-        video_ids = sorted({r[1] for r in data})
-        index = {v: i for i, v in enumerate(video_ids)}
-        dim = len(data[0][4]) // 2 if data else 1
-        # float16 on disk, float32 in memory: a float16 matrix-vector product has no fast path in numpy (converting
-        # 150,000 segments per query cost 130 ms; the product itself 10 ms)
-        vectors = np.frombuffer(b"".join(r[4] for r in data), np.float16).reshape(len(data), dim).astype(np.float32) \
-            if data else np.zeros((0, 1), np.float32)
-        videos = np.asarray([index[r[1]] for r in data], np.int64)
-        cues = np.asarray([CUES.index(r[2]) if r[2] in CUES else len(CUES) for r in data], np.int64)
-        order = np.lexsort((videos, cues)) if data else np.zeros(0, np.int64)
-        key = cues[order] * max(len(video_ids), 1) + videos[order]
-        group_starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if data else np.zeros(0, np.int64)
-        return cls(generation, np.asarray([r[0] for r in data], np.int64), videos, cues,
-                   np.asarray([r[3] for r in data], np.float64), vectors, video_ids, index, order, group_starts,
-                   cues[order][group_starts], videos[order][group_starts])
+    def segment_count(self) -> int:
+        """How many segments the index holds (as last loaded for scoring)."""
+        return len(self._segments().rows)
 
 
 class _Transaction:
@@ -749,29 +522,8 @@ class _Transaction:
         return False
 
 
-def query_terms(query: str) -> list[str]:
-    """The query's distinct lower-case words, stop words left out (unless nothing else is left)."""
-    words = list(dict.fromkeys(re.findall(r"\w+", query.lower())))
-    content = [w for w in words if w not in STOP_WORDS]
-    return content or words
-
-
-def _contains(sorted_positions: np.ndarray, p: int) -> bool:
-    i = int(np.searchsorted(sorted_positions, p))
-    return i < len(sorted_positions) and int(sorted_positions[i]) == p
-
-
 def _segment(cue, start, end, text, confidence, extra) -> CueSegment:
     data = json.loads(extra) if extra else {}
     box = tuple(data["box"]) if "box" in data else None
     words = tuple((float(a), float(b), str(w)) for a, b, w in data["words"]) if "words" in data else None
     return CueSegment(cue, float(start), float(end), text, float(confidence), box, words)
-
-
-def _moment(seg: CueSegment, terms: set[str]) -> float:
-    """Start of the first word of ``seg`` that matches a query term (same word or a shared 5-letter stem)."""
-    for start, _, word in seg.words or ():
-        w = re.sub(r"\W+", "", word.lower())
-        if any(w == t or (len(t) >= 5 and len(w) >= 5 and w[:5] == t[:5]) for t in terms):
-            return float(start)
-    return float(seg.start)

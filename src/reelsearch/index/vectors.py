@@ -127,7 +127,7 @@ def _pad(ids: list[list[str]], scores: np.ndarray, q: int, k: int) -> tuple[list
 @contextlib.contextmanager
 def _omp_threads(n: int) -> Iterator[None]:
     """Run FAISS with ``n`` OpenMP threads inside the block (OpenMP keeps this per calling thread; restored after)."""
-    import faiss
+    import faiss  # noqa: PLC0415 - optional package (index extra)
 
     before = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(n)
@@ -193,7 +193,7 @@ class FaissIndex(VectorIndex):
         return self._structure
 
     def _new_index(self, structure: str):
-        import faiss
+        import faiss  # noqa: PLC0415 - optional package (index extra)
 
         self._structure = structure
         if structure == "flat":
@@ -206,7 +206,7 @@ class FaissIndex(VectorIndex):
 
     def _stored(self) -> tuple[np.ndarray, np.ndarray]:
         """(labels [n], vectors [n, D]) of every vector in the FAISS index, masked ones included."""
-        import faiss
+        import faiss  # noqa: PLC0415 - optional package (index extra)
 
         labels = faiss.vector_to_array(self._index.id_map).astype(np.int64)
         n = len(labels)
@@ -288,7 +288,7 @@ class FaissIndex(VectorIndex):
             self._rebuild(want)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[list[list[str]], np.ndarray]:
-        import faiss
+        import faiss  # noqa: PLC0415 - optional package (index extra)
 
         q = as_matrix(queries, self.dim, "queries")
         k = int(k)
@@ -321,7 +321,7 @@ class FaissIndex(VectorIndex):
 
     def _storage(self) -> np.ndarray:
         """Read-only view [ntotal, D] of the vectors FAISS holds (position order, masked ones included)."""
-        import faiss
+        import faiss  # noqa: PLC0415 - optional package (index extra)
 
         inner = faiss.downcast_index(self._index.index)
         flat = inner if self._structure == "flat" else faiss.downcast_index(inner.storage)
@@ -334,7 +334,7 @@ class FaissIndex(VectorIndex):
 
     def iter_chunks(self, rows: int = SCAN_CHUNK_ROWS) -> Iterator[tuple[list[str], np.ndarray]]:
         """Blocks of (ids, vectors); vectors are views into the index, valid until it next changes."""
-        import faiss
+        import faiss  # noqa: PLC0415 - optional package (index extra)
 
         labels = faiss.vector_to_array(self._index.id_map).astype(np.int64)
         storage = self._storage()
@@ -354,7 +354,7 @@ class FaissIndex(VectorIndex):
     # -- persistence -----------------------------------------------------------------------------------------
     def save(self, path: str | Path | None = None) -> None:
         """Write the index to ``path`` (default: the path it was opened with) atomically."""
-        import faiss
+        import faiss  # noqa: PLC0415 - optional package (index extra)
 
         path = Path(path) if path is not None else self.path
         if path is None:
@@ -372,7 +372,7 @@ class FaissIndex(VectorIndex):
         self.path = path
 
     def _load(self, path: Path) -> None:
-        import faiss
+        import faiss  # noqa: PLC0415 - optional package (index extra)
 
         try:
             with np.load(path, allow_pickle=False) as z:

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from reelsearch.errors import ConfigError
+from reelsearch.similarity import SIMILARITIES, get_similarity
 
 __all__ = ["DIRECTIONS", "REDUCTIONS", "LossConfigError", "PairwiseLoss", "positive_mask_from_ids"]
 
@@ -70,15 +71,13 @@ class PairwiseLoss(nn.Module):
     directions, i.e. the average loss per positive pair.
     """
 
-    #: Similarity (name in :data:`reelsearch.models.similarity.SIMILARITIES`) used by :meth:`forward_embeddings`.
+    #: Similarity (name in :data:`reelsearch.similarity.SIMILARITIES`) used by :meth:`forward_embeddings`.
     similarity: str
 
     def __init__(self, directions: str = "both", reduction: str = "sum", similarity: str = "cosine"):
         super().__init__()
         self.directions = check_choice("direction", directions, DIRECTIONS)
         self.reduction = check_choice("reduction", reduction, REDUCTIONS)
-        from reelsearch.models.similarity import SIMILARITIES
-
         self.similarity = check_choice("similarity", similarity, SIMILARITIES)
 
     # -- the one thing a subclass defines -------------------------------------------------------------------------
@@ -136,8 +135,6 @@ class PairwiseLoss(nn.Module):
         self, captions: torch.Tensor, videos: torch.Tensor, positive_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Loss of a batch of paired embeddings (row i of each is a pair), with this loss's similarity."""
-        from reelsearch.models.similarity import get_similarity
-
         return self(get_similarity(self.similarity)(captions, videos), positive_mask)
 
     # -- internals --------------------------------------------------------------------------------------------

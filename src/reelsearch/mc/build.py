@@ -21,11 +21,14 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from reelsearch.datasets import load_dataset, parse_data_spec
 from reelsearch.datasets.item import Item
-from reelsearch.mc.mcfile import N_CHOICES, Question
+from reelsearch.mc.mcfile import N_CHOICES, Question, write_mc_file
 from reelsearch.mc.phrases import ActivityTagger, Tagged
 
 N_DISTRACTORS = N_CHOICES - 1
@@ -57,6 +60,33 @@ class BuildResult:
             "tag_seconds": round(self.tag_seconds, 2),
             "seconds": round(self.seconds, 2),
         }
+
+
+def build_mc_file(data: str, split: str, out: str | Path, seed: int = 0, protocol: str | None = None,
+                  progress: bool = True) -> tuple[BuildResult, dict]:
+    """Build the questions of ``split`` of dataset ``data`` (``FORMAT:ROOT[:SPLIT]``) and write them to ``out``
+    (LSMDC16 layout): the result and its summary (the file, data, split, seed and item counts besides
+    ``BuildResult.summary``). Each item that did not become a question gets a warning on stderr."""
+    fmt, root, _ = parse_data_spec(data)
+    items = load_dataset(fmt, root, **({"protocol": protocol} if protocol else {})).items(split)
+    result = build_questions(items, seed=seed, progress=progress)
+    for item_id, n in result.too_small:
+        print(f"warning: {item_id}: only {n} eligible distractor(s), no question built", file=sys.stderr)
+    for item_id in result.no_captions:
+        print(f"warning: {item_id}: no caption, no question built", file=sys.stderr)
+    write_mc_file(out, result.questions)
+    return result, {"file": str(out), "data": f"{fmt}:{root}", "split": split, "seed": seed, "items": len(items),
+                    **result.summary()}
+
+
+def summary_text(summary: dict) -> str:
+    """``build_mc_file``'s summary in a few lines."""
+    return "\n".join([
+        f"{summary['questions']:,} questions from {summary['items']:,} {summary['split']} items -> {summary['file']}",
+        f"  not built: {summary['too_small']} (pool too small), {summary['no_captions']} (no caption)",
+        f"  ground truths without an activity word (content words compared): {summary['answers_fallback']}",
+        f"  {summary['captions']:,} captions ({summary['unique_captions']:,} unique) tagged in "
+        f"{summary['tag_seconds']:.1f} s; total {summary['seconds']:.1f} s"])
 
 
 def item_rng(seed: int, item_id: str) -> np.random.Generator:
@@ -115,8 +145,6 @@ class _Pool:
 def build_questions(items: Sequence[Item], tagger: ActivityTagger | None = None, seed: int = 0,
                     progress: bool = True) -> BuildResult:
     """One question per item of ``items`` (one split); see the module docstring for the rules."""
-    from tqdm import tqdm
-
     start = time.perf_counter()
     tagger = tagger or ActivityTagger()
     tag_before = tagger.seconds

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.mc.mcfile import N_CHOICES, Question
 
@@ -19,8 +20,6 @@ def model_scores(model, questions: Sequence[Question], video_features: Callable[
     question's own five entries are kept and fused, so rank fusion ranks a question's five candidates among
     themselves.
     """
-    from tqdm import tqdm
-
     out: list[list[float]] = []
     starts = range(0, len(questions), batch_size)
     for s in tqdm(starts, desc="scoring choices", unit="batch", disable=not progress, file=sys.stderr):

@@ -30,6 +30,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tqdm import tqdm
+
 from reelsearch.errors import ReelsearchError
 
 #: spaCy pipelines tried in order: the official package name first, then the MIT re-upload on PyPI.
@@ -68,6 +70,16 @@ class Tagged:
     fallback: bool = False
     content: frozenset[str] = frozenset()
 
+    def to_json(self, caption: str) -> dict:
+        return {"caption": caption, "phrases": list(self.phrases), "words": sorted(self.words),
+                "fallback": self.fallback}
+
+    def describe(self, caption: str) -> str:
+        """``caption`` with its phrases and words, on three lines."""
+        extra = "  (no activity word: content words)" if self.fallback else ""
+        return (f"{caption}\n  phrases: {', '.join(self.phrases) or '-'}\n  words:   "
+                f"{', '.join(sorted(self.words)) or '-'}{extra}")
+
 
 def pipeline_name() -> str:
     """Name of the first installed spaCy English pipeline of ``PIPELINES``."""
@@ -84,8 +96,8 @@ def pipeline_name() -> str:
 def load_pipeline(name: str | None = None):
     """The spaCy pipeline (tagger, parser, lemmatizer; NER excluded), loaded once per process."""
     try:
-        import lemminflect  # noqa: F401  (registers Token._.lemma)
-        import spacy
+        import lemminflect  # noqa: F401, PLC0415 - optional package (text extra); registers Token._.lemma
+        import spacy  # noqa: PLC0415 - optional package (text extra)
     except ImportError as exc:
         raise ReelsearchError("activity tagging needs spaCy: pip install 'reelsearch[text]'") from exc
     name = name or pipeline_name()
@@ -184,8 +196,6 @@ class ActivityTagger:
     def tag_many(self, captions: Sequence[str], progress: bool = True,
                  desc: str = "tagging activities") -> list[Tagged]:
         """Phrases and words of each caption (same order); a caption is parsed once per tagger."""
-        from tqdm import tqdm
-
         todo = [c for c in dict.fromkeys(captions) if c not in self._memo]
         if todo:
             start = time.perf_counter()

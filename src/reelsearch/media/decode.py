@@ -16,6 +16,7 @@ decoding forward; ``strategy="sequential"`` decodes everything and keeps the tar
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Iterator
@@ -116,7 +117,7 @@ def display_path(path: str | os.PathLike) -> str:
 def _import_av():
     """PyAV, or a MissingExtraError naming the [media] extra."""
     try:
-        import av
+        import av  # noqa: PLC0415 - optional package (media extra)
     except ImportError as exc:
         raise extra_error(exc) or exc from exc
     return av
@@ -166,15 +167,13 @@ def _video_stream(container, shown: str):
 
 def _image_header_size(path: str) -> tuple[int, int]:
     """(width, height) from an image file's header without decoding (PNG directly, others via PIL if present)."""
-    import contextlib
-
     with contextlib.suppress(OSError, ValueError):
         with open(os.fsencode(path), "rb") as fh:
             head = fh.read(24)
         if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
             return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
     with contextlib.suppress(Exception):
-        from PIL import Image
+        from PIL import Image  # noqa: PLC0415 - optional package (Pillow)
 
         with Image.open(os.fsencode(path).decode("utf-8", "surrogateescape")) as im:
             return im.size
@@ -317,8 +316,7 @@ class _Decoder:
         self._gen = self.container.decode(self.vs)
 
     def next(self):
-        import av
-
+        av = _import_av()
         if self._gen is None:
             self._gen = self.container.decode(self.vs)
         try:
@@ -431,9 +429,7 @@ def _assemble(picked, vs, shown, short_side, duration, fps, is_image=False, with
         except MediaError as exc:
             raise MediaError(shown, exc.problem) from None
         if images and img.shape != images[0].shape:  # mid-stream size change: match the first frame
-            import av
-
-            f = av.VideoFrame.from_ndarray(img, format="rgb24").reformat(
+            f = _import_av().VideoFrame.from_ndarray(img, format="rgb24").reformat(
                 width=images[0].shape[1], height=images[0].shape[0])
             img = f.to_ndarray(format="rgb24")
         return img, r

@@ -23,6 +23,7 @@ from reelsearch.config import config_to_dict
 from reelsearch.config.schema import FusionConfig, modalities_of
 from reelsearch.config.typed import from_dict
 from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.evaluation.fusion import fuse_experts
 
 from .folder import Expert, model_kind, shared_parts
 from .interface import EmbeddingModel, VideoEmbeddings, as_rows
@@ -69,7 +70,7 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
                               "index; use experts that score single vectors")
         if self.fusion.kind == "rank":
             return "rank"
-        if self.fusion.normalize == "none" and all(e.search_mode == "ann" for e in self.experts.values()):
+        if self.fusion.normalize == "none" and all(e.inner_product for e in self.experts.values()):
             return "ann"
         return "scan"
 
@@ -151,8 +152,6 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         Rank fusion depends on the direction: ``axis=1`` ranks videos per caption (text-to-video), ``axis=0``
         captions per video (video-to-text); score fusion serves both.
         """
-        from reelsearch.evaluation.fusion import fuse_experts
-
         return fuse_experts(scores, {k: self.weight(k) for k in self.experts}, self.fusion.kind,
                             self.fusion.normalize, axis)
 
@@ -169,7 +168,7 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
 
     def ann_query(self, text: np.ndarray) -> np.ndarray:
         """Weighted experts' embeddings side by side: their inner product with a stored row is the fused score."""
-        if self.search_mode != "ann":
+        if not self.inner_product:
             raise ConfigError(f"mixture {self.name!r} is searched by {self.search_mode}, not by inner product")
         texts = self._split(np.asarray(text, np.float32), text=True)
         return np.concatenate([self.weight(k) * texts[k] for k in self.experts], axis=1)

@@ -15,6 +15,7 @@
     model.search_mode                       how an index serves it: "ann" (inner product of ``ann_query`` with the
                                             stored rows), "scan" (exact ``score`` over the rows), "rank" (rank fusion
                                             needs every row) or "pairwise" (frame attention needs the frame rows)
+    model.inner_product                     whether the score is that inner product (search_mode "ann")
 
 Rows: a video's row ``VideoEmbeddings.video[i]`` and its frame rows ``frames[i]`` are what an index stores; for a
 mixture they hold the experts' rows side by side; for a frame-attention model (Torabi M3) a frame row is the
@@ -29,8 +30,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.features.pipeline import FeaturePipeline
 
 from .folder import read_model, write_model
 
@@ -90,12 +93,16 @@ class EmbeddingModel:
                                              "loads either)")
         return model
 
+    @property
+    def inner_product(self) -> bool:
+        """Whether the score is the inner product of ``ann_query``'s rows with the stored rows (an ANN index serves
+        it, a querybank normalises it)."""
+        return self.search_mode == "ann"
+
     def feature_pipeline(self, device: str | None = None):
         """The FeaturePipeline of this model's recipe (decode + extract), created once."""
         pipe = getattr(self, "_pipeline", None)
         if pipe is None:
-            from reelsearch.features.pipeline import FeaturePipeline
-
             pipe = FeaturePipeline(self.recipes, device=device)
             object.__setattr__(self, "_pipeline", pipe)
         return pipe
@@ -107,8 +114,6 @@ class EmbeddingModel:
         ``frames=False`` skips the per-frame rows where ranking does not need them (their list holds None).
         A path that cannot be decoded raises a MediaError naming it; use ``reelsearch index`` to skip bad files.
         """
-        from tqdm import tqdm
-
         if isinstance(videos, (str, Path, dict)):
             videos = [videos]
         videos = list(videos)

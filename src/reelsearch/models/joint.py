@@ -29,7 +29,9 @@ from torch.utils.checkpoint import checkpoint
 from reelsearch.config import ModelConfig, config_from_dict, config_to_dict
 from reelsearch.config.schema import migrate_v1
 from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.features.caches import caption_features
 from reelsearch.features.pairs import pad_sequences
+from reelsearch.similarity import cosine_similarity, get_similarity, order_violation
 from reelsearch.text.mlm import BUNDLED_NAME
 from reelsearch.text.towers import is_tower, tower_key
 
@@ -194,8 +196,6 @@ class JointModel(EmbeddingModel, nn.Module):
             raise ConfigError(f"model {self.name!r} has no text processor")
         features = None
         if cached:
-            from reelsearch.features.caches import caption_features
-
             features = caption_features(texts, self.text_processor, progress=False)
         was_training = self.training
         if was_training:  # (walking the modules costs ~0.3 ms a query: only when needed)
@@ -303,7 +303,7 @@ class JointModel(EmbeddingModel, nn.Module):
 
     def ann_query(self, text: np.ndarray) -> np.ndarray:
         """Query rows whose inner product with stored rows is the score (``search_mode == "ann"`` only)."""
-        if self.search_mode != "ann":
+        if not self.inner_product:
             raise ConfigError(f"model {self.name!r} is searched by {self.search_mode}, not by inner product")
         return np.asarray(text, np.float32)
 
@@ -311,8 +311,6 @@ class JointModel(EmbeddingModel, nn.Module):
     def _pair_similarity(self, c: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """S for paired embeddings c [n, 1, D] and v [n, m, D] -> [n, m]."""
         if self.similarity_name == "order":
-            from .similarity import order_violation
-
             return -order_violation(c, v)
         return (c * v).sum(-1)
 
@@ -328,8 +326,6 @@ class JointModel(EmbeddingModel, nn.Module):
     def similarity(self, text_emb: torch.Tensor, video_emb: torch.Tensor | FrameStates) -> torch.Tensor:
         """Similarity matrix [N, M]: rows captions, columns videos."""
         if not isinstance(video_emb, FrameStates):
-            from .similarity import cosine_similarity, get_similarity
-
             if self.similarity_name == "cosine":  # both sides are unit norm already
                 return cosine_similarity(text_emb, video_emb, normalized=True)
             return get_similarity(self.similarity_name)(text_emb, video_emb)

@@ -10,7 +10,7 @@ bank holds training captions and the offsets belong to the videos; for video-to-
 the offsets belong to the captions. The bank is a part of the model (``model.querybank``, saved in its folder as
 ``querybank.safetensors``), tied to its fingerprint, and ``reelsearch eval`` applies it; ``reelsearch querybank``
 builds it (``reelsearch.training.querybank``). Only models scored by an inner product of their rows
-(``search_mode == "ann"``) take a bank: there the offsets are exact and cheap.
+(``model.inner_product``) take a bank: there the offsets are exact and cheap.
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ def _dequantise_rows(rows: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
 def check_bank_model(model) -> None:
     """ConfigError unless ``model`` scores by an inner product of its rows (what a querybank normalises)."""
     try:
-        mode = model.search_mode
-    except ConfigError as exc:
-        mode = str(exc)
-    if mode != "ann":
+        takes, mode = model.inner_product, model.search_mode
+    except ConfigError as exc:  # e.g. a mixture with a frame-attention expert
+        takes, mode = False, str(exc)
+    if not takes:
         raise ConfigError(f"model {getattr(model, 'name', '')!r} is scored by {mode}, not by an inner product of its "
                           "rows: querybank normalisation needs a cosine model or a score fusion of them")
 

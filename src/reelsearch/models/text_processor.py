@@ -19,15 +19,16 @@ import numpy as np
 import torch
 
 from reelsearch.errors import ConfigError
+from reelsearch.text.glove import load_glove
 from reelsearch.text.int8 import resolve_int8
+from reelsearch.text.minilm import shared_encoder
+from reelsearch.text.tokenize import tokenize
 from reelsearch.text.towers import tower_key
 
 PAD, UNK = "<pad>", "<unk>"
 
 
 def _default_tokenizer() -> Callable[[str], list[str]]:
-    from reelsearch.text.tokenize import tokenize
-
     return tokenize
 
 
@@ -69,8 +70,6 @@ class GloveTextProcessor(TextProcessor):
     @property
     def glove(self):
         if self._glove is None:
-            from reelsearch.text.glove import load_glove
-
             self._glove = load_glove()
         return self._glove
 
@@ -153,8 +152,6 @@ class MiniLMTextProcessor(TextProcessor):
     @property
     def encoder(self):
         if self._encoder is None:
-            from reelsearch.text.minilm import shared_encoder
-
             self._encoder = shared_encoder(self.model_dir, int8=self.int8, tail=self.tail)
         return self._encoder
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from reelsearch.extras import missing_extra
+from reelsearch.errors import ReelsearchError
+from reelsearch.extras import MissingExtraError, missing_extra
 from reelsearch.features.cues import CUES, CueExtractor, available_cues
 from reelsearch.index.library import LibraryIndex, SyncReport
 from reelsearch.index.textcues import CueReport, TextCueError, TextCueIndex
@@ -21,9 +22,6 @@ from reelsearch.index.textcues import CueReport, TextCueError, TextCueIndex
 def cues_to_run(cues: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
     """(cues to run, {cue: why it is off}). ``cues`` None: every cue whose extras are installed (the cue's own, and
     ``text`` for MiniLM, which embeds the segments); a cue named explicitly whose extra is missing is an error."""
-    from reelsearch.errors import ReelsearchError
-    from reelsearch.extras import MissingExtraError
-
     reasons = {cue: why for cue, why in available_cues().items() if why}
     text = missing_extra("text")
     if text:

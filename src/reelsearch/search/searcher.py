@@ -10,15 +10,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from reelsearch.errors import ConfigError, ReelsearchError
-from reelsearch.index import EmbeddedMedia, Hit, LibraryIndex, SyncReport, top_k
+from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
+from reelsearch.index import EmbeddedMedia, LibraryIndex, SyncReport
 from reelsearch.index.textcues import SQLITE_NAME as TEXTCUES_NAME
 from reelsearch.index.textcues import TextCueIndex
+from reelsearch.io import numbered_lines, read_text
+from reelsearch.models import load_model
+from reelsearch.models.interface import VideoEmbeddings
+from reelsearch.search.cue_indexing import cues_to_run, index_cues
+from reelsearch.search.cues import sentence_encoder
+from reelsearch.search.embed import MediaEmbedder
+from reelsearch.search.experts import parse_experts, parse_weights, plan
+from reelsearch.search.query import run_query
+from reelsearch.search.query_encoder import QueryEncoder
+from reelsearch.search.results import SearchResult
+from reelsearch.search.sources import Visual, visual_sources
 
 #: Longest query accepted (characters).
 MAX_QUERY_CHARS = 1000
-#: Videos scored per block by the exact scans ("rank" and "pairwise" modes).
-SCAN_VIDEOS = 256
 
 
 class QueryError(ReelsearchError):
@@ -50,13 +59,7 @@ class Searcher:
     def __init__(self, index_dir: str | Path | None = None, model="default", *, backend: str = "faiss",
                  uri: str | None = None, device: str | None = None, weights: Mapping[str, float] | str | None = None,
                  int8_text: bool | None = None):
-        from reelsearch.search.embed import MediaEmbedder
-        from reelsearch.search.experts import parse_weights
-        from reelsearch.search.query_encoder import QueryEncoder
-
         if isinstance(model, (str, os.PathLike)):
-            from reelsearch.models import load_model
-
             model = load_model(model)
         self.model = model.eval()
         if int8_text is not None:
@@ -71,6 +74,7 @@ class Searcher:
         self.weights = parse_weights(weights)  # expert weights of every search (over experts.DEFAULT_WEIGHTS)
         self._cues: TextCueIndex | None = None
         self._cue_queries: QueryEncoder | None = None  # MiniLM sentence embeddings of queries, for the text cues
+        self._visual: Visual | None = None
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -90,8 +94,15 @@ class Searcher:
 
     @property
     def mode(self) -> str:
-        """How queries are ranked: "ann", "scan", "rank" or "pairwise" (``model.search_mode``)."""
+        """How the model says it is searched: "ann", "scan", "rank" or "pairwise" (``model.search_mode``)."""
         return self.model.search_mode
+
+    @property
+    def visual(self) -> Visual:
+        """The model's search sources over the library, chosen on first use (``reelsearch.search.sources``)."""
+        if self._visual is None:
+            self._visual = visual_sources(self.model, self.library)
+        return self._visual
 
     @property
     def experts(self) -> list[str]:
@@ -114,21 +125,15 @@ class Searcher:
     def cues(self) -> TextCueIndex | None:
         """The text-cue index beside the library (speech transcripts, on-screen text), once ``index`` has made it."""
         if self._cues is None and (self.library.dir / TEXTCUES_NAME).is_file():
-            self._cues = TextCueIndex(self.library.dir)
+            self._cues = TextCueIndex(self.library.dir, encoder=sentence_encoder)
         return self._cues
 
     @property
-    def cue_queries(self):
-        """The QueryEncoder of queries for the text cues: the cue index's sentence encoder (MiniLM), in its own
-        thread, batched and cached like the model's."""
+    def cue_queries(self) -> QueryEncoder:
+        """The QueryEncoder of queries for the text cues: the sentence encoder of the text-cue index (MiniLM), in its
+        own thread, batched and cached like the model's."""
         if self._cue_queries is None:
-            from reelsearch.search.query_encoder import QueryEncoder
-
-            cues = self.cues
-            if cues is None:
-                raise ReelsearchError(f"{self.library.dir}: no text cues indexed here")
-            encoder = cues.encoder
-            self._cue_queries = QueryEncoder(lambda texts: encoder.sentence_features(list(texts)))
+            self._cue_queries = QueryEncoder(sentence_encoder)
         return self._cue_queries
 
     # -- indexing -----------------------------------------------------------------------------------------
@@ -139,35 +144,31 @@ class Searcher:
         None: every cue whose extra is installed, () none) of those files into the text-cue index, in the same
         writer lock. The report's ``cues`` says what the cue stage did, ``cues_off`` which cues did not run.
         ``exclusive``: drop the videos indexed from anywhere else too (the index holds exactly ``paths``)."""
-        from reelsearch.search.cue_indexing import cues_to_run, index_cues
-
         run, off = cues_to_run(cues)
         with self.lock, self.library.writing(self.library.writer_wait), torch.no_grad():
             report = self.library.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress,
                                        exclusive=exclusive)
             cue_index = self.cues
             if cue_index is None and run:
-                cue_index = self._cues = TextCueIndex(self.library.dir)
+                cue_index = self._cues = TextCueIndex(self.library.dir, encoder=sentence_encoder)
             report.cues = index_cues(self.library, cue_index, report, run, progress=progress)
             report.cues_off = off
             return report
 
     # -- text -> video ------------------------------------------------------------------------------------
     def search(self, text: str, k: int = 10, *, frames: bool = True, experts: Sequence[str] | str | None = None,
-               weights: Mapping[str, float] | str | None = None) -> list[dict]:
-        """The ``k`` best videos for ``text``, best first.
+               weights: Mapping[str, float] | str | None = None) -> list[SearchResult]:
+        """The ``k`` best videos for ``text``, best first (``reelsearch.search.results.SearchResult``).
 
         Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame, or the matched words
         when a text cue outweighs the picture), ``frame`` (its index), ``duration``; with ``frames`` also ``frames``
-        = [{"index", "t", "score"}] (the per-frame similarity strip); ``experts`` = {name: score} (each expert's own
-        score) for a mixture or when text cues take part; ``match`` = the transcript or on-screen text segment
-        behind the strongest text cue ({cue, start, end, text, score, how, moment, highlights}).
+        (each frame's score: the per-frame similarity strip); ``experts`` = {name: score} (each expert's own score)
+        for a mixture or when text cues take part; ``match`` = the transcript or on-screen text segment behind the
+        strongest text cue (cue, start, end, text, score, how, moment, highlights).
 
         ``experts``: some of "visual" (the model), "speech", "ocr" (default: visual and every cue the index holds);
         ``weights``: {expert: weight} over the Searcher's and ``reelsearch.search.experts.DEFAULT_WEIGHTS``.
         """
-        from reelsearch.search.experts import parse_experts, parse_weights, plan
-
         text = check_query(text)
         if not isinstance(k, int) or k < 1:
             raise QueryError(f"k must be a positive integer, got {k!r}")
@@ -185,97 +186,7 @@ class Searcher:
             if self.stale():
                 raise ReelsearchError(f"{self.library.dir}: the index holds embeddings of another model "
                                       f"({self.library.model_id}); re-run `reelsearch index` with this model")
-            if p.cues:
-                return self._search_fused(text, query, cue_query, p, k, frames)
-            mode = self.mode
-            if mode == "ann":
-                hits = self.library.search(self.model.ann_query(query)[0], k, frame_scores=True)
-            elif mode == "scan":
-                hits = self.library.search(query[0], k, score_fn=self.model.score, frame_scores=True)
-            elif mode == "rank":
-                hits = self._search_rank(query, k)
-            else:
-                hits = self._search_pairwise(query, k)
-            return [self._result(h, query, frames) for h in hits]
-
-    def _search_fused(self, text: str, query: np.ndarray, cue_query: np.ndarray, p, k: int,
-                      frames: bool) -> list[dict]:
-        """The model's experts and the text cues fused (``reelsearch.search.experts``)."""
-        from reelsearch.search.experts import fused_search
-
-        out = []
-        for r in fused_search(self.library, self.model, self.cues, text, query, cue_query, p, k):
-            hit = self._hit(r.id, r.score, query)
-            if r.text_wins:
-                hit.moment = float(r.match.moment)
-                times = hit.timestamps
-                hit.frame = int(np.argmin(np.abs(times - hit.moment))) if len(times) else 0
-            result = self._result(hit, query, frames, experts=r.experts)
-            if r.match is not None:
-                result["match"] = {**r.match.to_json(), "highlights": [list(h) for h in r.highlights]}
-            out.append(result)
-        return out
-
-    def _search_rank(self, query: np.ndarray, k: int) -> list[Hit]:
-        """Rank fusion needs each expert's rank among *all* videos: score every stored vector, then fuse."""
-        ids: list[str] = []
-        per_expert: dict[str, list[np.ndarray]] = {}
-        for chunk_ids, rows in self.library.vectors.iter_chunks():
-            ids += list(chunk_ids)
-            for name, s in self.model.expert_scores(query, rows).items():
-                per_expert.setdefault(name, []).append(s)
-        if not ids:
-            return []
-        fused = self.model.fuse({n: np.concatenate(a, axis=1) for n, a in per_expert.items()}, axis=1)
-        idx, scores = top_k(fused, k)
-        return [self._hit(ids[i], float(s), query) for i, s in zip(idx[0], scores[0])]
-
-    def _search_pairwise(self, query: np.ndarray, k: int) -> list[Hit]:
-        """Sentence-conditioned frame attention (Torabi M3): exact, every video's frames, in blocks."""
-        from reelsearch.models.interface import VideoEmbeddings
-
-        ids = [i for chunk, _ in self.library.vectors.iter_chunks() for i in chunk]
-        best_ids: list[str] = []
-        best = np.empty((1, 0), np.float32)
-        for start in range(0, len(ids), SCAN_VIDEOS):
-            block = [str(i) for i in ids[start:start + SCAN_VIDEOS]]
-            media = [self.library.media(i) for i in block]
-            videos = VideoEmbeddings(np.stack([m.video_vector for m in media]), [m.frame_vectors for m in media])
-            merged = np.concatenate([best, self.model.score(query, videos)], axis=1)
-            idx, _ = top_k(merged, k)
-            pool = best_ids + block
-            best_ids = [pool[i] for i in idx[0]]
-            best = np.take_along_axis(merged, idx, axis=1)
-        return [self._hit(i, float(s), query) for i, s in zip(best_ids, best[0])]
-
-    def _hit(self, id_: str, score: float, query: np.ndarray) -> Hit:
-        record = self.library.video(id_)
-        media = self.library.media(id_)
-        fs = self.model.frame_scores(query[0], media.frame_vectors)
-        best = int(np.argmax(fs))
-        return Hit(id=id_, path=record.path, score=score, moment=float(media.timestamps[best]), frame=best,
-                   duration=record.duration, frame_scores=fs, timestamps=media.timestamps)
-
-    def _result(self, hit: Hit, query: np.ndarray, frames: bool, experts: dict[str, float] | None = None) -> dict:
-        out = {"id": hit.id, "path": hit.path, "score": float(hit.score), "moment": float(hit.moment),
-               "frame": int(hit.frame), "duration": hit.duration}
-        if experts is not None:
-            out["experts"] = experts
-        several = len(self.experts) > 1 and experts is None
-        if frames and hit.frame_scores is not None and hit.timestamps is not None and not several:
-            out["frames"] = [{"index": i, "t": t, "score": s}  # what the index search already read: no 2nd lookup
-                             for i, (t, s) in enumerate(zip(hit.timestamps.tolist(), hit.frame_scores.tolist()))]
-        elif frames or several:
-            media = self.library.media(hit.id)
-            if frames:
-                fs = hit.frame_scores if hit.frame_scores is not None else \
-                    self.model.frame_scores(query[0], media.frame_vectors)
-                out["frames"] = [{"index": i, "t": float(t), "score": float(s)}
-                                 for i, (t, s) in enumerate(zip(media.timestamps, fs))]
-            if several:
-                per = self.model.expert_scores(query, media.video_vector[None])
-                out["experts"] = {name: float(s[0, 0]) for name, s in per.items()}
-        return out
+            return run_query(self.library, self.visual, self.cues, text, query, cue_query, p, k, frames=frames)
 
     # -- video -> text ------------------------------------------------------------------------------------
     def annotate(self, file: str | os.PathLike, captions: Sequence[str]) -> list[dict]:
@@ -304,8 +215,6 @@ class Searcher:
 
     def annotate_media(self, media: EmbeddedMedia, captions: Sequence[str]) -> list[dict]:
         """``captions`` ranked for an embedded video (the model's own similarity; mixtures fuse per caption)."""
-        from reelsearch.models.interface import VideoEmbeddings
-
         captions = self._check_captions(captions)
         queries = self.query_encoder.many(captions)
         with self.lock, torch.no_grad():
@@ -343,11 +252,9 @@ class Searcher:
             check_query(c)
         return out
 
+
 def read_captions(path: str | Path) -> list[str]:
     """Captions from a text file, one per line (blank lines skipped)."""
-    from reelsearch.errors import DataFormatError
-    from reelsearch.io import numbered_lines, read_text
-
     path = Path(path)
     captions = []
     for n, line in numbered_lines(read_text(path)):

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from reelsearch.errors import ReelsearchError
+from reelsearch.index import default_index_dir
+from reelsearch.index.library import SQLITE_NAME
 from reelsearch.io import atomic_write_json
 
 SETTINGS_NAME = "searcher.json"
@@ -14,16 +17,20 @@ def index_dir_or_default(index_dir: str | Path | None) -> Path:
     """``index_dir``, or the default location in the user's data directory."""
     if index_dir is not None:
         return Path(index_dir).expanduser()
-    from reelsearch.index import default_index_dir
 
     return default_index_dir()
 
 
 def index_exists(index_dir: Path) -> bool:
     """Whether ``index_dir`` holds a library index."""
-    from reelsearch.index.library import SQLITE_NAME
-
     return (index_dir / SQLITE_NAME).is_file()
+
+
+def require_index(index_dir: Path) -> None:
+    """ReelsearchError unless ``index_dir`` holds a library index (saying how to build one)."""
+    if not index_exists(index_dir):
+        raise ReelsearchError(f"{index_dir}: no index here; build one with `reelsearch index PATH --index "
+                              f"{index_dir}`")
 
 
 def read_settings(index_dir: Path) -> dict:

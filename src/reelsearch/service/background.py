@@ -19,7 +19,7 @@ class ServerThread:
     """``with ServerThread(app) as server: ... server.url``: uvicorn serving ``app`` until the block ends."""
 
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, start_timeout: float = 30.0):
-        import uvicorn
+        import uvicorn  # noqa: PLC0415 - optional package (the serve extra); importing this module needs none
 
         self.port = port or free_port(host)
         self.url = f"http://{host}:{self.port}"

@@ -1,4 +1,5 @@
-"""HTTP plumbing of the service: JSON rendering, the access log, the body-size limit, media files with ranges."""
+"""HTTP plumbing of the service: JSON rendering, errors as JSON, the access log, the body-size limit, media files
+with ranges."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ import json
 import logging
 import time
 
+from fastapi import HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import display_path
+from reelsearch.search.searcher import QueryError
 
 access_logger = logging.getLogger("reelsearch.access")
 
@@ -31,6 +37,27 @@ def error_text(errors: list[dict]) -> str:
         where = " ".join(str(x) for x in e.get("loc", ()) if x != "body" or len(e.get("loc", ())) == 1)
         parts.append(f"{where}: {e.get('msg', 'invalid')}" if where else str(e.get("msg", "invalid")))
     return "; ".join(parts) or "invalid request"
+
+
+async def _invalid(request: Request, exc: RequestValidationError) -> JSON:
+    return JSON({"detail": error_text(exc.errors())}, status_code=422)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSON:
+    return JSON({"detail": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _query_error(request: Request, exc: QueryError) -> JSON:
+    return JSON({"detail": str(exc)}, status_code=422)
+
+
+async def _user_error(request: Request, exc: ReelsearchError) -> JSON:
+    return JSON({"detail": str(exc)}, status_code=400)
+
+
+#: Every error answers ``{"detail": "..."}``: invalid parameters 422, a bad query 422, bad input 400.
+EXCEPTION_HANDLERS = {RequestValidationError: _invalid, StarletteHTTPException: _http_error, QueryError: _query_error,
+                      ReelsearchError: _user_error}
 
 
 class MediaResponse(FileResponse):
@@ -101,8 +128,6 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    from fastapi import HTTPException
-
                     raise HTTPException(413, f"request body larger than {self.limit} bytes")
             return message
 

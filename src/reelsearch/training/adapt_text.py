@@ -38,6 +38,7 @@ from reelsearch.text.mlm import (
     model_sha1,
 )
 from reelsearch.training.distributed import DistInfo
+from reelsearch.training.run import open_sources, training_captions
 from reelsearch.training.state import preserved_rng
 from reelsearch.training.task import TrainingTask, Validation, epoch_seed
 from reelsearch.training.trainer import Trainer
@@ -165,6 +166,28 @@ def adapt_minilm(captions: Sequence[str], out_dir: str | Path, overrides: dict |
               "seconds": round(time.time() - started, 1)}
     atomic_write_json(out_dir / "summary.json", report)
     return report
+
+
+def adapt_text(data: str, out_dir: str | Path, split: str | None = None, protocol: str | None = None,
+               overrides: dict | list[str] | None = None, device: str | None = None, progress: bool = True) -> dict:
+    """:func:`adapt_minilm` on the captions of ``split`` (default: the spec's, else train) of the dataset ``data``
+    (``FORMAT:ROOT[:SPLIT]``); the report also names the data and the split."""
+    sources = open_sources(data, train_split=split, **({"protocol": protocol} if protocol else {}))
+    report = adapt_minilm(training_captions(sources), out_dir, overrides=overrides, device=device, progress=progress)
+    return {**report, "data": sources[0][0].label, "split": sources[0][1]}
+
+
+def report_text(report: dict, out_dir: str | Path) -> str:
+    """:func:`adapt_text`'s report in a few lines: held-out masked-token loss and accuracy before and after."""
+    lines = [f"{out_dir} already holds this adaptation (remove it to redo)"] if report.get("reused") else []
+    before, after = report.get("heldout_before"), report.get("heldout_after")
+    if before and after:
+        lines.append(f"held-out masked tokens ({before['masked_tokens']}): loss {before['loss']:.3f} -> "
+                     f"{after['loss']:.3f}, accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} (epoch "
+                     f"{report['best_epoch']})")
+    lines.append(f"adapted MiniLM on {report['train_captions']:,} {report['split']} captions in "
+                 f"{report['seconds']:.0f} s -> {out_dir}/best (report: {out_dir}/summary.json)")
+    return "\n".join(lines)
 
 
 def _finished_run(out_dir: Path, params: dict) -> dict | None:

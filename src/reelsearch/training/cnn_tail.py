@@ -54,7 +54,7 @@ from reelsearch.losses import train_losses
 from reelsearch.media.decode import parse_policy
 from reelsearch.models import JointModel, MixtureOfExperts, load_model
 from reelsearch.training.run import evaluate as evaluate_checkpoint
-from reelsearch.training.run import open_tuning
+from reelsearch.training.run import open_tuning, saved_lines
 from reelsearch.training.task import RetrievalTask, Validation, epoch_batches, parameter_groups, retrieval_validation
 from reelsearch.training.trainer import Trainer
 
@@ -295,6 +295,13 @@ def tune_cnn(checkpoint: str | Path, data: str, out: str | Path, experts: Sequen
         report["result"] = evaluate_checkpoint(out, data, split=val_split, progress=progress, **options)
     atomic_write_json(out / "summary.json", report)
     return report
+
+
+def report_text(report: dict, out: str | Path) -> str:
+    """:func:`tune_cnn`'s report in a few lines: each expert's dev RSum before and after, the saved model's metrics."""
+    lines = [f"{name}: dev RSum {r['start']['RSum']:.2f} -> {r['best']['RSum']:.2f} (epoch {r['best_epoch']} of "
+             f"{r['epochs_run']})" for name, r in (report.get("experts") or {report["expert"]: report}).items()]
+    return "\n".join(lines + saved_lines(report, out))
 
 
 def tunable_experts(model) -> list[str]:

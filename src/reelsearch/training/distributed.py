@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from reelsearch.models.encoders.attention import FrameStates
+
 
 @dataclass
 class DistInfo:
@@ -54,11 +56,10 @@ def gather_with_grad(x, info: DistInfo):
     """
     if not info.enabled:
         return x
-    from torch.distributed.nn.functional import all_gather
+    from torch.distributed.nn.functional import all_gather  # noqa: PLC0415 - not in every torch build; torchrun only
 
     if torch.is_tensor(x):
         return torch.cat(all_gather(x.float().contiguous()), dim=0)
-    from reelsearch.models.encoders.attention import FrameStates
 
     t = torch.tensor([x.keys.size(1)], device=x.keys.device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)

@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from reelsearch.config.schema import FusionConfig
+from reelsearch.config.typed import to_dict
 from reelsearch.errors import ReelsearchError
+from reelsearch.evaluation import retrieval_metrics
+from reelsearch.evaluation.evaluator import RetrievalEvaluator, fused_metrics
+from reelsearch.evaluation.report import format_table
+from reelsearch.io import atomic_write_json
+from reelsearch.models import JointModel, MixtureOfExperts, load_model, resolve_checkpoint
 from reelsearch.models.checkpoint import run_model_dir
+from reelsearch.training.run import model_pairs, open_eval_split, resolve_device
 
 REPORT_FILE = "fusion.json"
 #: Weights tried for each expert after the first (whose weight stays 1) when tuning.
@@ -24,8 +34,6 @@ DEFAULT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
 def gather_experts(checkpoints: Sequence[str | Path]) -> tuple[dict, dict]:
     """(experts {name: JointModel}, weights {name: w}) of the ``checkpoints``; names from their folders."""
-    from reelsearch.models import JointModel, load_model, resolve_checkpoint
-
     experts, weights = {}, {}
 
     def add(name: str, model: JointModel, weight: float) -> None:
@@ -53,13 +61,6 @@ def tune_weights(moe, sims: dict, cap2vid: np.ndarray, grid: Sequence[float] = D
     """Grid-search the fusion weights (the first expert's fixed at 1) for the best RSum on precomputed expert
     matrices; returns (best weights, every trial as {"weights", "RSum"}). Ties keep the earlier trial. The mixture's
     own weights are left as they were."""
-    from dataclasses import replace
-
-    from tqdm import tqdm
-
-    from reelsearch.evaluation.evaluator import fused_metrics
-    from reelsearch.models import MixtureOfExperts
-
     names = list(moe.experts)
     trials, best = [], None
     combos = list(itertools.product(grid, repeat=len(names) - 1))
@@ -80,14 +81,6 @@ def fuse(checkpoints: Sequence[str | Path], out: Path, kind: str = "score", weig
          tune: bool = False, device: str | None = None, progress: bool = True, **data_options) -> dict:
     """Build (and with ``data``, evaluate or ``tune``) the mixture of ``checkpoints``; save it in the run folder
     ``out`` (``out/best/``) and the report beside it (``out/fusion.json``)."""
-    from reelsearch.config.schema import FusionConfig
-    from reelsearch.config.typed import to_dict
-    from reelsearch.evaluation import retrieval_metrics
-    from reelsearch.evaluation.evaluator import RetrievalEvaluator, fused_metrics
-    from reelsearch.io import atomic_write_json
-    from reelsearch.models import MixtureOfExperts
-    from reelsearch.training.run import model_pairs, open_eval_split, resolve_device
-
     model_dir = run_model_dir(out)
     experts, default_weights = gather_experts(checkpoints)
     if weights is not None:
@@ -115,3 +108,13 @@ def fuse(checkpoints: Sequence[str | Path], out: Path, kind: str = "score", weig
     moe.save(model_dir)
     atomic_write_json(Path(out) / REPORT_FILE, report)
     return report
+
+
+def report_text(report: dict, out: str | Path) -> str:
+    """:func:`fuse`'s report in a few lines: the experts, each one's RSum alone and the fusion's metrics."""
+    lines = [f"experts: {', '.join(report['experts'])}; fusion {report['fusion']}"]
+    if "result" in report:
+        lines += [f"{name} alone: RSum {res['RSum']:.1f}" for name, res in report["experts_alone"].items()]
+        lines.append(format_table(report["result"]))
+    lines.append(f"saved: {Path(out) / 'best'} (report: {Path(out) / REPORT_FILE})")
+    return "\n".join(lines)

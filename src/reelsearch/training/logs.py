@@ -17,7 +17,7 @@ class TrainLog:
         self.history: list[dict] = list(history or [])
         self._tb = None
         try:  # optional
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415 - optional package (tensorboard)
 
             self._tb = SummaryWriter(str(self.dir / "tensorboard"))
         except Exception:  # noqa: BLE001 - tensorboard missing or broken: CSV and PNG still written
@@ -47,10 +47,10 @@ class TrainLog:
 
     def _plot(self) -> None:
         try:
-            import matplotlib
+            import matplotlib  # noqa: PLC0415 - optional package (plot extra)
 
             matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
+            import matplotlib.pyplot as plt  # noqa: PLC0415 - optional package (plot extra)
         except ImportError:
             return
         epochs = [r["epoch"] for r in self.history]

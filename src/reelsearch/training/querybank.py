@@ -67,3 +67,17 @@ def make_querybank(checkpoint, data: str, out: str | Path, split: str = "train",
         report["normalised"] = evaluate_model(saved, source, val_split, device, progress)
     atomic_write_json(out / REPORT_FILE, report)
     return report
+
+
+def report_text(report: dict, out: str | Path) -> str:
+    """:func:`make_querybank`'s report in a few lines: the bank, the raw and the normalised metrics."""
+    bank = report["querybank"]
+    lines = [f"querybank: {bank['captions']} captions, {bank['videos']} videos of {bank['source']}, "
+             f"beta {bank['beta']:g}"]
+    for what in ("raw", "normalised"):
+        if what in report:
+            res = report[what]
+            lines.append(f"{what} on {report['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
+                         f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
+    lines.append(f"saved: {Path(out) / 'best'} (report: {Path(out) / REPORT_FILE})")
+    return "\n".join(lines)

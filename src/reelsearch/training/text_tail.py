@@ -46,7 +46,7 @@ from reelsearch.models.text_processor import pad_features
 from reelsearch.text.minilm import MiniLMEncoder
 from reelsearch.text.tail import TowerTop, load_tail, save_tail, tail_first_layer
 from reelsearch.training.run import evaluate as evaluate_checkpoint
-from reelsearch.training.run import open_tuning
+from reelsearch.training.run import open_tuning, saved_lines
 from reelsearch.training.task import TrainingTask, Validation, epoch_batches, parameter_groups, retrieval_validation
 from reelsearch.training.trainer import Trainer
 
@@ -323,3 +323,9 @@ def tune_text(checkpoint: str | Path, data: str, out: str | Path, overrides: dic
         report["result"] = evaluate_checkpoint(out, data, split=val_split, progress=progress, **options)
     atomic_write_json(out / "summary.json", report)
     return report
+
+
+def report_text(report: dict, out: str | Path) -> str:
+    """:func:`tune_text`'s report in a few lines: the dev RSum before and after, the saved model's metrics."""
+    return "\n".join([f"dev RSum {report['start']['RSum']:.2f} -> {report['best']['RSum']:.2f} (epoch "
+                      f"{report['best_epoch']} of {report['epochs_run']})", *saved_lines(report, out)])

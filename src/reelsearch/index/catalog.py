@@ -1,0 +1,63 @@
+"""What search reads of a library: the ``Catalog`` interface, implemented by ``LibraryIndex`` (SQLite + FAISS or
+Milvus); a catalog in another database (PostgreSQL + pgvector: ``nearest`` an ``ORDER BY embedding <#> q LIMIT n``,
+the rest plain ``SELECT``\\ s) implements the same methods and the search sources run on it unchanged.
+
+Ids are strings; a video's *row* is its stored video-level embedding, its *frame rows* one per sampled frame (what
+a row holds is the model's business: ``reelsearch.models.interface``); its *bias* is added to every query's score of
+it (a querybank offset, negated; 0 without one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from reelsearch.index.vectors import ScoreFn
+
+
+@dataclass
+class StoredVideo:
+    """What a result needs of one video, read with others in one query: its path, duration, frame rows [T, D]
+    (float32, stored as float16) and their times [T] (seconds)."""
+
+    id: str
+    path: str
+    duration: float | None
+    frame_rows: np.ndarray
+    times: np.ndarray
+
+
+class Catalog(Protocol):
+    """The videos search ranks, as the search sources (``reelsearch.search.sources``) read them."""
+
+    def __len__(self) -> int:
+        """How many videos there are."""
+
+    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
+        """(ids, scores best first) of the ``n`` videos whose rows score best with ``query`` [D]: by inner product
+        (the vector index: exact or approximate, its own business), or by ``score_fn(queries [1, D], rows [m, D])``
+        in an exact scan. Fewer when there are fewer videos."""
+
+    def rows(self, ids: Sequence[str]) -> np.ndarray:
+        """The rows [len(ids), D] of ``ids``, in that order (KeyError for an unknown id)."""
+
+    def chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every (ids, rows [m, D]), in blocks; their ids in order are ``ids()``."""
+
+    def ids(self) -> list[str]:
+        """Every id, in the order of ``chunks``."""
+
+    def known(self, ids: Sequence[str]) -> list[bool]:
+        """Whether each of ``ids`` is stored (text cues may name videos a reader has not seen yet, or that are gone)."""
+
+    def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
+        """Path, duration and frame rows of ``ids`` (those still stored), in one read."""
+
+    def biases(self, ids: Sequence[str]) -> np.ndarray:
+        """Each video's bias, in the order of ``ids`` (0 for an id no longer stored)."""
+
+    def bias_range(self) -> tuple[float, float]:
+        """(smallest, largest) bias ((0, 0) without videos)."""

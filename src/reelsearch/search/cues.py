@@ -1,0 +1,101 @@
+"""The speech and on-screen-text cues as search sources: each cue's expert score from its keyword and meaning scores
+(``reelsearch.index.textcues.TextCueIndex.scores``), the segment that explains it, and the sentence encoder the
+text-cue index is given.
+
+A cue's expert score, per video: ``KEYWORD_MEANING[0] * keyword + KEYWORD_MEANING[1] * meaning``, where meaning is
+the MiniLM cosine above ``SEMANTIC_FLOOR`` rescaled to [0, 1] (``floored``); 0 for a video without that cue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.evaluation.fusion import score_fusion
+from reelsearch.index.textcues import CueScores, SegmentMatch
+from reelsearch.search.sources import Top
+from reelsearch.text.minilm import shared_encoder
+
+#: (keyword, semantic) weights of a cue's two scores when they are summed into the cue's expert score: the best
+#: mean R@1 over paraphrase and exact-words queries on Flickr8k dev captions (benchmarks/bench_cues.py --weights).
+KEYWORD_MEANING = (1.0, 2.0)
+#: MiniLM cosine that unrelated texts reach (a query and a transcript about other things): meaning counts above it.
+#: Measured by benchmarks/bench_fusion.py: the 99th percentile of a caption's cosine to an unrelated video's speech
+#: or on-screen text is 0.21 / 0.22; 0.25 is the grid's lowest floor above it, and as good as 0.2 for the rest.
+SEMANTIC_FLOOR = 0.25
+
+
+def sentence_encoder(texts: Sequence[str]) -> np.ndarray:
+    """MiniLM sentence embeddings [N, 384] of ``texts`` (the process's shared encoder, loaded on first use): what the
+    text-cue index embeds its segments, and search its queries, with."""
+    return shared_encoder().sentence_features(list(texts))
+
+
+def floored(scores: np.ndarray, floor: float) -> np.ndarray:
+    """``max(0, (scores - floor) / (1 - floor))`` (``scores`` unchanged when ``floor`` is 0)."""
+    if not floor:
+        return scores
+    if not 0 <= floor < 1:
+        raise ReelsearchError(f"the semantic floor must be in [0, 1), got {floor}")
+    return np.maximum(0.0, (scores - floor) / (1.0 - floor)).astype(np.float32)
+
+
+def cue_score(sc: CueScores, cue: str, weights: Sequence[float] = KEYWORD_MEANING,
+              floor: float = SEMANTIC_FLOOR) -> np.ndarray:
+    """The cue's expert score of each of ``sc.ids`` [N]: its keyword and floored semantic scores by ``score_fusion``
+    with ``weights``."""
+    if not sc.ids:
+        return np.zeros(0, np.float32)
+    rows = [sc.keyword[cue][None, :], floored(sc.semantic[cue], floor)[None, :]]
+    return np.asarray(score_fusion(rows, weights))[0]
+
+
+def cue_match(sc: CueScores, i: int, cue: str, weights: Sequence[float] = KEYWORD_MEANING,
+              floor: float = SEMANTIC_FLOOR) -> SegmentMatch | None:
+    """The segment behind video ``i``'s expert score for ``cue``: the keyword one when it is also the closest in
+    meaning (its words are the evidence), else whichever contributes more under ``weights`` (and ``floor``)."""
+    key = sc.keyword_best[cue][i]
+    sem = sc.semantic_best[cue][i] if floored(sc.semantic[cue], floor)[i] > 0 else None
+    if key is None or sem is None:
+        return key or sem
+    if key.segment == sem.segment:
+        return key
+    return key if weights[0] * key.score >= weights[1] * float(floored(np.float32(sem.score), floor)) else sem
+
+
+class CueSource:
+    """One cue's expert score for one query (``sc`` from ``TextCueIndex.scores``) as a search source; ``known``
+    (the catalog's) leaves out videos the library does not hold. Its top n: the n best videos with evidence; any
+    other video scores at most the n-th best score (0 when no more videos have that cue)."""
+
+    constant = False
+
+    def __init__(self, sc: CueScores, cue: str, known: Callable[[Sequence[str]], list[bool]] | None = None,
+                 weights: Sequence[float] = KEYWORD_MEANING, floor: float = SEMANTIC_FLOOR):
+        self.sc, self.cue, self.known, self.weights, self.floor = sc, cue, known, weights, floor
+        self.expert = cue_score(sc, cue, weights, floor)
+        self._order: np.ndarray | None = None
+
+    def top(self, n: int) -> Top:
+        s = self.expert
+        if self._order is None:
+            self._order = np.argsort(-s, kind="stable")
+        order = self._order[:n]
+        best = [int(i) for i in order if s[i] > 0]
+        ids = [self.sc.ids[i] for i in best]
+        if self.known is not None and ids:
+            keep = self.known(ids)
+            best = [i for i, ok in zip(best, keep, strict=True) if ok]
+            ids = [self.sc.ids[i] for i in best]
+        return Top(ids, s[best].astype(np.float64), float(s[order[-1]]) if len(s) > n else 0.0)
+
+    def scores(self, ids: Sequence[str]) -> np.ndarray:
+        where = self.sc.positions
+        return np.array([self.expert[where[i]] if i in where else 0.0 for i in ids], np.float64)
+
+    def match(self, id_: str) -> SegmentMatch | None:
+        """The segment behind ``id_``'s score (None without evidence)."""
+        i = self.sc.positions.get(id_)
+        return None if i is None else cue_match(self.sc, i, self.cue, self.weights, self.floor)

@@ -1,0 +1,109 @@
+"""The one result type of a search: what ``Searcher.search`` returns, ``reelsearch search --json`` prints and the HTTP
+API answers (its OpenAPI model is derived from these dataclasses: ``reelsearch.service.schema``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+from reelsearch.index.paths import display_path, path_b64
+from reelsearch.media.decode import is_image_path
+
+
+def doc(text: str, **kwargs):
+    """A dataclass field with a description (the API schema shows it)."""
+    return field(metadata={"description": text}, **kwargs)
+
+
+@dataclass
+class FrameScore:
+    """One sampled frame's match with the query."""
+
+    index: int
+    t: float = doc("Seconds from the start.")
+    score: float = doc("The frame's similarity to the query.")
+
+
+@dataclass
+class Match:
+    """The words said or written that match best."""
+
+    cue: Literal["speech", "ocr"] = doc("What matched: speech (said) or ocr (written on screen).")
+    start: float = doc("Seconds: the segment's start.")
+    end: float = doc("Seconds: the segment's end.")
+    text: str = doc("The segment: a transcript sentence or a line of on-screen text.")
+    score: float = doc("Its keyword (share of the query's word weight) or meaning (cosine) score.")
+    how: Literal["keyword", "semantic"] = doc("Matched by words or by meaning.")
+    moment: float = doc("Seconds: the first matched word (speech with word times), else the start.")
+    highlights: list[tuple[int, int]] = doc("[start, end) offsets (Unicode code points) of the query's words in "
+                                            "`text`.")
+
+    def line(self) -> str:
+        """The match on one line, the query's words in brackets: ``said at 0:01.2: First, [preheat] the [oven]``."""
+        text, out, last = self.text, [], 0
+        for a, b in self.highlights:
+            out += [text[last:a], "[", text[a:b], "]"]
+            last = b
+        verb = "said" if self.cue == "speech" else "written"
+        return f"{verb} at {clock(self.moment)}: " + display_path("".join(out) + text[last:], one_line=True)
+
+
+@dataclass
+class SearchResult:
+    """One video found for a query. In Python ``path`` is the file's path as the file system gives it
+    (``os.fsdecode``); JSON carries its display form (undecodable bytes as U+FFFD) and ``path_b64``, its exact
+    bytes. ``frames``, ``experts`` and ``match`` are None (left out of JSON) when not asked for or not relevant."""
+
+    id: str
+    path: str = doc("Display form of the file's path.")
+    name: str = doc("Display form of the file's name.", init=False)
+    path_b64: str = doc("The path's exact bytes, base64.", init=False)
+    kind: Literal["video", "image"] = field(init=False)
+    score: float = doc("The fused score of the experts (weighted sum, or rank fusion); a model with a querybank "
+                       "subtracts the video's offset (scores are then mostly negative: only their order within one "
+                       "query means anything).")
+    moment: float = doc("Seconds: the best-matching frame, or the matched words when a text cue outweighs the "
+                        "picture.")
+    frame: int = doc("Index of the best-matching frame (the one nearest the moment).")
+    duration: float | None
+    frames: list[FrameScore] | None = doc("Each sampled frame's match with the query (the per-frame strip).",
+                                          default=None)
+    experts: dict[str, float] | None = doc("Each expert's own score: the model's experts (`visual` for a single "
+                                           "model), `speech`, `ocr`. Given when text cues or a mixture of experts "
+                                           "take part.", default=None)
+    match: Match | None = doc("The words said or written that match best (when a text cue has any evidence).",
+                              default=None)
+
+    def __post_init__(self):
+        self.name = display_path(os.path.basename(os.fsencode(self.path)))
+        self.path_b64 = path_b64(self.path)
+        self.kind = "image" if is_image_path(self.path) else "video"
+
+    def lines(self, rank: int) -> str:
+        """The result as ``reelsearch search`` prints it: rank, score, moment and path, then the match if any."""
+        out = f"{rank:3d}. {self.score:+.4f}  {clock(self.moment)}  {display_path(self.path, one_line=True)}"
+        return out if self.match is None else f"{out}\n     {self.match.line()}"
+
+    def to_json(self) -> dict:
+        """A JSON-safe dict: the path in display form, None parts left out."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+        out["path"] = display_path(self.path)
+        if self.frames is not None:
+            out["frames"] = [dataclasses.asdict(f) for f in self.frames]
+        if self.match is not None:
+            out["match"]["highlights"] = [list(h) for h in self.match.highlights]
+        return out
+
+
+def clock(seconds: float) -> str:
+    """Seconds as ``m:ss.s`` (``h:mm:ss.s`` from an hour on)."""
+    m, s = divmod(max(0.0, float(seconds)), 60)
+    h, m = divmod(int(m), 60)
+    return f"{h:d}:{m:02d}:{s:04.1f}" if h else f"{m:d}:{s:04.1f}"

@@ -1,0 +1,256 @@
+"""Search sources: one query's scores over a catalog's videos, as the one fusion (``reelsearch.search.fusion``) reads
+them. A source gives its top n (with the bound a threshold test needs) and scores given ids::
+
+    source.top(n) -> Top(ids, scores, bound)   at most n ids with their scores; every other video scores <= bound
+                                               (-inf: the ids are every video)
+    source.scores(ids) -> [len(ids)]           the scores of any ids
+    source.constant                            True when every video scores alike (one round of the fusion suffices)
+
+The model's part of a search (its *visual* sources) is chosen once per model by :func:`visual_sources` — inner
+product through the vector index, an exact scan with the model's score (order similarity), frame attention over
+frame rows (Torabi M3), or one exhaustive source per expert (rank fusion, zscore normalisation) — never by a mode
+string tested per query. The text cues are sources too (``reelsearch.search.cues``). Sources read the library
+through the catalog interface (``reelsearch.index.catalog``) only.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from reelsearch.index.catalog import Catalog
+from reelsearch.models.interface import VideoEmbeddings
+
+#: Name of the model's single source (a joint model's expert is shown under this name too).
+VISUAL = "visual"
+#: Name of the source of the videos' stored biases (a querybank's offsets, negated).
+BIAS = "bias"
+#: Videos scored per block by frame attention (their frame rows are read in one query per block).
+SCAN_VIDEOS = 256
+
+
+@dataclass(frozen=True)
+class Top:
+    """A source's top n: ``ids`` with their ``scores`` (float64); no other video scores above ``bound`` (-inf when
+    ``ids`` are every video)."""
+
+    ids: list[str]
+    scores: np.ndarray
+    bound: float
+
+
+class Source(Protocol):
+    """One query's scores over a catalog's videos (see the module docstring)."""
+
+    constant: bool
+
+    def top(self, n: int) -> Top: ...
+
+    def scores(self, ids: Sequence[str]) -> np.ndarray: ...
+
+
+class NearestSource:
+    """A query vector's score with the stored rows: the inner product, top n from the catalog's vector index (exact
+    or HNSW), or ``score_fn(queries [1, D], rows [m, D])`` (e.g. order similarity), top n by an exact scan."""
+
+    constant = False
+
+    def __init__(self, catalog: Catalog, vector: np.ndarray, score_fn=None):
+        self.catalog, self.vector, self.score_fn = catalog, np.asarray(vector, np.float32).reshape(-1), score_fn
+
+    def top(self, n: int) -> Top:
+        total = len(self.catalog)
+        m = min(n, total)
+        ids, scores = self.catalog.nearest(self.vector, m, self.score_fn)
+        exhausted = m >= total or len(ids) < m
+        return Top(ids, np.asarray(scores, np.float64), -np.inf if exhausted or not ids else float(scores[-1]))
+
+    def scores(self, ids: Sequence[str]) -> np.ndarray:
+        if not ids:
+            return np.zeros(0)
+        rows = self.catalog.rows(ids)
+        if self.score_fn is None:
+            return (rows @ self.vector).astype(np.float64)
+        return np.asarray(self.score_fn(self.vector[None], rows), np.float64)[0]
+
+
+class BiasSource:
+    """Each video's stored bias: part of the model's score (weighted as the model), carried once by the fusion;
+    its bound is the largest bias."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self.low, self.high = catalog.bias_range()
+        self.constant = self.low == self.high
+
+    def top(self, n: int) -> Top:
+        return Top([], np.zeros(0), self.high)
+
+    def scores(self, ids: Sequence[str]) -> np.ndarray:
+        if self.constant:
+            return np.full(len(ids), self.low)
+        return np.asarray(self.catalog.biases(ids), np.float64)
+
+
+class ScoredSource:
+    """Scores of every video, computed once (``score_all() -> (ids, scores)``) and looked up: an exhaustive source,
+    whose top n is every video."""
+
+    constant = False
+
+    def __init__(self, score_all):
+        self._score_all = score_all
+        self._ids: list[str] | None = None
+
+    def _all(self) -> tuple[list[str], np.ndarray]:
+        if self._ids is None:
+            self._ids, self._scores = self._score_all()
+            self._where = {i: j for j, i in enumerate(self._ids)}
+        return self._ids, self._scores
+
+    def top(self, n: int) -> Top:
+        ids, scores = self._all()
+        return Top(ids, scores, -np.inf)
+
+    def scores(self, ids: Sequence[str]) -> np.ndarray:
+        every, scores = self._all()
+        if ids == every:
+            return scores
+        return np.array([scores[self._where[i]] for i in ids], np.float64)
+
+
+class Visual(ABC):
+    """The model's part of a search, chosen once per model and catalog (:func:`visual_sources`): its sources for a
+    query and their weights, each expert's own score, and the per-frame scores that place the best moment.
+
+    ``exhaustive``: every video must be scored (the fusion ranks among all of them, or normalises over them);
+    ``kind`` / ``normalize``: the fusion of the model's experts (``reelsearch.evaluation.fusion.fuse_experts``), used
+    for the whole search.
+    """
+
+    exhaustive = False
+    kind = "score"
+    normalize = "none"
+
+    def __init__(self, model, catalog: Catalog):
+        self.model, self.catalog = model, catalog
+        names = list(model.experts)
+        #: {shown name: the model's expert}: a joint model's one expert is shown as "visual"
+        self.experts = {VISUAL: names[0]} if len(names) == 1 else {n: n for n in names}
+
+    @abstractmethod
+    def sources(self, query: np.ndarray) -> dict[str, Source]:
+        """The sources of a query embedding [1, D] (``model.encode_text``)."""
+
+    def weights(self, weight: float) -> dict[str, float]:
+        """Each source's weight when the model as a whole weighs ``weight``."""
+        return {VISUAL: weight, BIAS: weight}
+
+    def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """{shown name: each expert's own score of ``ids``} (``rows``: the fusion's source scores of them)."""
+        if len(self.experts) == 1:
+            return {VISUAL: rows[VISUAL]}
+        scores = self.model.expert_scores(query, self.catalog.rows(ids)) if ids else {}
+        return {shown: np.asarray(scores[name], np.float64)[0] if ids else np.zeros(0)
+                for shown, name in self.experts.items()}
+
+    def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        """``frame_rows [T, D] -> [T]``: how well each frame alone matches the query (its best is the moment)."""
+        return lambda frame_rows: np.asarray(self.model.frame_scores(query[0], frame_rows), np.float32)
+
+
+class InnerProduct(Visual):
+    """A model scored by an inner product of its query rows (``ann_query``) with the stored rows: a cosine joint
+    model or a score-fused mixture of them. Top n by the vector index."""
+
+    def sources(self, query: np.ndarray) -> dict[str, Source]:
+        return {VISUAL: NearestSource(self.catalog, self.model.ann_query(query)[0]), BIAS: BiasSource(self.catalog)}
+
+    def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        vector = np.asarray(self.model.ann_query(query)[0], np.float32)
+        return lambda frame_rows: frame_rows @ vector
+
+
+class ExactScan(Visual):
+    """A model whose score no vector index serves (order similarity; a score fusion with such an expert): top n by
+    an exact scan of every stored row with ``model.score``."""
+
+    def sources(self, query: np.ndarray) -> dict[str, Source]:
+        return {VISUAL: NearestSource(self.catalog, query[0], self.model.score), BIAS: BiasSource(self.catalog)}
+
+    def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda frame_rows: np.asarray(self.model.score(query[:1], frame_rows), np.float32)[0]
+
+
+class FrameAttention(Visual):
+    """Sentence-conditioned frame attention (Torabi M3): a video's score needs its frame rows; every video is
+    scored, SCAN_VIDEOS at a time (their frame rows read in one query)."""
+
+    def sources(self, query: np.ndarray) -> dict[str, Source]:
+        def score_all():
+            ids = self.catalog.ids()
+            scores = []
+            for start in range(0, len(ids), SCAN_VIDEOS):
+                block = ids[start:start + SCAN_VIDEOS]
+                stored = self.catalog.stored(block)
+                videos = VideoEmbeddings(self.catalog.rows(block), [stored[i].frame_rows for i in block])
+                scores.append(np.asarray(self.model.score(query, videos), np.float64)[0])
+            return ids, np.concatenate(scores) if scores else np.zeros(0)
+
+        return {VISUAL: ScoredSource(score_all), BIAS: BiasSource(self.catalog)}
+
+
+class ExpertScans(Visual):
+    """A mixture fused by rank (each expert's rank among *all* videos) or with zscore normalisation (over all
+    videos' scores): one exhaustive source per expert, from one scan of every stored row."""
+
+    exhaustive = True
+
+    def __init__(self, model, catalog: Catalog):
+        super().__init__(model, catalog)
+        self.kind, self.normalize = model.fusion.kind, model.fusion.normalize
+
+    def sources(self, query: np.ndarray) -> dict[str, Source]:
+        done: dict[str, np.ndarray] = {}
+        ids: list[str] = []
+
+        def scan() -> None:
+            per: dict[str, list[np.ndarray]] = {name: [] for name in self.experts.values()}
+            for chunk_ids, rows in self.catalog.chunks():
+                ids.extend(chunk_ids)
+                for name, s in self.model.expert_scores(query, rows).items():
+                    per[name].append(np.asarray(s, np.float64)[0])
+            done.update({n: np.concatenate(a) if a else np.zeros(0) for n, a in per.items()})
+
+        def expert(name: str):
+            def score_all():
+                if not done:
+                    scan()
+                return ids, done[name]
+            return score_all
+
+        return {shown: ScoredSource(expert(name)) for shown, name in self.experts.items()}
+
+    def weights(self, weight: float) -> dict[str, float]:
+        return {shown: weight * self.model.weight(name) for shown, name in self.experts.items()}
+
+    def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {shown: rows[shown] for shown in self.experts}
+
+
+def visual_sources(model, catalog: Catalog) -> Visual:
+    """How ``model`` is searched over ``catalog`` (the one place a model's search mode is read): by the vector
+    index's inner product, an exact scan, frame attention, or one exhaustive source per expert."""
+    mode = model.search_mode
+    fusion = getattr(model, "fusion", None)
+    if mode == "pairwise":
+        return FrameAttention(model, catalog)
+    if mode == "rank" or (fusion is not None and fusion.normalize != "none"):
+        return ExpertScans(model, catalog)
+    if model.inner_product:
+        return InnerProduct(model, catalog)
+    return ExactScan(model, catalog)

@@ -1,0 +1,135 @@
+"""``POST /annotate``: rank captions for a video — an indexed one (JSON: its id, path or path_b64) or an uploaded
+file (multipart)."""
+
+from __future__ import annotations
+
+import mimetypes
+import os
+import tempfile
+from pathlib import Path
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.index.paths import display_path, path_from_b64
+from reelsearch.media.decode import MEDIA_EXTENSIONS
+from reelsearch.search.searcher import Searcher
+from reelsearch.service import schema
+from reelsearch.service.http import JSON, error_text
+from reelsearch.service.routes.common import SearcherDep, video_record
+from reelsearch.service.schema import MAX_CAPTIONS, MAX_JSON_BYTES, MAX_QUERY_CHARS, MAX_UPLOAD_BYTES
+
+router = APIRouter()
+_NOT_INDEXED = "that path is not in the index (only indexed files can be named)"
+
+
+@router.post("/annotate", summary="Rank captions for a video (indexed id or path, or an uploaded file)",
+             responses=schema.ok(schema.AnnotateResponse, 400, 404, 415, 422),
+             openapi_extra={"requestBody": schema.annotate_body()})
+async def annotate(request: Request, searcher: SearcherDep) -> Response:
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "application/json":
+        return JSON({"captions": await _annotate_indexed(request, searcher)})
+    if kind == "multipart/form-data":
+        return JSON({"captions": await _annotate_upload(request, searcher)})
+    raise HTTPException(415, "send application/json or multipart/form-data")
+
+
+async def _annotate_indexed(request: Request, searcher: Searcher) -> list[dict]:
+    """The JSON form: an indexed video by id, path or path_b64."""
+    body = await request.body()
+    if len(body) > MAX_JSON_BYTES:
+        raise HTTPException(413, f"a JSON body may have at most {MAX_JSON_BYTES >> 20} MiB")
+    try:
+        req = schema.AnnotateRequest.model_validate_json(body)
+    except ValidationError as exc:
+        raise HTTPException(422, error_text(exc.errors())) from None
+    captions = _captions(req.captions)
+    if req.id is not None:
+        vid = video_record(searcher, req.id).id
+    else:
+        vid = _find(searcher, req.path if req.path is not None else _decode_b64(req.path_b64))
+    return await run_in_threadpool(searcher.annotate_id, vid, captions)
+
+
+async def _annotate_upload(request: Request, searcher: Searcher) -> list[dict]:
+    """The multipart form: an uploaded file and one captions field (one caption per line)."""
+    form = await request.form(max_files=1, max_fields=4, max_part_size=MAX_JSON_BYTES)
+    upload, fields = form.get("file"), form.getlist("captions")
+    if upload is None or isinstance(upload, str):
+        raise HTTPException(422, "multipart body needs a file field")
+    if len(fields) != 1 or not isinstance(fields[0], str):
+        raise HTTPException(422, "multipart body needs one captions field (one caption per line)")
+    if set(form.keys()) - {"file", "captions"}:
+        raise HTTPException(422, f"unexpected fields {sorted(set(form.keys()) - {'file', 'captions'})}")
+    if len(fields[0]) > MAX_QUERY_CHARS:
+        raise HTTPException(422, f"the captions field may have at most {MAX_QUERY_CHARS} characters "
+                                 "(for more captions, index the file and send JSON)")
+    captions = _captions(fields[0].splitlines())
+    path = await _save_upload(upload)
+    try:
+        return await run_in_threadpool(searcher.annotate, path, captions)
+    except ReelsearchError as exc:  # name the upload, not our temporary file
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise HTTPException(400, f"{display_path(upload.filename or 'upload', one_line=True)}: {problem}") from None
+    finally:
+        os.unlink(path)
+
+
+def _find(searcher: Searcher, path: str) -> str:
+    """Id of the indexed file at ``path`` (404 when it is not indexed)."""
+    if "\0" not in path:
+        with searcher.lock:
+            vid = searcher.library.find(path)
+        if vid is not None:
+            return vid
+    raise HTTPException(404, _NOT_INDEXED)
+
+
+def _decode_b64(value: str) -> str:
+    try:
+        return path_from_b64(value)
+    except ValueError:
+        raise HTTPException(404, _NOT_INDEXED) from None
+
+
+def _captions(value: list[str]) -> list[str]:
+    captions = [c.strip() for c in value if c.strip()]
+    if not captions:
+        raise HTTPException(422, "no captions given")
+    if len(captions) > MAX_CAPTIONS:
+        raise HTTPException(422, f"at most {MAX_CAPTIONS} captions")
+    if any(len(c) > MAX_QUERY_CHARS for c in captions):
+        raise HTTPException(422, f"a caption is longer than {MAX_QUERY_CHARS} characters")
+    return captions
+
+
+async def _save_upload(upload) -> str:
+    """Write an uploaded file to a private temporary file (keeping a known media extension); return its path.
+
+    The extension comes from the file name when it is a media extension, else from the part's content type
+    (image/... or video/...): it tells the decoder an image from a video; the content decides the rest."""
+    suffix = Path(upload.filename or "").suffix.lower()
+    if suffix not in MEDIA_EXTENSIONS:
+        kind = (upload.content_type or "").split("/")[0].strip().lower()
+        guess = mimetypes.guess_extension((upload.content_type or "").split(";")[0].strip().lower()) or ""
+        suffix = guess if guess in MEDIA_EXTENSIONS else {"image": ".png", "video": ".mp4"}.get(kind, "")
+    if suffix not in MEDIA_EXTENSIONS:
+        raise HTTPException(415, "upload a video or image file (an image/* or video/* part, or a file name with "
+                                 f"one of the extensions {sorted(MEDIA_EXTENSIONS)})")
+    fd, path = tempfile.mkstemp(prefix="reelsearch-upload-", suffix=suffix)
+    written = 0
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            while block := await upload.read(1 << 20):
+                written += len(block)
+                if written > MAX_UPLOAD_BYTES:
+                    raise HTTPException(413, f"upload larger than {MAX_UPLOAD_BYTES >> 20} MiB")
+                fh.write(block)
+    except BaseException:
+        os.unlink(path)
+        raise
+    return path

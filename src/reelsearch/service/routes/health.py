@@ -1,0 +1,21 @@
+"""``GET /health``: liveness and what is served."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from reelsearch.service import schema
+from reelsearch.service.http import JSON
+from reelsearch.service.routes.common import SearcherDep
+
+router = APIRouter()
+
+
+@router.get("/health", summary="Liveness and what is served", responses=schema.ok(schema.Health))
+def health(searcher: SearcherDep) -> Response:
+    with searcher.lock:
+        cues = searcher.cues
+        return JSON({"status": "ok", "videos": len(searcher.library), "model": searcher.model_id,
+                     "mode": searcher.mode, "stale": searcher.stale(),
+                     "experts": ["visual", *(cues.stored_cues() if cues is not None else [])]})
