@@ -1,9 +1,11 @@
 """Query encoding: MiniLM in torch vs ONNX Runtime (float32, int8), one core, in the same run (ratios against
-torch float32).
+torch float32), for one model or several compared (``--model`` repeated: e.g. the bundled default and a model whose
+text tower was tuned, ``reelsearch tune-text``).
 
-What is timed is what a search pays per new query: ``model.encode_text`` of the bundled default model (MiniLM
-token features + the model's own text Transformer + projection), for
-  * one short query at a time (``--queries`` real MSVD captions of 5-12 words, never seen in training): p50 / p95;
+What is timed is what a search pays per new query: ``model.encode_text`` of the model (MiniLM token features, with
+a tuned tail when the model has one, + the model's own text encoder + projection), for
+  * one short query at a time (``--queries`` real MSVD captions of 5-12 words, never seen in training): p50 / p95 /
+    p99;
   * batches of 32 of them (the most ``reelsearch serve`` encodes together): milliseconds per batch, queries/s.
 Variants: ``torch`` (float32 MiniLM in torch: ``REELSEARCH_TEXT_RUNTIME=torch``), ``onnxruntime`` (float32 MiniLM in
 ONNX Runtime: the default where it is installed), ``onnxruntime-int8`` (``--int8-text``). They run interleaved
@@ -12,7 +14,7 @@ ratios are per query (torch time / variant time), then their median. Agreement: 
 query embeddings with torch float32's, and of a query encoded alone with the same query encoded in a batch of 32
 (int8 quantises activations per batch, so this is below 1 for int8).
 
-.venv/bin/python benchmarks/bench_query.py --queries 200 --batches 10
+.venv/bin/python benchmarks/bench_query.py --queries 200 --batches 10 [--model default --model runs/x/best]
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def short_captions(n: int, seed: int = 3) -> list[str]:
 
 def variants(name: str) -> dict:
     """{"torch": model, "onnxruntime": model, "onnxruntime-int8": model}: the model ``name`` three times, each
-    with a MiniLM encoder of its own."""
+    with a MiniLM encoder (and tuned tail) of its own."""
     import reelsearch
     from reelsearch.text.minilm import MiniLMEncoder
 
@@ -52,7 +54,8 @@ def variants(name: str) -> dict:
                                    ("onnxruntime-int8", "onnxruntime", True)):
         model = reelsearch.load(name)
         processors = [e.text_processor for e in model.experts.values()]  # a mixture's experts share one MiniLM
-        encoder = MiniLMEncoder(model_dir=processors[0].model_dir, runtime=runtime, int8=int8)
+        encoder = MiniLMEncoder(model_dir=processors[0].model_dir, runtime=runtime, int8=int8,
+                                tail=processors[0].tail)
         for processor in processors:
             processor._encoder, processor.int8 = encoder, encoder.int8
         model.encode_text(["warm up"])  # loads (exports, quantises) MiniLM
@@ -82,7 +85,7 @@ def fresh(model):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="default")
+    ap.add_argument("--model", action="append", help="a model (repeatable; default: the bundled one)")
     ap.add_argument("--queries", type=int, default=200, help="single queries timed per variant")
     ap.add_argument("--batches", type=int, default=10, help="batches of 32 timed per variant")
     ap.add_argument("--threads", type=int, default=1)
@@ -91,7 +94,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     texts = short_captions(args.queries + 32 * args.batches)
     singles, batches = texts[:args.queries], texts[args.queries:]
-    models = variants(args.model)
+    labels = args.model or ["default"]
+    models = {f"{label} {variant}" if len(labels) > 1 else variant: model
+              for label in labels for variant, model in variants(label).items()}
     names = list(models)
     for v in models.values():
         for text in singles[:5]:
@@ -106,27 +111,30 @@ def main() -> None:
         for n in (names if i % 2 else names[::-1]):
             batch[n].append(timed(lambda v=models[n], c=chunk: v.encode_text(c)) * 1000)
     probe = singles[:96]
-    reference = np.concatenate([fresh(models["torch"]).encode_text([t]) for t in probe])
     rows = []
     for n in names:
+        torch_name = n.rsplit(" ", 1)[0] + " torch" if len(labels) > 1 else "torch"  # the same model's baseline
+        reference = np.concatenate([fresh(models[torch_name]).encode_text([t]) for t in probe])
         s, b = np.array(single[n]), np.array(batch[n])
         alone = np.concatenate([fresh(models[n]).encode_text([t]) for t in probe])
         cos = cosine(alone, reference)
         together = np.concatenate([fresh(models[n]).encode_text(probe[i:i + 32]) for i in range(0, len(probe), 32)])
         stable = cosine(alone, together)  # a query alone vs in a batch of 32
         rows.append({"variant": n, "p50_ms": float(np.percentile(s, 50)), "p95_ms": float(np.percentile(s, 95)),
-                     "speedup_single": float(np.median(np.array(single["torch"]) / s)),
+                     "p99_ms": float(np.percentile(s, 99)),
+                     "speedup_single": float(np.median(np.array(single[torch_name]) / s)),
                      "batch32_ms": float(np.median(b)), "batch32_qps": float(32_000 / np.median(b)),
-                     "speedup_batch32": float(np.median(np.array(batch["torch"]) / b)),
+                     "speedup_batch32": float(np.median(np.array(batch[torch_name]) / b)),
                      "cos_mean": float(cos.mean()), "cos_min": float(cos.min()),
                      "alone_vs_batch_cos_min": float(stable.min())})
         print(json.dumps(rows[-1]), flush=True)
     print(f"\n{args.threads} torch thread(s), load average {os.getloadavg()[0]:.2f}")
-    print("| text encoder | one query p50 / p95 ms | speed-up | batch of 32: ms (queries/s) | speed-up | "
+    print("| text encoder | one query p50 / p95 / p99 ms | speed-up | batch of 32: ms (queries/s) | speed-up | "
           "cosine to torch float32: mean / min | alone vs in a batch: min cosine |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['variant']} | {r['p50_ms']:.2f} / {r['p95_ms']:.2f} | {r['speedup_single']:.2f}x | "
+        print(f"| {r['variant']} | {r['p50_ms']:.2f} / {r['p95_ms']:.2f} / {r['p99_ms']:.2f} | "
+              f"{r['speedup_single']:.2f}x | "
               f"{r['batch32_ms']:.0f} ({r['batch32_qps']:.0f}) | {r['speedup_batch32']:.2f}x | "
               f"{r['cos_mean']:.4f} / {r['cos_min']:.4f} | {r['alone_vs_batch_cos_min']:.4f} |")
     if args.out:

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import shared_path
 from test_cold_cache import cli, flickr_manifest
+from train_fixtures import stop_loss_at
 
 torch = pytest.importorskip("torch")
 cv2 = pytest.importorskip("cv2")
@@ -246,14 +247,7 @@ def test_an_interrupted_tuning_resumes_to_the_uninterrupted_weights(tuned, tmp_p
     def run(out, stop_at=None):
         task = tail_task(source, **keys)
         assert len(task.batches(0)) == 4  # 32 photos in batches of 8
-        calls, loss = iter(range(100)), task.loss
-
-        def stopping_loss(batch, epoch):
-            if next(calls) == stop_at:
-                raise KeyboardInterrupt
-            return loss(batch, epoch)
-
-        monkeypatch.setattr(task, "loss", stopping_loss)
+        stop_loss_at(task, monkeypatch, stop_at)
         return Trainer(task, out, progress=False).fit()
 
     straight = run(tmp_path / "straight")

@@ -76,3 +76,16 @@ def small(name: str, dim: int = 32, joint: int = 48, epochs: int | None = None, 
         over["train.epochs"] = epochs
     over.update({k.replace("__", "."): v for k, v in more.items()})
     return over
+
+
+def stop_loss_at(task, monkeypatch, stop_at: int | None) -> None:
+    """Make ``task.loss`` raise KeyboardInterrupt at its ``stop_at``-th call (0-based; None: never): a run killed
+    in the middle of an epoch."""
+    calls, loss = iter(range(1 << 30)), task.loss
+
+    def stopping_loss(batch, epoch):
+        if next(calls) == stop_at:
+            raise KeyboardInterrupt
+        return loss(batch, epoch)
+
+    monkeypatch.setattr(task, "loss", stopping_loss)

@@ -1,13 +1,16 @@
-"""Atomic file writes: a reader never sees a half-written file, a crash never leaves one behind."""
+"""Atomic file writes (a reader never sees a half-written file, a crash never leaves one behind) and the identity
+of a file's bytes."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 
 from reelsearch.errors import DataFormatError
@@ -96,3 +99,19 @@ def numbered_lines(text: str):
         line = line.rstrip("\r")
         if line.strip():
             yield no, line
+
+
+@lru_cache(maxsize=64)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            h.update(block)
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def file_identity(path: str | os.PathLike) -> str:
+    """``sha256:<16 hex>`` of a file's bytes (a weights file's identity; cached by path, size and modification
+    time)."""
+    st = os.stat(path)
+    return _file_digest(os.fspath(Path(path).resolve()), st.st_size, st.st_mtime_ns)

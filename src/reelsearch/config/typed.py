@@ -148,12 +148,14 @@ def from_dict(cls, data, source: str | None = None, path: str = ""):
 
 def to_dict(obj, drop_defaults: bool = False) -> Any:
     """Plain dicts/lists of a config dataclass (field order kept), ready for YAML or JSON; ``drop_defaults`` leaves
-    out fields equal to their default (a compact form that reads back to the same config)."""
+    out fields equal to their default (a compact form that reads back to the same config). A field whose metadata
+    says ``omit_default`` is always left out at its default (a field added later keeps earlier files as they were)."""
     if dataclasses.is_dataclass(obj):
         out = {}
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
-            if drop_defaults and f.default is not dataclasses.MISSING and value == f.default:
+            if (drop_defaults or f.metadata.get("omit_default")) and f.default is not dataclasses.MISSING \
+                    and value == f.default:
                 continue
             out[f.name] = to_dict(value, drop_defaults)
         return out

@@ -177,11 +177,13 @@ def caption_key(caption: str) -> str:
 
 
 def caption_features(captions: list[str], processor, progress: bool = True) -> list[np.ndarray] | None:
-    """Each caption's token features from a MiniLM ``processor``, computed once and cached per text encoder,
-    layer and precision (``<cache>/text/<name>``); None for other processors (their inputs are cheap to make)."""
+    """Each caption's token features from a MiniLM ``processor``, computed once and cached per text encoder, tuned
+    tail, layer and precision (``<cache>/text/<name>``); None for other processors (their inputs are cheap to
+    make)."""
     if processor is None or getattr(processor, "kind", None) != "minilm":
         return None
-    name = minilm_features_name(processor.model_dir, processor.layer, getattr(processor, "int8", False))
+    name = minilm_features_name(processor.model_dir, processor.layer, getattr(processor, "int8", False),
+                                getattr(processor, "tail", None))
     store = FeatureStore(cache_root() / "text" / name)
     keys = [caption_key(c) for c in captions]
     todo = list(dict.fromkeys(k for k in keys if not store.has(TOKENS, k)))

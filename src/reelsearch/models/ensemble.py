@@ -25,7 +25,7 @@ from reelsearch.config.typed import from_dict
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.evaluation.fusion import fuse_experts
 
-from .folder import Expert, model_kind
+from .folder import Expert, model_kind, shared_parts
 from .interface import EmbeddingModel, VideoEmbeddings, as_rows
 from .joint import JointModel
 from .parts import MOE_FILE, ConfigPart
@@ -175,10 +175,13 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
 
     # ---- the model folder (reelsearch.models.folder)
     def parts(self) -> list:
-        """Its config (``moe.json``: name, experts in order, fusion) and each expert, a model folder of its own."""
+        """Its config (``moe.json``: name, experts in order, fusion), the parts its experts share (their one tuned
+        text tower) and each expert, a model folder of its own but for those."""
         document = {"format": FORMAT, "version": 2, "name": self.name, "experts": list(self.experts),
                     "fusion": config_to_dict(self.fusion)}
-        return [ConfigPart(MOE_FILE, document), *(Expert(k, e) for k, e in self.experts.items())]
+        shared = shared_parts(self.experts.values())
+        kinds = tuple(p.kind for p in shared)
+        return [ConfigPart(MOE_FILE, document), *shared, *(Expert(k, e, kinds) for k, e in self.experts.items())]
 
     @classmethod
     def from_parts(cls, parts) -> MixtureOfExperts:

@@ -12,9 +12,11 @@ itself, and this module alone writes (:func:`write_model`) and reads (:func:`rea
 A part (``reelsearch.models.parts``; ``QueryBank``; :class:`Expert`, a nested model folder) has a ``kind``,
 ``fields()`` (what its manifest entry records besides kind and files), ``save(directory) -> files`` and
 ``load(directory, entry)``. A model class registers its kind (:func:`model_kind`) and gives its own parts
-(``model.parts()``: its config, weights, CNN tails, text encoder, or a mixture's experts) and is rebuilt from them
-(``cls.from_parts(parts)``); the querybank (``model.querybank``), the confidence calibration (``model.calibration``)
-and the card (``model.card``) belong to every model.
+(``model.parts()``: its config, weights, CNN tails, text tail, text encoder, or a mixture's experts) and is rebuilt
+from them (``cls.from_parts(parts)``); the querybank (``model.querybank``), the confidence calibration
+(``model.calibration``) and the card (``model.card``) belong to every model. A part its experts share alike
+(``SHARED_KINDS``: the tuned text tower they run as one) a mixture holds once, beside them; their folders inside it
+leave it out and are handed the mixture's when read.
 
 Writing is atomic for the folder as a whole: the old manifest goes first, then every part, the config (the file an
 earlier version's reader looks for) last of them, then the new manifest, so a folder is either complete or not a
@@ -34,13 +36,15 @@ from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.io import atomic_write_json
 
 from .legacy_folder import ROOT_FILES, is_legacy_folder, legacy_manifest
-from .parts import Calibration, CnnTail, ConfigPart, ModelCard, TextEncoder, Weights, read_json_object
+from .parts import Calibration, CnnTail, ConfigPart, ModelCard, TextEncoder, TextTail, Weights, read_json_object
 from .querybank import QueryBank
 
 MANIFEST_FILE = "reelsearch.json"
 FORMAT, VERSION = "reelsearch.model", 1
 #: {model kind: class}, filled by :func:`model_kind`.
 MODEL_KINDS: dict[str, type] = {}
+#: Part kinds a mixture holds once when its experts hold the same one (the same bytes).
+SHARED_KINDS = ("text-tail",)
 
 
 class Part(Protocol):
@@ -66,41 +70,55 @@ def model_kind(name: str):
 
 
 class Expert:
-    """One expert of a mixture: a complete model folder of its own in ``experts/<name>/``."""
+    """One expert of a mixture: a model folder of its own in ``experts/<name>/``, complete but for the parts of
+    ``shared_kinds`` (the mixture's, handed to it when read)."""
 
     kind: ClassVar[str] = "expert"
 
-    def __init__(self, name: str, model):
-        self.name, self.model = name, model
+    def __init__(self, name: str, model, shared_kinds: tuple[str, ...] = ()):
+        self.name, self.model, self.shared_kinds = name, model, shared_kinds
 
     def fields(self) -> dict:
         return {"name": self.name}
 
     def save(self, directory: Path) -> list[str]:
         path = f"experts/{self.name}"
-        write_model(self.model, Path(directory) / path)
+        write_model(self.model, Path(directory) / path, leave_out=self.shared_kinds)
         return [path]
 
     @classmethod
-    def load(cls, directory: Path, entry: dict) -> Expert:
-        return cls(entry.get("name", ""), read_model(Path(directory) / entry["files"][0]))
+    def load(cls, directory: Path, entry: dict, shared: list | tuple = ()) -> Expert:
+        return cls(entry.get("name", ""), read_model(Path(directory) / entry["files"][0], shared=shared))
 
 
-PART_KINDS: dict[str, type] = {c.kind: c for c in (ConfigPart, Weights, CnnTail, TextEncoder, QueryBank, ModelCard,
-                                                   Expert, Calibration)}
+PART_KINDS: dict[str, type] = {c.kind: c for c in (ConfigPart, Weights, CnnTail, TextTail, TextEncoder, QueryBank,
+                                                   ModelCard, Expert, Calibration)}
+
+
+def shared_parts(models) -> list:
+    """The parts of ``SHARED_KINDS`` that every one of ``models`` holding one holds alike (the same digest): what a
+    mixture of them writes once (none when they differ: each expert keeps its own)."""
+    found = [p for m in models for p in m.parts() if p.kind in SHARED_KINDS]
+    out = []
+    for kind in SHARED_KINDS:
+        same = [p for p in found if p.kind == kind]
+        if same and len({p.identity for p in same}) == 1:
+            out.append(same[0])
+    return out
 
 
 class Parts:
-    """The loaded parts of one folder, by kind, for ``from_parts``; ``manifest`` names the folder in errors."""
+    """The loaded parts of one folder, by kind, for ``from_parts``; ``manifest`` names the folder in errors;
+    ``shared``: the parts its mixture hands it (used where the folder has none of that kind)."""
 
-    def __init__(self, manifest: Path, loaded: list[tuple[dict, Part]]):
-        self.manifest, self._loaded = manifest, loaded
+    def __init__(self, manifest: Path, loaded: list[tuple[dict, Part]], shared: list | tuple = ()):
+        self.manifest, self._loaded, self.shared = manifest, loaded, list(shared)
 
     def all(self, kind: str) -> list:
         return [part for entry, part in self._loaded if entry["kind"] == kind]
 
     def optional(self, kind: str):
-        found = self.all(kind)
+        found = self.all(kind) or [p for p in self.shared if p.kind == kind]
         if len(found) > 1:
             raise DataFormatError(self.manifest, f"{len(found)} {kind!r} parts; a model has at most one")
         return found[0] if found else None
@@ -120,10 +138,11 @@ class Parts:
 # ---------------------------------------------------------------- writing
 
 
-def write_model(model, directory: str | Path) -> Path:
-    """Save ``model`` (its own parts, its querybank and card) as a model folder at ``directory``; returns it."""
+def write_model(model, directory: str | Path, leave_out: tuple[str, ...] = ()) -> Path:
+    """Save ``model`` (its own parts, its querybank and card) as a model folder at ``directory``; returns it.
+    ``leave_out``: part kinds not written (an expert's parts that its mixture holds)."""
     directory = Path(directory)
-    parts = [*model.parts(), *_shared_parts(model)]
+    parts = [p for p in (*model.parts(), *_model_parts(model)) if p.kind not in leave_out]
     directory.mkdir(parents=True, exist_ok=True)
     before = _listed_files(directory)
     for name in (MANIFEST_FILE, *ROOT_FILES):  # not a model (for this reader or an earlier one) until complete
@@ -144,7 +163,7 @@ def write_model(model, directory: str | Path) -> Path:
     return directory
 
 
-def _shared_parts(model) -> list:
+def _model_parts(model) -> list:
     """The querybank, the calibration and the card of ``model``, when it has them (a bank or a calibration of other
     weights is refused)."""
     parts = []
@@ -176,8 +195,9 @@ def is_model_folder(directory: str | Path) -> bool:
     return (Path(directory) / MANIFEST_FILE).is_file() or is_legacy_folder(directory)
 
 
-def read_model(directory: str | Path, map_location: str | torch.device = "cpu"):
-    """The model saved in ``directory`` (every part its manifest names), in eval mode on ``map_location``."""
+def read_model(directory: str | Path, map_location: str | torch.device = "cpu", shared: list | tuple = ()):
+    """The model saved in ``directory`` (every part its manifest names), in eval mode on ``map_location``;
+    ``shared``: the parts a mixture hands its expert (``SHARED_KINDS``)."""
     directory = Path(directory)
     if (directory / MANIFEST_FILE).is_file():
         manifest = _read_manifest(directory)
@@ -186,7 +206,13 @@ def read_model(directory: str | Path, map_location: str | torch.device = "cpu"):
         if manifest is None:
             raise DataFormatError(directory / MANIFEST_FILE, "missing; not a saved reelsearch model directory")
     where = directory / MANIFEST_FILE
-    parts = Parts(where, [(e, PART_KINDS[e["kind"]].load(directory, e)) for e in manifest["parts"]])
+    loaded = {i: PART_KINDS[e["kind"]].load(directory, e) for i, e in enumerate(manifest["parts"])
+              if e["kind"] != Expert.kind}
+    handed = [p for p in loaded.values() if p.kind in SHARED_KINDS]  # the experts' shared parts: read first
+    for i, e in enumerate(manifest["parts"]):
+        if e["kind"] == Expert.kind:
+            loaded[i] = Expert.load(directory, e, handed)
+    parts = Parts(where, [(e, loaded[i]) for i, e in enumerate(manifest["parts"])], shared)
     model = MODEL_KINDS[manifest["model"]].from_parts(parts)
     for name in ("querybank", "calibration"):  # the calibration's check reads the querybank: after it
         part = parts.optional(name)

@@ -147,11 +147,16 @@ class EmbeddingModel:
         return any([p.use_int8(enabled) for p in processors if hasattr(p, "use_int8")])
 
     def fingerprint(self) -> str:
-        """Short hash of every weight and of the feature recipes (changes whenever the embeddings would)."""
+        """Short hash of every weight and of the feature recipes, a tuned text tail's identity included (changes
+        whenever the embeddings would)."""
         h = hashlib.sha256()
         for key, tensor in sorted(self.state_dict().items()):
             h.update(key.encode())
             h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
         for name, recipe in sorted(self.recipes.items()):
             h.update(f"{name}:{recipe.key}".encode())
+        for name, expert in sorted(self.experts.items()):
+            text = expert.config.features.text
+            if text.tail:  # (models without one keep the fingerprint they always had)
+                h.update(f"text:{name}:{text.weights}".encode())
         return h.hexdigest()[:12]

@@ -27,18 +27,18 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from reelsearch.config import ModelConfig, config_from_dict, config_to_dict
-from reelsearch.config.recipe import MINILM_PACKAGE
 from reelsearch.config.schema import migrate_v1
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.features.caches import caption_features
 from reelsearch.features.pairs import pad_sequences
 from reelsearch.similarity import cosine_similarity, get_similarity, order_violation
 from reelsearch.text.mlm import BUNDLED_NAME
+from reelsearch.text.towers import is_tower, tower_key
 
 from .encoders import FrameStates, SequenceEncoder, SoftFrameAttention
 from .folder import model_kind
 from .interface import EmbeddingModel, VideoEmbeddings, as_rows
-from .parts import CONFIG_FILE, CnnTail, ConfigPart, TextEncoder, Weights
+from .parts import CONFIG_FILE, TEXT_TAIL_FILE, CnnTail, ConfigPart, TextEncoder, TextTail, Weights
 from .projection import Projection
 from .text_processor import TextProcessor, VocabTextProcessor, processor_for_recipe
 
@@ -356,7 +356,7 @@ class JointModel(EmbeddingModel, nn.Module):
     # ---- the model folder (reelsearch.models.folder)
     def parts(self) -> list:
         """Its config (with its recipe and vocabulary; a tail's or a bundled encoder's file relative to the folder),
-        its weights, its tuned CNN tails and its adapted text encoder."""
+        its weights, its tuned CNN tails, its tuned text tail and its adapted text encoder."""
         config = config_to_dict(self.config)
         tails = []
         for modality, recipe in config["features"]["video"].items():
@@ -364,6 +364,9 @@ class JointModel(EmbeddingModel, nn.Module):
                 tails.append(CnnTail(modality, recipe["options"]["tail"]))
                 recipe["options"]["tail"] = tails[-1].file
         encoder = []
+        if self.config.features.text.tail:
+            encoder.append(TextTail(self.config.features.text.tail))
+            config["features"]["text"]["tail"] = TEXT_TAIL_FILE
         if self.config.features.text.adapted:
             encoder.append(TextEncoder(self.config.features.text.encoder))
             config["features"]["text"]["encoder"] = BUNDLED_NAME
@@ -385,8 +388,15 @@ class JointModel(EmbeddingModel, nn.Module):
                                                           "names tuned CNN weights")
                 recipe["options"]["tail"] = str(tails[modality])
         text = config_dict.get("features", {}).get("text", {})
-        if text.get("encoder") and text["encoder"] != MINILM_PACKAGE:  # a bundled adapted encoder
+        if text.get("encoder") and not is_tower(text["encoder"]):  # a bundled adapted encoder
             text["encoder"] = str(parts.one("text-encoder").path)
+        if text.get("tail"):  # tuned text layers (reelsearch tune-text): its own, or its mixture's
+            tail = parts.optional("text-tail")
+            if tail is None:
+                raise DataFormatError(parts.manifest, "no text-tail part, whose tuned text layers the text recipe "
+                                                      "names (an expert of a mixture reads its mixture's: load the "
+                                                      "mixture's folder)")
+            text["tail"] = str(tail.path)
         config = config_from_dict(config_dict, str(config_part.path))
         processor = VocabTextProcessor(vocab, min_count=config.features.text.min_count) if vocab else None
         model = cls(config, processor)
@@ -413,11 +423,16 @@ def _checked_processor(processor: TextProcessor | None, config: ModelConfig) -> 
         raise ConfigError(f"model {config.name!r} reads MiniLM features after {name(recipe.layer)}; the text "
                           f"processor gives {name(processor.layer)} (MiniLMTextProcessor(layer=...))")
     if recipe.kind == "minilm":
-        given = Path(processor.model_dir).resolve() if processor.model_dir else None
-        wanted = Path(recipe.encoder).resolve() if recipe.adapted else None
+        given = tower_key(processor.model_dir)
+        wanted = tower_key(recipe.encoder)
         if given != wanted:
             raise ConfigError(f"model {config.name!r} reads MiniLM features of {wanted or 'the package model'}; the "
                               f"text processor runs {given or 'the package model'}")
+        given = Path(processor.tail).resolve() if getattr(processor, "tail", None) else None
+        wanted = Path(recipe.tail).resolve() if recipe.tail else None
+        if given != wanted:
+            raise ConfigError(f"model {config.name!r} reads MiniLM features with the tuned layers of "
+                              f"{wanted or 'no tail'}; the text processor runs {given or 'none'}")
     return processor
 
 

@@ -1,6 +1,7 @@
-"""The parts of a model folder that are files: a config document, weights, a tuned CNN tail, a bundled text encoder,
-a model card, a confidence calibration. Each saves itself into a folder (``save(directory) -> files``, paths
-relative to it) and loads itself from the manifest entry that names those files (``load(directory, entry)``);
+"""The parts of a model folder that are files: a config document, weights, a tuned CNN tail, a tuned text tail, a
+bundled text encoder, a model card, a confidence calibration. Each saves itself into a folder (``save(directory) ->
+files``, paths relative to it) and loads itself from the manifest entry that names those files (``load(directory,
+entry)``);
 ``reelsearch.models.folder`` writes and reads the folder. The querybank (``reelsearch.models.querybank``) and a
 mixture's experts (``folder.Expert``) are parts too.
 """
@@ -17,13 +18,15 @@ from safetensors.torch import load_file, save_file
 
 from reelsearch.errors import DataFormatError
 from reelsearch.evaluation.calibration import Curve
-from reelsearch.io import atomic_path, atomic_write_json, atomic_write_text, read_text
+from reelsearch.io import atomic_path, atomic_write_json, atomic_write_text, file_identity, read_text
 from reelsearch.text.mlm import BUNDLED_NAME, bundle_encoder
+from reelsearch.text.tail import tail_first_layer
 
 #: The files of a model folder (also the names earlier versions wrote, without a manifest).
 CONFIG_FILE, WEIGHTS_FILE, MOE_FILE, CARD_FILE = "config.json", "model.safetensors", "moe.json", "MODEL_CARD.md"
 TAIL_FILE = "tail-{modality}.safetensors"
 CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
+TEXT_TAIL_FILE = "text-tail.safetensors"
 
 
 def read_json_object(path: Path) -> dict:
@@ -117,12 +120,7 @@ class CnnTail:
         return {"modality": self.modality}
 
     def save(self, directory: Path) -> list[str]:
-        dest = Path(directory) / self.file
-        if not self.path.is_file():
-            raise DataFormatError(self.path, "missing: a file the model's feature recipe names")
-        if not (dest.exists() and dest.resolve() == self.path.resolve()):
-            with atomic_path(dest) as tmp:
-                shutil.copyfile(self.path, tmp)
+        _copy_into(self.path, Path(directory) / self.file)
         return [self.file]
 
     @classmethod
@@ -131,6 +129,48 @@ class CnnTail:
         if not path.is_file():
             raise DataFormatError(path, "missing: the model's tuned CNN weights")
         return cls(entry.get("modality", ""), path.resolve())
+
+
+def _copy_into(path: Path, dest: Path) -> None:
+    """Copy the file ``path`` to ``dest`` (atomically), unless it is that file already."""
+    if not path.is_file():
+        raise DataFormatError(path, "missing: a file the model's feature recipe names")
+    if not (dest.exists() and dest.resolve() == path.resolve()):
+        with atomic_path(dest) as tmp:
+            shutil.copyfile(path, tmp)
+
+
+class TextTail:
+    """The tuned top layers of the text tower (``reelsearch tune-text``, ``reelsearch.text.tail``), named by the text
+    recipe's ``tail``; ``path`` is the file (anywhere before saving, the folder's own once loaded). Its manifest entry
+    records the file's digest, checked on load. A mixture whose experts share one tuned tower holds it once, beside
+    its experts, and hands it to them (``folder.SHARED_KINDS``)."""
+
+    kind: ClassVar[str] = "text-tail"
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    @property
+    def identity(self) -> str:
+        return file_identity(self.path)
+
+    def fields(self) -> dict:
+        return {"sha256": self.identity, "first_layer": tail_first_layer(self.path)}
+
+    def save(self, directory: Path) -> list[str]:
+        _copy_into(self.path, Path(directory) / TEXT_TAIL_FILE)
+        return [TEXT_TAIL_FILE]
+
+    @classmethod
+    def load(cls, directory: Path, entry: dict) -> TextTail:
+        path = entry_path(directory, entry)
+        if not path.is_file():
+            raise DataFormatError(path, "missing: the model's tuned text layers")
+        if entry.get("sha256") and file_identity(path) != entry["sha256"]:
+            raise DataFormatError(path, f"changed since the model was saved (digest {file_identity(path)}, the "
+                                        f"manifest's {entry['sha256']})")
+        return cls(path.resolve())
 
 
 class TextEncoder:

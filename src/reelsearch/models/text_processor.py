@@ -23,6 +23,7 @@ from reelsearch.text.glove import load_glove
 from reelsearch.text.int8 import resolve_int8
 from reelsearch.text.minilm import shared_encoder
 from reelsearch.text.tokenize import tokenize
+from reelsearch.text.towers import tower_key
 
 PAD, UNK = "<pad>", "<unk>"
 
@@ -133,23 +134,25 @@ class VocabTextProcessor(TextProcessor):
 
 class MiniLMTextProcessor(TextProcessor):
     """Captions -> frozen MiniLM token features (reelsearch.text.minilm.MiniLMEncoder); ``model_dir``: an adapted
-    MiniLM folder (``reelsearch adapt-text``, SCDE stage 1) instead of the package model; ``layer``: the hidden
-    states after that layer instead of the last layer's; ``int8``: run MiniLM in int8 (query
-    encoding at search time; ``reelsearch.text.int8``)."""
+    MiniLM folder (``reelsearch adapt-text``, SCDE stage 1) or another tower by name (``reelsearch.text.towers``)
+    instead of the package model; ``layer``: the hidden
+    states after that layer instead of the last layer's; ``tail``: the tuned top layers (``reelsearch tune-text``)
+    over it; ``int8``: run MiniLM in int8 (query encoding at search time; ``reelsearch.text.int8``)."""
 
     kind = "minilm"
 
     def __init__(self, encoder=None, dim: int = 384, model_dir: str | None = None, layer: int | None = None,
-                 int8: bool = False):
+                 int8: bool = False, tail: str | None = None):
         self._encoder, self.dim = encoder, dim
         self.model_dir = str(model_dir) if model_dir else None
         self.layer = None if layer is None else int(layer)
+        self.tail = str(tail) if tail else None
         self.int8 = bool(getattr(encoder, "int8", False)) if encoder is not None else resolve_int8(int8)
 
     @property
     def encoder(self):
         if self._encoder is None:
-            self._encoder = shared_encoder(self.model_dir, int8=self.int8)
+            self._encoder = shared_encoder(self.model_dir, int8=self.int8, tail=self.tail)
         return self._encoder
 
     def use_int8(self, enabled: bool = True) -> bool:
@@ -176,6 +179,6 @@ def processor_for_recipe(recipe) -> TextProcessor:
     if recipe.kind == "glove":
         return GloveTextProcessor()
     if recipe.kind == "minilm":
-        return MiniLMTextProcessor(dim=recipe.dim or 384, model_dir=recipe.encoder if recipe.adapted else None,
-                                   layer=recipe.layer)
+        return MiniLMTextProcessor(dim=recipe.dim or 384, model_dir=tower_key(recipe.encoder), layer=recipe.layer,
+                                   tail=recipe.tail)
     raise ConfigError("a vocab text recipe needs its word list: VocabTextProcessor.build(captions) or the saved words")

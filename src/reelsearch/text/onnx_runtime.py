@@ -4,9 +4,9 @@ On one core, encoding one short query costs about 2.2x less than in torch, a bat
 batch of 32 the same (docs/benchmarks.md, "Query encoding"); the features agree with torch's to about 5e-6. The
 BERT (cut after ``layer`` when a model asks for inner states) is exported once by ``torch.onnx`` (the TorchScript
 exporter, opset 17), fused by onnxruntime's transformer optimizer, and cached as ``reelsearch.onnx_runtime`` says,
-under a key of the model folder's files, the layer and the torch and onnxruntime versions. Without ``onnx`` and
-``onnxruntime`` (the ``text`` extra), or on a GPU, ``MiniLMEncoder`` runs torch. ``REELSEARCH_TEXT_RUNTIME=torch``
-forces torch.
+under a key of the model folder's files, a tuned tail's file (``reelsearch.text.tail``), the layer and the torch and
+onnxruntime versions: a tuned tower's export holds its tuned weights. Without ``onnx`` and ``onnxruntime`` (the
+``text`` extra), or on a GPU, ``MiniLMEncoder`` runs torch. ``REELSEARCH_TEXT_RUNTIME=torch`` forces torch.
 """
 
 from __future__ import annotations
@@ -37,13 +37,14 @@ def resolve_runtime(requested: str | None, device="cpu") -> str:
     return _ort.resolve_runtime(requested, device, RUNTIME_ENV, "MiniLM")
 
 
-def export_key(folder: Path, layer: int) -> str:
-    """Cache key of an export: the model folder's files (path, size, modification time), the layer, the versions
-    of torch and onnxruntime and ``EXPORT_FORMAT``."""
+def export_key(folder: Path, layer: int, tail: Path | None = None) -> str:
+    """Cache key of an export: the model folder's files and the ``tail`` file over it (path, size, modification
+    time), the layer, the versions of torch and onnxruntime and ``EXPORT_FORMAT``."""
     import onnxruntime  # noqa: PLC0415 - optional package (text extra)
 
     digest = hashlib.sha256(f"{EXPORT_FORMAT}|{layer}|{torch.__version__}|{onnxruntime.__version__}".encode())
-    for path in sorted(p for p in Path(folder).resolve().rglob("*") if p.is_file()):
+    files = sorted(p for p in Path(folder).resolve().rglob("*") if p.is_file())
+    for path in files + ([Path(tail).resolve()] if tail is not None else []):
         stat = path.stat()
         digest.update(f"|{path}|{stat.st_size}|{stat.st_mtime_ns}".encode())
     return digest.hexdigest()[:24]
@@ -54,13 +55,14 @@ class OnnxBert:
     -> the last hidden states, float32 [B, L, hidden]; ``quantize(float_path, int8_path)``: run its int8 version
     instead, made by that function (``reelsearch.text.int8.quantize_export``). The
     export is cached by ``export_key(folder, layer)``; a damaged cached file is made again, and where the cache
-    cannot be written the export is made in a temporary folder, loaded, and deleted."""
+    cannot be written the export is made in a temporary folder, loaded, and deleted. ``tail``: the tuned tail file
+    loaded into ``bert`` (``reelsearch.text.tail``), part of the key."""
 
     def __init__(self, bert, folder: str | Path, layer: int, threads: int | None = None,
-                 quantize: Callable[[Path, Path], object] | None = None):
+                 quantize: Callable[[Path, Path], object] | None = None, tail: Path | None = None):
         self.hidden, self.int8 = int(bert.config.hidden_size), quantize is not None
         heads = int(bert.config.num_attention_heads)
-        stem = f"minilm-{export_key(Path(folder), layer)}"
+        stem = f"minilm-{export_key(Path(folder), layer, tail)}"
         path = cache_root() / "onnx" / (f"{stem}-int8.onnx" if quantize else f"{stem}.onnx")
 
         def make(target: Path, atomic: bool) -> None:

@@ -35,7 +35,7 @@ from reelsearch.config.recipe import file_identity
 from reelsearch.config.typed import apply_section
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.evaluation.ranking import retrieval_metrics
-from reelsearch.features.caches import DatasetSource, caption_features, dataset_cache_dir, note
+from reelsearch.features.caches import caption_features, dataset_cache_dir, note
 from reelsearch.features.extract import decode_job
 from reelsearch.features.extractors.appearance import (
     LITE_VARIANTS,
@@ -54,6 +54,7 @@ from reelsearch.losses import train_losses
 from reelsearch.media.decode import parse_policy
 from reelsearch.models import JointModel, MixtureOfExperts, load_model
 from reelsearch.training.run import evaluate as evaluate_checkpoint
+from reelsearch.training.run import open_tuning, saved_lines
 from reelsearch.training.task import RetrievalTask, Validation, epoch_batches, parameter_groups, retrieval_validation
 from reelsearch.training.trainer import Trainer
 
@@ -264,11 +265,7 @@ def tune_cnn(checkpoint: str | Path, data: str, out: str | Path, experts: Sequen
     tuned network (``reelsearch eval``'s path). Rerun, it resumes where it stopped."""
     cfg = apply_section(TuneConfig(), overrides)
     out = Path(out)
-    model = load_model(checkpoint)
-    source, _ = DatasetSource.open(data, **options)
-    val_split = val_split or source.default_val_split()
-    if val_split is None:
-        raise ReelsearchError(f"{source.label}: no val or dev split to select the epoch on; pass val_split")
+    model, source, val_split = open_tuning(checkpoint, data, val_split, **options)
     mixture = isinstance(model, MixtureOfExperts)
     names = list(model.experts)
     if experts:
@@ -304,12 +301,7 @@ def report_text(report: dict, out: str | Path) -> str:
     """:func:`tune_cnn`'s report in a few lines: each expert's dev RSum before and after, the saved model's metrics."""
     lines = [f"{name}: dev RSum {r['start']['RSum']:.2f} -> {r['best']['RSum']:.2f} (epoch {r['best_epoch']} of "
              f"{r['epochs_run']})" for name, r in (report.get("experts") or {report["expert"]: report}).items()]
-    if "result" in report:
-        res = report["result"]
-        lines.append(f"saved model on {report['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
-                     f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
-    lines.append(f"saved: {out}/best (report: {out}/summary.json)")
-    return "\n".join(lines)
+    return "\n".join(lines + saved_lines(report, out))
 
 
 def tunable_experts(model) -> list[str]:

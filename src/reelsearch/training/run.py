@@ -184,6 +184,27 @@ def open_eval_split(data: str, split: str | None = None, features: Path | None =
     return source, source.check_split(split or spec_split or source.default_val_split() or "test")
 
 
+def open_tuning(checkpoint, data: str, val_split: str | None = None, **data_options):
+    """(the model ``checkpoint`` a tuning starts from, its dataset ``data``, the split that selects the epoch:
+    ``val_split``, else val or dev) for ``tune-cnn`` and ``tune-text``."""
+    model = load_model(checkpoint)
+    source, _ = DatasetSource.open(data, **data_options)
+    val_split = val_split or source.default_val_split()
+    if val_split is None:
+        raise ReelsearchError(f"{source.label}: no val or dev split to select the epoch on; pass val_split")
+    return model, source, val_split
+
+
+def saved_lines(report: dict, out: str | Path) -> list[str]:
+    """The last lines of a tuning's report (``tune-cnn``, ``tune-text``): the saved model's metrics, where it is."""
+    lines = []
+    if "result" in report:
+        res = report["result"]
+        lines.append(f"saved model on {report['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
+                     f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
+    return lines + [f"saved: {out}/best (report: {out}/summary.json)"]
+
+
 def evaluate(checkpoint, data: str, split: str | None = None, features: Path | None = None,
              device: str | None = None, progress: bool = True, int8_text: bool = False, querybank: bool = True,
              **data_options) -> dict:

@@ -26,8 +26,8 @@ from reelsearch.training.distributed import DistInfo
 
 
 class LoopConfig(Protocol):
-    """The settings the Trainer reads from ``task.cfg``: ``TrainConfig`` (``train``), ``TuneConfig`` (``tune``) and
-    ``MLMConfig`` (``mlm``) all have them."""
+    """The settings the Trainer reads from ``task.cfg``: ``TrainConfig`` (``train``), ``TuneConfig`` (``tune``),
+    ``TuneTextConfig`` (``tune_text``) and ``MLMConfig`` (``mlm``) all have them."""
 
     epochs: int
     lr: float

@@ -26,7 +26,7 @@ from torch import nn
 
 from reelsearch import onnx_runtime
 from reelsearch.cache import cache_root
-from reelsearch.config.recipe import file_identity
+from reelsearch.config.recipe import combined_identity, file_identity
 from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path
 
@@ -203,11 +203,6 @@ def last_stage_start(net: nn.Module) -> int:
     strides = [max(b._depthwise_conv.stride) if isinstance(b._depthwise_conv.stride, (tuple, list))
                else b._depthwise_conv.stride for b in net._blocks]
     return max(i for i, s in enumerate(strides) if s > 1) + 1
-
-
-def combined_identity(base: str, tail: str) -> str:
-    """The weights identity of a network whose tail was replaced by the file of identity ``tail``."""
-    return "sha256:" + hashlib.sha256(f"{base}+tail:{tail}".encode()).hexdigest()[:16]
 
 
 def load_tail(net: nn.Module, path: str | Path) -> int:
