@@ -3,7 +3,7 @@
 ::
 
     query text ─┬─ model.encode_text ──> visual sources (visual_sources(model, catalog): chosen once per model)
-                └─ MiniLM sentence ─────> cue sources (TextCueIndex.scores: keyword + meaning, per cue)
+                └─ MiniLM sentence ─────> cue sources (TextCues.scores: keyword + meaning, per cue)
                                                │
                          fusion: threshold (weighted scores) or exhaustive (ranks, zscore)
                                                │
@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from reelsearch.index.catalog import Catalog
-from reelsearch.index.textcues import TextCueIndex
+from reelsearch.index.paths import unreachable
+from reelsearch.index.textcues import TextCues
 from reelsearch.search.cues import CueSource
 from reelsearch.search.experts import Plan
 from reelsearch.search.fusion import Fused, exhaustive_fusion, threshold_fusion
@@ -24,7 +25,7 @@ from reelsearch.search.results import FrameScore, Match, SearchResult
 from reelsearch.search.sources import BIAS, VISUAL, Source, Visual
 
 
-def run_query(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, text: str, query: np.ndarray,
+def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text: str, query: np.ndarray,
               cue_query: np.ndarray | None, p: Plan, k: int, *, frames: bool = True,
               first: int | None = None) -> list[SearchResult]:
     """The ``k`` best videos of ``catalog`` for ``text`` under plan ``p``, best first.
@@ -51,7 +52,7 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, 
     return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames)
 
 
-def _results(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, fused: Fused, text: str,
+def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused: Fused, text: str,
              query: np.ndarray, p: Plan, cues: dict[str, CueSource], frames: bool) -> list[SearchResult]:
     """The fused top k as results: the best moment from the frame rows (read for all of them in one query), each
     expert's score, the text segment behind the strongest cue (its moment when it outweighs the picture)."""
@@ -84,5 +85,6 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, f
         strip = [FrameScore(i, t, s) for i, (t, s) in enumerate(zip(video.times.tolist(), fs.tolist()))]
         out.append(SearchResult(id_, video.path, float(fused.scores[j]), moment, frame, video.duration,
                                 strip if frames else None,
-                                {name: float(s[j]) for name, s in shown.items()} if shown else None, match))
+                                {name: float(s[j]) for name, s in shown.items()} if shown else None, match,
+                                unreachable(video.path)))
     return out

@@ -75,6 +75,9 @@ class SearchResult:
                                            "take part.", default=None)
     match: Match | None = doc("The words said or written that match best (when a text cue has any evidence).",
                               default=None)
+    unavailable: str | None = doc("Why this host cannot read the file (not reachable, not readable): the video is "
+                                  "still found, its thumbnails shown, its file not served. Absent when it can.",
+                                  default=None)
 
     def __post_init__(self):
         self.name = display_path(os.path.basename(os.fsencode(self.path)))
@@ -84,6 +87,8 @@ class SearchResult:
     def lines(self, rank: int) -> str:
         """The result as ``reelsearch search`` prints it: rank, score, moment and path, then the match if any."""
         out = f"{rank:3d}. {self.score:+.4f}  {clock(self.moment)}  {display_path(self.path, one_line=True)}"
+        if self.unavailable is not None:
+            out += f"\n     unavailable here: {self.unavailable}"
         return out if self.match is None else f"{out}\n     {self.match.line()}"
 
     def to_json(self) -> dict:

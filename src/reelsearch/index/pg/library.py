@@ -1,0 +1,237 @@
+"""PostgresLibrary: the shared catalog, one PostgreSQL database with pgvector holding everything an index holds.
+
+The tables and the sync are ``reelsearch.index.tables``'s, as for the embedded index; what is PostgreSQL's own:
+
+* ``videos.vector`` is ``vector(D)`` with an HNSW index (inner product, ``vector_ip_ops``), made when the first video
+  of a model sets D. ``nearest`` is ``ORDER BY vector <#> q LIMIT n`` with ``hnsw.ef_search`` set to at least n:
+  exact (a sequential scan: the index is not used) below ``threshold`` videos, as FAISS's flat index, approximate
+  above; the candidates' scores are their exact float32 inner products. ``score_fn`` (order similarity) is an
+  exact scan of ``chunks`` in this process.
+* Nothing to catch up: every read sees what any writer committed, so replicas need no restart and no refresh; the
+  caches (biases, text-cue segments) are keyed by the generation, which every commit bumps.
+* The writer lock is a session advisory lock (released when the connection goes, however the writer dies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from reelsearch.index.paths import MediaRoots
+from reelsearch.index.pg.database import Database
+from reelsearch.index.pg.schema import migrate, schema_version
+from reelsearch.index.pg.textcues import PgTextCues
+from reelsearch.index.tables import LibraryError, LibraryTables
+from reelsearch.index.textcues import Encoder
+from reelsearch.index.vectors import SCAN_CHUNK_ROWS, ScoreFn, scan_chunks
+
+#: Advisory lock key of the writer lock ("reelsearch-w" in ASCII, folded to 63 bits).
+WRITER_LOCK = 0x72656C7365617277
+#: The most candidates one HNSW search returns (pgvector's limit of hnsw.ef_search); more are found by a scan.
+MAX_EF_SEARCH = 1000
+
+
+def vector_text(vector: np.ndarray) -> str:
+    """``vector`` [D] as pgvector's text form, float32 values exactly (shortest round-trip decimals)."""
+    return "[" + ",".join(map(repr, np.asarray(vector, np.float32).reshape(-1).tolist())) + "]"
+
+
+def vectors_from_send(values: Sequence[bytes], dim: int) -> np.ndarray:
+    """float32 [len(values), dim] from pgvector's binary form (``vector_send``: a 4-byte header, big-endian
+    float32s): one header-sized column per row, dropped."""
+    if not values:
+        return np.empty((0, dim), np.float32)
+    raw = np.frombuffer(b"".join(values), ">f4").reshape(len(values), dim + 1)
+    return raw[:, 1:].astype(np.float32)
+
+
+class PostgresLibrary(LibraryTables):
+    """The catalog in the PostgreSQL database at ``url`` (migrated to this reelsearch's schema on open).
+
+    HNSW settings: ``hnsw_m`` and ``ef_construction`` (when the index is made), ``ef_search`` (per query, at least
+    the number of candidates asked for); ``threshold``: below it ``nearest`` is exact.
+    """
+
+    VECTOR_SQL = "vector_send(v.vector)"
+
+    def __init__(self, url: str, *, media_roots: MediaRoots | None = None, threshold: int = 20_000,
+                 hnsw_m: int = 16, ef_construction: int = 64, ef_search: int = 128):
+        self.media_roots = media_roots or MediaRoots()
+        self.threshold, self.hnsw_m, self.ef_construction = int(threshold), int(hnsw_m), int(ef_construction)
+        self.ef_search = int(ef_search)
+        self._db = Database(url)
+        self._writer_depth = 0
+        try:
+            migrate(self._db)
+        except BaseException:
+            self._db.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return self._db.url
+
+    @property
+    def location(self) -> str:
+        return self._db.location
+
+    @property
+    def schema(self) -> int:
+        """The database's schema version."""
+        return schema_version(self._db)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def refresh(self) -> None:
+        """Nothing to do: every read sees the last commit."""
+
+    _count: tuple[int, int] | None = None  # (generation, number of videos)
+
+    def __len__(self) -> int:
+        """The number of videos, counted once per generation (a count is a scan of the table)."""
+        gen = self.generation
+        if self._count is None or self._count[0] != gen:
+            self._count = (gen, super().__len__())
+        return self._count[1]
+
+    def text_cues(self, encoder: Encoder | None, create: bool = False) -> PgTextCues | None:
+        """The text cues in this database, once ``index`` has stored any (always when ``create``)."""
+        if not create and self._db.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None:
+            return None
+        return PgTextCues(self._db, encoder=encoder)
+
+    # -- what the index folder's searcher.json holds, here in meta ------------------------------------------
+    def settings(self) -> dict:
+        """What the library remembers of how it was built (``{"model": ...}``; {} before the first index)."""
+        value = self._meta("settings")
+        return json.loads(value) if value else {}
+
+    def remember(self, settings: dict) -> None:
+        with self._transaction():
+            self._set_meta("settings", json.dumps(settings))
+
+    # -- writing ---------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writing(self, wait: float | None = 0.0) -> Iterator[None]:
+        if self._writer_depth:
+            self._writer_depth += 1
+            try:
+                yield
+            finally:
+                self._writer_depth -= 1
+            return
+        deadline = None if wait is None else time.monotonic() + wait
+        while not self._db.execute("SELECT pg_try_advisory_lock(?)", (WRITER_LOCK,)).fetchone()[0]:
+            if deadline is not None and time.monotonic() >= deadline:
+                holder = self._db.execute(
+                    "SELECT a.client_addr, a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a "
+                    "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objid = ? LIMIT 1",
+                    (WRITER_LOCK & 0xFFFFFFFF,)).fetchone()
+                who = f" (server process {holder[2]})" if holder else ""
+                raise LibraryError(f"{self.location}: another process{who} is updating this catalog; try again when "
+                                   "it is done")
+            time.sleep(0.2)
+        self._writer_depth = 1
+        try:
+            yield
+        finally:
+            self._writer_depth = 0
+            with contextlib.suppress(Exception):  # a lost connection released it already
+                self._db.execute("SELECT pg_advisory_unlock(?)", (WRITER_LOCK,))
+
+    def _transaction(self):
+        return self._db.transaction()
+
+    def _write_errors(self):
+        return contextlib.nullcontext()  # the connection's errors are ReelsearchErrors already
+
+    def _vector_param(self, vector: np.ndarray) -> str:
+        return vector_text(vector)
+
+    def _vector(self, value) -> np.ndarray:
+        return vectors_from_send([bytes(value)], (len(value) - 4) // 4)[0]
+
+    def _insert_video(self, values: tuple) -> int:
+        marks = ", ".join("?" * len(values))
+        return self._db.execute(f"INSERT INTO videos ({self._INSERT}) VALUES ({marks}) RETURNING id",
+                                values).fetchone()[0]
+
+    def _forget(self, ids: Sequence[int], gen: int) -> None:
+        """Nothing to tell: the HNSW index is the table's."""
+
+    def _first_vector(self, dim: int) -> None:
+        self._db.execute(f"ALTER TABLE videos ALTER COLUMN vector TYPE vector({int(dim)})")
+        self._db.execute(f"CREATE INDEX IF NOT EXISTS videos_hnsw ON videos USING hnsw (vector vector_ip_ops) "
+                         f"WITH (m = {self.hnsw_m}, ef_construction = {self.ef_construction})")
+
+    def _vectors_dropped(self) -> None:
+        with self._transaction():
+            self._db.execute("DROP INDEX IF EXISTS videos_hnsw")
+            self._db.execute("ALTER TABLE videos ALTER COLUMN vector TYPE vector")
+
+    def _synced(self) -> None:
+        """Nothing to do: the vectors are committed with their videos."""
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
+        """(ids, scores best first) of the ``n`` videos whose vectors score best with ``query`` [D]: by inner product
+        (HNSW above ``threshold`` videos, exact below or when more than MAX_EF_SEARCH are asked for), or by
+        ``score_fn`` in an exact scan. No bias is added here."""
+        dim = self.dim
+        q = np.asarray(query, np.float32).reshape(-1)
+        if dim is None or n < 1:
+            return [], np.empty(0, np.float32)
+        if q.shape[0] != dim:
+            raise LibraryError(f"query has {q.shape[0]} dimensions, the index holds {dim}-dimensional vectors")
+        if score_fn is not None:
+            found, scores = scan_chunks(self.chunks(), q[None], n, score_fn)
+            return found[0], scores[0, : len(found[0])]
+        exact = n > MAX_EF_SEARCH or len(self) < self.threshold
+        with self._db.transaction():
+            if exact:
+                self._db.execute("SET LOCAL enable_indexscan = off")
+            else:
+                self._db.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, int(n))}")
+            rows = self._db.execute(f"SELECT id, -(vector <#> ?::vector({dim})) FROM videos "
+                                    f"ORDER BY vector <#> ?::vector({dim}) LIMIT ?",
+                                    (vector_text(q), vector_text(q), int(n))).fetchall()
+        ids = [str(r[0]) for r in rows]
+        return ids, np.array([r[1] for r in rows], np.float32)
+
+    def rows(self, ids: Sequence[str]) -> np.ndarray:
+        """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""
+        dim = self.dim or 0
+        if not ids:
+            return np.empty((0, dim), np.float32)
+        keys = [int(i) for i in ids]
+        found = dict(self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id = ANY(?)",
+                                      (keys,)).fetchall())
+        missing = [i for i, k in zip(ids, keys, strict=True) if k not in found]
+        if missing:
+            raise KeyError(missing[0])
+        return vectors_from_send([found[k] for k in keys], dim)
+
+    def chunks(self, rows: int = SCAN_CHUNK_ROWS) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every (ids, video vectors [m, D]), by id, ``rows`` at a time (each block one query)."""
+        dim, last = self.dim, 0
+        if dim is None:
+            return
+        while block := self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id > ? ORDER BY id "
+                                        "LIMIT ?", (last, rows)).fetchall():
+            last = block[-1][0]
+            yield [str(r[0]) for r in block], vectors_from_send([r[1] for r in block], dim)
+
+    def ids(self) -> list[str]:
+        """Every video's id, in the order of ``chunks``."""
+        return [str(r[0]) for r in self._db.execute("SELECT id FROM videos ORDER BY id")]
+
+    def known(self, ids: Sequence[str]) -> list[bool]:
+        """Whether each of ``ids`` is stored."""
+        keys = [int(i) for i in ids]
+        found = {r[0] for r in self._db.execute("SELECT id FROM videos WHERE id = ANY(?)", (keys,))} if keys else set()
+        return [k in found for k in keys]
