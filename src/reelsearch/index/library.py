@@ -125,7 +125,6 @@ class LibraryIndex(LibraryTables):
             raise
         self.vectors: VectorIndex | None = None
         self._loaded_gen = 0  # generation the in-memory vector index reflects
-        self._writer_depth = 0  # > 0 while this object holds the writer lock
         self.refresh()
 
     def _migrate(self) -> None:
@@ -172,18 +171,8 @@ class LibraryIndex(LibraryTables):
         return TextCueIndex(self.dir, encoder=encoder)
 
     @contextlib.contextmanager
-    def writing(self, wait: float | None = 0.0) -> Iterator[None]:
-        """Hold the directory's writer lock (one writing process at a time) for a whole update, e.g. ``sync`` and
-        then the text cues of what it indexed; waits up to ``wait`` seconds for it (None: as long as it takes),
-        LibraryError when another process keeps it. Re-entrant within this object: ``sync`` inside it does not
-        wait for itself."""
-        if self._writer_depth:  # this object holds the lock already
-            self._writer_depth += 1
-            try:
-                yield
-            finally:
-                self._writer_depth -= 1
-            return
+    def _writer_lock(self, wait: float | None) -> Iterator[None]:
+        """The directory's writer lock: an flock of ``.writer.lock``, which holds the holder's pid."""
         try:
             fh = open(self.dir / LOCK_NAME, "a+")
         except OSError as exc:
@@ -212,11 +201,7 @@ class LibraryIndex(LibraryTables):
                 fh.truncate()
                 fh.write(str(os.getpid()))
                 fh.flush()
-            self._writer_depth = 1
-            try:
-                yield
-            finally:
-                self._writer_depth = 0
+            yield
         finally:
             fh.close()
 

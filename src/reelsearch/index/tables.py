@@ -146,10 +146,9 @@ class LibraryTables(ABC):
         """One write transaction on ``_db`` (rolled back on any exception)."""
 
     @abstractmethod
-    def writing(self, wait: float | None = 0.0) -> contextlib.AbstractContextManager:
-        """Hold the library's writer lock for a whole update, e.g. ``sync`` and then the text cues of what it
-        indexed; waits up to ``wait`` seconds (None: as long as it takes), LibraryError when another process keeps
-        it. Re-entrant within this object."""
+    def _writer_lock(self, wait: float | None) -> contextlib.AbstractContextManager:
+        """Take the library's writer lock (one writing process at a time), waiting up to ``wait`` seconds (None: as
+        long as it takes); LibraryError naming the holder when another process keeps it."""
 
     @abstractmethod
     def _write_errors(self) -> contextlib.AbstractContextManager:
@@ -219,6 +218,27 @@ class LibraryTables(ABC):
     @abstractmethod
     def known(self, ids: Sequence[str]) -> list[bool]:
         """``Catalog.known``."""
+
+    _writer_depth = 0  # > 0 while this object holds the writer lock
+
+    @contextlib.contextmanager
+    def writing(self, wait: float | None = 0.0) -> Iterator[None]:
+        """Hold the library's writer lock for a whole update, e.g. ``sync`` and then the text cues of what it
+        indexed; waits up to ``wait`` seconds (None: as long as it takes), LibraryError when another process keeps
+        it. Re-entrant within this object: ``sync`` inside it does not wait for itself."""
+        if self._writer_depth:
+            self._writer_depth += 1
+            try:
+                yield
+            finally:
+                self._writer_depth -= 1
+            return
+        with self._writer_lock(wait):
+            self._writer_depth = 1
+            try:
+                yield
+            finally:
+                self._writer_depth = 0
 
     # -- meta ------------------------------------------------------------------------------------------------
     def _meta(self, key: str) -> str | None:

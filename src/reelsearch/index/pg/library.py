@@ -64,7 +64,6 @@ class PostgresLibrary(LibraryTables):
         self.threshold, self.hnsw_m, self.ef_construction = int(threshold), int(hnsw_m), int(ef_construction)
         self.ef_search = int(ef_search)
         self._db = Database(url)
-        self._writer_depth = 0
         try:
             migrate(self._db)
         except BaseException:
@@ -117,14 +116,8 @@ class PostgresLibrary(LibraryTables):
 
     # -- writing ---------------------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def writing(self, wait: float | None = 0.0) -> Iterator[None]:
-        if self._writer_depth:
-            self._writer_depth += 1
-            try:
-                yield
-            finally:
-                self._writer_depth -= 1
-            return
+    def _writer_lock(self, wait: float | None) -> Iterator[None]:
+        """A session advisory lock (released when the connection goes, however the writer dies)."""
         deadline = None if wait is None else time.monotonic() + wait
         while not self._db.execute("SELECT pg_try_advisory_lock(?)", (WRITER_LOCK,)).fetchone()[0]:
             if deadline is not None and time.monotonic() >= deadline:
@@ -136,11 +129,9 @@ class PostgresLibrary(LibraryTables):
                 raise LibraryError(f"{self.location}: another process{who} is updating this catalog; try again when "
                                    "it is done")
             time.sleep(0.2)
-        self._writer_depth = 1
         try:
             yield
         finally:
-            self._writer_depth = 0
             with contextlib.suppress(Exception):  # a lost connection released it already
                 self._db.execute("SELECT pg_advisory_unlock(?)", (WRITER_LOCK,))
 
