@@ -174,8 +174,8 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
     commit path with the searcher's model id: ``frames`` frame vectors near the video's, a frame every 0.5 s,
     optional thumbnails, synthetic paths, no decoding; ``bias``: each video's bias (its querybank offset, negated, as
     indexing stores it). Returns the seconds it took."""
-    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
+    from reelsearch.index.tables import FileChange, FileToSync
 
     rng = np.random.default_rng(seed)
     st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
@@ -342,9 +342,9 @@ def postgres_rows(args, x: np.ndarray, q: np.ndarray, truth: list[list[str]], n:
     """PostgreSQL + pgvector (``PostgresLibrary`` in the database ``args.db``, emptied first): rows written through
     the catalog's commit path, then ``nearest`` exact (a scan) and HNSW at each ``--pg-ef``; recall@10 against FAISS
     flat, and whether the exact top 10 equals FAISS's."""
-    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
     from reelsearch.index.pg import PostgresLibrary
+    from reelsearch.index.tables import FileChange, FileToSync
 
     rows = []
     lib = PostgresLibrary(args.db, hnsw_m=args.m, ef_construction=args.ef_construction)
@@ -379,8 +379,8 @@ def postgres_rows(args, x: np.ndarray, q: np.ndarray, truth: list[list[str]], n:
 
 def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> list[dict]:
     from reelsearch.index import FaissIndex, LibraryIndex
-    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
+    from reelsearch.index.tables import FileChange, FileToSync
 
     x = x_all[:n]
     ids = [str(i) for i in range(n)]

@@ -31,6 +31,8 @@ from reelsearch.index.vectors import SCAN_CHUNK_ROWS, ScoreFn, scan_chunks
 
 #: Advisory lock key of the writer lock ("reelsearch-w" in ASCII, folded to 63 bits).
 WRITER_LOCK = 0x72656C7365617277
+#: What fits in a row of an 8 KiB page (a vector longer than this stays TOASTed).
+INLINE_BYTES = 8000
 #: The most candidates one HNSW search returns (pgvector's limit of hnsw.ef_search); more are found by a scan.
 MAX_EF_SEARCH = 1000
 
@@ -157,6 +159,8 @@ class PostgresLibrary(LibraryTables):
 
     def _first_vector(self, dim: int) -> None:
         self._db.execute(f"ALTER TABLE videos ALTER COLUMN vector TYPE vector({int(dim)})")
+        if 4 * dim + 512 < INLINE_BYTES:  # kept in the row, not compressed out of line: a scan reads it directly
+            self._db.execute("ALTER TABLE videos ALTER COLUMN vector SET STORAGE PLAIN")
         self._db.execute(f"CREATE INDEX IF NOT EXISTS videos_hnsw ON videos USING hnsw (vector vector_ip_ops) "
                          f"WITH (m = {self.hnsw_m}, ef_construction = {self.ef_construction})")
 
@@ -164,6 +168,7 @@ class PostgresLibrary(LibraryTables):
         with self._transaction():
             self._db.execute("DROP INDEX IF EXISTS videos_hnsw")
             self._db.execute("ALTER TABLE videos ALTER COLUMN vector TYPE vector")
+            self._db.execute("ALTER TABLE videos ALTER COLUMN vector SET STORAGE EXTENDED")
 
     def _synced(self) -> None:
         """Nothing to do: the vectors are committed with their videos."""
@@ -188,11 +193,10 @@ class PostgresLibrary(LibraryTables):
                 self._db.execute("SET LOCAL enable_indexscan = off")
             else:
                 self._db.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, int(n))}")
-            rows = self._db.execute(f"SELECT id, -(vector <#> ?::vector({dim})) FROM videos "
-                                    f"ORDER BY vector <#> ?::vector({dim}) LIMIT ?",
-                                    (vector_text(q), vector_text(q), int(n))).fetchall()
+            rows = self._db.execute(f"SELECT id, vector <#> ?::vector({dim}) AS d FROM videos ORDER BY d LIMIT ?",
+                                    (vector_text(q), int(n))).fetchall()  # one distance per row, the index's order
         ids = [str(r[0]) for r in rows]
-        return ids, np.array([r[1] for r in rows], np.float32)
+        return ids, -np.array([r[1] for r in rows], np.float32)
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""
