@@ -91,3 +91,20 @@ def test_media_roots_and_unreachable_files(pg_url, tmp_path, model_dir):
         assert http.get(f"/videos/{ok['id']}/media").status_code == 200
         # the mapping works both ways: the replica finds a file by its local path
         assert replica.library.find(moved / paths[1].name) is not None
+
+
+def test_a_database_restart_mid_search_is_a_503_then_the_next_request_succeeds(pg_server, pg_url, tmp_path,
+                                                                                 model_dir):
+    make_media(tmp_path / "media")
+    with Searcher(pg_url, str(model_dir)) as searcher, ServerThread(create_app(searcher)) as server, \
+            httpx.Client(base_url=server.url, timeout=60) as http:
+        searcher.index([tmp_path / "media"], progress=False, cues=())
+        before = _top10(http, CAPTIONS[0])
+        pg_server.stop()
+        try:
+            res = http.get("/search", params={"q": CAPTIONS[1], "k": 10})
+            assert res.status_code == 503 and res.headers["retry-after"] == "1", res.text
+            assert "the next request connects again" in res.json()["detail"] or "cannot connect" in res.json()["detail"]
+        finally:
+            pg_server.start()
+        assert _top10(http, CAPTIONS[0]) == before  # the same server process, reconnected
