@@ -25,6 +25,10 @@ Gaussian vectors HNSW recall is meaningless (about 0.08 at recall@10), so that s
 
 .venv/bin/python benchmarks/bench_search.py --sizes 10000 100000 --dim 1024
 .venv/bin/python benchmarks/bench_search.py --sizes 10000 100000 --http-only
+
+The HTTP part also times query by example beside text search: ``GET /search?like=ID`` (an indexed video's stored rows:
+its row's top 100 from the vector index, re-scored by frame-sequence similarity), ``Searcher.search(like=ID)`` in
+process, and text and example fused.
 """
 
 from __future__ import annotations
@@ -200,6 +204,13 @@ def http_search(client, text: str, k: int = 10) -> list[str]:
     return [hit["id"] for hit in r.json()["results"]]
 
 
+def http_like(client, video_id: str, k: int = 10) -> list[str]:
+    """One ``GET /search?like=video_id&k=k`` (query by example); the result ids, best first."""
+    r = client.get("/search", params={"like": video_id, "k": k})
+    r.raise_for_status()
+    return [hit["id"] for hit in r.json()["results"]]
+
+
 def uncached(searcher, fn):
     """``fn`` with every cache of query encodings emptied before each call (the searcher's LRU cache and MiniLM's
     memory of recent captions): each timed query is encoded, as a new query would be."""
@@ -290,6 +301,7 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
             rows.append(r)
 
         label = f"{lib.vectors.structure}"
+        like_ids = [str(int(i) + 1) for i in np.random.default_rng(2).choice(n, len(queries), replace=False)]
         from reelsearch.service.background import ServerThread
 
         with ServerThread(create_app(searcher)) as server, httpx.Client(base_url=server.url) as client:
@@ -302,6 +314,23 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
                 before = load()
                 lat, got = timed_texts(lambda s: http_search(client, s), queries)
                 add(f"HTTP GET /search, text encoding precomputed ({label} + moments + JSON)", lat, got, before)
+
+            # query by example: an indexed video's stored rows (nothing to encode), its row's top 100 by the vector
+            # index re-scored by frame sequence (reelsearch.search.example)
+            before = load()
+            lat, _ = timed_texts(lambda i: http_like(client, i), like_ids)
+            add(f"HTTP GET /search?like=ID ({label} top 100 + frame-sequence re-scoring + moments + JSON)", lat,
+                None, before)
+
+        before = load()
+        lat, _ = timed_texts(lambda i: searcher.search(None, 10, like=i), like_ids)
+        add("in-process Searcher.search(like=ID)", lat, None, before)
+        with precomputed(searcher, queries):
+            before = load()
+            pairs = list(zip(queries, like_ids, strict=True))
+            lat, _ = timed_texts(lambda p: searcher.search(p[0], 10, like=p[1]), pairs)
+            add("in-process Searcher.search(text, like=ID), text encoding precomputed (text + example fused)", lat,
+                None, before)
 
         before = load()
         lat, _ = timed_texts(uncached(searcher, lambda s: searcher.search(s, 10)), queries)

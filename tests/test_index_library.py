@@ -289,40 +289,75 @@ def test_biases_are_added_to_the_scores_exactly(open_library, tmp_path, monkeypa
     assert lib.biases([lib.find(root / "p03.png")])[0] == pytest.approx(fake_bias((root / "p03.png").read_bytes()))
 
 
-def test_a_schema_1_index_gains_the_bias_column(tmp_path, folder):
-    """An index written before biases existed (schema 1: no bias column) opens, is migrated in place and searches
-    as before; an index of a newer schema is refused."""
+def test_frame_detail_of_an_older_index_is_measured_by_the_next_sync(tmp_path, folder):
+    """Videos stored before frames had their detail (NULL) read as unmeasured, and the next sync measures it on
+    their thumbnails: the luma standard deviation of each, checked against a direct computation."""
+    import cv2
+
+    from reelsearch.index.media import make_thumbnail
+
+    rng = np.random.default_rng(0)
+    frames = [np.zeros((40, 60, 3), np.uint8), rng.integers(0, 256, (40, 60, 3), dtype=np.uint8)]
+    thumbs = [make_thumbnail(f) for f in frames]
+
+    def with_thumbs(path):
+        media = FakeEmbedder()(path)
+        media.timestamps, media.frame_vectors = media.timestamps[:2], media.frame_vectors[:2]
+        media.thumbnails = thumbs
+        return media
+
+    with LibraryIndex(tmp_path / "index") as lib:
+        lib.sync([folder], with_thumbs, progress=False)
+        assert all(v.detail is None for v in lib.stored(lib.ids()).values())  # the embedder measured nothing
+        lib._db.execute("UPDATE frame_vectors SET detail = NULL")  # as schema 2 left them
+        lib.sync([folder], with_thumbs, progress=False)  # nothing to embed; the detail is measured
+        want = [float((cv2.cvtColor(cv2.imdecode(np.frombuffer(t, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+                       .astype(np.float32) / 255 @ np.array([0.299, 0.587, 0.114], np.float32)).std())
+                for t in thumbs]
+        stored = lib.stored(lib.ids())
+        assert len(stored) == 6
+        for v in stored.values():
+            assert v.detail == pytest.approx(want, abs=1e-5)
+        assert want[0] == 0.0 and want[1] > 0.1  # black, and noise
+
+
+def test_a_schema_1_index_is_migrated(tmp_path, folder):
+    """An index written before biases and frame detail existed (schema 1: no bias column, no detail column) opens,
+    is migrated in place and searches as before; an index of a newer schema is refused."""
     import shutil
 
     from reelsearch.index import library
-    from reelsearch.index.library import LibraryError
+    from reelsearch.index.library import SCHEMA_VERSION, LibraryError
 
     with LibraryIndex(tmp_path / "index") as lib:
         lib.sync([folder], FakeEmbedder(), progress=False)
-    # the same index as schema 1 wrote it: its tables without the bias column, the rows copied over
-    schema_1 = "\n".join(line for line in library.SCHEMA_SQL.splitlines() if "bias" not in line)
+    # the same index as schema 1 wrote it: its tables without the bias and detail columns, the rows copied over
+    schema_1 = "\n".join(line for line in library.SCHEMA_SQL.splitlines()
+                          if "bias" not in line and "detail" not in line)
     schema_1 = schema_1.replace("vector BLOB NOT NULL,", "vector BLOB NOT NULL")
+    schema_1 = schema_1.replace("times BLOB NOT NULL,", "times BLOB NOT NULL")
     old = tmp_path / "old"
     old.mkdir()
     shutil.copy(tmp_path / "index" / FAISS_NAME, old / FAISS_NAME)
     db = sqlite3.connect(old / SQLITE_NAME)
     db.executescript(schema_1)
     db.execute("ATTACH DATABASE ? AS new", (str(tmp_path / "index" / SQLITE_NAME),))
-    columns = ", ".join(r[1] for r in db.execute("PRAGMA main.table_info(videos)"))
-    db.execute(f"INSERT INTO videos SELECT {columns} FROM new.videos")
-    for table in ("meta", "frames", "frame_vectors"):
-        db.execute(f"INSERT INTO {table} SELECT * FROM new.{table}")
+    for table in ("videos", "meta", "frames", "frame_vectors"):
+        columns = ", ".join(r[1] for r in db.execute(f"PRAGMA main.table_info({table})"))
+        db.execute(f"INSERT INTO {table} SELECT {columns} FROM new.{table}")
     db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     db.commit()
     db.close()
     with LibraryIndex(old) as lib:
-        assert lib._meta("schema_version") == "2" and len(lib) == 6 and lib.bias_range() == (0.0, 0.0)
+        assert lib._meta("schema_version") == str(SCHEMA_VERSION) and len(lib) == 6
+        assert lib.bias_range() == (0.0, 0.0)
+        assert all(v.detail is None for v in lib.stored(lib.ids()).values())  # no thumbnails to measure
         q = vectors_of(folder / "img0.png")[0]
         hits = search(lib, q, k=1)
         assert hits[0].path == str(folder / "img0.png") and hits[0].score == pytest.approx(1.0, abs=1e-5)
         lib.sync([folder], FakeEmbedder(), progress=False)  # and it is written as before
         check_consistent(lib)
-        lib._set_meta("schema_version", 3)
+        lib._set_meta("schema_version", SCHEMA_VERSION + 1)
     with pytest.raises(LibraryError, match="newer reelsearch"):
         LibraryIndex(old)
 

@@ -74,7 +74,8 @@ def test_the_bundled_default_is_a_manifest_folder_of_parts_only():
     manifest = _manifest(directory)
     assert manifest["format"] == "reelsearch.model" and manifest["model"] == "mixture-of-experts"
     assert [(e["kind"], e.get("name")) for e in manifest["parts"]] == [
-        ("config", None), ("expert", "lite0"), ("expert", "lite2"), ("querybank", None), ("model-card", None)]
+        ("config", None), ("expert", "lite0"), ("expert", "lite2"), ("querybank", None), ("calibration", None),
+        ("model-card", None)]
     for expert in ("lite0", "lite2"):
         kinds = [(e["kind"], e["files"]) for e in _manifest(directory / "experts" / expert)["parts"]]
         assert kinds == [("config", ["config.json"]), ("weights", ["model.safetensors"]),

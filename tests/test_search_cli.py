@@ -134,6 +134,33 @@ def test_errors_are_one_line_and_exit_2(setup, tmp_path):
     assert proc.returncode == 2 and str(missing) in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_search_like_an_example(setup):
+    """`search --like FILE | ID@SECONDS`, alone and with text: the Searcher's results, the example's file left out;
+    bad examples are one-line errors with exit status 2."""
+    root, paths, model_dir, runner = setup
+    index = str(root / "index")
+    with Searcher(root / "index", str(model_dir)) as searcher:
+        clip_id, stored = searcher.library.find(paths[0]), len(searcher.library)  # earlier tests change the library
+        for text, like in ((None, str(paths[0])), ("a yellow flower", f"{clip_id}@1.5")):
+            want = searcher.search(text, 10, frames=False, like=like)
+            res = runner.invoke(app, ["search", *([text] if text else []), "--like", like, "--index", index, "--json"])
+            assert res.exit_code == 0, res.output
+            got = json.loads(res.stdout)
+            assert [r["id"] for r in got] == [r.id for r in want] and clip_id not in [r["id"] for r in got]
+            assert [r["score"] for r in got] == pytest.approx([r.score for r in want])
+            assert len(got) == stored - 1
+            assert ("experts" in got[0]) == (text is not None)  # with text: each part's score
+    res = runner.invoke(app, ["search", "--like", str(paths[0]), "--index", index])
+    assert res.exit_code == 0 and len(res.stdout.splitlines()) == stored - 1
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    for like, message in ((str(root / "missing.mp4"), f"error: {root / 'missing.mp4'}: no such file"),
+                          ("4242@1", "error: no indexed video with id 4242"),
+                          (f"{clip_id}@60", f"error: video {clip_id}: 60 s is outside the video (0 to 3 s)")):
+        proc = subprocess.run([sys.executable, "-m", "reelsearch", "search", "--like", like, "--index", index],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.strip().startswith(message), proc.stderr
+
+
 def test_default_index_location(setup, tmp_path):
     root, paths, model_dir, runner = setup
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}

@@ -83,12 +83,69 @@ def test_search_results(served):
 
 
 @pytest.mark.parametrize("params", [
-    {}, {"q": ""}, {"q": "   "}, {"q": "x" * 1001}, {"q": "car", "k": 0}, {"q": "car", "k": 101},
+    {"q": ""}, {"q": "   "}, {"q": "x" * 1001}, {"q": "car", "k": 0}, {"q": "car", "k": 101},
     {"q": "car", "k": "ten"}, {"q": "car", "k": "1.5"}, {"q": "car", "k": -3},
 ])
 def test_search_validation(served, params):
     resp = served[0].get("/search", params=params)
     assert resp.status_code == 422, resp.text
+
+
+def test_search_like_an_indexed_video_or_an_upload(served):
+    """`GET /search?like=ID[&t=S][&q=...]` and `POST /search/like` (an upload) answer the Searcher's results, the
+    example's own file (by id, or by content for an upload) left out."""
+    client, searcher, paths = served
+    clip = next(p for p in paths if p.name == "red-green-blue.mp4")
+    vid = _id(searcher, clip)
+    for params, like in (({"like": vid}, vid), ({"like": vid, "t": 1.5}, f"{vid}@1.5"),
+                         ({"like": vid, "q": CAPTIONS[0]}, vid)):
+        resp = client.get("/search", params={**params, "k": 100})
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        want = searcher.search(params.get("q"), 100, like=like)
+        assert body["query"] == params.get("q") and body["like"] == f"video {like}"
+        assert [r["id"] for r in body["results"]] == [r.id for r in want] and len(want) == len(paths) - 1
+        assert [r["score"] for r in body["results"]] == pytest.approx([r.score for r in want])
+        assert [r["moment"] for r in body["results"]] == [r.moment for r in want]
+    upload = client.post("/search/like", files={"file": ("mine.mp4", clip.read_bytes(), "video/mp4")},
+                         data={"k": "100", "t": "1.5"})
+    assert upload.status_code == 200, upload.text
+    got = upload.json()
+    assert got["like"] == "mine.mp4@1.5" and got["query"] is None
+    assert [r["id"] for r in got["results"]] == [r.id for r in searcher.search(None, 100, like=f"{vid}@1.5")]
+    with_text = client.post("/search/like", files={"file": ("mine.mp4", clip.read_bytes(), "video/mp4")},
+                            data={"q": CAPTIONS[0], "k": "3"}).json()
+    want = searcher.search(CAPTIONS[0], 3, like=str(clip))
+    assert [r["id"] for r in with_text["results"]] == [r.id for r in want]
+    assert [r["score"] for r in with_text["results"]] == pytest.approx([r.score for r in want], abs=1e-4)
+
+
+@pytest.mark.parametrize("params,status,detail", [
+    ({"like": "424242"}, 404, "no video 424242"),
+    ({"like": "1", "t": 99}, 400, "99 s is outside the video"),
+    ({"like": "1", "t": -1}, 422, None),
+    ({"like": "../1"}, 422, None),
+    ({"t": 1}, 400, "t needs like"),
+    ({"k": 3}, 400, "give q, like or both"),
+])
+def test_search_like_validation(served, params, status, detail):
+    resp = served[0].get("/search", params=params)
+    assert resp.status_code == status, resp.text
+    assert detail is None or detail in resp.json()["detail"]
+
+
+@pytest.mark.parametrize("kwargs,status,detail", [
+    ({"files": {"file": ("broken.mp4", b"\0" * 64, "video/mp4")}}, 400, "broken.mp4: not a readable media file"),
+    ({"files": {"file": ("notes.txt", b"hello", "text/plain")}}, 415, None),
+    ({"data": {"k": "3"}}, 422, "needs a file field"),
+    ({"files": {"file": ("a.mp4", b"\0", "video/mp4")}, "data": {"k": "0"}}, 422, None),
+    ({"files": {"file": ("a.mp4", b"\0", "video/mp4")}, "data": {"q": "  "}}, 422, None),
+    ({"files": {"file": ("a.mp4", b"\0", "video/mp4")}, "data": {"captions": "x"}}, 422, "captions"),
+])
+def test_search_like_upload_validation(served, kwargs, status, detail):
+    resp = served[0].post("/search/like", **kwargs)
+    assert resp.status_code == status, resp.text
+    assert detail is None or detail in resp.json()["detail"]
 
 
 def test_video_metadata_and_thumbnails(served):
@@ -314,9 +371,12 @@ def test_request_size_limits(served):
     with ServerThread(app) as server:
         resp = httpx.post(server.url + "/annotate", content=chunks(), headers={"content-type": "application/json"})
         assert resp.status_code == 413
+        big = httpx.post(server.url + "/search/like", files={"file": ("big.mp4", b"\0" * 8192, "video/mp4")})
+        assert big.status_code == 413
     spec = client.get("/openapi.json").json()
     params = {p["name"]: p["schema"] for p in spec["paths"]["/search"]["get"]["parameters"]}
-    assert params["k"]["maximum"] == 100 and params["k"]["minimum"] == 1 and params["q"]["maxLength"] == 1000
+    assert params["k"]["maximum"] == 100 and params["k"]["minimum"] == 1
+    assert params["q"]["anyOf"][0]["maxLength"] == 1000  # optional: with like=ID, q may be left out
     body = spec["paths"]["/annotate"]["post"]["requestBody"]["content"]
     assert body["application/json"]["schema"]["properties"]["captions"]["maxItems"] == 1000
     assert "413" in spec["paths"]["/annotate"]["post"]["responses"]

@@ -88,6 +88,16 @@ def test_search_page_in_headless_chromium(tmp_path):
                                        " return !s.hidden && s.complete && s.naturalWidth === 80; }")
                 assert page.locator("#video").is_hidden()
 
+                # "more like this" on the clip's card: the videos like it, in the API's order, the clip left out
+                liked = want[clip].id
+                like = searcher.search(None, 20, frames=False, like=liked)
+                cards.nth(clip).locator(".more-like").click()
+                page.wait_for_function("(n) => document.getElementById('status').textContent.includes('videos like')"
+                                       " && document.querySelectorAll('.card').length === n", arg=len(like))
+                ids = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
+                assert ids == [r.id for r in like] and liked not in ids and len(ids) == len(paths) - 1
+                assert page.evaluate("location.search") == f"?like={liked}&k=20"
+
                 # the API docs render from local files too
                 page.goto(server.url + "/docs", wait_until="networkidle")
                 page.wait_for_selector("#operations-default-search_search_get", timeout=20_000)

@@ -17,9 +17,12 @@ MEDIA_ROOT_HELP = ("OLD=NEW: files stored under the folder OLD (as the indexing 
                    "on this host (repeatable; see docs/deploy.md).")
 MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
 #: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
-JSON_KEYS = ("id", "path", "path_b64", "score", "moment", "experts", "match", "unavailable")
+JSON_KEYS = ("id", "path", "path_b64", "score", "confidence", "moment", "experts", "match", "unavailable")
 INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
              "float32 (default: as trained; see docs/search.md).")
+POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
+SETTLE_HELP = ("With --watch: seconds a file's size and time must stay unchanged before it is indexed (a file being "
+               "copied is waited for).")
 
 
 app = typer.Typer()
@@ -45,14 +48,19 @@ def index_cmd(
                                 "then index PATHS (re-indexing the videos that were lost)."),
     from_: Path | None = typer.Option(None, "--from", help="Copy the embedded index in this folder into --db (or "
                                       "--index) with everything it holds, extracting nothing again; no PATHS."),
+    watch: bool = typer.Option(False, "--watch", help="Then follow the folders until Ctrl-C: new, changed, moved "
+                               "and deleted files are indexed within seconds (inotify: the watch extra)."),
+    poll: float | None = typer.Option(None, "--poll", min=0.1, help=POLL_HELP),
+    settle: float = typer.Option(2.0, "--settle", min=0, help=SETTLE_HELP),
 ) -> None:
     """Add new files to the index, re-embed changed ones and drop deleted ones; frames are sampled and their
     features extracted as the model's feature recipe says; then what is said (speech) and written (on-screen
-    text) in them is extracted for search too.
+    text) in them is extracted for search too. With --watch, go on following the folders (one line per update).
 
     Exit status: 0 all done, 2 bad input (or a damaged index), 3 some files or cues failed (listed on stderr; the
     rest are indexed)."""
     from reelsearch.search.index_folder import check_library, index_paths, migrate_index, requested_cues
+    from reelsearch.search.watch import watch_folders
 
     if from_ is not None:
         typer.echo(migrate_index(from_, index, db=db, media_roots=media_root, progress=not quiet).line())
@@ -64,43 +72,63 @@ def index_cmd(
     if not paths:
         raise typer.BadParameter("give the video/image files or folders to index", param_hint="PATHS")
 
+    if poll is not None and not watch:
+        raise typer.BadParameter("goes with --watch", param_hint="--poll")
     cues, off = requested_cues(speech, ocr)
     for cue, why in off.items():
         typer.echo(f"note: the {cue} cue is off ({why})", err=True)
+    if watch:
+        watch_folders(paths, index, model, db=db, media_roots=media_root, cues=cues, poll=poll, settle=settle,
+                      on_sync=_echo_run, ready=lambda w: typer.echo(f"watching {', '.join(w.status()['roots'])} "
+                                                                    "(Ctrl-C to stop)", err=True))
+        return
     run = index_paths(paths, index, model, db=db, media_roots=media_root, cues=cues,
                       wait=None if wait < 0 else wait, progress=not quiet, repair=repair)
-    for line in run.failure_lines():
-        typer.echo(line, err=True)
-    typer.echo(run.line())
+    _echo_run(run)
     if run.failed:
         raise typer.Exit(EXIT_PARTIAL_FAILURE)
 
 
+def _echo_run(run) -> None:
+    """An index run's failures on stderr, its summary line on stdout."""
+    for line in run.failure_lines():
+        typer.echo(line, err=True)
+    typer.echo(run.line())
+
+
 @app.command("search")
 def search_cmd(
-    text: str = typer.Argument(..., help="What to look for, in words."),
+    text: str | None = typer.Argument(None, help="What to look for, in words (optional with --like)."),
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
     db: str | None = typer.Option(None, "--db", help=DB_HELP),
     media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
     k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
     as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
-                                 '"moment","experts","match"} (path_b64: the exact bytes of the file name, '
-                                 'base64; experts: each expert\'s score; match: the words said or written that '
-                                 'matched, with their time).'),
+                                 '"confidence","moment","experts","match"} (path_b64: the exact bytes of the '
+                                 'file name, base64; confidence: 0-1, calibrated; experts: each expert\'s score; '
+                                 'match: the words said or written that matched, with their time); "no good '
+                                 'match" goes to stderr.'),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     experts: str | None = typer.Option(None, "--experts", help="Experts to fuse, comma-separated, among visual "
                                        "(the model), speech, ocr (default: all the index holds)."),
-    weights: str | None = typer.Option(None, "--weights", help="Expert weights, e.g. speech=0.5,ocr=0.3 "
+    weights: str | None = typer.Option(None, "--weights", help="Expert weights, e.g. speech=0.5,ocr=0.3,like=0.5 "
                                        "(defaults measured: see docs/speech-and-text.md)."),
     int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
+    like: str | None = typer.Option(None, "--like", help="Videos like this example: a video or image file, "
+                                    "FILE@SECONDS or VIDEO_ID@SECONDS (one moment), or an indexed VIDEO_ID; with "
+                                    "TEXT too, both are fused (weight like=1; see docs/search.md)."),
 ) -> None:
     """Find the videos that best match TEXT — by what they show, what is said and what is written in them —
-    with the moment (seconds) that matches best."""
+    and/or look like an example (--like), with the moment (seconds) that matches best and, for a calibrated model,
+    each hit's confidence (says "no good match" when the best one is below the threshold of docs/search.md)."""
     from reelsearch.search.index_folder import open_searcher
+    from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, no_good_match
 
     searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, int8_text=int8_text)
     with searcher:
-        results = searcher.search(text, k, frames=False, experts=experts, weights=weights)
+        results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like)
+    if no_good_match(results):
+        typer.echo(NO_GOOD_MATCH_MESSAGE, err=as_json)
     if as_json:
         _print_json([{key: value for key, value in r.to_json().items() if key in JSON_KEYS} for r in results])
         return
@@ -108,6 +136,36 @@ def search_cmd(
         typer.echo("no results (is the index empty? run `reelsearch index PATH`)")
     for rank, r in enumerate(results, 1):
         typer.echo(r.lines(rank))
+
+
+@app.command("duplicates")
+def duplicates_cmd(
+    index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
+    db: str | None = typer.Option(None, "--db", help=DB_HELP),
+    media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
+    model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
+    threshold: float | None = typer.Option(None, "--threshold", min=0.01, max=1.0, help="Cosine from which two "
+                                           "frames show the same picture (default 0.65, measured: see "
+                                           "docs/benchmarks.md)."),
+    as_json: bool = typer.Option(False, "--json", help='Print a JSON list of groups {"videos": [{id, path, name, '
+                                 'path_b64, kind, duration, frames}], "pairs": [{a, b, offset, frames, coverage, '
+                                 'similarity}]}.'),
+) -> None:
+    """Group the indexed files that are the same footage: re-encodes, other resolutions, crops, trims, copies with a
+    caption burnt in, stills taken from a clip. Frames are matched in order at one time offset; black, flat or
+    faded frames are no evidence, so clips that share only an opening are not grouped."""
+    from reelsearch.search.index_folder import open_searcher
+
+    searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True)
+    with searcher:
+        groups = searcher.duplicates() if threshold is None else searcher.duplicates(threshold)
+    if as_json:
+        _print_json([g.to_json() for g in groups])
+        return
+    if not groups:
+        typer.echo("no duplicates")
+    for number, group in enumerate(groups, 1):
+        typer.echo(group.lines(number))
 
 
 @app.command("annotate")
@@ -163,15 +221,25 @@ def serve_cmd(
     weights: str | None = typer.Option(None, "--weights", help="Expert weights of every search, e.g. "
                                        "speech=0.5,ocr=0.3 (defaults: see docs/speech-and-text.md)."),
     int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
+    watch: list[Path] | None = typer.Option(None, "--watch", help="Keep the index in line with this folder "
+                                            "(repeatable): new, changed, moved and deleted files are indexed "
+                                            "within seconds, the page shows what is being indexed "
+                                            "(the watch extra; one worker)."),
+    poll: float | None = typer.Option(None, "--poll", min=0.1, help=POLL_HELP),
+    settle: float = typer.Option(2.0, "--settle", min=0, help=SETTLE_HELP),
 ) -> None:
-    """Serve the search page, the JSON API (/docs) and the indexed videos over HTTP."""
+    """Serve the search page, the JSON API (/docs) and the indexed videos over HTTP; with --watch, keep the index
+    in line with folders meanwhile."""
     from reelsearch.service.server import exposure_check, run, serve_settings
 
     warning = exposure_check(host, api_key, insecure_no_auth)
     if warning:
         typer.echo(warning, err=True)
+    if poll is not None and not watch:
+        raise typer.BadParameter("goes with --watch", param_hint="--poll")
     settings = serve_settings(index, model, db=db, media_roots=media_root, threads=threads, access_log=access_log,
-                              batch=batch, query_cache=query_cache, weights=weights, int8_text=int8_text)
+                              batch=batch, query_cache=query_cache, weights=weights, int8_text=int8_text,
+                              watch=watch, poll=poll, settle=settle)
     run(settings, host, port, workers=workers, api_key=api_key)
 
 

@@ -1,5 +1,5 @@
-"""`reelsearch train`, `eval`, `fuse`, `tune-cnn` and `querybank`: train a named model on a dataset; evaluate a
-checkpoint; fuse experts; tune a model's frame CNN; give a model a querybank."""
+"""`reelsearch train`, `eval`, `fuse`, `tune-cnn`, `querybank` and `calibrate`: train a named model on a dataset;
+evaluate a checkpoint; fuse experts; tune a model's frame CNN; give a model a querybank; calibrate its confidence."""
 
 from __future__ import annotations
 
@@ -187,3 +187,30 @@ def querybank(
                               max_videos=max_videos, val_split=val_split, features=features, seed=seed,
                               progress=not json_out)
     typer.echo(json.dumps(rep, default=str) if json_out else bank.report_text(rep, out))
+
+
+@app.command("calibrate")
+def calibrate(
+    checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+    data: str = typer.Option(..., "--data", help="Development data as FORMAT:ROOT, e.g. "
+                             "flickr8k:../shared/data/flickr8k."),
+    out: Path = typer.Option(..., "--out", help="Run folder: the model with its calibration goes to OUT/best/, "
+                             "the report to OUT/calibration.json (a new folder, or CHECKPOINT's own run)."),
+    split: str = typer.Option("dev", "--split", help="The split whose captions are the development queries "
+                              "(over all its videos)."),
+    hits: int = typer.Option(10, "--hits", min=1, max=1000, help="Hits per query counted (a search's top k)."),
+    features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature "
+                                         "caches, extracted on first use)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the held-out check's halves."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Calibrate the model's confidence: map a hit's score to the share of development hits at that score that
+    were right (isotonic regression), save the curve with the model, and report a held-out reliability check;
+    `search` then gives every hit a confidence and says when nothing matches well (docs/search.md)."""
+    from reelsearch.training import calibrate as cal
+
+    set_threads(threads)
+    rep = cal.make_calibration(checkpoint, data, out, split=split, hits=hits, seed=seed, features=features,
+                               progress=not json_out)
+    typer.echo(json.dumps(rep, default=str) if json_out else cal.report_text(rep, out))

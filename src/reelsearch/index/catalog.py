@@ -22,13 +22,15 @@ from reelsearch.index.vectors import ScoreFn
 @dataclass
 class StoredVideo:
     """What a result needs of one video, read with others in one query: its path, duration, frame rows [T, D]
-    (float32, stored as float16) and their times [T] (seconds)."""
+    (float32, stored as float16), their times [T] (seconds) and their detail [T] (how much each frame shows: the luma
+    standard deviation of its thumbnail, ``reelsearch.index.media.frame_detail``; None when not measured)."""
 
     id: str
     path: str
     duration: float | None
     frame_rows: np.ndarray
     times: np.ndarray
+    detail: np.ndarray | None = None
 
 
 class Catalog(Protocol):
@@ -41,6 +43,10 @@ class Catalog(Protocol):
         """(ids, scores best first) of the ``n`` videos whose rows score best with ``query`` [D]: by inner product
         (the vector index: exact or approximate, its own business), or by ``score_fn(queries [1, D], rows [m, D])``
         in an exact scan. Fewer when there are fewer videos."""
+
+    def nearest_many(self, queries: np.ndarray, n: int,
+                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
+        """``nearest`` of each row of ``queries`` [Q, D], in one call (near-duplicate detection's candidates)."""
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The rows [len(ids), D] of ``ids``, in that order (KeyError for an unknown id)."""
@@ -55,7 +61,7 @@ class Catalog(Protocol):
         """Whether each of ``ids`` is stored (text cues may name videos a reader has not seen yet, or that are gone)."""
 
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
-        """Path, duration and frame rows of ``ids`` (those still stored), in one read."""
+        """Path, duration, frame rows, times and detail of ``ids`` (those still stored), in one read."""
 
     def biases(self, ids: Sequence[str]) -> np.ndarray:
         """Each video's bias, in the order of ``ids`` (0 for an id no longer stored)."""

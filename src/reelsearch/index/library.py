@@ -54,7 +54,7 @@ SQLITE_NAME = "library.sqlite"
 FAISS_NAME = "vectors.faiss.npz"
 LOCK_NAME = ".writer.lock"
 SETTINGS_NAME = "searcher.json"
-SCHEMA_VERSION = 2  # 2: videos.bias
+SCHEMA_VERSION = 3  # 2: videos.bias; 3: frame_vectors.detail
 MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
 CACHE_KIB = 65536
 #: The meta key of the generation the vector file reflects.
@@ -94,7 +94,9 @@ CREATE TABLE IF NOT EXISTS frames (
 CREATE TABLE IF NOT EXISTS frame_vectors (
     video_id INTEGER PRIMARY KEY REFERENCES videos (id) ON DELETE CASCADE,
     vectors BLOB NOT NULL,              -- float16 [T, D], row i = frame idx i
-    times BLOB NOT NULL                 -- float64 [T], the frames' t (copied here for a one-row moment lookup)
+    times BLOB NOT NULL,                -- float64 [T], the frames' t (copied here for a one-row moment lookup)
+    detail BLOB                         -- float32 [T], how much each frame shows (empty: not measurable; NULL:
+                                        -- indexed before schema 3, measured on the thumbnails by the next sync)
 );
 CREATE TABLE IF NOT EXISTS tombstones (id INTEGER PRIMARY KEY, gen INTEGER NOT NULL);
 """
@@ -128,15 +130,17 @@ class LibraryIndex(LibraryTables):
         self.refresh()
 
     def _migrate(self) -> None:
-        """Create the tables, or bring those of an earlier schema up to this one (1 -> 2: the bias column)."""
+        """Create the tables, or bring those of an earlier schema up to this one (1 -> 2: the bias column; 2 -> 3:
+        the frames' detail, NULL for the videos already stored until the next ``sync`` measures their thumbnails)."""
         has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
         version = self._meta("schema_version") if has_meta else None
         if version is not None and int(version) > SCHEMA_VERSION:
             raise LibraryError(f"{self.dir / SQLITE_NAME}: written by a newer reelsearch (schema {version})")
-        if version is not None and int(version) < 2:
-            columns = {r[1] for r in self._db.execute("PRAGMA table_info(videos)")}
-            if "bias" not in columns:
-                self._db.execute("ALTER TABLE videos ADD COLUMN bias REAL NOT NULL DEFAULT 0")
+        for table, column, kind, since in (("videos", "bias", "REAL NOT NULL DEFAULT 0", 2),
+                                           ("frame_vectors", "detail", "BLOB", 3)):
+            if version is not None and int(version) < since:
+                if column not in {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         self._db.executescript(SCHEMA_SQL)
         if version is None or int(version) < SCHEMA_VERSION:
             self._set_meta("schema_version", SCHEMA_VERSION)
@@ -328,18 +332,18 @@ class LibraryIndex(LibraryTables):
                 self._db.execute("DELETE FROM tombstones WHERE gen <= ?", (gen,))
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
-        """(ids, scores best first) of the ``n`` videos whose vectors score best with ``query`` [D]: the vector index's
-        inner product (exact below its threshold, HNSW above), or ``score_fn(queries [1, D], vectors [m, D])`` (e.g.
-        order similarity, which no ANN index serves) by an exact chunked scan. No bias is added here."""
+    def nearest_many(self, queries: np.ndarray, n: int,
+                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
+        """(ids, scores best first) of the ``n`` videos whose vectors score best with each row of ``queries`` [Q, D]
+        in one call of the vector index: its inner product (exact below its threshold, HNSW above), or
+        ``score_fn(queries, vectors [m, D])`` (e.g. order similarity, which no ANN index serves) by an exact chunked
+        scan. No bias is added here."""
+        q = self._queries(queries)
         if self.vectors is None or len(self.vectors) == 0:
-            return [], np.empty(0, np.float32)
-        q = np.asarray(query, np.float32).reshape(1, -1)
-        if q.shape[1] != self.dim:
-            raise LibraryError(f"query has {q.shape[1]} dimensions, the index holds {self.dim}-dimensional vectors")
+            return [[] for _ in q], [np.empty(0, np.float32) for _ in q]
         found, scores = self.vectors.scan(q, n, score_fn) if score_fn is not None else self.vectors.search(q, n)
-        ids = list(found[0])
-        return ids, scores[0, : len(ids)]
+        ids = [list(f) for f in found]
+        return ids, [s[: len(i)] for s, i in zip(scores, ids, strict=True)]
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""

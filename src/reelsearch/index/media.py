@@ -1,4 +1,5 @@
-"""What the library index needs from media files: finding them, hashing them, small thumbnails."""
+"""What the library index needs from media files: finding them, hashing them, small thumbnails and how much each
+frame shows."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from reelsearch.media.decode import AUDIO_EXTENSIONS, MEDIA_EXTENSIONS
 
 #: Long side of a stored thumbnail, pixels.
 THUMBNAIL_SIZE = 96
+#: Luma weights (ITU-R BT.601) of a frame's detail.
+_LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 _HASH_BLOCK = 1 << 20
 
 
@@ -24,6 +27,7 @@ class EmbeddedMedia:
     ``video_vector`` [D] goes into the vector index; ``frame_vectors`` [T, D] with ``timestamps`` [T] (seconds)
     locate the best moment of a hit; ``thumbnails`` (T encoded JPEG/PNG images, or None) are shown with it.
     ``bias`` is added to every query's score of the video (a querybank's offset, negated; 0 without one).
+    ``detail`` [T]: how much each frame shows (:func:`frame_detail`; None: not measured).
     """
 
     video_vector: np.ndarray
@@ -32,6 +36,7 @@ class EmbeddedMedia:
     duration: float | None = None
     thumbnails: list[bytes] | None = None
     bias: float = 0.0
+    detail: np.ndarray | None = None
 
     def checked(self, dim: int | None) -> EmbeddedMedia:
         """Self with arrays of the right dtypes, or ValueError naming what is inconsistent."""
@@ -51,9 +56,12 @@ class EmbeddedMedia:
             raise ValueError("embedding, bias or timestamps contain NaN or infinite values")
         if self.thumbnails is not None and len(self.thumbnails) != f.shape[0]:
             raise ValueError(f"{len(self.thumbnails)} thumbnails for {f.shape[0]} frames")
+        detail = None if self.detail is None else np.asarray(self.detail, np.float32).reshape(-1)
+        if detail is not None and (detail.shape[0] != f.shape[0] or not np.isfinite(detail).all()):
+            raise ValueError(f"frame detail must be {f.shape[0]} finite values, got {tuple(np.shape(self.detail))}")
         duration = None if self.duration is None else float(self.duration)
         thumbs = None if self.thumbnails is None else [bytes(b) for b in self.thumbnails]
-        return EmbeddedMedia(v, f, t, duration, thumbs, bias)
+        return EmbeddedMedia(v, f, t, duration, thumbs, bias, detail)
 
 
 @dataclass
@@ -116,8 +124,8 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def make_thumbnail(rgb: np.ndarray, size: int = THUMBNAIL_SIZE, quality: int = 80) -> bytes:
-    """JPEG bytes of an RGB uint8 frame [H, W, 3] scaled so its long side is ``size`` pixels."""
+def shrink(rgb: np.ndarray, size: int = THUMBNAIL_SIZE) -> np.ndarray:
+    """An RGB uint8 frame [H, W, 3] scaled (area filter) so its long side is at most ``size`` pixels."""
     import cv2  # noqa: PLC0415 - optional package (media extra)
 
     frame = np.asarray(rgb)
@@ -127,6 +135,32 @@ def make_thumbnail(rgb: np.ndarray, size: int = THUMBNAIL_SIZE, quality: int = 8
     scale = size / max(h, w)
     if scale < 1:
         frame = cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+    return frame
+
+
+def frame_detail(rgb: np.ndarray) -> float:
+    """How much a frame shows: the standard deviation of its luma (0-1) at thumbnail size. A black or flat frame, a
+    frame deep in a fade, is near 0; a picture is well above (``reelsearch.search.frames.DETAIL_FLOOR``)."""
+    small = shrink(rgb).astype(np.float32) / 255.0
+    return float((small @ _LUMA).std())
+
+
+def thumbnail_detail(jpeg: bytes) -> float:
+    """:func:`frame_detail` of a stored thumbnail (what an index written before frames had their detail falls
+    back to)."""
+    import cv2  # noqa: PLC0415 - optional package (media extra)
+
+    bgr = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise ValueError("the thumbnail cannot be decoded")
+    return frame_detail(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+
+
+def make_thumbnail(rgb: np.ndarray, size: int = THUMBNAIL_SIZE, quality: int = 80) -> bytes:
+    """JPEG bytes of an RGB uint8 frame [H, W, 3] scaled so its long side is ``size`` pixels."""
+    import cv2  # noqa: PLC0415 - optional package (media extra)
+
+    frame = shrink(rgb, size)
     ok, buf = cv2.imencode(".jpg", cv2.cvtColor(np.ascontiguousarray(frame, np.uint8), cv2.COLOR_RGB2BGR),
                            [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
     if not ok:

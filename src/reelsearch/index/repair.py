@@ -100,7 +100,8 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
                 out.execute(f"INSERT INTO videos ({_VIDEO_COLUMNS}) VALUES ({', '.join('?' * 13)})",
                             (*row[:10], 1, *row[11:]))
                 out.executemany("INSERT INTO frames VALUES (?, ?, ?, ?)", frames)
-                out.execute("INSERT INTO frame_vectors VALUES (?, ?, ?)", vectors)
+                # detail NULL: measured again from the thumbnails by the sync that follows the repair
+                out.execute("INSERT INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)", vectors)
                 dim, model = len(row[11]) // 4, row[7]
                 kept += 1
             meta = {"schema_version": SCHEMA_VERSION, "gen": 1}

@@ -5,7 +5,9 @@ Tables (same names and columns in both databases)::
 
     videos(id, path, size, mtime_ns, sha256, duration, n_frames, model_id, added_at, updated_at, gen, vector, bias)
     frames(video_id, idx, t, thumbnail)             one row per sampled frame
-    frame_vectors(video_id, vectors, times)         float16 [T, D] and float64 [T], one row per video
+    frame_vectors(video_id, vectors, times, detail) float16 [T, D], float64 [T] and float32 [T] (how much each
+                                                    frame shows; empty: not measurable; NULL: indexed before the
+                                                    detail column, measured from the thumbnails by the next sync)
     meta(key, value)                                dim, model_id, gen (the last committed change), ...
 
 A sync plans (which files are new, changed or gone), embeds, and commits in batches, each batch one transaction that
@@ -29,7 +31,7 @@ from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import StoredVideo
-from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, walk_media
+from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, thumbnail_detail, walk_media
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.textcues import CueReport, Encoder, TextCues
 from reelsearch.index.vectors import ScoreFn
@@ -204,8 +206,10 @@ class LibraryTables(ABC):
         """Release the database (and the vector index)."""
 
     @abstractmethod
-    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
-        """``Catalog.nearest``: no bias is added here."""
+    def nearest_many(self, queries: np.ndarray, n: int,
+                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
+        """``Catalog.nearest_many``: the ``nearest`` of each row of ``queries`` [Q, D] (checked by ``_queries``) in
+        one call of the vector index; no bias is added here."""
 
     @abstractmethod
     def rows(self, ids: Sequence[str]) -> np.ndarray:
@@ -321,6 +325,7 @@ class LibraryTables(ABC):
             last = self._embed_changes(plan.todo, embed_fn, model_id, report, progress, commit_every, commit_seconds)
             self._commit(last, gone, model_id)
             report.removed.extend(self._local(s.path) for s in gone)
+            self._fill_detail()
             self._synced()
         return report
 
@@ -489,26 +494,65 @@ class LibraryTables(ABC):
         thumbs = media.thumbnails or [None] * len(media.timestamps)
         rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
         self._db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
-        self._db.execute("INSERT INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?) ON CONFLICT "
-                         "(video_id) DO UPDATE SET vectors = excluded.vectors, times = excluded.times",
+        detail = b"" if media.detail is None else media.detail.astype(np.float32).tobytes()  # b"": not measured
+        self._db.execute("INSERT INTO frame_vectors (video_id, vectors, times, detail) VALUES (?, ?, ?, ?) ON CONFLICT "
+                         "(video_id) DO UPDATE SET vectors = excluded.vectors, times = excluded.times, "
+                         "detail = excluded.detail",
                          (vid, media.frame_vectors.astype(np.float16).tobytes(),
-                          media.timestamps.astype(np.float64).tobytes()))
+                          media.timestamps.astype(np.float64).tobytes(), detail))
+
+    def _fill_detail(self, batch: int = 256) -> None:
+        """Measure on their stored thumbnails the frames' detail of the videos indexed before the detail column
+        (NULL), a batch per transaction; an empty value marks a video without thumbnails (not measurable)."""
+        while True:
+            keys = [r[0] for r in self._db.execute("SELECT video_id FROM frame_vectors WHERE detail IS NULL LIMIT ?",
+                                                   (batch,))]
+            if not keys:
+                return
+            thumbs: dict[int, list] = {k: [] for k in keys}
+            for vid, thumb in self._db.execute(f"SELECT video_id, thumbnail FROM frames WHERE video_id IN "
+                                               f"({','.join('?' * len(keys))}) ORDER BY video_id, idx", keys):
+                thumbs[vid].append(thumb)
+            with self._transaction() as db:
+                for vid, ts in thumbs.items():
+                    value = b""
+                    if ts and all(t is not None for t in ts):
+                        with contextlib.suppress(ValueError):  # an undecodable thumbnail: not measurable
+                            value = np.array([thumbnail_detail(bytes(t)) for t in ts], np.float32).tobytes()
+                    db.execute("UPDATE frame_vectors SET detail = ? WHERE video_id = ?", (value, vid))
 
     # -- reading ---------------------------------------------------------------------------------------------
+    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
+        """(ids, scores best first) of the ``n`` videos whose vectors score best with ``query`` [D]: the vector
+        index's inner product, or ``score_fn(queries [1, D], vectors [m, D])`` (e.g. order similarity, which no ANN
+        index serves) by an exact chunked scan. No bias is added here."""
+        ids, scores = self.nearest_many(np.asarray(query, np.float32).reshape(1, -1), n, score_fn)
+        return ids[0], scores[0]
+
+    def _queries(self, queries: np.ndarray) -> np.ndarray:
+        """``queries`` [Q, D] as float32, or LibraryError when their width is not the index's."""
+        q = np.asarray(queries, np.float32)
+        if q.ndim != 2 or (self.dim is not None and q.shape[1] != self.dim):
+            raise LibraryError(f"query has {q.shape[-1]} dimensions, the index holds {self.dim}-dimensional vectors")
+        return q
+
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
-        """Path, duration, frame vectors and times of ``ids``, in one query (ids no longer stored are left out)."""
+        """Path, duration, frame vectors, times and detail of ``ids``, in one query (ids no longer stored are left
+        out; detail None where it is not measured: no thumbnails, or indexed before the detail column and not yet
+        synced)."""
         keys = [int(i) for i in ids]
         if not keys:
             return {}
         rows = self._db.execute(
-            "SELECT v.id, v.path, v.duration, f.vectors, f.times FROM videos v JOIN frame_vectors f "
+            "SELECT v.id, v.path, v.duration, f.vectors, f.times, f.detail FROM videos v JOIN frame_vectors f "
             f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(keys))})", keys)
         out = {}
         dim = self.dim
-        for id_, path, duration, vectors, times in rows:
+        for id_, path, duration, vectors, times, detail in rows:
             frame_rows = np.frombuffer(vectors, np.float16).reshape(-1, dim).astype(np.float32)
             out[str(id_)] = StoredVideo(str(id_), self._local(path), duration, frame_rows,
-                                        np.frombuffer(times, np.float64))
+                                        np.frombuffer(times, np.float64),
+                                        np.frombuffer(detail, np.float32) if detail else None)
         return out
 
     _bias_state: tuple[int, tuple[float, float], np.ndarray | None] | None = None
@@ -561,6 +605,10 @@ class LibraryTables(ABC):
         """{video id: SHA-256 of its file} of every indexed video."""
         return {str(r[0]): r[1] for r in self._db.execute("SELECT id, sha256 FROM videos")}
 
+    def with_content(self, sha256: str) -> list[str]:
+        """Ids of the indexed files whose content has this SHA-256 (copies of one file), by id."""
+        return [str(r[0]) for r in self._db.execute("SELECT id FROM videos WHERE sha256 = ? ORDER BY id", (sha256,))]
+
     def find(self, path: str | os.PathLike) -> str | None:
         """Id of the video indexed at ``path`` (made absolute; this host's path), or None."""
         stored = self.media_roots.stored(absolute(path))
@@ -568,19 +616,17 @@ class LibraryTables(ABC):
         return None if row is None else str(row[0])
 
     def media(self, id_: str) -> EmbeddedMedia:
-        """Everything stored for one video: vectors (frame vectors as stored, float16 precision), times, thumbs."""
-        row = self._db.execute(
-            f"SELECT {self.VECTOR_SQL}, v.duration, f.vectors, v.bias FROM videos v JOIN frame_vectors f "
-            "ON f.video_id = v.id WHERE v.id = ?", (int(id_),)).fetchone()
-        if row is None:
+        """Everything stored for one video: vectors (frame vectors as stored, float16 precision), times, thumbs,
+        bias, detail."""
+        row = self._db.execute(f"SELECT {self.VECTOR_SQL}, v.bias FROM videos v WHERE v.id = ?",
+                               (int(id_),)).fetchone()
+        video = self.stored([id_]).get(str(int(id_)))
+        if row is None or video is None:
             raise KeyError(id_)
-        frames = self._db.execute("SELECT t, thumbnail FROM frames WHERE video_id = ? ORDER BY idx",
-                                  (int(id_),)).fetchall()
-        vector = self._vector(row[0]).copy()
-        fv = np.frombuffer(row[2], np.float16).reshape(len(frames), -1).astype(np.float32)
-        thumbs = [None if f[1] is None else bytes(f[1]) for f in frames]
-        return EmbeddedMedia(vector, fv, np.array([f[0] for f in frames], np.float64), row[1],
-                             None if any(t is None for t in thumbs) else thumbs, float(row[3]))
+        thumbs = [None if r[0] is None else bytes(r[0]) for r in
+                  self._db.execute("SELECT thumbnail FROM frames WHERE video_id = ? ORDER BY idx", (int(id_),))]
+        return EmbeddedMedia(self._vector(row[0]).copy(), video.frame_rows, video.times.copy(), video.duration,
+                             None if any(t is None for t in thumbs) else thumbs, float(row[1]), video.detail)
 
     def thumbnail(self, id_: str, frame: int) -> bytes | None:
         """The stored thumbnail of one frame (None when the embedder gave none)."""

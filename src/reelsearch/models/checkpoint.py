@@ -57,3 +57,15 @@ def run_model_dir(out: str | Path) -> Path:
         raise ReelsearchError(f"{out}: a model folder; pass a run folder instead (the model goes to {out}/best/, the "
                               "report beside it)")
     return out / "best"
+
+
+def derived_run(checkpoint, out: str | Path) -> tuple[Path, Path]:
+    """(the model folder of ``checkpoint``, ``OUT/best`` where a model derived from it is saved: ``run_model_dir``);
+    ReelsearchError unless ``OUT`` is new, empty or the checkpoint's own run folder (it then gains the new part)."""
+    directory = resolve_checkpoint(checkpoint)
+    out = Path(out)
+    best = run_model_dir(out)
+    own_run = directory.resolve() in {(out / sub).resolve() for sub in ("best", "last")}
+    if out.exists() and any(out.iterdir()) and not own_run:
+        raise ReelsearchError(f"{out}: exists and is not empty; pass a new folder or the model's own run folder")
+    return directory, best

@@ -6,13 +6,15 @@ itself, and this module alone writes (:func:`write_model`) and reads (:func:`rea
                {"kind": "expert", "name": "lite0", "files": ["experts/lite0"]},
                {"kind": "expert", "name": "lite2", "files": ["experts/lite2"]},
                {"kind": "querybank", "files": ["querybank.safetensors"]},
+               {"kind": "calibration", "files": ["calibration.json"]},
                {"kind": "model-card", "files": ["MODEL_CARD.md"]}]}
 
 A part (``reelsearch.models.parts``; ``QueryBank``; :class:`Expert`, a nested model folder) has a ``kind``,
 ``fields()`` (what its manifest entry records besides kind and files), ``save(directory) -> files`` and
 ``load(directory, entry)``. A model class registers its kind (:func:`model_kind`) and gives its own parts
 (``model.parts()``: its config, weights, CNN tails, text encoder, or a mixture's experts) and is rebuilt from them
-(``cls.from_parts(parts)``); the querybank (``model.querybank``) and the card (``model.card``) belong to every model.
+(``cls.from_parts(parts)``); the querybank (``model.querybank``), the confidence calibration (``model.calibration``)
+and the card (``model.card``) belong to every model.
 
 Writing is atomic for the folder as a whole: the old manifest goes first, then every part, the config (the file an
 earlier version's reader looks for) last of them, then the new manifest, so a folder is either complete or not a
@@ -32,7 +34,7 @@ from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.io import atomic_write_json
 
 from .legacy_folder import ROOT_FILES, is_legacy_folder, legacy_manifest
-from .parts import CnnTail, ConfigPart, ModelCard, TextEncoder, Weights, read_json_object
+from .parts import Calibration, CnnTail, ConfigPart, ModelCard, TextEncoder, Weights, read_json_object
 from .querybank import QueryBank
 
 MANIFEST_FILE = "reelsearch.json"
@@ -85,7 +87,7 @@ class Expert:
 
 
 PART_KINDS: dict[str, type] = {c.kind: c for c in (ConfigPart, Weights, CnnTail, TextEncoder, QueryBank, ModelCard,
-                                                   Expert)}
+                                                   Expert, Calibration)}
 
 
 class Parts:
@@ -143,14 +145,16 @@ def write_model(model, directory: str | Path) -> Path:
 
 
 def _shared_parts(model) -> list:
-    """The querybank and the card of ``model``, when it has them (a bank of other weights is refused)."""
+    """The querybank, the calibration and the card of ``model``, when it has them (a bank or a calibration of other
+    weights is refused)."""
     parts = []
-    bank = getattr(model, "querybank", None)
-    if bank is not None:
-        problem = bank.mismatch(model)
-        if problem:
-            raise ConfigError(f"model {model.name!r}: {problem}; or drop it (model.querybank = None)")
-        parts.append(bank)
+    for name in ("querybank", "calibration"):
+        part = getattr(model, name, None)
+        if part is not None:
+            problem = part.mismatch(model)
+            if problem:
+                raise ConfigError(f"model {model.name!r}: {problem}; or drop it (model.{name} = None)")
+            parts.append(part)
     if getattr(model, "card", None):
         parts.append(ModelCard(model.card))
     return parts
@@ -184,11 +188,12 @@ def read_model(directory: str | Path, map_location: str | torch.device = "cpu"):
     where = directory / MANIFEST_FILE
     parts = Parts(where, [(e, PART_KINDS[e["kind"]].load(directory, e)) for e in manifest["parts"]])
     model = MODEL_KINDS[manifest["model"]].from_parts(parts)
-    model.querybank = parts.optional("querybank")
-    if model.querybank is not None:
-        problem = model.querybank.mismatch(model)
+    for name in ("querybank", "calibration"):  # the calibration's check reads the querybank: after it
+        part = parts.optional(name)
+        setattr(model, name, part)
+        problem = part.mismatch(model) if part is not None else None
         if problem:
-            raise DataFormatError(parts.path("querybank"), problem)
+            raise DataFormatError(parts.path(name), problem)
     card = parts.optional("model-card")
     model.card = card.text if card is not None else None
     return model.to(map_location).eval()

@@ -11,6 +11,7 @@
     model.frame_scores(text_row, frames)    [T]: how well each frame alone matches one caption (the best moment)
     model.use_int8_text(enabled)            MiniLM text features with int8 weights (faster queries) or float32
     model.querybank, model.card             its querybank (or None) and model card text (or None)
+    model.calibration                       its scores' confidence curve (or None; ``reelsearch calibrate``)
     model.save(dir), Model.load(dir)        the model folder with every part (``reelsearch.models.folder``)
     model.search_mode                       how an index serves it: "ann" (inner product of ``ann_query`` with the
                                             stored rows), "scan" (exact ``score`` over the rows), "rank" (rank fusion
@@ -76,6 +77,7 @@ class EmbeddingModel:
     """What JointModel and MixtureOfExperts share on top of their own ``_embed_feature_batch``."""
 
     querybank = None  # a QueryBank (reelsearch.models.querybank): a part of the model, saved and loaded with it
+    calibration = None  # a Calibration (reelsearch.models.parts): its scores' confidence, saved and loaded with it
     card: str | None = None  # the model card (MODEL_CARD.md), saved and loaded with it
 
     def save(self, directory: str | Path) -> Path:

@@ -1,8 +1,8 @@
 """The parts of a model folder that are files: a config document, weights, a tuned CNN tail, a bundled text encoder,
-a model card. Each saves itself into a folder (``save(directory) -> files``, paths relative to it) and loads itself
-from the manifest entry that names those files (``load(directory, entry)``); ``reelsearch.models.folder`` writes and
-reads the folder. The querybank (``reelsearch.models.querybank``) and a mixture's experts (``folder.Expert``) are
-parts too.
+a model card, a confidence calibration. Each saves itself into a folder (``save(directory) -> files``, paths
+relative to it) and loads itself from the manifest entry that names those files (``load(directory, entry)``);
+``reelsearch.models.folder`` writes and reads the folder. The querybank (``reelsearch.models.querybank``) and a
+mixture's experts (``folder.Expert``) are parts too.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from reelsearch.errors import DataFormatError
+from reelsearch.evaluation.calibration import Curve
 from reelsearch.io import atomic_path, atomic_write_json, atomic_write_text, read_text
 from reelsearch.text.mlm import BUNDLED_NAME, bundle_encoder
 
 #: The files of a model folder (also the names earlier versions wrote, without a manifest).
 CONFIG_FILE, WEIGHTS_FILE, MOE_FILE, CARD_FILE = "config.json", "model.safetensors", "moe.json", "MODEL_CARD.md"
 TAIL_FILE = "tail-{modality}.safetensors"
+CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
 
 
 def read_json_object(path: Path) -> dict:
@@ -172,3 +174,56 @@ class ModelCard:
     @classmethod
     def load(cls, directory: Path, entry: dict) -> ModelCard:
         return cls(read_text(entry_path(directory, entry)))
+
+
+class Calibration:
+    """The model's confidence curve (``reelsearch calibrate``): its score of a hit, as a search ranks by it (the
+    querybank's offset subtracted), mapped to the share of development hits at that score that were right
+    (``reelsearch.evaluation.calibration``). Tied to the model's fingerprint and querybank, like the bank to the
+    model; ``source`` the data it was fitted on, ``hits`` the hits per query it counted, ``queries`` how many."""
+
+    kind: ClassVar[str] = "calibration"
+
+    def __init__(self, curve: Curve, model: str, querybank: str | None, source: str = "", hits: int = 0,
+                 queries: int = 0):
+        self.curve, self.model, self.querybank = curve, model, querybank
+        self.source, self.hits, self.queries = source, hits, queries
+
+    def __call__(self, scores):
+        """The confidence (0-1) of each score."""
+        return self.curve(scores)
+
+    def mismatch(self, model) -> str | None:
+        """Why this curve does not describe ``model``'s scores (None when it does): another model's, or a
+        querybank added, dropped or rebuilt since (the scores it mapped have moved)."""
+        bank = getattr(model, "querybank", None)
+        if self.model != model.fingerprint():
+            return (f"a calibration of another model (fingerprint {self.model}, this model {model.fingerprint()}): "
+                    "rerun `reelsearch calibrate`")
+        if self.querybank != (bank.digest() if bank is not None else None):
+            return "a calibration of the model's scores with another querybank: rerun `reelsearch calibrate`"
+        return None
+
+    def fields(self) -> dict:
+        return {}
+
+    def save(self, directory: Path) -> list[str]:
+        atomic_write_json(Path(directory) / CALIBRATION_FILE, {
+            "format": CALIBRATION_FORMAT, "version": 1, "model": self.model, "querybank": self.querybank,
+            "source": self.source, "hits": self.hits, "queries": self.queries,
+            "score": self.curve.score.tolist(), "right": self.curve.right.tolist()})
+        return [CALIBRATION_FILE]
+
+    @classmethod
+    def load(cls, directory: Path, entry: dict) -> Calibration:
+        path = entry_path(directory, entry)
+        doc = read_json_object(path)
+        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") != 1:
+            raise DataFormatError(path, f"not a {CALIBRATION_FORMAT} file of version 1 (format={doc.get('format')!r}, "
+                                        f"version={doc.get('version')!r})")
+        try:
+            curve = Curve(doc["score"], doc["right"])
+            return cls(curve, str(doc["model"]), doc.get("querybank"), str(doc.get("source", "")),
+                       int(doc.get("hits", 0)), int(doc.get("queries", 0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataFormatError(path, f"invalid calibration curve: {exc}") from exc

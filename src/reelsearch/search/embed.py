@@ -4,7 +4,8 @@ Frames are decoded and their features extracted exactly as the model's feature r
 made its training features), then the model embeds:
 
 * the video row: ``encode_video`` of all frames (what ranking uses);
-* one row per frame: each frame alone as a one-frame video (what the best moment and the UI strip use);
+* one row per frame: each frame alone as a one-frame video (what the best moment and the UI strip use), with its
+  thumbnail and its detail (how much it shows: near-uniform frames are no evidence of near-duplicates);
 * with a querybank (``reelsearch.models.querybank``), the video's bias: minus its offset, added to every query's
   score of it at search time.
 
@@ -18,7 +19,7 @@ import threading
 
 import numpy as np
 
-from reelsearch.index.media import EmbeddedMedia, make_thumbnail
+from reelsearch.index.media import EmbeddedMedia, frame_detail, make_thumbnail, shrink
 
 
 class MediaEmbedder:
@@ -39,8 +40,10 @@ class MediaEmbedder:
         media = self.pipeline.extract(path)
         with self._lock:
             emb = self.model.encode_video([media.features])
-        thumbs = [make_thumbnail(img) for img in media.images] if media.images is not None else []
+        small = [shrink(img) for img in media.images] if media.images is not None else []
+        thumbs = [make_thumbnail(img) for img in small]
+        detail = np.array([frame_detail(img) for img in small], np.float32) if small else None
         bank = getattr(self.model, "querybank", None)
         bias = -float(bank.video_offsets(emb.video[:1])[0]) if bank is not None else 0.0
         return EmbeddedMedia(emb.video[0], emb.frames[0], np.asarray(media.timestamps, np.float64), media.duration,
-                             thumbs, bias)
+                             thumbs, bias, detail)

@@ -20,11 +20,13 @@ import numpy as np
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.features.cues import CUES
-from reelsearch.search.sources import VISUAL
+from reelsearch.search.sources import LIKE, VISUAL
 
 #: Expert weights of the fused ranking (``visual`` multiplies the model's own weights). Measured on generated clips
 #: with real Flickr8k photos among Flickr8k dev photos (benchmarks/bench_fusion.py; docs/benchmarks.md).
-DEFAULT_WEIGHTS: dict[str, float] = {VISUAL: 1.0, "speech": 1.0, "ocr": 0.5}
+#: ``like``: the weight of an example (query by example, ``reelsearch.search.example``) beside text: 1, as the model's
+#: text score (both are cosines in the model's space).
+DEFAULT_WEIGHTS: dict[str, float] = {VISUAL: 1.0, "speech": 1.0, "ocr": 0.5, LIKE: 1.0}
 
 
 class ExpertError(ReelsearchError):
@@ -77,18 +79,22 @@ class Plan:
     weights: dict[str, float]
 
 
-def plan(model, experts: Sequence[str] | None, weights: Mapping[str, float], stored_cues: Sequence[str]) -> Plan:
+def plan(model, experts: Sequence[str] | None, weights: Mapping[str, float], stored_cues: Sequence[str], *,
+         text: bool = True, like: bool = False) -> Plan:
     """The experts of a search with ``model``: ``experts`` names some of ``visual`` (the model, all its experts),
     ``speech`` and ``ocr`` (None: visual and every cue the index holds, ``stored_cues``); ``weights`` overrides some
-    of DEFAULT_WEIGHTS. The model alone scores as the model does (weight 1)."""
+    of DEFAULT_WEIGHTS. The model alone scores as the model does (weight 1). ``like``: an example takes part too
+    (weight ``like``; alone, without ``text``, it scores as it is: weight 1)."""
     clash = set(model.experts) & set(CUES) if len(model.experts) > 1 else set()
     if clash:
         raise ExpertError(f"the model has experts named like a text cue: {sorted(clash)}")
     known = [VISUAL, *CUES]
-    unknown = sorted(set(weights) - set(known))
+    unknown = sorted(set(weights) - {*known, LIKE})
     if unknown:
         raise ExpertError(f"unknown expert {unknown[0]!r} in the weights; experts: {', '.join(known)}")
     w = {**DEFAULT_WEIGHTS, **weights}
+    if not text:
+        return Plan(False, [], {LIKE: 1.0})
     names = [VISUAL, *[c for c in CUES if c in stored_cues]] if experts is None else list(experts)
     for name in names:
         if name not in known:
@@ -100,4 +106,6 @@ def plan(model, experts: Sequence[str] | None, weights: Mapping[str, float], sto
     visual = VISUAL in names
     out = {VISUAL: w[VISUAL] if cues else 1.0} if visual else {}
     out.update({c: w[c] for c in cues})
+    if like:
+        out[LIKE] = w[LIKE]
     return Plan(visual, cues, out)

@@ -83,13 +83,21 @@ def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = N
     repaired = repair_index(_embedded(library_location(index, db), "--repair")) if repair else None
     searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots)
     with searcher:
-        library = searcher.library
-        library.writer_wait = wait
-        report = searcher.index([str(p) for p in paths], progress=progress, cues=list(cues))
-        library.remember(model_setting(model_name))
-        cue_failures = [(library.video(vid).path, cue, problem)
-                        for vid, cue, problem in (report.cues.failed if report.cues else [])]
-        return IndexRun(report, len(library), library.location, cue_failures, repaired)
+        searcher.library.writer_wait = wait
+        run = index_with(searcher, paths, cues=cues, progress=progress)
+        searcher.library.remember(model_setting(model_name))
+        run.repaired = repaired
+        return run
+
+
+def index_with(searcher: Searcher, paths: Iterable[str | os.PathLike], *, cues: Sequence[str] | None = (),
+               progress: bool = True) -> IndexRun:
+    """``Searcher.index`` of ``paths`` with the text ``cues``, as an IndexRun (what failed named by file)."""
+    library = searcher.library
+    report = searcher.index([str(p) for p in paths], progress=progress, cues=None if cues is None else list(cues))
+    cue_failures = [(library.video(vid).path, cue, problem)
+                    for vid, cue, problem in (report.cues.failed if report.cues else [])]
+    return IndexRun(report, len(library), library.location, cue_failures)
 
 
 def migrate_index(source: str | Path, index: str | Path | None = None, *, db: str | None = None,

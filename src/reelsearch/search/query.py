@@ -7,8 +7,13 @@
                                                │
                          fusion: threshold (weighted scores) or exhaustive (ranks, zscore)
                                                │
+    example (--like) ─ its row ──────> example source (NearestSource over the video rows) ─┐
+                                                                                           │
                          top k ──> results: frame rows read in one query -> best moment, each expert's score,
                                    the words said or written that match (their moment when they outweigh the picture)
+
+With an example, the candidates — the fusion's top k + its own ids, and the example's own top RESCORED — are re-scored
+by the sequence similarity of their frame rows and the example's own file is dropped (``reelsearch.search.example``).
 """
 
 from __future__ import annotations
@@ -19,20 +24,22 @@ from reelsearch.index.catalog import Catalog
 from reelsearch.index.paths import unreachable
 from reelsearch.index.textcues import TextCues
 from reelsearch.search.cues import CueSource
+from reelsearch.search.example import RESCORED, Example, candidates_with, rescore
 from reelsearch.search.experts import Plan
 from reelsearch.search.fusion import Fused, exhaustive_fusion, threshold_fusion
 from reelsearch.search.results import FrameScore, Match, SearchResult
-from reelsearch.search.sources import BIAS, VISUAL, Source, Visual
+from reelsearch.search.sources import BIAS, LIKE, VISUAL, Source, Visual
 
 
-def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text: str, query: np.ndarray,
-              cue_query: np.ndarray | None, p: Plan, k: int, *, frames: bool = True,
-              first: int | None = None) -> list[SearchResult]:
-    """The ``k`` best videos of ``catalog`` for ``text`` under plan ``p``, best first.
+def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text: str | None,
+              query: np.ndarray | None, cue_query: np.ndarray | None, p: Plan, k: int, *, frames: bool = True,
+              first: int | None = None, example: Example | None = None) -> list[SearchResult]:
+    """The ``k`` best videos of ``catalog`` for ``text`` and/or ``example`` under plan ``p``, best first.
 
-    ``query``: the model's query embedding [1, D]; ``cue_query``: the sentence embedding of ``text`` for the text
-    cues (when ``p`` has cues); ``frames``: give each result's per-frame scores; ``first``: the fusion's first
-    candidate count (``threshold_fusion``)."""
+    ``query``: the model's query embedding [1, D] (None without text); ``cue_query``: the sentence embedding of
+    ``text`` for the text cues (when ``p`` has cues); ``frames``: give each result's per-frame scores; ``first``: the
+    fusion's first candidate count (``threshold_fusion``); ``example``: a query by example (its source weighs
+    ``p.weights["like"]``)."""
     sources: dict[str, Source] = {}
     weights: dict[str, float] = {}
     if p.visual:
@@ -44,25 +51,51 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
         cues = {c: CueSource(scores, c, catalog.known) for c in p.cues}
         sources.update(cues)
         weights.update({c: p.weights[c] for c in p.cues})
-    if visual.exhaustive:
-        fused = exhaustive_fusion(sources, weights, k, catalog.ids(), kind=visual.kind, normalize=visual.normalize,
-                                  positive_only=not p.visual)
+    n = k
+    if example is not None:
+        sources[LIKE] = example.source(catalog, visual)
+        weights[LIKE] = p.weights[LIKE]
+        # alone (one source: its top n is cheap) or exhaustive, the first stage keeps RESCORED; with text, the
+        # fusion's top k and the example's own top RESCORED are the candidates (candidates_with)
+        n = k + len(example.exclude) if len(weights) > 1 else max(RESCORED, k + len(example.exclude))
+    positive_only = not p.visual and example is None
+    exhaustive = visual.exhaustive and (p.visual or bool(p.cues))  # a rank-fused model's kind, when text takes part
+    if exhaustive:
+        n = n if example is None else max(RESCORED, n)
+        fused = exhaustive_fusion(sources, weights, n, catalog.ids(), kind=visual.kind, normalize=visual.normalize,
+                                  positive_only=positive_only)
     else:
-        fused = threshold_fusion(sources, weights, k, len(catalog), positive_only=not p.visual, first=first)
-    return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames)
+        fused = threshold_fusion(sources, weights, n, len(catalog), positive_only=positive_only, first=first)
+    if example is not None:
+        if not exhaustive and len(weights) > 1:
+            fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids)
+        fused = rescore(catalog, fused, example, weights[LIKE], k, sequence=not exhaustive)
+    return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames, example)
 
 
-def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused: Fused, text: str,
-             query: np.ndarray, p: Plan, cues: dict[str, CueSource], frames: bool) -> list[SearchResult]:
-    """The fused top k as results: the best moment from the frame rows (read for all of them in one query), each
-    expert's score, the text segment behind the strongest cue (its moment when it outweighs the picture)."""
+def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused: Fused, text: str | None,
+             query: np.ndarray | None, p: Plan, cues: dict[str, CueSource], frames: bool,
+             example: Example | None) -> list[SearchResult]:
+    """The fused top k as results: the best moment from the frame rows (read for all of them in one query; each
+    frame's score is the weighted sum of its text score and its match with the example), each expert's score, the
+    text segment behind the strongest cue (its moment when it outweighs the picture)."""
     stored = catalog.stored(fused.ids)
     shown = {}  # each expert's own score, shown for a mixture or when text cues take part
-    if p.visual and (cues or len(visual.experts) > 1):
+    if p.visual and (cues or example is not None or len(visual.experts) > 1):
         shown = visual.expert_scores(query, fused.ids, fused.rows)
     shown.update({c: fused.rows[c] for c in cues})
+    if example is not None and (p.visual or cues):
+        shown[LIKE] = fused.rows[LIKE]
     picture = sum((fused.terms[s] for s in fused.terms if s not in cues and s != BIAS), np.zeros(len(fused.ids)))
-    frame_scores = visual.frame_scorer(query)
+    confidence = _confidence(visual, fused, p)
+    text_frames = visual.frame_scorer(query) if query is not None else None
+
+    def frame_scores(rows: np.ndarray) -> np.ndarray:
+        if example is None:
+            return text_frames(rows)
+        fs = p.weights[LIKE] * example.frame_scores(rows)
+        return fs + p.weights[VISUAL] * text_frames(rows) if p.visual else fs
+
     out = []
     for j, id_ in enumerate(fused.ids):
         video = stored.get(id_)
@@ -86,5 +119,16 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
         out.append(SearchResult(id_, video.path, float(fused.scores[j]), moment, frame, video.duration,
                                 strip if frames else None,
                                 {name: float(s[j]) for name, s in shown.items()} if shown else None, match,
-                                unreachable(video.path)))
+                                None if confidence is None else float(confidence[j]), unreachable(video.path)))
     return out
+
+
+def _confidence(visual: Visual, fused: Fused, p: Plan) -> np.ndarray | None:
+    """Each fused hit's calibrated confidence: the model's calibration of its own score (its sources' terms, bias
+    included, over its weight), as ``reelsearch calibrate`` measured it; None without a calibration or a picture."""
+    calibration = getattr(visual.model, "calibration", None)
+    weight = p.weights[VISUAL] if p.visual else 0.0
+    if calibration is None or weight <= 0:
+        return None
+    own = sum(fused.terms[s] for s in visual.weights(1.0)) / weight
+    return calibration(own)

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
+from reelsearch.evaluation.calibration import NO_GOOD_MATCH
 from reelsearch.index.paths import display_path, path_b64
 from reelsearch.media.decode import is_image_path
 
@@ -75,6 +76,9 @@ class SearchResult:
                                            "take part.", default=None)
     match: Match | None = doc("The words said or written that match best (when a text cue has any evidence).",
                               default=None)
+    confidence: float | None = doc("0-1: the share of development hits at this picture score that were right (the "
+                                   "model's calibration, `reelsearch calibrate`; docs/search.md). Given when the "
+                                   "model has a calibration and the picture takes part.", default=None)
     unavailable: str | None = doc("Why this host cannot read the file (not reachable, not readable): the video is "
                                   "still found, its thumbnails shown, its file not served. Absent when it can.",
                                   default=None)
@@ -86,7 +90,8 @@ class SearchResult:
 
     def lines(self, rank: int) -> str:
         """The result as ``reelsearch search`` prints it: rank, score, moment and path, then the match if any."""
-        out = f"{rank:3d}. {self.score:+.4f}  {clock(self.moment)}  {display_path(self.path, one_line=True)}"
+        sure = "" if self.confidence is None else f"  {100 * self.confidence:3.0f}%"
+        out = f"{rank:3d}. {self.score:+.4f}{sure}  {clock(self.moment)}  {display_path(self.path, one_line=True)}"
         if self.unavailable is not None:
             out += f"\n     unavailable here: {self.unavailable}"
         return out if self.match is None else f"{out}\n     {self.match.line()}"
@@ -105,6 +110,15 @@ class SearchResult:
         if self.match is not None:
             out["match"]["highlights"] = [list(h) for h in self.match.highlights]
         return out
+
+
+#: What a search says when its best hit is below NO_GOOD_MATCH, instead of presenting it as an answer.
+NO_GOOD_MATCH_MESSAGE = "no good match: the closest videos are shown below"
+
+
+def no_good_match(results: list[SearchResult]) -> bool:
+    """Whether the best of ``results`` has a confidence below ``NO_GOOD_MATCH`` (False when it has none)."""
+    return bool(results) and results[0].confidence is not None and results[0].confidence < NO_GOOD_MATCH
 
 
 def clock(seconds: float) -> str:

@@ -12,13 +12,16 @@ import torch
 
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.index import EmbeddedMedia, LibraryTables, MediaRoots, SyncReport, open_library
+from reelsearch.index.media import sha256_file
 from reelsearch.index.textcues import TextCues
 from reelsearch.io import numbered_lines, read_text
 from reelsearch.models import load_model
 from reelsearch.models.interface import VideoEmbeddings
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import sentence_encoder
+from reelsearch.search.duplicates import DEFAULT_THRESHOLD, MIN_COVERAGE, DuplicateGroup, find_duplicates
 from reelsearch.search.embed import MediaEmbedder
+from reelsearch.search.example import Example, ExampleError, split_like
 from reelsearch.search.experts import parse_experts, parse_weights, plan
 from reelsearch.search.query import run_query
 from reelsearch.search.query_encoder import QueryEncoder
@@ -165,8 +168,9 @@ class Searcher:
             return report
 
     # -- text -> video ------------------------------------------------------------------------------------
-    def search(self, text: str, k: int = 10, *, frames: bool = True, experts: Sequence[str] | str | None = None,
-               weights: Mapping[str, float] | str | None = None) -> list[SearchResult]:
+    def search(self, text: str | None, k: int = 10, *, frames: bool = True,
+               experts: Sequence[str] | str | None = None, weights: Mapping[str, float] | str | None = None,
+               like: str | os.PathLike | Example | None = None) -> list[SearchResult]:
         """The ``k`` best videos for ``text``, best first (``reelsearch.search.results.SearchResult``).
 
         Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame, or the matched words
@@ -177,16 +181,24 @@ class Searcher:
 
         ``experts``: some of "visual" (the model), "speech", "ocr" (default: visual and every cue the index holds);
         ``weights``: {expert: weight} over the Searcher's and ``reelsearch.search.experts.DEFAULT_WEIGHTS``.
+
+        ``like``: query by example (``reelsearch.search.example``): a video or image file, ``FILE@SECONDS``, an
+        indexed ``VIDEO_ID`` or ``VIDEO_ID@SECONDS`` (or an :class:`Example`); ``text`` may then be None. Results
+        then leave out the example's own file (same id or same content).
         """
-        text = check_query(text)
+        if text is not None or like is None:
+            text = check_query(text)
         if not isinstance(k, int) or k < 1:
             raise QueryError(f"k must be a positive integer, got {k!r}")
         names = parse_experts(experts)
         w = {**self.weights, **parse_weights(weights)}
+        example = like if like is None or isinstance(like, Example) else self.example(like)
         with self.lock:
             cue_index = self.cues
-            p = plan(self.model, names, w, cue_index.stored_cues() if cue_index is not None else [])
-        query = self.query_encoder.one(text)  # outside the lock: concurrent queries share one encoder pass
+            p = plan(self.model, names, w, cue_index.stored_cues() if cue_index is not None else [],
+                     text=text is not None, like=example is not None)
+        # outside the lock: concurrent queries share one encoder pass
+        query = self.query_encoder.one(text) if text is not None else None
         cue_query = self.cue_queries.one(text) if p.cues else None
         with self.lock, torch.no_grad():
             self.library.refresh()
@@ -195,7 +207,66 @@ class Searcher:
             if self.stale():
                 raise ReelsearchError(f"{self.library.location}: the index holds embeddings of another model "
                                       f"({self.library.model_id}); re-run `reelsearch index` with this model")
-            return run_query(self.library, self.visual, self.cues, text, query, cue_query, p, k, frames=frames)
+            return run_query(self.library, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
+                             example=example)
+
+    def example(self, like: str | os.PathLike) -> Example:
+        """The example ``like`` names (``search``'s ``like``): ``FILE``, ``FILE@SECONDS``, ``VIDEO_ID`` or
+        ``VIDEO_ID@SECONDS`` (a file first: an existing file's name is never read as an id)."""
+        target, at = split_like(os.fspath(like))
+        if os.path.isfile(target):
+            return self.example_file(target, at)
+        if not target.isdigit():
+            raise ExampleError(f"{target}: no such file, and not an indexed video's id")
+        return self.example_video(target, at)
+
+    def example_file(self, path: str | os.PathLike, at: float | None = None, label: str | None = None) -> Example:
+        """A file as an example (its stored embeddings when it is indexed and unchanged, else decoded and embedded
+        now): the whole of it, or its moment ``at`` seconds. It leaves out the file itself and every indexed file
+        with its content (SHA-256). A ReelsearchError names the file when it cannot be decoded; ``label`` names it
+        in errors (an upload's name)."""
+        path, label = os.fspath(path), label or os.fspath(path)
+        if not os.path.isfile(path):
+            raise ExampleError(f"{label}: no such file")
+        with self.lock, torch.no_grad():
+            media = self._stored_media(path)
+            exclude = {i for i in [self.library.find(path)] if i is not None}
+        if media is None:
+            with self._embed_lock, torch.no_grad():
+                media = self.embedder(path).checked(self.model.row_dim)
+        digest = sha256_file(path)
+        with self.lock:
+            exclude.update(self.library.with_content(digest))
+        return Example.of(media, at, exclude, label)
+
+    def example_video(self, id_: str, at: float | None = None) -> Example:
+        """An indexed video as an example, from its stored embeddings: the whole of it, or its moment ``at``
+        seconds. It leaves out the video and every indexed file with its content. ExampleError for an unknown id."""
+        with self.lock:
+            self.library.refresh()
+            try:
+                media, record = self.library.media(id_), self.library.video(id_)
+            except (KeyError, ValueError):
+                raise ExampleError(f"no indexed video with id {id_}") from None
+            exclude = {record.id, *self.library.with_content(record.sha256)}
+        return Example.of(media, at, exclude, f"video {record.id}")
+
+    # -- near-duplicates ----------------------------------------------------------------------------------
+    def duplicates(self, threshold: float = DEFAULT_THRESHOLD, *, coverage: float = MIN_COVERAGE
+                   ) -> list[DuplicateGroup]:
+        """The groups of indexed files that are the same footage, largest first
+        (``reelsearch.search.duplicates.find_duplicates``): frames match from cosine ``threshold``, the aligned run
+        covers at least ``coverage`` of the shorter one's informative frames."""
+        for name, value in (("threshold", threshold), ("coverage", coverage)):
+            if not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise QueryError(f"{name} must be a number in (0, 1], got {value!r}")
+        with self.lock:
+            self.library.refresh()
+            if self.stale():
+                raise ReelsearchError(f"{self.library.location}: the index holds embeddings of another model "
+                                      f"({self.library.model_id}); re-run `reelsearch index` with this model")
+            return find_duplicates(self.library, float(threshold), coverage=float(coverage),
+                                   exact_cosine=not self.model.inner_product)
 
     # -- video -> text ------------------------------------------------------------------------------------
     def annotate(self, file: str | os.PathLike, captions: Sequence[str]) -> list[dict]:

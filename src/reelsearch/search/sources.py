@@ -9,8 +9,9 @@ them. A source gives its top n (with the bound a threshold test needs) and score
 The model's part of a search (its *visual* sources) is chosen once per model by :func:`visual_sources` — inner
 product through the vector index, an exact scan with the model's score (order similarity), frame attention over
 frame rows (Torabi M3), or one exhaustive source per expert (rank fusion, zscore normalisation) — never by a mode
-string tested per query. The text cues are sources too (``reelsearch.search.cues``). Sources read the library
-through the catalog interface (``reelsearch.index.catalog``) only.
+string tested per query. The text cues are sources too (``reelsearch.search.cues``), and so is an example's row
+(query by example: ``reelsearch.search.example``). Sources read the library through the catalog interface
+(``reelsearch.index.catalog``) only.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from reelsearch.models.interface import VideoEmbeddings
 VISUAL = "visual"
 #: Name of the source of the videos' stored biases (a querybank's offsets, negated).
 BIAS = "bias"
+#: Name of the source of a query by example (``reelsearch.search.example``).
+LIKE = "like"
 #: Videos scored per block by frame attention (their frame rows are read in one query per block).
 SCAN_VIDEOS = 256
 

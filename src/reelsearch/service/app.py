@@ -17,6 +17,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from reelsearch.search.searcher import Searcher
+from reelsearch.search.watch import FolderWatcher
 from reelsearch.service import schema
 from reelsearch.service.auth import key_checker
 from reelsearch.service.http import EXCEPTION_HANDLERS, JSON, AccessLog, BodyLimit
@@ -29,18 +30,20 @@ DOCS_ASSETS = "/docs-assets"
 
 
 def create_app(searcher: Searcher, *, api_key: str | None = None, access_log: bool = False,
-               max_body_bytes: int = MAX_UPLOAD_BYTES + (1 << 20)) -> FastAPI:
+               max_body_bytes: int = MAX_UPLOAD_BYTES + (1 << 20), watcher: FolderWatcher | None = None) -> FastAPI:
     """The FastAPI app serving ``searcher`` (OpenAPI docs at /docs, the search page at /).
 
     ``api_key``: every API route then needs it (``X-API-Key`` header, ``Authorization: Bearer``, or for GET/HEAD the
     page's cookie); the page, its static files and the API docs stay public. ``access_log``: one line per request
-    on the ``reelsearch.access`` logger. ``max_body_bytes``: larger request bodies get 413.
+    on the ``reelsearch.access`` logger. ``max_body_bytes``: larger request bodies get 413. ``watcher``: the
+    FolderWatcher keeping the index current (``serve --watch``), whose status ``GET /health`` gives.
     """
     swagger = _local_swagger_ui()
     app = FastAPI(title="reelsearch", version="0.1.0", docs_url=None if swagger else "/docs", redoc_url=None,
                   default_response_class=JSON, description=schema.DESCRIPTION,
                   responses={413: schema.error("request body too large")}, exception_handlers=EXCEPTION_HANDLERS)
     app.state.searcher = searcher
+    app.state.watcher = watcher
     if swagger:  # the API docs page from local files, not a CDN
         app.mount(DOCS_ASSETS, StaticFiles(directory=swagger), name="docs-assets")
         app.add_api_route("/docs", docs, include_in_schema=False)

@@ -15,13 +15,17 @@ from typing import Annotated, Literal, Union
 from fastapi import Header, Path
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from reelsearch.search.results import SearchResult
+from reelsearch.evaluation.calibration import NO_GOOD_MATCH
+from reelsearch.search.duplicates import DuplicateGroup
+from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, SearchResult
 from reelsearch.search.searcher import MAX_QUERY_CHARS
 
 MAX_K = 100
 MAX_CAPTIONS = 1000
 MAX_UPLOAD_BYTES = 512 << 20
 MAX_JSON_BYTES = 8 << 20
+#: Longest moment (``t``) accepted, seconds: a day.
+MAX_SECONDS = 86400.0
 #: At least one character that is not white space (the same set as Python's str.isspace, spelled out so that every
 #: regex engine — Python's, Rust's in pydantic, ECMA's in a browser — reads it alike).
 NON_BLANK = "[^\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
@@ -81,9 +85,48 @@ Result = model_of(SearchResult, "Result", thumbnail=(str, Field(description="URL
 
 
 class SearchResponse(BaseModel):
-    query: str
+    query: str | None = Field(description="The text searched for (null: by example only).")
     k: int
+    no_good_match: bool = Field(description="The best result's confidence is below the documented threshold "
+                                            f"({NO_GOOD_MATCH}): the results are the closest videos, not an answer. "
+                                            "False when the model has no calibration.")
+    message: str | None = Field(None, description=f'"{NO_GOOD_MATCH_MESSAGE}" when `no_good_match`.')
+    like: str = Field(None, description="The example (query by example): `video ID`, `video ID@SECONDS`, or the "
+                                        "uploaded file's name.")
     results: list[Result]
+
+
+class LikeFields(BaseModel):
+    """The form fields of ``POST /search/like`` beside the file."""
+
+    model_config = ConfigDict(extra="forbid", regex_engine="python-re")
+
+    q: Caption | None = Field(None, description="Text to fuse with the example (optional).")
+    k: int = Field(10, ge=1, le=MAX_K, description="Number of results.")
+    t: float | None = Field(None, ge=0, le=MAX_SECONDS, description="Like the upload's moment at this many seconds "
+                                                                    "(beyond it: 400).")
+
+
+class DuplicatesResponse(BaseModel):
+    threshold: float
+    groups: list[model_of(DuplicateGroup)] = Field(description="Largest first; in each, the longest file first.")
+
+
+class LastSync(BaseModel):
+    summary: str = Field(description="`3 added, 0 updated, 1 removed, 40 unchanged, 0 failed; 42 in DIR`.")
+    failed: list[str] = Field(description="`failed: PATH: problem` per file or cue that failed.")
+    at: float = Field(description="When it ended (Unix time).")
+    whole: bool = Field(description="Whether it covered the whole folders (the first one, or after a deletion).")
+
+
+class WatchStatus(BaseModel):
+    state: Literal["starting", "indexing", "waiting", "idle"] = Field(
+        description="starting: the first sync of the folders; indexing; waiting: files are still being copied; idle.")
+    roots: list[str] = Field(description="The folders followed.")
+    indexing: list[str] = Field(description="The files (or, for a whole sync, folders) being indexed now.")
+    waiting: list[str] = Field(description="Files still changing (being copied): indexed once they stop.")
+    last: LastSync | None = Field(description="The last sync, or null before the first one ends.")
+    error: str | None = Field(description="Why the last sync failed (tried again shortly), or null.")
 
 
 class Health(BaseModel):
@@ -93,6 +136,7 @@ class Health(BaseModel):
     mode: str
     stale: bool
     experts: list[str] = Field(description="The experts a search fuses by default: visual and the text cues stored.")
+    watch: WatchStatus | None = Field(None, description="What `serve --watch` is indexing (absent without it).")
 
 
 class Word(BaseModel):
@@ -232,3 +276,22 @@ def annotate_body() -> dict:
                 "captions": {**caption, "description": "One caption per line (for longer lists, index the file "
                                                        "and send JSON)."}}},
             "encoding": {"file": {"contentType": "video/*, image/*"}}}}}
+
+
+def like_body() -> dict:
+    """The request body of /search/like: a multipart upload and the optional fields of :class:`LikeFields`."""
+    caption = {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NON_BLANK}
+    fields = {"q": {**caption, "description": "Text to fuse with the example (optional)."},
+              "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 10,
+                    "description": "Number of results."},
+              "t": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS,
+                    "description": "Like the upload's moment at this many seconds (beyond its end: 400)."}}
+    return {"required": True, "content": {"multipart/form-data": {
+        "schema": {"type": "object", "required": ["file"], "additionalProperties": False,
+                   "properties": {"file": {"type": "string", "format": "binary",
+                                           "description": f"A video or image (an image/* or video/* part, or a name "
+                                                          f"with a media extension, else 415; at most "
+                                                          f"{MAX_UPLOAD_BYTES >> 20} MiB, else 413). Content that "
+                                                          "cannot be decoded is 400."},
+                                  **fields}},
+        "encoding": {"file": {"contentType": "video/*, image/*"}}}}}

@@ -24,7 +24,8 @@ from reelsearch.index import MediaRoots
 from reelsearch.index.pg import masked
 from reelsearch.search import Searcher
 from reelsearch.search.experts import parse_weights
-from reelsearch.search.settings import library_location, remembered_model, require_index
+from reelsearch.search.settings import library_location, model_setting, remembered_model, require_index
+from reelsearch.search.watch import SETTLE, FolderWatcher, watch_roots
 from reelsearch.service.app import create_app
 from reelsearch.service.auth import API_KEY_ENV, check_api_key
 
@@ -72,17 +73,22 @@ def setup_access_log(enabled: bool) -> None:
 
 def serve_settings(index: str | Path | None, model: str | None, *, db: str | None = None,
                    media_roots: list[str] | None = None, threads: int = 1, access_log: bool = True, batch: int = 32,
-                   query_cache: int = 1024, weights: str | None = None, int8_text: bool = False) -> dict:
+                   query_cache: int = 1024, weights: str | None = None, int8_text: bool = False,
+                   watch: list[str | Path] | None = None, poll: float | None = None, settle: float = SETTLE) -> dict:
     """The settings :func:`run` takes, for the library at ``db`` or ``index`` (default: the user's folder) with
     ``model`` (default: the one the library was built with); ReelsearchError, before anything starts, for bad
-    ``weights``, no index or a database that cannot be reached."""
+    ``weights``, no index (unless ``watch`` will make it), a database that cannot be reached or a ``watch`` path that
+    is not a folder. ``watch``: folders to keep the library in line with (``reelsearch.search.watch``), scanned
+    every ``poll`` seconds instead of by inotify when given."""
     parse_weights(weights)
     where = library_location(index, db)
-    require_index(where)
+    roots = watch_roots(watch) if watch else []
+    if not roots:
+        require_index(where)
     MediaRoots(media_roots)  # a bad --media-root is refused now
     return {"index": str(where), "model": remembered_model(where, model), "media_roots": list(media_roots or []),
             "threads": threads, "access_log": access_log, "batch": batch, "query_cache": query_cache,
-            "weights": weights, "int8_text": int8_text}
+            "weights": weights, "int8_text": int8_text, "watch": roots, "poll": poll, "settle": settle}
 
 
 def build_app(settings: dict, api_key: str | None):
@@ -94,7 +100,20 @@ def build_app(settings: dict, api_key: str | None):
     searcher.query_encoder.max_batch = max(1, int(settings.get("batch", searcher.query_encoder.max_batch)))
     searcher.query_encoder.cache_size = max(0, int(settings.get("query_cache", searcher.query_encoder.cache_size)))
     searcher.warm_up()
-    return create_app(searcher, api_key=api_key, access_log=bool(settings.get("access_log", True)))
+    return create_app(searcher, api_key=api_key, access_log=bool(settings.get("access_log", True)),
+                      watcher=start_watcher(searcher, settings))
+
+
+def start_watcher(searcher: Searcher, settings: dict) -> FolderWatcher | None:
+    """The FolderWatcher of ``settings["watch"]`` (None without folders), started, over an index handle of its own
+    with ``searcher``'s model: searches go on while it indexes, and see each batch once committed. Text cues as
+    ``reelsearch index`` extracts them by default (``settings["cues"]``: a list to choose)."""
+    if not settings.get("watch"):
+        return None
+    writer = Searcher(settings["index"], searcher.model, media_roots=settings.get("media_roots"))
+    writer.library.remember(model_setting(settings["model"]))
+    return FolderWatcher(writer, settings["watch"], poll=settings.get("poll"), settle=settings.get("settle", SETTLE),
+                         cues=settings.get("cues"), owns_searcher=True).start()
 
 
 def worker_app():
@@ -104,16 +123,23 @@ def worker_app():
 
 def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | None = None) -> None:
     """Serve until interrupted. ``settings``: index, model, media_roots, threads, access_log, batch, query_cache,
-    weights (of the search experts), int8_text: see :func:`serve_settings`."""
+    weights (of the search experts), int8_text, watch, poll, settle: see :func:`serve_settings`."""
     options = {"host": host, "port": port, "log_level": "warning", "access_log": False}
+    if settings.get("watch") and workers > 1:
+        raise ConfigError("--watch runs in the one serving process: use --workers 1 (or run `reelsearch index DIR "
+                          "--watch` beside `serve --workers N`)")
     if workers <= 1:
         app = build_app(settings, api_key)
-        searcher = app.state.searcher
+        searcher, watcher = app.state.searcher, app.state.watcher
         print(f"reelsearch: {len(searcher.library)} videos from {searcher.library.location}; open http://{host}:{port}/",
               file=sys.stderr)
+        if watcher is not None:
+            print(f"reelsearch: watching {', '.join(watcher.status()['roots'])}", file=sys.stderr)
         try:
             uvicorn.run(app, **options)
         finally:
+            if watcher is not None:
+                watcher.stop()
             searcher.close()
         return
     print(f"reelsearch: {workers} worker processes over {masked(settings['index'])}; open http://{host}:{port}/",

@@ -10,8 +10,8 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.features.caches import DatasetSource
 from reelsearch.io import atomic_write_json
-from reelsearch.models import load_model, resolve_checkpoint
-from reelsearch.models.checkpoint import run_model_dir
+from reelsearch.models import load_model
+from reelsearch.models.checkpoint import derived_run
 from reelsearch.models.querybank import DEFAULT_BETA, QueryBank, check_bank_model
 from reelsearch.training.run import evaluate_model, model_pairs
 
@@ -44,12 +44,8 @@ def make_querybank(checkpoint, data: str, out: str | Path, split: str = "train",
     ``out`` (``out/best/``; ``out`` new, or the checkpoint's own run folder); return the report (also
     ``out/querybank.json``, beside the model, never in it): the bank and, with ``evaluate``, the model's raw and
     normalised metrics on ``val_split`` (default: val or dev; never the bank's split)."""
-    directory = resolve_checkpoint(checkpoint)
+    directory, best = derived_run(checkpoint, out)
     out = Path(out)
-    best = run_model_dir(out)
-    own_run = directory.resolve() in {(out / sub).resolve() for sub in ("best", "last")}
-    if out.exists() and any(out.iterdir()) and not own_run:
-        raise ReelsearchError(f"{out}: exists and is not empty; pass a new folder or the model's own run folder")
     model = load_model(directory)
     source, _ = DatasetSource.open(data, features, **data_options)
     split = source.check_split(split)

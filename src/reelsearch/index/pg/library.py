@@ -174,29 +174,32 @@ class PostgresLibrary(LibraryTables):
         """Nothing to do: the vectors are committed with their videos."""
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
-        """(ids, scores best first) of the ``n`` videos whose vectors score best with ``query`` [D]: by inner product
-        (HNSW above ``threshold`` videos, exact below or when more than MAX_EF_SEARCH are asked for), or by
-        ``score_fn`` in an exact scan. No bias is added here."""
+    def nearest_many(self, queries: np.ndarray, n: int,
+                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
+        """(ids, scores best first) of the ``n`` videos whose vectors score best with each row of ``queries`` [Q, D]:
+        by inner product (HNSW above ``threshold`` videos, exact below or when more than MAX_EF_SEARCH are asked
+        for; one query each, in one transaction), or by ``score_fn`` in one exact scan for all of them. No bias is
+        added here."""
+        q = self._queries(queries)
         dim = self.dim
-        q = np.asarray(query, np.float32).reshape(-1)
         if dim is None or n < 1:
-            return [], np.empty(0, np.float32)
-        if q.shape[0] != dim:
-            raise LibraryError(f"query has {q.shape[0]} dimensions, the index holds {dim}-dimensional vectors")
+            return [[] for _ in q], [np.empty(0, np.float32) for _ in q]
         if score_fn is not None:
-            found, scores = scan_chunks(self.chunks(), q[None], n, score_fn)
-            return found[0], scores[0, : len(found[0])]
+            found, scores = scan_chunks(self.chunks(), q, n, score_fn)
+            return [list(f) for f in found], [s[: len(f)] for s, f in zip(scores, found, strict=True)]
         exact = n > MAX_EF_SEARCH or len(self) < self.threshold
+        ids, dists = [], []
         with self._db.transaction():
             if exact:
                 self._db.execute("SET LOCAL enable_indexscan = off")
             else:
                 self._db.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, int(n))}")
-            rows = self._db.execute(f"SELECT id, vector <#> ?::vector({dim}) AS d FROM videos ORDER BY d LIMIT ?",
-                                    (vector_text(q), int(n))).fetchall()  # one distance per row, the index's order
-        ids = [str(r[0]) for r in rows]
-        return ids, -np.array([r[1] for r in rows], np.float32)
+            for row in q:
+                rows = self._db.execute(f"SELECT id, vector <#> ?::vector({dim}) AS d FROM videos ORDER BY d LIMIT ?",
+                                        (vector_text(row), int(n))).fetchall()  # one distance per row, the index's
+                ids.append([str(r[0]) for r in rows])
+                dists.append(-np.array([r[1] for r in rows], np.float32))
+        return ids, dists
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""

@@ -96,9 +96,16 @@ def _v1(db: Database) -> None:
     """)
 
 
+def _v2(db: Database) -> None:
+    """How much each frame shows (float32 [T]; empty: not measurable; NULL for the videos stored before, measured
+    from their thumbnails by the next sync: ``LibraryTables._fill_detail``)."""
+    db.execute("ALTER TABLE frame_vectors ADD COLUMN detail bytea")
+
+
 #: (version, what it does, the function that applies it), in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (1, "the catalog: videos, frames, frame vectors, text cues, claims", _v1),
+    (2, "frame_vectors.detail: how much each frame shows", _v2),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -3,10 +3,7 @@ file (multipart)."""
 
 from __future__ import annotations
 
-import mimetypes
 import os
-import tempfile
-from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
@@ -15,12 +12,11 @@ from starlette.concurrency import run_in_threadpool
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import display_path, path_from_b64
-from reelsearch.media.decode import MEDIA_EXTENSIONS
 from reelsearch.search.searcher import Searcher
 from reelsearch.service import schema
 from reelsearch.service.http import JSON, error_text
-from reelsearch.service.routes.common import SearcherDep, video_record
-from reelsearch.service.schema import MAX_CAPTIONS, MAX_JSON_BYTES, MAX_QUERY_CHARS, MAX_UPLOAD_BYTES
+from reelsearch.service.routes.common import SearcherDep, save_upload, video_record
+from reelsearch.service.schema import MAX_CAPTIONS, MAX_JSON_BYTES, MAX_QUERY_CHARS
 
 router = APIRouter()
 _NOT_INDEXED = "that path is not in the index (only indexed files can be named)"
@@ -69,7 +65,7 @@ async def _annotate_upload(request: Request, searcher: Searcher) -> list[dict]:
         raise HTTPException(422, f"the captions field may have at most {MAX_QUERY_CHARS} characters "
                                  "(for more captions, index the file and send JSON)")
     captions = _captions(fields[0].splitlines())
-    path = await _save_upload(upload)
+    path = await save_upload(upload)
     try:
         return await run_in_threadpool(searcher.annotate, path, captions)
     except ReelsearchError as exc:  # name the upload, not our temporary file
@@ -105,31 +101,3 @@ def _captions(value: list[str]) -> list[str]:
     if any(len(c) > MAX_QUERY_CHARS for c in captions):
         raise HTTPException(422, f"a caption is longer than {MAX_QUERY_CHARS} characters")
     return captions
-
-
-async def _save_upload(upload) -> str:
-    """Write an uploaded file to a private temporary file (keeping a known media extension); return its path.
-
-    The extension comes from the file name when it is a media extension, else from the part's content type
-    (image/... or video/...): it tells the decoder an image from a video; the content decides the rest."""
-    suffix = Path(upload.filename or "").suffix.lower()
-    if suffix not in MEDIA_EXTENSIONS:
-        kind = (upload.content_type or "").split("/")[0].strip().lower()
-        guess = mimetypes.guess_extension((upload.content_type or "").split(";")[0].strip().lower()) or ""
-        suffix = guess if guess in MEDIA_EXTENSIONS else {"image": ".png", "video": ".mp4"}.get(kind, "")
-    if suffix not in MEDIA_EXTENSIONS:
-        raise HTTPException(415, "upload a video or image file (an image/* or video/* part, or a file name with "
-                                 f"one of the extensions {sorted(MEDIA_EXTENSIONS)})")
-    fd, path = tempfile.mkstemp(prefix="reelsearch-upload-", suffix=suffix)
-    written = 0
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            while block := await upload.read(1 << 20):
-                written += len(block)
-                if written > MAX_UPLOAD_BYTES:
-                    raise HTTPException(413, f"upload larger than {MAX_UPLOAD_BYTES >> 20} MiB")
-                fh.write(block)
-    except BaseException:
-        os.unlink(path)
-        raise
-    return path

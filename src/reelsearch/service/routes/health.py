@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from reelsearch.service import schema
@@ -13,9 +13,11 @@ router = APIRouter()
 
 
 @router.get("/health", summary="Liveness and what is served", responses=schema.ok(schema.Health))
-def health(searcher: SearcherDep) -> Response:
+def health(searcher: SearcherDep, request: Request) -> Response:
+    watcher = request.app.state.watcher
+    watch = {"watch": watcher.status()} if watcher is not None else {}
     with searcher.lock:
         cues = searcher.cues
         return JSON({"status": "ok", "videos": len(searcher.library), "model": searcher.model_id,
                      "mode": searcher.mode, "stale": searcher.stale(),
-                     "experts": ["visual", *(cues.stored_cues() if cues is not None else [])]})
+                     "experts": ["visual", *(cues.stored_cues() if cues is not None else [])], **watch})

@@ -1,31 +1,90 @@
-"""``GET /search``: videos matching a sentence, best first."""
+"""``GET /search``: videos matching a sentence and/or like an indexed video, best first; ``POST /search/like``: videos
+like an uploaded file."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
-from fastapi.responses import Response
+import os
 
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.index.paths import display_path
+from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, SearchResult, no_good_match
 from reelsearch.service import schema
-from reelsearch.service.http import JSON
-from reelsearch.service.routes.common import SearcherDep
-from reelsearch.service.schema import MAX_K, MAX_QUERY_CHARS
+from reelsearch.service.http import JSON, error_text
+from reelsearch.service.routes.common import SearcherDep, save_upload, video_record
+from reelsearch.service.schema import MAX_JSON_BYTES, MAX_K, MAX_QUERY_CHARS
 
 router = APIRouter()
 
 
-@router.get("/search", summary="Videos matching a sentence, best first, with their best moment",
+@router.get("/search", summary="Videos matching a sentence and/or like an indexed video, best first, with their "
+                               "best moment",
             description="Ranks by what the videos show (the model) and, when the index holds them, by what is said "
                         "(speech) and written (on-screen text) in them, fused into one score; each result says "
-                        "what each expert scored and which words matched.",
-            responses=schema.ok(schema.SearchResponse, 400, 422))
+                        "what each expert scored and which words matched. With `like` (a video's id, and `t` for "
+                        "one moment of it), by how much they look like that video too (the video itself and "
+                        "copies of its file are left out).",
+            responses=schema.ok(schema.SearchResponse, 400, 404, 422))
 def search(searcher: SearcherDep,
-           q: str = Query(..., min_length=1, max_length=MAX_QUERY_CHARS, pattern=schema.NON_BLANK,
-                          description="What to look for (not blank).", examples=["a dog catches a frisbee"]),
+           q: str | None = Query(None, min_length=1, max_length=MAX_QUERY_CHARS, pattern=schema.NON_BLANK,
+                                 description="What to look for (not blank; optional with `like`).",
+                                 examples=["a dog catches a frisbee"]),
            k: int = Query(10, ge=1, le=MAX_K, description="Number of results."),
            experts: str | None = Query(None, pattern=schema.EXPERTS_PATTERN, max_length=64,
                                        description="Experts to fuse, comma-separated (default: all the index "
                                                    "holds; a cue the index lacks is 400).",
-                                       examples=["visual,speech,ocr"])) -> Response:
-    results = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}",
-                "media": f"/videos/{r.id}/media"} for r in searcher.search(q, k, frames=True, experts=experts)]
-    return JSON({"query": q, "k": k, "results": results})
+                                       examples=["visual,speech,ocr"]),
+           like: str | None = Query(None, pattern=schema.ID_PATTERN, description="Videos like this indexed video "
+                                    "(its id; unknown: 404)."),
+           t: float | None = Query(None, ge=0, le=schema.MAX_SECONDS, description="With `like`: like its moment at "
+                                   "this many seconds (beyond the video: 400).")) -> Response:
+    if t is not None and like is None:
+        raise HTTPException(400, "t needs like (a video's id)")
+    if q is None and like is None:
+        raise HTTPException(400, "give q, like or both")
+    example = None
+    if like is not None:
+        example = searcher.example_video(video_record(searcher, like).id, t)
+    return _answer(searcher.search(q, k, frames=True, experts=experts, like=example), q, k, example)
+
+
+@router.post("/search/like", summary="Videos like an uploaded video or image, best first",
+             description="The upload is decoded and embedded (not added to the index); indexed copies of it "
+                         "(same content) are left out.",
+             responses=schema.ok(schema.SearchResponse, 400, 415, 422),
+             openapi_extra={"requestBody": schema.like_body()})
+async def search_like(request: Request, searcher: SearcherDep) -> Response:
+    form = await request.form(max_files=1, max_fields=4, max_part_size=MAX_JSON_BYTES)
+    upload = form.get("file")
+    if upload is None or isinstance(upload, str):
+        raise HTTPException(422, "multipart body needs a file field")
+    try:
+        fields = schema.LikeFields.model_validate({key: value for key, value in form.items() if key != "file"})
+    except ValidationError as exc:
+        raise HTTPException(422, error_text(exc.errors())) from None
+    label = display_path(upload.filename or "upload", one_line=True)
+    path = await save_upload(upload)
+    try:
+        example = await run_in_threadpool(searcher.example_file, path, fields.t, label)
+        results = await run_in_threadpool(searcher.search, fields.q, fields.k, frames=True, like=example)
+    except ReelsearchError as exc:  # name the upload, not our temporary file
+        problem = str(exc).replace(path, label)
+        raise HTTPException(400, problem if label in problem else f"{label}: {problem}") from None
+    finally:
+        os.unlink(path)
+    return _answer(results, fields.q, fields.k, example)
+
+
+def _answer(results: list[SearchResult], q: str | None, k: int, example) -> Response:
+    rows = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}", "media": f"/videos/{r.id}/media"}
+            for r in results]
+    weak = no_good_match(results)
+    out = {"query": q, "k": k, "no_good_match": weak, **({"message": NO_GOOD_MATCH_MESSAGE} if weak else {}),
+           "results": rows}
+    if example is not None:
+        out["like"] = example.label
+    return JSON(out)

@@ -112,11 +112,17 @@ function card(result, rank) {
   const meta = el("div", "meta");
   meta.append(el("div", "name", result.name));
   let scoreText = `score ${result.score.toFixed(4)} · best moment ${clock(result.moment)}`;
+  if (result.confidence !== undefined) scoreText = `${Math.round(100 * result.confidence)}% confident · ` + scoreText;
   if (result.experts) {
     scoreText += " · " + Object.entries(result.experts).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
   }
   meta.append(el("div", "score", scoreText));
   meta.title = result.path;
+  const more = el("button", "more-like", "more like this");
+  more.type = "button";
+  more.title = `videos that look like ${result.name}`;
+  more.addEventListener("click", (ev) => { ev.stopPropagation(); searchLike(result.id, result.name); });
+  meta.append(more);
   c.append(thumb, meta);
   if (result.frames && result.frames.length) {
     const strip = el("div", "strip");
@@ -150,11 +156,21 @@ async function search(ev) {
   const q = $("q").value.trim();
   if (!q) return;
   const k = $("k").value;
+  await show(`q=${encodeURIComponent(q)}&k=${k}`, (data) => `“${data.query}”`);
+}
+
+// "More like this": the videos that look like an indexed one (the video itself and copies of it left out).
+async function searchLike(id, name) {
+  await show(`like=${encodeURIComponent(id)}&k=${$("k").value}`, () => `videos like ${name || "#" + id}`);
+}
+
+// Run one search (its URL parameters) and show its results; `what` names it in the status line.
+async function show(params, what) {
   $("status").textContent = "searching…";
   const t0 = performance.now();
   let data;
   try {
-    const resp = await api(`/search?q=${encodeURIComponent(q)}&k=${k}`);
+    const resp = await api(`/search?${params}`);
     data = await resp.json();
     if (!resp.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
   } catch (err) {
@@ -163,22 +179,101 @@ async function search(ev) {
   }
   const box = $("results");
   box.replaceChildren(...data.results.map((r, i) => card(r, i + 1)));
+  const notice = $("no-match");
+  notice.textContent = data.message || "";
+  notice.hidden = !data.no_good_match;
   const ms = Math.round(performance.now() - t0);
   $("status").textContent = data.results.length
-    ? `${data.results.length} results for “${data.query}” in ${ms} ms — click one to play it from its best moment`
+    ? `${data.results.length} results for ${what(data)} in ${ms} ms — click one to play it from its best moment`
     : "no results (is the library indexed?)";
-  history.replaceState(null, "", `?q=${encodeURIComponent(q)}&k=${k}`);
+  history.replaceState(null, "", `?${params}`);
 }
+
+// The Duplicates view: each group of files that are the same footage, with how each matched the group.
+async function showDuplicates() {
+  $("status").textContent = "looking for duplicates…";
+  let data;
+  try {
+    const resp = await api("/duplicates");
+    data = await resp.json();
+    if (!resp.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
+  } catch (err) {
+    $("status").textContent = `error: ${err.message}`;
+    return;
+  }
+  $("results").replaceChildren(...data.groups.map((g, i) => duplicateGroup(g, i + 1)));
+  $("status").textContent = data.groups.length
+    ? `${data.groups.length} groups of files that are the same footage — click one to play it`
+    : "no duplicates";
+  history.replaceState(null, "", "?view=duplicates");
+}
+
+function duplicateGroup(group, number) {
+  const box = el("section", "group");
+  box.append(el("h2", null, `group ${number}: ${group.videos.length} files`));
+  const link = {};  // each file's pair with the most frames aligned (then the most similar)
+  const better = (p, q) => !q || p.frames > q.frames || (p.frames === q.frames && p.similarity > q.similarity);
+  for (const p of group.pairs) {
+    for (const id of [p.a, p.b]) if (better(p, link[id])) link[id] = p;
+  }
+  const row = el("div", "group-files");
+  for (const v of group.videos) {
+    const p = link[v.id];
+    const result = { ...v, media: `/videos/${v.id}/media`, score: p.similarity };
+    const c = el("article", "card dup");
+    c.dataset.id = v.id;
+    const img = el("img");
+    img.src = `/videos/${v.id}/thumbnail`;
+    img.alt = v.name;
+    img.loading = "lazy";
+    const other = p.a === v.id ? p.b : p.a;
+    const meta = el("div", "meta");
+    const shift = `${p.offset >= 0 ? "+" : ""}${p.offset.toFixed(1)} s`;
+    meta.append(el("div", "name", `#${v.id} ${v.name}`), el("div", "score",
+      `${p.frames} frames aligned with #${other} (#${p.a} at t = #${p.b} at t ${shift}) · ` +
+      `similarity ${p.similarity.toFixed(3)}`));
+    meta.title = v.path;
+    c.append(img, meta);
+    c.tabIndex = 0;
+    c.addEventListener("click", () => play(result, 0, c));
+    row.append(c);
+  }
+  box.append(row);
+  return box;
+}
+
+const WATCH_POLL_MS = 2000;
+let watchTimer = null;
 
 async function health() {
   try {
     const h = await (await api("/health")).json();
     $("library").textContent = `${h.videos} videos indexed · ${h.mode} search` + (h.stale ? " · index built with another model" : "");
+    showWatch(h.watch);
   } catch (err) { /* the page still works without it */ }
+}
+
+// What `serve --watch` is doing (GET /health's "watch"), refreshed every WATCH_POLL_MS while the server watches.
+function showWatch(w) {
+  const box = $("watch");
+  box.hidden = !w;
+  if (!w) return;
+  const names = (paths) => paths.map((p) => p.split("/").pop()).join(", ");
+  const parts = [`watching ${w.roots.join(", ")}`];
+  if (w.state === "starting") parts.push("catching up with the folders…");
+  if (w.indexing.length && w.state !== "starting") parts.push(`indexing ${names(w.indexing)}`);
+  if (w.waiting.length) parts.push(`waiting for ${names(w.waiting)} (still being copied)`);
+  if (w.state === "idle") parts.push("up to date");
+  if (w.error) parts.push(`error: ${w.error} (retrying)`);
+  box.textContent = parts.join(" · ");
+  box.dataset.state = w.state;
+  box.title = w.last ? `last update: ${w.last.summary}` : "";
+  if (!watchTimer) watchTimer = setInterval(health, WATCH_POLL_MS);
 }
 
 async function init() {
   $("search-form").addEventListener("submit", search);
+  $("dups").addEventListener("click", showDuplicates);
   $("key-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     setKey($("key").value.trim());
@@ -190,10 +285,14 @@ async function init() {
   if (key) setKey(key);  // renew the cookie for this session's media requests
   await health();
   const params = new URLSearchParams(location.search);
+  if (params.get("k")) $("k").value = params.get("k");
   if (params.get("q")) {
     $("q").value = params.get("q");
-    if (params.get("k")) $("k").value = params.get("k");
     search();
+  } else if (params.get("like")) {
+    searchLike(params.get("like"));
+  } else if (params.get("view") === "duplicates") {
+    showDuplicates();
   }
 }
 

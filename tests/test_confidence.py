@@ -1,0 +1,219 @@
+"""Calibrated confidence and "no good match": the isotonic fit against scikit-learn, the reliability table by hand,
+the model-folder part, and end to end on real Flickr8k photos with the bundled model through the Python API, the CLI,
+the HTTP API and the page (headless Chromium, as tests/test_web.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from conftest import shared_path
+from reelsearch.cli.main import app
+from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
+from reelsearch.evaluation.calibration import NO_GOOD_MATCH, Curve, halves, isotonic, reliability, top_hits
+from reelsearch.models import load_model
+from reelsearch.models.parts import Calibration
+from reelsearch.search import Searcher
+from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE
+from reelsearch.service import create_app
+from reelsearch.training.calibrate import fit_calibration
+from test_search_support import ServerThread
+
+torch.set_num_threads(1)
+
+#: Flickr8k dev photos; the first one's own caption below is a confident hit, the off-topic query is not.
+PHOTOS = ["3722572342_6904d11d52", "661755629_602ea4cf09", "136644885_f7d2bbf546", "2737759676_4bc9be2daf",
+          "3154152744_4e93ec8a62", "501699433_f8df386cf9"]
+GOOD = "A red high speed racing boat skips across the water ."
+OFF_TOPIC = "stock market chart"
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+# ---------------------------------------------------------------- the curve
+
+
+def test_isotonic_equals_scikit_learn_with_ties():
+    sklearn = pytest.importorskip("sklearn.isotonic")
+    rng = np.random.default_rng(0)
+    scores = np.round(rng.normal(size=600), 1)  # many ties
+    right = (rng.random(600) < 1 / (1 + np.exp(-3 * scores))).astype(float)
+    curve = isotonic(scores, right)
+    ref = sklearn.IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(scores, right)
+    probe = np.linspace(scores.min() - 1, scores.max() + 1, 997)
+    np.testing.assert_allclose(curve(probe), ref.predict(probe), atol=1e-12)
+    assert len(curve.score) < len(np.unique(scores))  # only block ends are kept
+
+
+def test_isotonic_by_hand():
+    # 0.1 -> 1 and 0.2 -> 0 violate the order: pooled to 0.5; 0.3 -> 0 joins them (1/3); 0.4 -> 1 stays
+    curve = isotonic([0.2, 0.1, 0.4, 0.3], [0, 1, 1, 0])
+    np.testing.assert_allclose(curve.score, [0.1, 0.3, 0.4])
+    np.testing.assert_allclose(curve.right, [1 / 3, 1 / 3, 1.0])
+    np.testing.assert_allclose(curve([0.0, 0.35, 9]), [1 / 3, 2 / 3, 1.0])
+
+
+def test_reliability_and_top_hits_by_hand():
+    table = reliability([0.05, 0.15, 0.12, 0.95], [0, 1, 0, 1], bins=10)
+    assert [b["hits"] for b in table["bins"]] == [1, 2, 1]
+    assert table["bins"][1]["confidence"] == pytest.approx(0.135) and table["bins"][1]["right"] == 0.5
+    assert table["ece"] == pytest.approx((0.05 + 2 * abs(0.135 - 0.5) + 0.05) / 4)
+    scores = np.array([[0.1, 0.9, 0.5], [0.3, 0.3, 0.2]])
+    got, right = top_hits(scores, np.array([[True, False, False], [False, True, False]]), 2)
+    np.testing.assert_array_equal(got, [[0.9, 0.5], [0.3, 0.3]])
+    np.testing.assert_array_equal(right, [[False, False], [False, True]])
+    a, b = halves(11, seed=3)
+    assert len(a) == 5 and sorted([*a, *b]) == list(range(11))
+
+
+def test_curve_refuses_a_decreasing_map():
+    with pytest.raises(ValueError, match="non-decreasing"):
+        Curve([0.0, 1.0], [0.5, 0.2])
+
+
+def test_fit_calibration_reports_held_out_reliability():
+    # 200 videos, 2 captions each; a caption's own video scores higher by a noisy margin
+    rng = np.random.default_rng(1)
+    cap2vid = np.repeat(np.arange(200), 2)
+    scores = rng.normal(size=(400, 200))
+    scores[np.arange(400), cap2vid] += 2.0
+    model = load_model("default")
+    cal, report = fit_calibration(model, scores, cap2vid, "synthetic", hits=5)
+    hit, right = top_hits(scores, cap2vid[:, None] == np.arange(200)[None], 5)
+    assert report["hits"] == 5 and cal.queries == 400 and cal.model == model.fingerprint()
+    # the stored curve is the isotonic fit of all the hits; the held-out table covers half the queries' hits
+    np.testing.assert_allclose(cal(hit), isotonic(hit, right)(hit))
+    assert report["held_out"]["hits"] == 5 * report["held_out"]["held_queries"]
+    assert report["held_out"]["ece"] < 0.1
+    below = cal(hit[:, 0]) < NO_GOOD_MATCH
+    assert report["no_good_match"]["share_of_queries"] == pytest.approx(below.mean())
+
+
+# ---------------------------------------------------------------- the model-folder part
+
+
+def test_bundled_default_has_a_calibration_that_survives_save_and_load(tmp_path):
+    model = load_model("default")
+    assert model.calibration is not None and model.calibration.model == model.fingerprint()
+    assert model.calibration.source.endswith(":dev") and model.calibration.hits == 10
+    saved = load_model(model.save(tmp_path / "copy"))
+    probe = np.linspace(-0.5, 0.2, 50)
+    np.testing.assert_array_equal(saved.calibration(probe), model.calibration(probe))
+
+    model.calibration = Calibration(model.calibration.curve, "0123456789ab", model.calibration.querybank)
+    with pytest.raises(ConfigError, match="calibration of another model"):
+        model.save(tmp_path / "other")
+
+    broken = tmp_path / "copy" / "calibration.json"
+    broken.write_text(json.dumps({"format": "reelsearch.calibration", "version": 1, "model": "x",
+                                  "score": [0, 1], "right": [0.9, 0.1]}))
+    with pytest.raises(DataFormatError, match="calibration.json.*non-decreasing"):
+        load_model(tmp_path / "copy")
+
+
+# ---------------------------------------------------------------- end to end on real photos
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    images = shared_path("flickr8k", "images")
+    root = tmp_path_factory.mktemp("confidence")
+    (root / "photos").mkdir()
+    for name in PHOTOS:
+        shutil.copyfile(images / f"{name}.jpg", root / "photos" / f"{name}.jpg")
+    res = CliRunner().invoke(app, ["index", str(root / "photos"), "--index", str(root / "index"), "--quiet",
+                                   "--no-speech", "--no-ocr"])
+    assert res.exit_code == 0, res.output
+    return root
+
+
+def test_confidence_is_the_calibration_of_the_models_own_score(library):
+    model = load_model("default")
+    with Searcher(library / "index", model) as searcher:
+        results = searcher.search(GOOD, 6, frames=False)
+    assert results[0].path.endswith(PHOTOS[0] + ".jpg")
+    paths = [r.path for r in results]
+    video = model.encode_video(paths)
+    own = np.asarray(model.score(model.encode_text([GOOD]), video))[0] - model.querybank.video_offsets(video.video)
+    np.testing.assert_allclose([r.score for r in results], own, atol=1e-4)
+    np.testing.assert_allclose([r.confidence for r in results], model.calibration(own), atol=1e-3)
+    assert results[0].confidence >= 0.5 > NO_GOOD_MATCH
+
+
+def test_cli_says_no_good_match(library):
+    runner = CliRunner()
+    idx = ["--index", str(library / "index")]
+    weak = runner.invoke(app, ["search", OFF_TOPIC, *idx, "-k", "3"])
+    assert weak.exit_code == 0, weak.output
+    lines = weak.stdout.splitlines()
+    assert lines[0] == NO_GOOD_MATCH_MESSAGE and len(lines) == 4  # the closest videos are still shown
+    good = runner.invoke(app, ["search", GOOD, *idx, "-k", "3"])
+    assert NO_GOOD_MATCH_MESSAGE not in good.stdout and "%" in good.stdout.splitlines()[0]
+
+    as_json = runner.invoke(app, ["search", OFF_TOPIC, *idx, "-k", "3", "--json"])
+    got = json.loads(as_json.stdout)
+    assert len(got) == 3 and all(0 <= r["confidence"] < NO_GOOD_MATCH for r in got)
+    assert NO_GOOD_MATCH_MESSAGE in as_json.stderr
+
+
+def test_http_says_no_good_match_and_declares_it(library):
+    with Searcher(library / "index") as searcher:
+        client = TestClient(create_app(searcher))
+        weak = client.get("/search", params={"q": OFF_TOPIC, "k": 3}).json()
+        good = client.get("/search", params={"q": GOOD, "k": 3}).json()
+        schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert weak["no_good_match"] is True and weak["message"] == NO_GOOD_MATCH_MESSAGE and len(weak["results"]) == 3
+    assert good["no_good_match"] is False and "message" not in good
+    assert good["results"][0]["confidence"] >= 0.5
+    assert "confidence" in schema["Result"]["properties"] and "no_good_match" in schema["SearchResponse"]["required"]
+
+
+def test_page_says_no_good_match(library, tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium (install it: apt-get update && apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    with Searcher(library / "index") as searcher, ServerThread(create_app(searcher)) as server, \
+            sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.pages[0] if browser.pages else browser.new_page()
+            page.goto(server.url + f"/?q={OFF_TOPIC.replace(' ', '+')}&k=10", wait_until="networkidle")
+            page.wait_for_selector(".card", timeout=20_000)
+            assert page.locator("#no-match").is_visible()
+            assert page.locator("#no-match").inner_text() == NO_GOOD_MATCH_MESSAGE
+            assert page.locator(".card").count() == len(PHOTOS)
+            page.fill("#q", GOOD)
+            page.click("#go")
+            page.wait_for_function("() => document.getElementById('no-match').hidden", timeout=20_000)
+            first = page.locator(".card").nth(0)
+            assert first.get_attribute("data-id") is not None and "% confident" in first.inner_text()
+        finally:
+            browser.close()
+
+
+def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):
+    """`reelsearch calibrate default` on Flickr8k dev: the model with its curve in OUT/best, the report beside it; the
+    curve is the bundled default's (the same command made it), the held-out check well calibrated."""
+    data = f"flickr8k:{shared_path('flickr8k')}"
+    runner = CliRunner()
+    res = runner.invoke(app, ["calibrate", "default", "--data", data, "--split", "dev", "--out", str(tmp_path / "cal"),
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["queries"] == 5000 and report["videos"] == 1000 and report["hits"] == 10
+    assert report["held_out"]["ece"] < 0.02 and report["held_out"]["held_queries"] + report["held_out"][
+        "fit_queries"] == 5000
+    assert json.loads((tmp_path / "cal" / "calibration.json").read_text())["curve"] == report["curve"]
+    saved, bundled = load_model(tmp_path / "cal" / "best"), load_model("default")
+    np.testing.assert_allclose(saved.calibration.curve.score, bundled.calibration.curve.score, atol=1e-6)
+    np.testing.assert_allclose(saved.calibration.curve.right, bundled.calibration.curve.right, atol=1e-6)
+    again = runner.invoke(app, ["calibrate", "default", "--data", data, "--out", str(tmp_path / "cal")])
+    assert isinstance(again.exception, ReelsearchError) and "exists and is not empty" in str(again.exception)
