@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from cue_fixtures import HashEncoder, ScriptedExtractor
 from reelsearch.cli.main import app
 from reelsearch.errors import ConfigError
-from reelsearch.index import LibraryError, LibraryIndex, open_library
+from reelsearch.index import LibraryIndex, open_library
 from reelsearch.index.catalog import CatalogUnavailable
 from reelsearch.index.pg import LATEST, PostgresLibrary, SchemaError, masked
 from reelsearch.index.pg.database import Database
@@ -169,12 +169,3 @@ def test_schema_version_of_an_empty_database(pg_url):
         db.close()
 
 
-def test_one_writer_at_a_time_and_a_dead_writer_releases_the_lock(pg_url, folder):  # noqa: F811
-    with PostgresLibrary(pg_url) as first, PostgresLibrary(pg_url) as second:
-        with first.writing():
-            with pytest.raises(LibraryError, match=r"another process \(server process \d+\) is updating this "
-                                                   "catalog"):
-                second.sync([folder], FakeEmbedder(), progress=False)
-            first._db.close()  # the writer's connection dies (a killed process): the server releases its lock
-            report = second.sync([folder], FakeEmbedder(), progress=False)
-        assert len(report.added) == 6 and len(second) == 6

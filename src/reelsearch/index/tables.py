@@ -223,6 +223,31 @@ class LibraryTables(ABC):
     def known(self, ids: Sequence[str]) -> list[bool]:
         """``Catalog.known``."""
 
+    # -- per-file claims (cooperating writers); the embedded index's writer lock makes every file its own -------
+    #: Commit each file in a transaction of its own (the claims of cooperating writers are per file).
+    ONE_FILE_PER_COMMIT = False
+    #: Seconds between looks at files that another writer holds.
+    CLAIM_POLL = 0.5
+
+    def _claim(self, item: FileToSync, model_id: str) -> FileToSync | None | bool:
+        """Take ``item`` for this writer before it is hashed: the item (with its stored row as it is now), None when
+        there is nothing to do (another writer indexed it since the plan, or failed on it), False while another
+        writer holds it (asked again later)."""
+        return item
+
+    def _claim_failed(self, item: FileToSync, problem: str) -> None:
+        """This writer could not index ``item`` (reported here: other writers leave it alone)."""
+        return None
+
+    def _owned(self, changes: list[FileChange]) -> list[FileChange]:
+        """Inside a commit's transaction: the ``changes`` whose files this writer still holds (their claims
+        released by the commit)."""
+        return changes
+
+    def _exclusive(self) -> None:
+        """Inside a transaction: wait until no other writer is in one that must be alone (a change of model)."""
+        return None
+
     _writer_depth = 0  # > 0 while this object holds the writer lock
 
     @contextlib.contextmanager
@@ -319,9 +344,11 @@ class LibraryTables(ABC):
             plan = self._plan_sync(list(paths), model_id, exclusive, report)
             gone = plan.gone
             if plan.model_changed:  # start over: the old model's vectors go first
-                self._start_over(plan.stored)
+                self._start_over(plan.stored, model_id)
                 report.removed.extend(self._local(s.path) for s in gone)
                 gone = []
+            if self.ONE_FILE_PER_COMMIT:
+                commit_every = 1
             last = self._embed_changes(plan.todo, embed_fn, model_id, report, progress, commit_every, commit_seconds)
             self._commit(last, gone, model_id)
             report.removed.extend(self._local(s.path) for s in gone)
@@ -363,9 +390,12 @@ class LibraryTables(ABC):
         gone = [s for path, s in stored.items() if path not in found]
         return SyncPlan(todo, gone, list(stored.values()), model_changed)
 
-    def _start_over(self, stored: list[StoredFile]) -> None:
+    def _start_over(self, stored: list[StoredFile], model_id: str) -> None:
         """Another model's embeddings: drop every video (the vector index told) and the model's meta."""
         with self._transaction():
+            self._exclusive()
+            if self.model_id in (None, model_id):
+                return  # another writer started over already
             gen = self._next_generation()
             self._forget([s.id for s in stored], gen)
             self._db.execute("DELETE FROM videos")
@@ -380,30 +410,45 @@ class LibraryTables(ABC):
         fails is reported, the rest go on."""
         changes: list[FileChange] = []
         last_commit = time.monotonic()
-        bar = tqdm(todo, desc="indexing", unit="file", disable=not progress or not todo)
-        for item in bar:
-            try:
-                digest = sha256_file(item.path)
-                if item.stored is not None and item.stored.sha256 == digest:
-                    changes.append(FileChange(item, digest))
-                    report.unchanged.append(item.path)
-                else:
-                    media, reused = self._reuse(digest, model_id)
-                    if media is None:
-                        media = embed_fn(item.path)
-                        if not isinstance(media, EmbeddedMedia):
-                            raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
-                    media = media.checked(self.dim or _first_dim(changes))
-                    report.reused += reused
-                    changes.append(FileChange(item, digest, media))
-                    (report.updated if item.stored is not None else report.added).append(item.path)
-            except (KeyboardInterrupt, SystemExit, MemoryError):
-                raise
-            except Exception as exc:  # one bad file never stops the sync
-                report.failed.append((item.path, _describe(exc)))
-            if len(changes) >= commit_every or time.monotonic() - last_commit > commit_seconds:
-                self._commit(changes, [], model_id)
-                changes, last_commit = [], time.monotonic()
+        bar = tqdm(total=len(todo), desc="indexing", unit="file", disable=not progress or not todo)
+        pending = list(todo)
+        while pending:
+            held = []
+            for item in pending:
+                claimed = self._claim(item, model_id)
+                if claimed is False:
+                    held.append(item)
+                    continue
+                bar.update()
+                if claimed is None:
+                    continue
+                item = claimed
+                try:
+                    digest = sha256_file(item.path)
+                    if item.stored is not None and item.stored.sha256 == digest:
+                        changes.append(FileChange(item, digest))
+                        report.unchanged.append(item.path)
+                    else:
+                        media, reused = self._reuse(digest, model_id)
+                        if media is None:
+                            media = embed_fn(item.path)
+                            if not isinstance(media, EmbeddedMedia):
+                                raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
+                        media = media.checked(self.dim or _first_dim(changes))
+                        report.reused += reused
+                        changes.append(FileChange(item, digest, media))
+                        (report.updated if item.stored is not None else report.added).append(item.path)
+                except (KeyboardInterrupt, SystemExit, MemoryError):
+                    raise
+                except Exception as exc:  # one bad file never stops the sync
+                    report.failed.append((item.path, _describe(exc)))
+                    self._claim_failed(item, _describe(exc))
+                if len(changes) >= commit_every or time.monotonic() - last_commit > commit_seconds:
+                    self._commit(changes, [], model_id)
+                    changes, last_commit = [], time.monotonic()
+            if held:  # files other writers hold: done by them, or taken over once their lease expires
+                time.sleep(self.CLAIM_POLL)
+            pending = held
         bar.close()
         return changes
 
@@ -465,7 +510,7 @@ class LibraryTables(ABC):
         now = time.time()
         with self._transaction() as db:
             gen = self._next_generation()
-            for change in changes:
+            for change in self._owned(changes):
                 file, st, media = change.file, change.file.stat, change.media
                 if media is None:  # same content: only its size and mtime changed
                     db.execute("UPDATE videos SET size = ?, mtime_ns = ? WHERE id = ?",

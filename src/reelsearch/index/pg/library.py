@@ -9,32 +9,45 @@ The tables and the sync are ``reelsearch.index.tables``'s, as for the embedded i
   exact scan of ``chunks`` in this process.
 * Nothing to catch up: every read sees what any writer committed, so replicas need no restart and no refresh; the
   caches (biases, text-cue segments) are keyed by the generation, which every commit bumps.
-* The writer lock is a session advisory lock (released when the connection goes, however the writer dies).
+* Any number of writers index at once (``reelsearch index PATH --db URL`` on several machines): each file is claimed
+  with a lease (a ``claims`` row taken with ``FOR UPDATE SKIP LOCKED``, expiring ``lease`` seconds after its last
+  renewal; a thread renews this writer's while it lives), committed in a transaction of its own that releases the
+  claim and logs the commit (``index_log``); a dead writer's claims expire and are taken over, a file indexed
+  meanwhile by another writer is skipped. There is no writer lock: only a change of model is done alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import time
+import logging
+import os
+import socket
+import threading
+import uuid
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.pg.database import Database
 from reelsearch.index.pg.schema import migrate, schema_version
 from reelsearch.index.pg.textcues import PgTextCues
-from reelsearch.index.tables import LibraryError, LibraryTables
+from reelsearch.index.tables import FileChange, FileToSync, LibraryTables, StoredFile
 from reelsearch.index.textcues import Encoder
 from reelsearch.index.vectors import SCAN_CHUNK_ROWS, ScoreFn, scan_chunks
 
-#: Advisory lock key of the writer lock ("reelsearch-w" in ASCII, folded to 63 bits).
+#: Seconds a writer's claim of a file lasts unless renewed (renewed every third of it while the writer lives).
+LEASE = 60.0
+#: Advisory lock key of what a writer must do alone: a change of model ("reelsearch-w" in ASCII, 63 bits).
 WRITER_LOCK = 0x72656C7365617277
 #: What fits in a row of an 8 KiB page (a vector longer than this stays TOASTed).
 INLINE_BYTES = 8000
 #: The most candidates one HNSW search returns (pgvector's limit of hnsw.ef_search); more are found by a scan.
 MAX_EF_SEARCH = 1000
+
+log = logging.getLogger("reelsearch.index")
 
 
 def vector_text(vector: np.ndarray) -> str:
@@ -61,8 +74,12 @@ class PostgresLibrary(LibraryTables):
     VECTOR_SQL = "vector_send(v.vector)"
 
     def __init__(self, url: str, *, media_roots: MediaRoots | None = None, threshold: int = 20_000,
-                 hnsw_m: int = 16, ef_construction: int = 64, ef_search: int = 128):
+                 hnsw_m: int = 16, ef_construction: int = 64, ef_search: int = 128, lease: float = LEASE):
         self.media_roots = media_roots or MediaRoots()
+        self.lease = float(lease)
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._renewer: threading.Thread | None = None
+        self._claimed: set[bytes] = set()  # the files this writer claimed, until their commit
         self.threshold, self.hnsw_m, self.ef_construction = int(threshold), int(hnsw_m), int(ef_construction)
         self.ef_search = int(ef_search)
         self._db = Database(url)
@@ -86,6 +103,12 @@ class PostgresLibrary(LibraryTables):
         return schema_version(self._db)
 
     def close(self) -> None:
+        if self._renewer is not None:
+            self._renewing.set()
+            self._renewer.join()
+            self._renewer = None
+        with contextlib.suppress(ReelsearchError):  # this writer's claims (of files it failed on) go with it
+            self._db.execute("DELETE FROM claims WHERE worker = ? AND error IS NULL", (self.worker,))
         self._db.close()
 
     def refresh(self) -> None:
@@ -117,25 +140,90 @@ class PostgresLibrary(LibraryTables):
             self._set_meta("settings", json.dumps(settings))
 
     # -- writing ---------------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _writer_lock(self, wait: float | None) -> Iterator[None]:
-        """A session advisory lock (released when the connection goes, however the writer dies)."""
-        deadline = None if wait is None else time.monotonic() + wait
-        while not self._db.execute("SELECT pg_try_advisory_lock(?)", (WRITER_LOCK,)).fetchone()[0]:
-            if deadline is not None and time.monotonic() >= deadline:
-                holder = self._db.execute(
-                    "SELECT a.client_addr, a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a "
-                    "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objid = ? LIMIT 1",
-                    (WRITER_LOCK & 0xFFFFFFFF,)).fetchone()
-                who = f" (server process {holder[2]})" if holder else ""
-                raise LibraryError(f"{self.location}: another process{who} is updating this catalog; try again when "
-                                   "it is done")
-            time.sleep(0.2)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(Exception):  # a lost connection released it already
-                self._db.execute("SELECT pg_advisory_unlock(?)", (WRITER_LOCK,))
+    def _writer_lock(self, wait: float | None):
+        """No lock: writers cooperate file by file (``_claim``), so any number index at once."""
+        return contextlib.nullcontext()
+
+    # -- cooperating writers: a claim (lease) per file ---------------------------------------------------------
+    ONE_FILE_PER_COMMIT = True
+
+    def _claim(self, item: FileToSync, model_id: str) -> FileToSync | None | bool:
+        """Take ``item`` with a lease (a ``claims`` row, ``lease`` seconds, renewed while this writer lives): the
+        item with its stored row as it is now; None when it is indexed already (by another writer since the plan)
+        or another writer failed on it; False while another live writer holds it. A claim whose lease expired (its
+        writer died) is taken over."""
+        key = os.fsencode(self.media_roots.stored(item.path))
+        with self._db.transaction():
+            fresh = self._db.execute("INSERT INTO claims (path, worker, expires_at) VALUES (?, ?, now() + ? * "
+                                     "interval '1 second') ON CONFLICT (path) DO NOTHING RETURNING 1",
+                                     (key, self.worker, self.lease)).fetchone()
+            if fresh is None:
+                row = self._db.execute("SELECT worker, expires_at < now(), error FROM claims WHERE path = ? "
+                                       "FOR UPDATE SKIP LOCKED", (key,)).fetchone()
+                if row is None:
+                    return False  # another writer is claiming it this instant
+                worker, expired, error = row
+                if worker != self.worker and not expired:
+                    return None if error is not None else False
+                self._db.execute("UPDATE claims SET worker = ?, expires_at = now() + ? * interval '1 second', "
+                                 "error = NULL WHERE path = ?", (self.worker, self.lease, key))
+            row = self._db.execute("SELECT path, id, size, mtime_ns, sha256, model_id FROM videos WHERE path = ?",
+                                   (key,)).fetchone()
+            if row is not None and row[5] == model_id and (row[2], row[3]) == (item.stat.st_size,
+                                                                              item.stat.st_mtime_ns):
+                self._db.execute("DELETE FROM claims WHERE path = ?", (key,))
+                return None  # indexed meanwhile
+        self._heartbeat()
+        self._claimed.add(key)
+        stored = None if row is None or row[5] != model_id else StoredFile(bytes(row[0]), *row[1:5])
+        return item._replace(stored=stored)
+
+    def _claim_failed(self, item: FileToSync, problem: str) -> None:
+        """The claim stays with the problem until its lease expires: the other writers of this run leave it."""
+        self._db.execute("UPDATE claims SET error = ? WHERE path = ? AND worker = ?",
+                         (problem, os.fsencode(self.media_roots.stored(item.path)), self.worker))
+
+    def _owned(self, changes: list[FileChange]) -> list[FileChange]:
+        """The changes whose claims this writer still holds (or never claimed: ``copy_from``), their claims released
+        and each logged in ``index_log`` (one row per file committed: the proof that no file is indexed twice)."""
+        kept = []
+        for change in changes:
+            key = os.fsencode(self.media_roots.stored(change.file.path))
+            if key in self._claimed and self._db.execute("DELETE FROM claims WHERE path = ? AND worker = ? "
+                                                         "RETURNING 1", (key, self.worker)).fetchone() is None:
+                log.warning("%s: lost the claim of %s (its lease expired); another writer indexes it", self.location,
+                            change.file.path)
+                continue
+            self._claimed.discard(key)
+            if change.media is not None:
+                self._db.execute("INSERT INTO index_log (path, worker) VALUES (?, ?)", (key, self.worker))
+            kept.append(change)
+        return kept
+
+    def _exclusive(self) -> None:
+        self._db.execute("SELECT pg_advisory_xact_lock(?)", (WRITER_LOCK,))
+
+    def _heartbeat(self) -> None:
+        """Renew this writer's leases every third of ``lease`` seconds, from a thread with its own connection, for
+        as long as this catalog is open (a writer that dies stops renewing: its claims expire)."""
+        if self._renewer is not None:
+            return
+        stop = self._renewing = threading.Event()
+
+        def renew() -> None:
+            db = None
+            while not stop.wait(self.lease / 3):
+                try:
+                    db = db or Database(self.url)
+                    db.execute("UPDATE claims SET expires_at = now() + ? * interval '1 second' WHERE worker = ? "
+                               "AND error IS NULL", (self.lease, self.worker))
+                except ReelsearchError as exc:  # the database away for a while: the next round tries again
+                    log.warning("%s", exc)
+            if db is not None:
+                db.close()
+
+        self._renewer = threading.Thread(target=renew, name="reelsearch-lease", daemon=True)
+        self._renewer.start()
 
     def _transaction(self):
         return self._db.transaction()

@@ -102,10 +102,25 @@ def _v2(db: Database) -> None:
     db.execute("ALTER TABLE frame_vectors ADD COLUMN detail bytea")
 
 
+def _v3(db: Database) -> None:
+    """Cooperating writers: a claim records the problem of a file its writer failed on (the others leave it until the
+    lease expires); ``index_log`` has one row per file whose embeddings a writer committed."""
+    db.execute("""
+        ALTER TABLE claims ADD COLUMN error text;
+        CREATE TABLE index_log (
+            path bytea NOT NULL,
+            worker text NOT NULL,
+            committed_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX index_log_path ON index_log (path);
+    """)
+
+
 #: (version, what it does, the function that applies it), in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (1, "the catalog: videos, frames, frame vectors, text cues, claims", _v1),
     (2, "frame_vectors.detail: how much each frame shows", _v2),
+    (3, "claims.error, index_log: cooperating writers", _v3),
 ]
 LATEST = MIGRATIONS[-1][0]
 
