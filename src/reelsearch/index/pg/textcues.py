@@ -20,6 +20,9 @@ from reelsearch.index.keyword import SUBSTRING_MIN, Lexer
 from reelsearch.index.pg.database import Database
 from reelsearch.index.textcues import Encoder, TextCues
 
+#: Advisory lock key of text-cue writes ("reelcues" in ASCII): cooperating writers store and prune one at a time.
+CUE_LOCK = 0x7265656C63756573
+
 
 def tsvector(words: list[tuple[str, int]]) -> str:
     """The ``tsvector`` text of (word, position) pairs (positions from 1)."""
@@ -58,8 +61,16 @@ class PgTextCues(TextCues):
 
     @contextlib.contextmanager
     def _write(self):
+        """A transaction that holds the cue-write lock: a video's segments are replaced by one writer at a time."""
         with self._db.transaction():
+            self._db.execute("SELECT pg_advisory_xact_lock(?)", (CUE_LOCK,))
             yield
+
+    def prune(self, contents) -> int:
+        """``TextCues.prune`` against the catalog's videos as they are now, under the cue-write lock (``contents``,
+        read earlier by the caller, may miss a video another writer committed since: its cues are kept)."""
+        with self._write():
+            return super().prune({str(r[0]): r[1] for r in self._db.execute("SELECT id, sha256 FROM videos")})
 
     def _insert(self, video_id: str, cue: str, seg: CueSegment, vector: np.ndarray) -> None:
         self._db.execute(
