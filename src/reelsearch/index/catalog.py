@@ -1,6 +1,6 @@
-"""What search reads of a library: the ``Catalog`` interface, implemented by ``LibraryIndex`` (SQLite + FAISS or
-Milvus); a catalog in another database (PostgreSQL + pgvector: ``nearest`` an ``ORDER BY embedding <#> q LIMIT n``,
-the rest plain ``SELECT``\\ s) implements the same methods and the search sources run on it unchanged.
+"""What search reads of a library: the ``Catalog`` interface, implemented by ``LibraryIndex`` (SQLite + FAISS) and
+``PostgresLibrary`` (PostgreSQL + pgvector: ``nearest`` an ``ORDER BY vector <#> q LIMIT n``, the rest plain
+``SELECT``\\ s); the search sources run on either unchanged.
 
 Ids are strings; a video's *row* is its stored video-level embedding, its *frame rows* one per sampled frame (what
 a row holds is the model's business: ``reelsearch.models.interface``); its *bias* is added to every query's score of
@@ -15,6 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
+from reelsearch.errors import ReelsearchError
 from reelsearch.index.vectors import ScoreFn
 
 
@@ -67,3 +68,8 @@ class Catalog(Protocol):
 
     def bias_range(self) -> tuple[float, float]:
         """(smallest, largest) bias ((0, 0) without videos)."""
+
+
+class CatalogUnavailable(ReelsearchError):
+    """The catalog's database cannot be reached now (a lost connection, a server restarting): the request fails with
+    this error and the next one reconnects."""

@@ -8,6 +8,10 @@ comparable across queries: 1 = every query word is in one segment, rare words we
 stop words are left out of the query unless it has nothing else. A word matches a stemmed word of a segment (table
 ``words``: Porter-stemmed unicode61), or, in OCR text and for words of 4+ characters, any substring (table ``chars``:
 trigrams; ``forecast`` in ``WEATHERFORECAST``).
+
+The PostgreSQL catalog matches by the same rules: its ``tsvector`` holds the words as this module's ``Lexer`` cuts and
+stems them (SQLite's own FTS5 tokenizer, run in memory), so both databases find the same segments for a word and the
+scores, computed here from those matches, are the same.
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+from collections.abc import Callable
 
 import numpy as np
 
 from reelsearch.features.cues import CUES, CueSegment
 from reelsearch.index.segments import SegmentCache
 
+#: How the ``words`` table cuts and stems text (SQLite FTS5).
+WORDS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 SUBSTRING_MIN = 4  # query words at least this long also match inside OCR text (missing spaces)
 #: English function words and their inflected forms (mostly NLTK's list), left out of a keyword query: a form left
 #: out of the list matches through its stem ("doing" matched every "do" of a transcript while only "do" was listed).
@@ -40,11 +47,12 @@ def query_terms(query: str) -> list[str]:
     return content or words
 
 
-def keyword_scores(db: sqlite3.Connection, terms: list[str], cache: SegmentCache, slot: np.ndarray, n: int,
-                   cues: list[str]):
+def keyword_scores(term_rows: Callable[[str], set[int]], terms: list[str], cache: SegmentCache, slot: np.ndarray,
+                   n: int, cues: list[str]):
     """({cue: [n] scores}, {cue: [n] best segment position or -1}, every segment's score [S],
     {term: sorted positions of the segments it matches}); ``slot[v]``: the output position of the cache's video v
-    (-1: not asked for). One FTS5 lookup per query word (two for OCR substrings)."""
+    (-1: not asked for); ``term_rows(term)``: the ids of the segments a query word matches (``fts_term_rows``: one
+    FTS5 lookup, two for OCR substrings)."""
     size = len(cache.rows)
     scores = {c: np.zeros(n, np.float32) for c in cues}
     best = {c: np.full(n, -1, np.int64) for c in cues}
@@ -53,7 +61,7 @@ def keyword_scores(db: sqlite3.Connection, terms: list[str], cache: SegmentCache
     if not terms or not size:
         return scores, best, segment_scores, matched
     for t in terms:
-        rows = np.fromiter(_term_rows(db, t), np.int64)
+        rows = np.fromiter(term_rows(t), np.int64)
         pos = np.searchsorted(cache.rows, rows)
         ok = pos < size
         ok[ok] = cache.rows[pos[ok]] == rows[ok]  # rows written after the cache was read are left out
@@ -76,7 +84,7 @@ def keyword_scores(db: sqlite3.Connection, terms: list[str], cache: SegmentCache
     return scores, best, segment_scores, matched
 
 
-def highlights(db: sqlite3.Connection, segment: int, query: str) -> list[tuple[int, int]]:
+def highlights(db, segment: int, query: str) -> list[tuple[int, int]]:
     """Where ``query``'s words occur in a stored segment's text, as [start, end) character offsets (code points),
     by the keyword rules: stemmed words, and for OCR text substrings of words of 4+ characters."""
     terms = query_terms(query)
@@ -111,7 +119,7 @@ def contains(sorted_positions: np.ndarray, p: int) -> bool:
     return i < len(sorted_positions) and int(sorted_positions[i]) == p
 
 
-def _spans(db: sqlite3.Connection, table: str, segment: int, expression: str) -> list[tuple[int, int]]:
+def _spans(db, table: str, segment: int, expression: str) -> list[tuple[int, int]]:
     row = db.execute(f"SELECT highlight({table}, 0, char(1), char(2)) FROM {table} "
                      f"WHERE {table} MATCH ? AND rowid = ?", (expression, int(segment))).fetchone()
     if row is None:
@@ -127,9 +135,41 @@ def _spans(db: sqlite3.Connection, table: str, segment: int, expression: str) ->
     return spans
 
 
-def _term_rows(db: sqlite3.Connection, term: str) -> set[int]:
+def fts_term_rows(db, term: str) -> set[int]:
+    """Ids of the segments ``term`` matches in the FTS5 tables ``words`` (and ``chars`` for a long word)."""
     phrase = f'"{term}"'
     rows = {r[0] for r in db.execute("SELECT rowid FROM words WHERE words MATCH ?", (phrase,))}
     if len(term) >= SUBSTRING_MIN:
         rows |= {r[0] for r in db.execute("SELECT rowid FROM chars WHERE chars MATCH ?", (phrase,))}
     return rows
+
+
+class Lexer:
+    """The keyword rules as text goes in and out of another database: the words of a text as the ``words`` table
+    cuts and stems them, and the highlights of a query in a text, by SQLite's own FTS5 tokenizers in memory."""
+
+    def __init__(self):
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(f"CREATE VIRTUAL TABLE words USING fts5(text, tokenize='{WORDS_TOKENIZER}')")
+        self._db.execute("CREATE VIRTUAL TABLE chars USING fts5(text, tokenize='trigram')")
+        self._db.execute("CREATE VIRTUAL TABLE terms USING fts5vocab(words, 'instance')")
+
+    def words(self, text: str) -> list[tuple[str, int]]:
+        """(stemmed word, position) of every word of ``text``, in order."""
+        with self._db:
+            self._db.execute("DELETE FROM words")
+            self._db.execute("INSERT INTO words (rowid, text) VALUES (1, ?)", (text,))
+            return [(t, int(o)) for t, o in self._db.execute("SELECT term, offset FROM terms ORDER BY offset")]
+
+    def highlights(self, text: str, query: str, ocr: bool) -> list[tuple[int, int]]:
+        """``highlights`` of ``query`` in ``text`` (substrings too when ``ocr``)."""
+        with self._db:
+            self._db.execute("DELETE FROM words")
+            self._db.execute("DELETE FROM chars")
+            self._db.execute("INSERT INTO words (rowid, text) VALUES (1, ?)", (text,))
+            if ocr:
+                self._db.execute("INSERT INTO chars (rowid, text) VALUES (1, ?)", (text,))
+            return highlights(self._db, 1, query)
+
+    def close(self) -> None:
+        self._db.close()

@@ -3,7 +3,6 @@ scorers (``reelsearch.index.keyword``, ``reelsearch.index.semantic``) read besid
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +30,8 @@ class SegmentCache:
     group_video: np.ndarray
 
     @classmethod
-    def load(cls, db: sqlite3.Connection, generation: int) -> SegmentCache:
+    def load(cls, db, generation: int) -> SegmentCache:
+        """Every segment of ``db`` (a SQLite or PostgreSQL catalog connection: ``execute(sql, params)``)."""
         data = db.execute("SELECT id, video_id, cue, start, embedding FROM segments ORDER BY id").fetchall()
         video_ids = sorted({r[1] for r in data})
         index = {v: i for i, v in enumerate(video_ids)}

@@ -17,14 +17,20 @@ how that is fused with the picture is search's business (``reelsearch.search.cue
 
 Writes are one transaction per video (all cues of that video, a generation bump), so a crash never leaves half a
 video; ``pending`` tells which cues a video still needs, so an interrupted ``update`` resumes where it stopped.
+
+``TextCues`` holds all of this once; ``TextCueIndex`` keeps it in SQLite, ``reelsearch.index.pg.PgTextCues`` in
+PostgreSQL (the same tables, a ``tsvector`` for the words): each fills in how segments are written, found by a word,
+and highlighted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,10 +42,11 @@ from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.features.cues import CUES, CueResult, CueSegment
-from reelsearch.index.keyword import contains, keyword_scores, query_terms, word_moment
+from reelsearch.index.keyword import WORDS_TOKENIZER, contains, fts_term_rows, keyword_scores, query_terms, word_moment
 from reelsearch.index.keyword import highlights as segment_highlights
 from reelsearch.index.segments import SegmentCache
 from reelsearch.index.semantic import semantic_scores
+from reelsearch.index.sqlite import SqliteDb
 
 #: A sentence encoder: texts -> [N, D] embeddings (MiniLM for search; anything deterministic in tests).
 Encoder = Callable[[Sequence[str]], np.ndarray]
@@ -47,17 +54,17 @@ Encoder = Callable[[Sequence[str]], np.ndarray]
 SQLITE_NAME = "textcues.sqlite"
 SCHEMA_VERSION = 1
 
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS segments (
     id INTEGER PRIMARY KEY,
     video_id TEXT NOT NULL,
     cue TEXT NOT NULL,
     start REAL NOT NULL,
-    end REAL NOT NULL,
+    "end" REAL NOT NULL,
     text TEXT NOT NULL,
     confidence REAL NOT NULL,
-    extra TEXT,                    -- JSON: {"box": [...]} or {"words": [[start, end, word], ...]}
+    extra TEXT,                    -- JSON: {{"box": [...]}} or {{"words": [[start, end, word], ...]}}
     embedding BLOB NOT NULL        -- float16 [dim], L2-normalised
 );
 CREATE INDEX IF NOT EXISTS segments_video ON segments (video_id, cue);
@@ -71,7 +78,7 @@ CREATE TABLE IF NOT EXISTS runs (
     updated_at REAL NOT NULL,
     PRIMARY KEY (video_id, cue)
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5(text, tokenize='porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5(text, tokenize='{WORDS_TOKENIZER}');
 CREATE VIRTUAL TABLE IF NOT EXISTS chars USING fts5(text, tokenize='trigram');
 """
 
@@ -164,36 +171,54 @@ class CueReport:
                 "cue failures")
 
 
-class TextCueIndex:
-    """Transcript and on-screen-text segments of videos, with keyword (FTS5) and meaning (embedding) scores.
+class TextCues(ABC):
+    """Transcript and on-screen-text segments of videos, with keyword and meaning (embedding) scores, in a SQL
+    database (``?`` parameters; the tables of the module docstring, ``META`` the meta table's name).
 
-    ``directory``: the index folder (created). ``encoder``: ``texts -> [N, D]`` sentence embeddings of what is stored
-    (search gives MiniLM's, ``reelsearch.search.cues.sentence_encoder``); only writing segments and scoring a query
-    given as text need it. One object is used by one thread at a time (as the library index: the Searcher's lock
-    serialises it); several processes may read while one writes (WAL).
+    ``encoder``: ``texts -> [N, D]`` sentence embeddings of what is stored (search gives MiniLM's,
+    ``reelsearch.search.cues.sentence_encoder``); only writing segments and scoring a query given as text need it.
+    One object is used by one thread at a time (the Searcher's lock serialises it); several processes may read while
+    one writes.
     """
 
-    def __init__(self, directory: str | Path, *, encoder: Encoder | None = None):
-        self.directory = Path(directory).expanduser()
-        self.path = self.directory / SQLITE_NAME
-        self._encoder = encoder
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise TextCueError(f"{self.path}: cannot open the text-cue index ({exc})") from None
-        self._check_schema()
-        self._cache: SegmentCache | None = None
-        self._stored: tuple[int, list[str]] | None = None  # (generation, stored_cues())
+    META = "meta"
+    _db = None  # a connection with sqlite3's execute / executemany
+    _encoder: Encoder | None = None
+    _cache: SegmentCache | None = None
+    _stored: tuple[int, list[str]] | None = None  # (generation, stored_cues())
+
+    # ------------------------------------------------------------------- what each database implements
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the segments are, as messages show it (a file, or a database URL without its password)."""
+
+    @abstractmethod
+    def _write(self) -> contextlib.AbstractContextManager:
+        """One write transaction (rolled back on any exception; TextCueError when it cannot begin)."""
+
+    @abstractmethod
+    def _insert(self, video_id: str, cue: str, seg: CueSegment, vector: np.ndarray) -> None:
+        """Store one segment (with what finds it by word) in the open transaction."""
+
+    @abstractmethod
+    def _delete_segments(self, where: str, args: tuple) -> None:
+        """Delete the segments ``WHERE where`` (and what finds them by word), in the open transaction."""
+
+    @abstractmethod
+    def _term_rows(self, term: str) -> set[int]:
+        """Ids of the segments a query word matches (``reelsearch.index.keyword``'s rules)."""
+
+    @abstractmethod
+    def highlights(self, segment: int, query: str) -> list[tuple[int, int]]:
+        """Where ``query``'s words occur in the stored segment ``segment`` (``SegmentMatch.segment``), as [start, end)
+        character offsets (code points), by the keyword rules (``reelsearch.index.keyword.highlights``)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
 
     # ------------------------------------------------------------------------------------------ lifecycle
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> TextCueIndex:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
@@ -202,22 +227,26 @@ class TextCueIndex:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``texts`` embedded by the encoder this index was given (TextCueError without one)."""
         if self._encoder is None:
-            raise TextCueError(f"{self.path}: no sentence encoder given to embed text (TextCueIndex(..., encoder=))")
+            raise TextCueError(f"{self.location}: no sentence encoder given to embed text (TextCueIndex(..., "
+                               "encoder=))")
         return np.asarray(self._encoder(list(texts)), dtype=np.float32)
 
     @property
     def generation(self) -> int:
         """Bumped by every committed write (readers reload their embedding cache when it moves)."""
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return int(row[0]) if row else 0
+        return int(self._meta("generation") or 0)
 
-    def _check_schema(self) -> None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        if row is None:
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise TextCueError(f"{self.path}: schema version {row[0]}, this reelsearch reads {SCHEMA_VERSION}; "
-                               "delete the file to rebuild it")
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute(f"SELECT value FROM {self.META} WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    @contextlib.contextmanager
+    def _transaction(self):
+        """A write transaction that bumps the generation."""
+        with self._write():
+            yield
+            self._db.execute(f"INSERT INTO {self.META} (key, value) VALUES ('generation', '1') ON CONFLICT (key) "
+                             f"DO UPDATE SET value = CAST(CAST({self.META}.value AS INTEGER) + 1 AS TEXT)")
 
     # -------------------------------------------------------------------------------------------- writing
     def pending(self, video_id: str, recipes: Mapping[str, str], content: str | None = None) -> list[str]:
@@ -228,6 +257,9 @@ class TextCueIndex:
                 if cue not in runs or runs[cue].recipe != recipe or runs[cue].content != content
                 or runs[cue].error is not None]
 
+    _UPSERT_RUN = (" ON CONFLICT (video_id, cue) DO UPDATE SET recipe = excluded.recipe, content = excluded.content, "
+                   "n_segments = excluded.n_segments, error = excluded.error, updated_at = excluded.updated_at")
+
     def put(self, video_id: str, results: Mapping[str, CueResult], content: str | None = None) -> None:
         """Store ``results`` (cue -> CueResult) for ``video_id`` in one transaction, replacing those cues' previous
         segments; a failed result stores its error (and no segments), other cues are untouched."""
@@ -237,7 +269,7 @@ class TextCueIndex:
         rows, i = [], 0
         for cue, result in results.items():
             if cue not in CUES:
-                raise TextCueError(f"{self.path}: unknown cue {cue!r}; known: {', '.join(CUES)}")
+                raise TextCueError(f"{self.location}: unknown cue {cue!r}; known: {', '.join(CUES)}")
             for seg in result.segments if result.ok else []:
                 rows.append((cue, seg, vectors[i]))
                 i += 1
@@ -248,7 +280,8 @@ class TextCueIndex:
             for cue, seg, vec in rows:
                 self._insert(video_id, cue, seg, vec)
             for cue, result in results.items():
-                self._db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                self._db.execute("INSERT INTO runs (video_id, cue, recipe, content, n_segments, error, updated_at) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?)" + self._UPSERT_RUN,
                                  (video_id, cue, result.recipe, content, len(result.segments) if result.ok else 0,
                                   result.error, now))
 
@@ -331,8 +364,8 @@ class TextCueIndex:
                     self._db.execute("DELETE FROM runs WHERE video_id = ?", (vid,))
                     self._delete(vid, None)
                     continue
-                for (cue,) in self._db.execute("SELECT cue FROM runs WHERE video_id = ? AND content IS NOT ?",
-                                               (vid, contents[vid])).fetchall():
+                for (cue,) in self._db.execute("SELECT cue FROM runs WHERE video_id = ? AND (content IS NULL OR "
+                                               "content <> ?)", (vid, contents[vid])).fetchall():
                     self._delete(vid, cue)
         return len(stale)
 
@@ -349,7 +382,7 @@ class TextCueIndex:
         if content is None:
             return None
         row = self._db.execute("SELECT video_id FROM runs WHERE cue = ? AND recipe = ? AND content = ? AND "
-                               "error IS NULL AND video_id != ? LIMIT 1", (cue, recipe, content, video_id)).fetchone()
+                               "error IS NULL AND video_id <> ? LIMIT 1", (cue, recipe, content, video_id)).fetchone()
         return row[0] if row else None
 
     def _copy(self, video_id: str, donors: Mapping[str, str]) -> None:
@@ -358,59 +391,77 @@ class TextCueIndex:
         with self._transaction():
             for cue, donor in donors.items():
                 self._delete(video_id, cue)
-                rows = self._db.execute("SELECT start, end, text, confidence, extra, embedding FROM segments "
+                rows = self._db.execute('SELECT start, "end", text, confidence, extra, embedding FROM segments '
                                         "WHERE video_id = ? AND cue = ? ORDER BY id", (donor, cue)).fetchall()
                 for start, end, text, conf, extra, blob in rows:
                     self._insert(video_id, cue, _segment(cue, start, end, text, conf, extra),
                                  np.frombuffer(blob, np.float16))
-                self._db.execute("INSERT OR REPLACE INTO runs SELECT ?, cue, recipe, content, n_segments, error, ? "
-                                 "FROM runs WHERE video_id = ? AND cue = ?", (video_id, now, donor, cue))
+                self._db.execute("INSERT INTO runs (video_id, cue, recipe, content, n_segments, error, updated_at) "
+                                 "SELECT ?, cue, recipe, content, n_segments, error, ? FROM runs WHERE video_id = ? "
+                                 "AND cue = ?" + self._UPSERT_RUN, (video_id, now, donor, cue))
+
+    def copy_from(self, source: TextCues, ids: Mapping[str, str]) -> int:
+        """Copy the runs and segments (with their stored embeddings: nothing is extracted or embedded again) of each
+        video ``old`` of ``source`` to video ``ids[old]`` here, one transaction per video; how many were copied."""
+        dim = source._meta("dim")
+        if dim is not None:
+            stored = self._meta("dim")
+            if stored is not None and stored != dim:
+                raise TextCueError(f"{self.location}: holds {stored}-d embeddings, {source.location} {dim}-d")
+        copied = 0
+        for old in source.video_ids():
+            if old not in ids:
+                continue
+            new = str(ids[old])
+            rows = source._db.execute('SELECT cue, start, "end", text, confidence, extra, embedding FROM segments '
+                                      "WHERE video_id = ? ORDER BY id", (old,)).fetchall()
+            runs = source._db.execute("SELECT cue, recipe, content, n_segments, error, updated_at FROM runs "
+                                      "WHERE video_id = ?", (old,)).fetchall()
+            with self._transaction():
+                if dim is not None:
+                    self._db.execute(f"INSERT INTO {self.META} (key, value) VALUES ('dim', ?) ON CONFLICT (key) "
+                                     "DO NOTHING", (dim,))
+                self._delete(new, None)
+                self._db.execute("DELETE FROM runs WHERE video_id = ?", (new,))
+                for cue, start, end, text, conf, extra, blob in rows:
+                    self._insert(new, cue, _segment(cue, start, end, text, conf, extra),
+                                 np.frombuffer(bytes(blob), np.float16))
+                self._db.executemany("INSERT INTO runs (video_id, cue, recipe, content, n_segments, error, "
+                                     "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)", [(new, *r) for r in runs])
+            copied += 1
+        return copied
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 1), np.float16)
         vectors = self.encode(texts)
         if vectors.ndim != 2 or len(vectors) != len(texts):
-            raise TextCueError(f"{self.path}: the encoder returned {vectors.shape} for {len(texts)} texts")
+            raise TextCueError(f"{self.location}: the encoder returned {vectors.shape} for {len(texts)} texts")
         stored = self._meta("dim")
         if stored is None:
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('dim', ?)", (str(vectors.shape[1]),))
+            self._db.execute(f"INSERT INTO {self.META} (key, value) VALUES ('dim', ?) ON CONFLICT (key) DO NOTHING",
+                             (str(vectors.shape[1]),))
         elif int(stored) != vectors.shape[1]:
-            raise TextCueError(f"{self.path}: the index holds {stored}-d embeddings, the encoder gives "
-                               f"{vectors.shape[1]}-d; use the same encoder or delete the file to rebuild")
+            raise TextCueError(f"{self.location}: the index holds {stored}-d embeddings, the encoder gives "
+                               f"{vectors.shape[1]}-d; use the same encoder or delete the segments to rebuild")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return (vectors / np.maximum(norms, 1e-12)).astype(np.float16)
 
-    def _meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def _transaction(self):
-        return _Transaction(self)
-
     def _delete(self, video_id: str, cue: str | None) -> None:
         where, args = ("video_id = ?", (video_id,)) if cue is None else ("video_id = ? AND cue = ?", (video_id, cue))
-        ids = [r[0] for r in self._db.execute(f"SELECT id FROM segments WHERE {where}", args)]
-        for table in ("words", "chars", "segments"):
-            key = "id" if table == "segments" else "rowid"
-            self._db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
+        self._delete_segments(where, args)
         if cue is not None:
             self._db.execute("DELETE FROM runs WHERE video_id = ? AND cue = ?", (video_id, cue))
 
-    def _insert(self, video_id: str, cue: str, seg: CueSegment, vector: np.ndarray) -> None:
+    @staticmethod
+    def _extra(seg: CueSegment) -> str | None:
+        """A segment's box or word times as the ``extra`` column's JSON."""
         extra = {}
         if seg.box is not None:
             extra["box"] = list(seg.box)
         if seg.words:
             extra["words"] = [list(w) for w in seg.words]
-        cur = self._db.execute(
-            "INSERT INTO segments (video_id, cue, start, end, text, confidence, extra, embedding) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (video_id, cue, float(seg.start), float(seg.end), seg.text, float(seg.confidence),
-             json.dumps(extra) if extra else None, vector.tobytes()))
-        self._db.execute("INSERT INTO words (rowid, text) VALUES (?, ?)", (cur.lastrowid, seg.text))
-        if cue == "ocr":
-            self._db.execute("INSERT INTO chars (rowid, text) VALUES (?, ?)", (cur.lastrowid, seg.text))
+        return json.dumps(extra) if extra else None
 
     # -------------------------------------------------------------------------------------------- reading
     def video_ids(self) -> list[str]:
@@ -427,7 +478,7 @@ class TextCueIndex:
         """The stored segments of ``video_id`` (the cues asked for), in time order."""
         marks = ",".join("?" * len(cues))
         rows = self._db.execute(
-            f"SELECT cue, start, end, text, confidence, extra FROM segments WHERE video_id = ? AND cue IN ({marks}) "
+            f'SELECT cue, start, "end", text, confidence, extra FROM segments WHERE video_id = ? AND cue IN ({marks}) '
             "ORDER BY start, id", (str(video_id), *cues))
         return [_segment(*row) for row in rows]
 
@@ -436,7 +487,7 @@ class TextCueIndex:
         """Keyword and semantic scores of ``query`` for ``video_ids`` (default: every video with segments).
 
         ``query_vector``: the query's sentence embedding when the caller has it already (else the encoder makes it).
-        Costs one FTS5 lookup per query word and one matrix-vector product over every stored segment embedding;
+        Costs one word lookup per query word and one matrix-vector product over every stored segment embedding;
         the segments behind the scores are read only when asked for (``keyword_best`` / ``semantic_best``).
         """
         if not query or not query.strip():
@@ -455,10 +506,11 @@ class TextCueIndex:
                 if j is not None:
                     slot[j] = i
         terms = query_terms(query)
-        kw, kw_pos, kw_score, matched = keyword_scores(self._db, terms, cache, slot, len(ids), cues)
+        kw, kw_pos, kw_score, matched = keyword_scores(self._term_rows, terms, cache, slot, len(ids), cues)
         q = self.encode([query])[0] if query_vector is None else np.asarray(query_vector, np.float32).reshape(-1)
         if len(cache.rows) and q.shape[0] != cache.vectors.shape[1]:
-            raise TextCueError(f"{self.path}: a {q.shape[0]}-d query vector for {cache.vectors.shape[1]}-d segments")
+            raise TextCueError(f"{self.location}: a {q.shape[0]}-d query vector for {cache.vectors.shape[1]}-d "
+                               "segments")
         sem, sem_pos, cos = semantic_scores(q, cache, slot, len(ids), cues)
 
         def keyword_match(p: int) -> SegmentMatch:
@@ -471,14 +523,9 @@ class TextCueIndex:
         return CueScores(query, list(ids), kw, sem, {c: _Matches(kw_pos[c], keyword_match) for c in cues},
                          {c: _Matches(sem_pos[c], semantic_match) for c in cues}, positions)
 
-    def highlights(self, segment: int, query: str) -> list[tuple[int, int]]:
-        """Where ``query``'s words occur in the stored segment ``segment`` (``SegmentMatch.segment``), as [start, end)
-        character offsets (code points), by the keyword rules (``reelsearch.index.keyword.highlights``)."""
-        return segment_highlights(self._db, segment, query)
-
     def _match(self, cache: SegmentCache, position: int, terms: set[str], score: float, how: str) -> SegmentMatch:
         rowid = int(cache.rows[position])
-        row = self._db.execute("SELECT cue, start, end, text, confidence, extra FROM segments WHERE id = ?",
+        row = self._db.execute('SELECT cue, start, "end", text, confidence, extra FROM segments WHERE id = ?',
                                (rowid,)).fetchone()
         if row is None:  # deleted since the cache was read
             cue = CUES[int(cache.cues[position])]
@@ -499,27 +546,76 @@ class TextCueIndex:
         return len(self._segments().rows)
 
 
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT with a generation bump; ROLLBACK on any exception."""
+class TextCueIndex(TextCues):
+    """The text cues of the embedded index: ``DIR/textcues.sqlite`` (WAL), words found by FTS5 (Porter-stemmed words
+    in ``words``, trigrams of OCR text in ``chars``).
 
-    def __init__(self, index: TextCueIndex):
-        self.db, self.path = index._db, index.path
+    ``directory``: the index folder (created). Several processes may read while one writes (WAL).
+    """
 
-    def __enter__(self):
+    def __init__(self, directory: str | Path, *, encoder: Encoder | None = None):
+        self.directory = Path(directory).expanduser()
+        self.path = self.directory / SQLITE_NAME
+        self._encoder = encoder
         try:
-            self.db.execute("BEGIN IMMEDIATE")
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._db = SqliteDb(self.path, self.directory, timeout=30.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise TextCueError(f"{self.path}: cannot open the text-cue index ({exc})") from None
+        self._check_schema()
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _check_schema(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if row is None:
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise TextCueError(f"{self.path}: schema version {row[0]}, this reelsearch reads {SCHEMA_VERSION}; "
+                               "delete the file to rebuild it")
+
+    @contextlib.contextmanager
+    def _write(self):
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise TextCueError(f"{self.path}: cannot write ({exc})") from None
-        return self
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None:
-            self.db.execute("ROLLBACK")
-            return False
-        self.db.execute("INSERT INTO meta VALUES ('generation', '1') "
-                        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
-        self.db.execute("COMMIT")
-        return False
+    def _delete_segments(self, where: str, args: tuple) -> None:
+        ids = [r[0] for r in self._db.execute(f"SELECT id FROM segments WHERE {where}", args)]
+        for table in ("words", "chars", "segments"):
+            key = "id" if table == "segments" else "rowid"
+            self._db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
+
+    def _insert(self, video_id: str, cue: str, seg: CueSegment, vector: np.ndarray) -> None:
+        cur = self._db.execute(
+            'INSERT INTO segments (video_id, cue, start, "end", text, confidence, extra, embedding) '
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (video_id, cue, float(seg.start), float(seg.end), seg.text, float(seg.confidence), self._extra(seg),
+             vector.tobytes()))
+        self._db.execute("INSERT INTO words (rowid, text) VALUES (?, ?)", (cur.lastrowid, seg.text))
+        if cue == "ocr":
+            self._db.execute("INSERT INTO chars (rowid, text) VALUES (?, ?)", (cur.lastrowid, seg.text))
+
+    def _term_rows(self, term: str) -> set[int]:
+        return fts_term_rows(self._db, term)
+
+    def highlights(self, segment: int, query: str) -> list[tuple[int, int]]:
+        return segment_highlights(self._db, segment, query)
 
 
 def _segment(cue, start, end, text, confidence, extra) -> CueSegment:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import zipfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -104,18 +105,25 @@ class VectorIndex(ABC):
         Scans every stored vector in blocks of ``rows``, keeping a running top-k per query, so memory stays
         bounded by one block's scores. Same return convention as :meth:`search`.
         """
-        q = as_matrix(queries, self.dim, "queries")
-        best_scores = np.full((len(q), 0), -np.inf, np.float32)
-        best_ids: list[list[str]] = [[] for _ in range(len(q))]
-        for ids, block in self.iter_chunks(rows):
-            s = np.asarray(score_fn(q, block), dtype=np.float32)
-            if s.shape != (len(q), len(ids)):
-                raise VectorIndexError(f"score_fn returned shape {s.shape}, expected {(len(q), len(ids))}")
-            idx, scores = top_k(s, k)  # the block's own top-k, then merged with the running one
-            merged_ids = [b + [ids[j] for j in row] for b, row in zip(best_ids, idx.tolist(), strict=True)]
-            order, best_scores = top_k(np.concatenate([best_scores, scores], axis=1), k)
-            best_ids = [[m[j] for j in row] for m, row in zip(merged_ids, order.tolist(), strict=True)]
-        return _pad(best_ids, best_scores, len(q), k)
+        return scan_chunks(self.iter_chunks(rows), as_matrix(queries, self.dim, "queries"), k, score_fn)
+
+
+def scan_chunks(chunks: Iterable[tuple[list[str], np.ndarray]], queries: np.ndarray, k: int,
+                score_fn: ScoreFn) -> tuple[list[list[str]], np.ndarray]:
+    """Exact top-k of ``queries`` [Q, D] under ``score_fn`` over ``chunks`` of (ids, vectors [m, D]), keeping a running
+    top-k per query (memory: one block's scores); the convention of :meth:`VectorIndex.search`."""
+    q = queries
+    best_scores = np.full((len(q), 0), -np.inf, np.float32)
+    best_ids: list[list[str]] = [[] for _ in range(len(q))]
+    for ids, block in chunks:
+        s = np.asarray(score_fn(q, block), dtype=np.float32)
+        if s.shape != (len(q), len(ids)):
+            raise VectorIndexError(f"score_fn returned shape {s.shape}, expected {(len(q), len(ids))}")
+        idx, scores = top_k(s, k)  # the block's own top-k, then merged with the running one
+        merged_ids = [b + [ids[j] for j in row] for b, row in zip(best_ids, idx.tolist(), strict=True)]
+        order, best_scores = top_k(np.concatenate([best_scores, scores], axis=1), k)
+        best_ids = [[m[j] for j in row] for m, row in zip(merged_ids, order.tolist(), strict=True)]
+    return _pad(best_ids, best_scores, len(q), k)
 
 
 def _pad(ids: list[list[str]], scores: np.ndarray, q: int, k: int) -> tuple[list[list[str]], np.ndarray]:
@@ -379,15 +387,18 @@ class FaissIndex(VectorIndex):
                 settings = json.loads(str(z["settings"]))
                 labels, ids, dead = z["labels"], z["ids"].tolist(), z["dead"].tolist()
                 blob = z["index"]
+            if settings.get("format") != "reelsearch-faiss-index" or int(settings["dim"]) != self.dim:
+                raise DataFormatError(path, f"not a {self.dim}-dimensional reelsearch FAISS index ({settings})")
             index = faiss.deserialize_index(blob)
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            id_of = dict(zip(labels.tolist(), ids, strict=True))
+            if index.ntotal < len(id_of) or index.d != self.dim:
+                raise ValueError(f"{index.ntotal} vectors of {index.d} dimensions for {len(id_of)} ids")
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError, zipfile.BadZipFile) as exc:
             raise DataFormatError(path, f"unreadable FAISS index file: {exc}") from None
-        if settings.get("format") != "reelsearch-faiss-index" or int(settings["dim"]) != self.dim:
-            raise DataFormatError(path, f"not a {self.dim}-dimensional reelsearch FAISS index ({settings})")
         self._index = index
         self._structure = settings["structure"]
         self._next_label = int(settings["next_label"])
-        self._id_of = dict(zip(labels.tolist(), ids, strict=True))
+        self._id_of = id_of
         self._label_of = {v: k for k, v in self._id_of.items()}
         self._id_by_label = np.empty(0, dtype=object)
         self._set_id_labels(labels.astype(np.int64), ids)

@@ -1,7 +1,7 @@
 """The text-cue stage of ``reelsearch index``: after the visual sync, the speech and on-screen-text cues of what it
 indexed, stored in the text-cue index beside the library (``INDEX/textcues.sqlite``), under the same writer lock.
 
-One transaction per video (``TextCueIndex.update``), so an interrupted run resumes where it stopped; a cue's error
+One transaction per video (``TextCues.update``), so an interrupted run resumes where it stopped; a cue's error
 is stored and reported, never losing the video's other cue or its visual entry; a file whose content is already
 stored under another id (a moved file, a model change that gave every video a new id) has its cues copied, not
 extracted again; and the index is pruned to the library (deleted files drop their cues).
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from reelsearch.errors import ReelsearchError
 from reelsearch.extras import MissingExtraError, missing_extra
 from reelsearch.features.cues import CUES, CueExtractor, available_cues
-from reelsearch.index.library import LibraryIndex, SyncReport
-from reelsearch.index.textcues import CueReport, TextCueError, TextCueIndex
+from reelsearch.index.tables import LibraryTables, SyncReport
+from reelsearch.index.textcues import CueReport, TextCueError, TextCues
 
 
 def cues_to_run(cues: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
@@ -37,11 +37,11 @@ def cues_to_run(cues: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
     return cues, {c: "turned off" for c in CUES if c not in cues}
 
 
-def index_cues(library: LibraryIndex, cue_index: TextCueIndex | None, report: SyncReport, cues: Sequence[str],
+def index_cues(library: LibraryTables, cue_index: TextCues | None, report: SyncReport, cues: Sequence[str],
                extractor: CueExtractor | None = None, progress: bool = True) -> CueReport | None:
     """Run ``cues`` on the files ``report`` saw (added, updated, unchanged) and prune ``cue_index`` to the library.
 
-    Call it holding the library's writer lock (``LibraryIndex.writing``), right after ``sync``. Returns the cue
+    Call it holding the library's writer lock (``LibraryTables.writing``), right after ``sync``. Returns the cue
     report (None when there is no text-cue index and no cue to run).
     """
     if cue_index is None:
@@ -59,5 +59,5 @@ def index_cues(library: LibraryIndex, cue_index: TextCueIndex | None, report: Sy
         cue_index.prune(contents)
         return out
     except sqlite3.Error as exc:
-        raise TextCueError(f"{cue_index.path}: cannot write the text-cue index ({exc}); every video stored before is "
-                           "kept: free some space (or fix the permissions) and run again") from exc
+        raise TextCueError(f"{cue_index.location}: cannot write the text-cue index ({exc}); every video stored "
+                           "before is kept: free some space (or fix the permissions) and run again") from exc

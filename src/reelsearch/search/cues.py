@@ -1,5 +1,5 @@
 """The speech and on-screen-text cues as search sources: each cue's expert score from its keyword and meaning scores
-(``reelsearch.index.textcues.TextCueIndex.scores``), the segment that explains it, and the sentence encoder the
+(``reelsearch.index.textcues.TextCues.scores``), the segment that explains it, and the sentence encoder the
 text-cue index is given.
 
 A cue's expert score, per video: ``KEYWORD_MEANING[0] * keyword + KEYWORD_MEANING[1] * meaning``, where meaning is
@@ -66,7 +66,7 @@ def cue_match(sc: CueScores, i: int, cue: str, weights: Sequence[float] = KEYWOR
 
 
 class CueSource:
-    """One cue's expert score for one query (``sc`` from ``TextCueIndex.scores``) as a search source; ``known``
+    """One cue's expert score for one query (``sc`` from ``TextCues.scores``) as a search source; ``known``
     (the catalog's) leaves out videos the library does not hold. Its top n: the n best videos with evidence; any
     other video scores at most the n-th best score (0 when no more videos have that cue)."""
 

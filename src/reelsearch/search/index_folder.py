@@ -1,6 +1,6 @@
-"""An index folder as the commands use it: a Searcher opened with the settings the folder remembers
-(``reelsearch.search.settings``), indexing that remembers them and names what failed, and captions ranked for a file
-with or without an index."""
+"""A library as the commands use it (a folder, or a PostgreSQL catalog: ``--index`` / ``--db``): a Searcher opened
+with the model the library remembers (``reelsearch.search.settings``), indexing that remembers it and names what
+failed, and captions ranked for a file with or without an index."""
 
 from __future__ import annotations
 
@@ -10,22 +10,31 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reelsearch.index import SyncReport
+from reelsearch.errors import ConfigError
+from reelsearch.index import MediaRoots, SyncReport, is_database_url, open_library
 from reelsearch.index.paths import display_path
+from reelsearch.index.repair import RepairReport, check_index, repair_index
 from reelsearch.search.cue_indexing import cues_to_run
 from reelsearch.search.searcher import Searcher
-from reelsearch.search.settings import index_dir_or_default, index_exists, require_index, resolve, write_settings
+from reelsearch.search.settings import index_exists, library_location, model_setting, require_index
 
 
-def open_searcher(index: str | Path | None, model: str | None, backend: str | None = None, uri: str | None = None,
-                  must_exist: bool = False, **options) -> tuple[Searcher, str]:
-    """(the Searcher over ``index``, the model it runs): explicit values first, then what the folder remembers, then
-    the defaults (``settings.resolve``). ``must_exist``: ReelsearchError when there is no index there yet.
-    ``options``: more Searcher keywords (``int8_text``, ``weights``, ...)."""
-    directory, model, backend, uri = resolve(index, model, backend, uri)
+def open_searcher(index: str | Path | None, model: str | None, *, db: str | None = None,
+                  media_roots: Sequence[str] | MediaRoots | None = None, must_exist: bool = False,
+                  **options) -> tuple[Searcher, str]:
+    """(the Searcher over the library at ``db`` or ``index`` (``settings.library_location``), the model it runs):
+    ``model``, else the one the library remembers, else the bundled one. ``must_exist``: ReelsearchError when there
+    is no index there yet. ``options``: more Searcher keywords (``int8_text``, ``weights``, ...)."""
+    where = library_location(index, db)
     if must_exist:
-        require_index(directory)
-    return Searcher(directory, model, backend=backend, uri=uri, **options), model
+        require_index(where)
+    library = open_library(where, media_roots=media_roots)
+    try:
+        model = model or library.settings().get("model") or "default"
+    except BaseException:
+        library.close()
+        raise
+    return Searcher(library, model, **options), model
 
 
 def requested_cues(speech: bool, ocr: bool) -> tuple[list[str], dict[str, str]]:
@@ -42,8 +51,9 @@ class IndexRun:
 
     report: SyncReport
     total: int
-    directory: Path
+    location: str
     cue_failures: list[tuple[str | bytes, str, str]] = field(default_factory=list)
+    repaired: RepairReport | None = None
 
     @property
     def failed(self) -> bool:
@@ -59,20 +69,24 @@ class IndexRun:
         return lines
 
     def line(self) -> str:
-        return f"{self.report.summary()}; {self.total} in {self.directory}"
+        done = f"{self.report.summary()}; {self.total} in {self.location}"
+        return done if self.repaired is None else f"{self.repaired.summary()}\n{done}"
 
 
-def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = None, model: str | None = None,
-                backend: str | None = None, uri: str | None = None, *, cues: Sequence[str] = (),
-                wait: float | None = None, progress: bool = True) -> IndexRun:
-    """Bring the index at ``index`` in line with ``paths`` (``Searcher.index``) and extract the text ``cues`` of
-    their files, then remember the model, backend and URI in the folder. ``wait``: seconds to wait while another
-    process writes the index (None: as long as it takes)."""
-    searcher, model_name = open_searcher(index, model, backend, uri)
+def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = None, model: str | None = None, *,
+                db: str | None = None, media_roots: Sequence[str] | MediaRoots | None = None, cues: Sequence[str] = (),
+                wait: float | None = None, progress: bool = True, repair: bool = False) -> IndexRun:
+    """Bring the library at ``db`` or ``index`` in line with ``paths`` (``Searcher.index``) and extract the text
+    ``cues`` of their files, then remember the model in the library. ``wait``: seconds to wait while another process
+    writes the library (None: as long as it takes). ``repair``: first rebuild a damaged embedded index from what is
+    still readable (``reelsearch.index.repair``); the sync then indexes the rest again."""
+    repaired = repair_index(_embedded(library_location(index, db), "--repair")) if repair else None
+    searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots)
     with searcher:
         searcher.library.writer_wait = wait
         run = index_with(searcher, paths, cues=cues, progress=progress)
-        write_settings(searcher.library.dir, model_name, searcher.library.backend, uri)
+        searcher.library.remember(model_setting(model_name))
+        run.repaired = repaired
         return run
 
 
@@ -83,15 +97,48 @@ def index_with(searcher: Searcher, paths: Iterable[str | os.PathLike], *, cues: 
     report = searcher.index([str(p) for p in paths], progress=progress, cues=None if cues is None else list(cues))
     cue_failures = [(library.video(vid).path, cue, problem)
                     for vid, cue, problem in (report.cues.failed if report.cues else [])]
-    return IndexRun(report, len(library), library.dir, cue_failures)
+    return IndexRun(report, len(library), library.location, cue_failures)
+
+
+def migrate_index(source: str | Path, index: str | Path | None = None, *, db: str | None = None,
+                  media_roots: Sequence[str] | MediaRoots | None = None, progress: bool = True) -> IndexRun:
+    """Copy the embedded index in the folder ``source`` into the library at ``db`` (or ``index``) with everything it
+    holds, without re-extracting anything (``LibraryTables.copy_from``): ``reelsearch index --from DIR --db URL``."""
+    require_index(source)
+    with open_library(source) as old, open_library(library_location(index, db), media_roots=media_roots) as new:
+        report = new.copy_from(old, progress=progress)
+        return IndexRun(report, len(new), new.location)
+
+
+def check_library(index: str | Path | None = None, db: str | None = None) -> tuple[list[str], bool]:
+    """(one line per database file of the embedded index at ``index``: sound, or what is wrong; whether all are
+    sound): ``reelsearch index --check``."""
+    where = _embedded(library_location(index, db), "--check")
+    require_index(where)
+    found = check_index(where)
+    lines = [f"{path}: ok" if not problems else f"{path}: damaged: {'; '.join(problems[:5])}"
+             for path, problems in found.items()]
+    sound = not any(found.values())
+    if not sound:
+        lines.append(f"repair it with `reelsearch index PATH... --repair --index {where}` (keeps every readable "
+                     "video, indexes the rest of PATH again)")
+    return lines, sound
+
+
+def _embedded(where: str | Path, option: str) -> Path:
+    if is_database_url(where):
+        raise ConfigError(f"{option} is for an embedded index (a folder): PostgreSQL checks its own pages "
+                          "(pg_amcheck) and is restored from its backups (pg_dump; docs/deploy.md)")
+    return Path(where)
 
 
 def annotate_file(file: str | os.PathLike, captions: Sequence[str], index: str | Path | None = None,
-                  model: str | None = None, **options) -> list[dict]:
+                  model: str | None = None, *, db: str | None = None, **options) -> list[dict]:
     """``captions`` ranked for ``file``, best first (``Searcher.annotate``), with the model and the stored embeddings
-    of the index at ``index`` when there is one (else a throwaway index: nothing is created for the user)."""
+    of the library at ``db`` or ``index`` when there is one (else a throwaway index: nothing is created for the
+    user)."""
     with tempfile.TemporaryDirectory(prefix="reelsearch-annotate-") as scratch:
-        where = index if index_exists(index_dir_or_default(index)) else Path(scratch)
-        searcher, _ = open_searcher(where, model, **options)
+        where = library_location(index, db)
+        searcher, _ = open_searcher(where if index_exists(where) else Path(scratch), model, **options)
         with searcher:
             return searcher.annotate(file, captions)

@@ -3,7 +3,7 @@
 ::
 
     query text ─┬─ model.encode_text ──> visual sources (visual_sources(model, catalog): chosen once per model)
-                └─ MiniLM sentence ─────> cue sources (TextCueIndex.scores: keyword + meaning, per cue)
+                └─ MiniLM sentence ─────> cue sources (TextCues.scores: keyword + meaning, per cue)
                                                │
                          fusion: threshold (weighted scores) or exhaustive (ranks, zscore)
                                                │
@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from reelsearch.index.catalog import Catalog
-from reelsearch.index.textcues import TextCueIndex
+from reelsearch.index.paths import unreachable
+from reelsearch.index.textcues import TextCues
 from reelsearch.search.cues import CueSource
 from reelsearch.search.example import RESCORED, Example, candidates_with, rescore
 from reelsearch.search.experts import Plan
@@ -30,7 +31,7 @@ from reelsearch.search.results import FrameScore, Match, SearchResult
 from reelsearch.search.sources import BIAS, LIKE, VISUAL, Source, Visual
 
 
-def run_query(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, text: str | None,
+def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text: str | None,
               query: np.ndarray | None, cue_query: np.ndarray | None, p: Plan, k: int, *, frames: bool = True,
               first: int | None = None, example: Example | None = None) -> list[SearchResult]:
     """The ``k`` best videos of ``catalog`` for ``text`` and/or ``example`` under plan ``p``, best first.
@@ -72,7 +73,7 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, 
     return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames, example)
 
 
-def _results(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, fused: Fused, text: str | None,
+def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused: Fused, text: str | None,
              query: np.ndarray | None, p: Plan, cues: dict[str, CueSource], frames: bool,
              example: Example | None) -> list[SearchResult]:
     """The fused top k as results: the best moment from the frame rows (read for all of them in one query; each
@@ -118,7 +119,7 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCueIndex | None, f
         out.append(SearchResult(id_, video.path, float(fused.scores[j]), moment, frame, video.duration,
                                 strip if frames else None,
                                 {name: float(s[j]) for name, s in shown.items()} if shown else None, match,
-                                None if confidence is None else float(confidence[j])))
+                                None if confidence is None else float(confidence[j]), unreachable(video.path)))
     return out
 
 

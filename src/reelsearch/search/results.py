@@ -79,6 +79,9 @@ class SearchResult:
     confidence: float | None = doc("0-1: the share of development hits at this picture score that were right (the "
                                    "model's calibration, `reelsearch calibrate`; docs/search.md). Given when the "
                                    "model has a calibration and the picture takes part.", default=None)
+    unavailable: str | None = doc("Why this host cannot read the file (not reachable, not readable): the video is "
+                                  "still found, its thumbnails shown, its file not served. Absent when it can.",
+                                  default=None)
 
     def __post_init__(self):
         self.name = display_path(os.path.basename(os.fsencode(self.path)))
@@ -89,6 +92,8 @@ class SearchResult:
         """The result as ``reelsearch search`` prints it: rank, score, moment and path, then the match if any."""
         sure = "" if self.confidence is None else f"  {100 * self.confidence:3.0f}%"
         out = f"{rank:3d}. {self.score:+.4f}{sure}  {clock(self.moment)}  {display_path(self.path, one_line=True)}"
+        if self.unavailable is not None:
+            out += f"\n     unavailable here: {self.unavailable}"
         return out if self.match is None else f"{out}\n     {self.match.line()}"
 
     def to_json(self) -> dict:

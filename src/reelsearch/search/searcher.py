@@ -11,10 +11,9 @@ import numpy as np
 import torch
 
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
-from reelsearch.index import EmbeddedMedia, LibraryIndex, SyncReport
+from reelsearch.index import EmbeddedMedia, LibraryTables, MediaRoots, SyncReport, open_library
 from reelsearch.index.media import sha256_file
-from reelsearch.index.textcues import SQLITE_NAME as TEXTCUES_NAME
-from reelsearch.index.textcues import TextCueIndex
+from reelsearch.index.textcues import TextCues
 from reelsearch.io import numbered_lines, read_text
 from reelsearch.models import load_model
 from reelsearch.models.interface import VideoEmbeddings
@@ -50,18 +49,29 @@ class Searcher:
     """Search a library of videos with sentences, and rank sentences for a video.
 
     ``model``: a model directory, a training run, "default" (the bundled model) or a loaded model (joint or
-    mixture). Media are decoded and their features extracted by the model's own feature recipe. ``index_dir``
-    defaults to the user's data directory. ``int8_text``: True encodes queries with int8 MiniLM (about 1.4x faster
-    on a CPU, embeddings slightly off float32 and dependent on what is batched with them; docs/search.md), False
-    float32 (as trained), None (default) leaves a loaded model as it is (a name or path loads float32). A model
+    mixture). Media are decoded and their features extracted by the model's own feature recipe. ``index``: the
+    library (``reelsearch.index.open_library``): a folder (the embedded index; default: the user's data directory),
+    a ``postgresql://`` URL (the shared catalog), or a library already open (the Searcher closes it);
+    ``media_roots``: ``OLD=NEW`` mappings of the stored paths to this host's (``--media-root``). ``int8_text``:
+    True encodes queries with int8 MiniLM (about 1.4x faster on a CPU, embeddings slightly off float32 and dependent
+    on what is batched with them; docs/search.md), False float32 (as trained), None (default) leaves a loaded model
+    as it is (a name or path loads float32). A model
     with a querybank (``reelsearch.models.querybank``) ranks by its normalised scores, as ``reelsearch eval`` does:
     each video's offset is stored when it is indexed (the library's bias), each caption's is computed when
     ``annotate`` ranks it. Methods are safe to call from several threads (one lock around the model and the index).
     """
 
-    def __init__(self, index_dir: str | Path | None = None, model="default", *, backend: str = "faiss",
-                 uri: str | None = None, device: str | None = None, weights: Mapping[str, float] | str | None = None,
-                 int8_text: bool | None = None):
+    def __init__(self, index: str | Path | LibraryTables | None = None, model="default", *,
+                 media_roots: MediaRoots | Sequence[str] | None = None, device: str | None = None,
+                 weights: Mapping[str, float] | str | None = None, int8_text: bool | None = None):
+        self.library = open_library(index, media_roots=media_roots)
+        try:
+            self._load(model, device, weights, int8_text)
+        except BaseException:
+            self.library.close()
+            raise
+
+    def _load(self, model, device: str | None, weights, int8_text: bool | None) -> None:
         if isinstance(model, (str, os.PathLike)):
             model = load_model(model)
         self.model = model.eval()
@@ -70,12 +80,11 @@ class Searcher:
         self.embedder = MediaEmbedder(self.model, device=device)
         name = getattr(self.model, "name", "") or "model"
         self.model_id = f"{name}@{self.model.fingerprint()};{self.embedder.describe()}"
-        self.library = LibraryIndex(index_dir, backend=backend, uri=uri)
         self.lock = threading.RLock()
         self.query_encoder = QueryEncoder(self.model.encode_text)  # batches concurrent queries; LRU cache
         self._embed_lock = threading.Lock()  # decoding + extraction of files that are not indexed
         self.weights = parse_weights(weights)  # expert weights of every search (over experts.DEFAULT_WEIGHTS)
-        self._cues: TextCueIndex | None = None
+        self._cues: TextCues | None = None
         self._cue_queries: QueryEncoder | None = None  # MiniLM sentence embeddings of queries, for the text cues
         self._visual: Visual | None = None
 
@@ -125,10 +134,10 @@ class Searcher:
             self.cue_queries.many(["warm up"])
 
     @property
-    def cues(self) -> TextCueIndex | None:
-        """The text-cue index beside the library (speech transcripts, on-screen text), once ``index`` has made it."""
-        if self._cues is None and (self.library.dir / TEXTCUES_NAME).is_file():
-            self._cues = TextCueIndex(self.library.dir, encoder=sentence_encoder)
+    def cues(self) -> TextCues | None:
+        """The library's text cues (speech transcripts, on-screen text), once ``index`` has made them."""
+        if self._cues is None:
+            self._cues = self.library.text_cues(sentence_encoder)
         return self._cues
 
     @property
@@ -153,7 +162,7 @@ class Searcher:
                                        exclusive=exclusive)
             cue_index = self.cues
             if cue_index is None and run:
-                cue_index = self._cues = TextCueIndex(self.library.dir, encoder=sentence_encoder)
+                cue_index = self._cues = self.library.text_cues(sentence_encoder, create=True)
             report.cues = index_cues(self.library, cue_index, report, run, progress=progress)
             report.cues_off = off
             return report
@@ -196,7 +205,7 @@ class Searcher:
             if len(self.library) == 0:
                 return []
             if self.stale():
-                raise ReelsearchError(f"{self.library.dir}: the index holds embeddings of another model "
+                raise ReelsearchError(f"{self.library.location}: the index holds embeddings of another model "
                                       f"({self.library.model_id}); re-run `reelsearch index` with this model")
             return run_query(self.library, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
                              example=example)
@@ -254,7 +263,7 @@ class Searcher:
         with self.lock:
             self.library.refresh()
             if self.stale():
-                raise ReelsearchError(f"{self.library.dir}: the index holds embeddings of another model "
+                raise ReelsearchError(f"{self.library.location}: the index holds embeddings of another model "
                                       f"({self.library.model_id}); re-run `reelsearch index` with this model")
             return find_duplicates(self.library, float(threshold), coverage=float(coverage),
                                    exact_cosine=not self.model.inner_product)

@@ -1,57 +1,66 @@
-"""What an index directory remembers about how it was built (model, backend), so later commands need no flags."""
+"""Where a command's library is (``--db URL`` / ``REELSEARCH_DB``, else ``--index DIR`` or the default folder), and
+the model it remembers having been built with (``LibraryTables.settings``), so later commands need no flags."""
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 
-from reelsearch.errors import ReelsearchError
-from reelsearch.index import default_index_dir
+from reelsearch.errors import ConfigError, ReelsearchError
+from reelsearch.index import default_index_dir, is_database_url, open_library
 from reelsearch.index.library import SQLITE_NAME
-from reelsearch.io import atomic_write_json
+from reelsearch.index.pg import masked
 
-SETTINGS_NAME = "searcher.json"
+#: The environment variable naming the PostgreSQL catalog when neither ``--db`` nor ``--index`` is given.
+DB_ENV = "REELSEARCH_DB"
 
 
 def index_dir_or_default(index_dir: str | Path | None) -> Path:
     """``index_dir``, or the default location in the user's data directory."""
     if index_dir is not None:
         return Path(index_dir).expanduser()
-
     return default_index_dir()
 
 
-def index_exists(index_dir: Path) -> bool:
-    """Whether ``index_dir`` holds a library index."""
-    return (index_dir / SQLITE_NAME).is_file()
+def library_location(index: str | Path | None = None, db: str | None = None) -> str | Path:
+    """The library a command works on: the database URL ``db`` (else ``REELSEARCH_DB`` when no ``index`` is given),
+    or the folder ``index`` (default: the user's)."""
+    if db is None and is_database_url(index):
+        db, index = str(index), None
+    if db is None and index is None:
+        db = os.environ.get(DB_ENV) or None
+    if db is not None and index is not None:
+        raise ConfigError("give either --index DIR (an embedded index) or --db URL (a PostgreSQL catalog), not both")
+    if db is not None:
+        if not is_database_url(db):
+            raise ConfigError(f"--db {masked(db)}: expected a PostgreSQL URL, postgresql://USER@HOST/DATABASE")
+        return db
+    return index_dir_or_default(index)
 
 
-def require_index(index_dir: Path) -> None:
-    """ReelsearchError unless ``index_dir`` holds a library index (saying how to build one)."""
-    if not index_exists(index_dir):
-        raise ReelsearchError(f"{index_dir}: no index here; build one with `reelsearch index PATH --index "
-                              f"{index_dir}`")
+def index_exists(where: str | Path) -> bool:
+    """Whether ``where`` holds a library (a database URL always may: its catalog is made when first opened)."""
+    return is_database_url(where) or (Path(where) / SQLITE_NAME).is_file()
 
 
-def read_settings(index_dir: Path) -> dict:
-    """The stored settings ({} when none, or unreadable: they are only defaults)."""
-    try:
-        data = json.loads((index_dir / SETTINGS_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def require_index(where: str | Path) -> None:
+    """ReelsearchError unless ``where`` holds a library index (saying how to build one)."""
+    if not index_exists(where):
+        raise ReelsearchError(f"{where}: no index here; build one with `reelsearch index PATH --index {where}`")
 
 
-def write_settings(index_dir: Path, model: str, backend: str, uri: str | None) -> None:
-    """Remember the model (absolute path, or "default"), backend and URI used to build ``index_dir``."""
+def remembered_model(where: str | Path, model: str | None) -> str:
+    """``model``, else the one the library at ``where`` was built with, else "default"."""
+    if model:
+        return model
+    if not index_exists(where):
+        return "default"
+    with open_library(where) as library:
+        return library.settings().get("model") or "default"
+
+
+def model_setting(model: str) -> dict:
+    """What a library remembers of the model that built it (an absolute path, or a name such as "default")."""
     if model != "default" and Path(model).exists():
         model = str(Path(model).resolve())
-    atomic_write_json(index_dir / SETTINGS_NAME, {"model": model, "backend": backend, "uri": uri})
-
-
-def resolve(index_dir: str | Path | None, model: str | None, backend: str | None, uri: str | None):
-    """(index dir, model, backend, uri): explicit values win, then the index's stored ones, then defaults."""
-    directory = index_dir_or_default(index_dir)
-    stored = read_settings(directory)
-    return (directory, model or stored.get("model") or "default", backend or stored.get("backend") or "faiss",
-            uri if uri is not None else stored.get("uri"))
+    return {"model": model}

@@ -29,7 +29,7 @@ from reelsearch.index.paths import display_path
 from reelsearch.media.decode import MEDIA_EXTENSIONS
 from reelsearch.search.index_folder import IndexRun, index_with, open_searcher
 from reelsearch.search.searcher import Searcher
-from reelsearch.search.settings import write_settings
+from reelsearch.search.settings import model_setting
 
 #: Seconds a file's size and modification time must stay unchanged before it is indexed.
 SETTLE = 2.0
@@ -70,7 +70,8 @@ class FolderWatcher:
         self.searcher, self.roots, self.poll, self.settle = searcher, watch_roots(roots), poll, settle
         self.cues, self.on_sync, self.owns_searcher = cues, on_sync, owns_searcher
         searcher.library.writer_wait = None  # another writer (`reelsearch index`) is waited for, never fatal
-        self._index_dir = os.path.abspath(searcher.library.dir)
+        folder = getattr(searcher.library, "dir", None)  # an embedded index's folder (a database has none)
+        self._index_dir = None if folder is None else os.path.abspath(folder)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -148,7 +149,7 @@ class FolderWatcher:
     def _followed(self, path: str, folder: bool) -> bool:
         """Whether ``path`` is one that ``index`` takes from the folders: a media file or a folder, not hidden, not
         the index's own (when it lies inside a watched folder)."""
-        if path == self._index_dir or path.startswith(self._index_dir + os.sep):
+        if self._index_dir is not None and (path == self._index_dir or path.startswith(self._index_dir + os.sep)):
             return False
         root = next((r for r in self.roots if path.startswith(r + os.sep)), None)
         if root is None or (not folder and os.path.splitext(path)[1].lower() not in MEDIA_EXTENSIONS):
@@ -227,16 +228,16 @@ class FolderWatcher:
 
 
 def watch_folders(paths: Sequence[str | os.PathLike], index: str | Path | None = None, model: str | None = None,
-                  backend: str | None = None, uri: str | None = None, *, cues: Sequence[str] = (),
+                  *, db: str | None = None, media_roots: Sequence[str] | None = None, cues: Sequence[str] = (),
                   poll: float | None = None, settle: float = SETTLE, on_sync: Callable[[IndexRun], None] | None = None,
                   ready: Callable[[FolderWatcher], None] | None = None) -> None:
-    """`reelsearch index DIR --watch`: follow the folders ``paths`` into the index at ``index`` until interrupted
-    (Ctrl-C), remembering the model, backend and URI in the folder as ``index`` does; ``on_sync`` gets each sync's
-    run (the first covers the whole folders), ``ready`` the watcher once it started."""
+    """`reelsearch index DIR --watch`: follow the folders ``paths`` into the library at ``db`` or ``index`` until
+    interrupted (Ctrl-C), remembering the model in the library as ``index`` does; ``on_sync`` gets each sync's run
+    (the first covers the whole folders), ``ready`` the watcher once it started."""
     roots = watch_roots(paths)
-    searcher, model_name = open_searcher(index, model, backend, uri)
+    searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots)
     try:
-        write_settings(searcher.library.dir, model_name, searcher.library.backend, uri)
+        searcher.library.remember(model_setting(model_name))
         watcher = FolderWatcher(searcher, roots, poll=poll, settle=settle, cues=cues, on_sync=on_sync,
                                 owns_searcher=True)
     except BaseException:

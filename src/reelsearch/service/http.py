@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.index.catalog import CatalogUnavailable
 from reelsearch.index.paths import display_path
 from reelsearch.search.searcher import QueryError
 
@@ -55,9 +56,14 @@ async def _user_error(request: Request, exc: ReelsearchError) -> JSON:
     return JSON({"detail": str(exc)}, status_code=400)
 
 
-#: Every error answers ``{"detail": "..."}``: invalid parameters 422, a bad query 422, bad input 400.
+async def _unavailable(request: Request, exc: CatalogUnavailable) -> JSON:
+    return JSON({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
+
+
+#: Every error answers ``{"detail": "..."}``: invalid parameters 422, a bad query 422, bad input 400, the catalog's
+#: database unreachable 503 (the next request reconnects).
 EXCEPTION_HANDLERS = {RequestValidationError: _invalid, StarletteHTTPException: _http_error, QueryError: _query_error,
-                      ReelsearchError: _user_error}
+                      CatalogUnavailable: _unavailable, ReelsearchError: _user_error}
 
 
 class MediaResponse(FileResponse):

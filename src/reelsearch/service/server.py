@@ -20,9 +20,11 @@ import torch
 import uvicorn
 
 from reelsearch.errors import ConfigError
+from reelsearch.index import MediaRoots
+from reelsearch.index.pg import masked
 from reelsearch.search import Searcher
 from reelsearch.search.experts import parse_weights
-from reelsearch.search.settings import require_index, resolve, write_settings
+from reelsearch.search.settings import library_location, model_setting, remembered_model, require_index
 from reelsearch.search.watch import SETTLE, FolderWatcher, watch_roots
 from reelsearch.service.app import create_app
 from reelsearch.service.auth import API_KEY_ENV, check_api_key
@@ -69,31 +71,32 @@ def setup_access_log(enabled: bool) -> None:
         logger.addHandler(handler)
 
 
-def serve_settings(index: str | Path | None, model: str | None, *, threads: int = 1, access_log: bool = True,
-                   batch: int = 32, query_cache: int = 1024, weights: str | None = None,
-                   int8_text: bool = False, watch: list[str | Path] | None = None, poll: float | None = None,
-                   settle: float = SETTLE) -> dict:
-    """The settings :func:`run` takes, for the index at ``index`` (default: the user's) with ``model`` (default:
-    the one the index was built with); ReelsearchError, before anything starts, for bad ``weights``, no index (unless
-    ``watch`` will make it) or a ``watch`` path that is not a folder. ``watch``: folders to keep the index in line
-    with (``reelsearch.search.watch``), scanned every ``poll`` seconds instead of by inotify when given."""
+def serve_settings(index: str | Path | None, model: str | None, *, db: str | None = None,
+                   media_roots: list[str] | None = None, threads: int = 1, access_log: bool = True, batch: int = 32,
+                   query_cache: int = 1024, weights: str | None = None, int8_text: bool = False,
+                   watch: list[str | Path] | None = None, poll: float | None = None, settle: float = SETTLE) -> dict:
+    """The settings :func:`run` takes, for the library at ``db`` or ``index`` (default: the user's folder) with
+    ``model`` (default: the one the library was built with); ReelsearchError, before anything starts, for bad
+    ``weights``, no index (unless ``watch`` will make it), a database that cannot be reached or a ``watch`` path that
+    is not a folder. ``watch``: folders to keep the library in line with (``reelsearch.search.watch``), scanned
+    every ``poll`` seconds instead of by inotify when given."""
     parse_weights(weights)
-    directory, model, backend, uri = resolve(index, model, None, None)
+    where = library_location(index, db)
     roots = watch_roots(watch) if watch else []
     if not roots:
-        require_index(directory)
-    return {"index": str(directory), "model": model, "backend": backend, "uri": uri, "threads": threads,
-            "access_log": access_log, "batch": batch, "query_cache": query_cache, "weights": weights,
-            "int8_text": int8_text, "watch": roots, "poll": poll, "settle": settle}
+        require_index(where)
+    MediaRoots(media_roots)  # a bad --media-root is refused now
+    return {"index": str(where), "model": remembered_model(where, model), "media_roots": list(media_roots or []),
+            "threads": threads, "access_log": access_log, "batch": batch, "query_cache": query_cache,
+            "weights": weights, "int8_text": int8_text, "watch": roots, "poll": poll, "settle": settle}
 
 
 def build_app(settings: dict, api_key: str | None):
     """The app serving a warmed-up Searcher over the index (one per process; ``app.state.searcher``)."""
     torch.set_num_threads(int(settings.get("threads", 1)))
     setup_access_log(bool(settings.get("access_log", True)))
-    searcher = Searcher(settings["index"], settings["model"], backend=settings.get("backend", "faiss"),
-                        uri=settings.get("uri"), weights=settings.get("weights"),
-                        int8_text=bool(settings.get("int8_text", False)))
+    searcher = Searcher(settings["index"], settings["model"], media_roots=settings.get("media_roots"),
+                        weights=settings.get("weights"), int8_text=bool(settings.get("int8_text", False)))
     searcher.query_encoder.max_batch = max(1, int(settings.get("batch", searcher.query_encoder.max_batch)))
     searcher.query_encoder.cache_size = max(0, int(settings.get("query_cache", searcher.query_encoder.cache_size)))
     searcher.warm_up()
@@ -107,9 +110,8 @@ def start_watcher(searcher: Searcher, settings: dict) -> FolderWatcher | None:
     ``reelsearch index`` extracts them by default (``settings["cues"]``: a list to choose)."""
     if not settings.get("watch"):
         return None
-    writer = Searcher(settings["index"], searcher.model, backend=settings.get("backend", "faiss"),
-                      uri=settings.get("uri"))
-    write_settings(writer.library.dir, settings["model"], writer.library.backend, settings.get("uri"))
+    writer = Searcher(settings["index"], searcher.model, media_roots=settings.get("media_roots"))
+    writer.library.remember(model_setting(settings["model"]))
     return FolderWatcher(writer, settings["watch"], poll=settings.get("poll"), settle=settings.get("settle", SETTLE),
                          cues=settings.get("cues"), owns_searcher=True).start()
 
@@ -120,7 +122,7 @@ def worker_app():
 
 
 def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | None = None) -> None:
-    """Serve until interrupted. ``settings``: index, model, backend, uri, threads, access_log, batch, query_cache,
+    """Serve until interrupted. ``settings``: index, model, media_roots, threads, access_log, batch, query_cache,
     weights (of the search experts), int8_text, watch, poll, settle: see :func:`serve_settings`."""
     options = {"host": host, "port": port, "log_level": "warning", "access_log": False}
     if settings.get("watch") and workers > 1:
@@ -129,7 +131,7 @@ def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | N
     if workers <= 1:
         app = build_app(settings, api_key)
         searcher, watcher = app.state.searcher, app.state.watcher
-        print(f"reelsearch: {len(searcher.library)} videos from {searcher.library.dir}; open http://{host}:{port}/",
+        print(f"reelsearch: {len(searcher.library)} videos from {searcher.library.location}; open http://{host}:{port}/",
               file=sys.stderr)
         if watcher is not None:
             print(f"reelsearch: watching {', '.join(watcher.status()['roots'])}", file=sys.stderr)
@@ -140,7 +142,7 @@ def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | N
                 watcher.stop()
             searcher.close()
         return
-    print(f"reelsearch: {workers} worker processes over {settings['index']}; open http://{host}:{port}/",
+    print(f"reelsearch: {workers} worker processes over {masked(settings['index'])}; open http://{host}:{port}/",
           file=sys.stderr)
     os.environ[SETTINGS_ENV] = json.dumps(settings)
     if api_key:

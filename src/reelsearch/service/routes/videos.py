@@ -4,14 +4,13 @@ index, never from the request)."""
 from __future__ import annotations
 
 import os
-import stat
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
 
 from reelsearch.features.cues import CUES
-from reelsearch.index.paths import path_fields
+from reelsearch.index.paths import path_fields, unreachable
 from reelsearch.media.decode import is_image_path
 from reelsearch.service import schema
 from reelsearch.service.http import JSON, MediaResponse
@@ -79,12 +78,11 @@ def media(searcher: SearcherDep, video_id: str = schema.VIDEO_ID, range_: str | 
           if_range: str | None = schema.IF_RANGE) -> Response:
     # the headers are declared for the schema; MediaResponse reads them from the request (starlette's FileResponse)
     rec = video_record(searcher, video_id)
-    try:
-        st = os.stat(rec.path)
-    except OSError:
-        st = None
-    if st is None or not stat.S_ISREG(st.st_mode):
-        raise HTTPException(404, "the file of this video is gone (re-run `reelsearch index`)")
+    why = unreachable(rec.path)
+    if why is not None:  # gone, or not mounted on this host (--media-root), or not readable by this process
+        raise HTTPException(404, f"the file of this video cannot be served here: {why} (re-run `reelsearch index` if "
+                            "it was deleted, or give `serve --media-root OLD=NEW` where this host mounts it elsewhere)")
+    st = os.stat(rec.path)
     return MediaResponse(rec.path, stat_result=st, filename=path_fields(rec.path)["name"],
                          content_disposition_type="inline", headers={"Cache-Control": "no-cache"})
 

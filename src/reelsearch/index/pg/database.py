@@ -1,0 +1,158 @@
+"""A connection to the PostgreSQL catalog: the one module that imports psycopg (the ``postgres`` extra).
+
+Credentials come from the URL or, as libpq reads them, from the environment (``PGPASSWORD``, ``PGUSER``, ``PGHOST``,
+``PGPASSFILE``, ...); a password is never shown: every message names the database by ``masked(url)``. SQL is
+written with ``?`` parameters, as for SQLite, and translated here. A lost connection (a server restart, a network
+cut) fails the statement with CatalogUnavailable and the next statement connects again, so a long-running ``serve``
+recovers by itself when the database comes back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.extras import require
+from reelsearch.index.catalog import CatalogUnavailable
+
+log = logging.getLogger("reelsearch.index")
+
+#: URL schemes that name a PostgreSQL database.
+SCHEMES = ("postgresql", "postgres")
+#: Seconds to wait for a connection before reporting the database unreachable.
+CONNECT_TIMEOUT = 10
+
+
+class DatabaseError(ReelsearchError):
+    """The database refused a statement (permissions, a constraint, a damaged table): names the database."""
+
+
+def is_database_url(value) -> bool:
+    """Whether ``value`` is a PostgreSQL URL (``postgresql://...`` or ``postgres://...``)."""
+    return isinstance(value, str) and value.split("://", 1)[0].lower() in SCHEMES and "://" in value
+
+
+def masked(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return re.sub(r"(password=)[^&\s]*", r"\1***", url)
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    query = re.sub(r"(password=)[^&]*", r"\1***", parts.query)
+    return urlunsplit((parts.scheme, f"{user}:***@{netloc[1]}", parts.path, query, parts.fragment))
+
+
+def _secrets(url: str) -> list[str]:
+    """The password strings of ``url`` (to scrub from the server's and libpq's messages)."""
+    parts = urlsplit(url)
+    found = [parts.password] if parts.password else []
+    found += re.findall(r"password=([^&\s]+)", url)
+    return [s for s in found if s]
+
+
+def _qmark(sql: str) -> str:
+    """``?`` parameters as psycopg's ``%s`` (a literal ``%`` doubled)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class Database:
+    """One connection (autocommit; ``transaction()`` for writes) that reconnects after it is lost.
+
+    ``on_connect(db)`` runs after every (re)connection (session settings). Not for concurrent use by several
+    threads: its users serialise their calls (the Searcher's lock).
+    """
+
+    def __init__(self, url: str, on_connect=None):
+        self.psycopg = require("psycopg", "postgres", "a PostgreSQL catalog")
+        self.url = url
+        self.location = masked(url)
+        self._secrets = _secrets(url)
+        self._on_connect = on_connect
+        self._conn = None
+        self._depth = 0  # nesting of transaction()
+        self.connection()  # fail now, with a clear message, when the database cannot be reached
+
+    def describe(self, exc: Exception) -> str:
+        """The error's message, one line, without a password."""
+        text = " ".join(str(exc).split())
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def connection(self):
+        """The open connection (connecting, or connecting again after a lost one)."""
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return self._conn
+        self.close()
+        try:
+            self._conn = self.psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                                              application_name="reelsearch")
+        except self.psycopg.Error as exc:
+            raise CatalogUnavailable(f"{self.location}: cannot connect to the database ({self.describe(exc)}); "
+                                     "check that it is running and reachable, and the user, password and database "
+                                     "name (in the URL or PGUSER / PGPASSWORD / PGDATABASE)") from None
+        if self._on_connect is not None:
+            try:
+                self._on_connect(self)
+            except BaseException:
+                self.close()
+                raise
+        return self._conn
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        """Inside: psycopg's errors become CatalogUnavailable (connection lost) or DatabaseError."""
+        try:
+            yield
+        except self.psycopg.OperationalError as exc:
+            if self._conn is not None and (self._conn.closed or self._conn.broken):
+                self.close()
+                raise CatalogUnavailable(f"{self.location}: lost the connection to the database "
+                                         f"({self.describe(exc)}); the next request connects again") from None
+            raise DatabaseError(f"{self.location}: {self.describe(exc)}") from None
+        except self.psycopg.Error as exc:
+            raise DatabaseError(f"{self.location}: {self.describe(exc)}") from None
+
+    def execute(self, sql: str, params: Sequence = ()):
+        """Run one statement (``?`` parameters; without any, several statements may be given); its cursor, results
+        fetched."""
+        with self.errors():
+            if not params:
+                return self.connection().execute(sql)
+            return self.connection().execute(_qmark(sql), tuple(params))
+
+    def executemany(self, sql: str, rows) -> None:
+        with self.errors(), self.connection().cursor() as cur:
+            cur.executemany(_qmark(sql), list(rows))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Database]:
+        """A transaction (nested ones are savepoints); rolled back on any exception."""
+        with self.errors():
+            conn = self.connection()
+            with conn.transaction():
+                self._depth += 1
+                try:
+                    yield self
+                finally:
+                    self._depth -= 1
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
+    def is_error(self, exc: BaseException, name: str) -> bool:
+        """Whether ``exc`` (or what it was raised from) is psycopg's ``errors.<name>``."""
+        kind = getattr(self.psycopg.errors, name)
+        return isinstance(exc, kind) or isinstance(exc.__cause__, kind) or isinstance(exc.__context__, kind)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None

@@ -1,0 +1,323 @@
+"""PostgresLibrary: the shared catalog, one PostgreSQL database with pgvector holding everything an index holds.
+
+The tables and the sync are ``reelsearch.index.tables``'s, as for the embedded index; what is PostgreSQL's own:
+
+* ``videos.vector`` is ``vector(D)`` with an HNSW index (inner product, ``vector_ip_ops``), made when the first video
+  of a model sets D. ``nearest`` is ``ORDER BY vector <#> q LIMIT n`` with ``hnsw.ef_search`` set to at least n:
+  exact (a sequential scan: the index is not used) below ``threshold`` videos, as FAISS's flat index, approximate
+  above; the candidates' scores are their exact float32 inner products. ``score_fn`` (order similarity) is an
+  exact scan of ``chunks`` in this process.
+* Nothing to catch up: every read sees what any writer committed, so replicas need no restart and no refresh; the
+  caches (biases, text-cue segments) are keyed by the generation, which every commit bumps.
+* Any number of writers index at once (``reelsearch index PATH --db URL`` on several machines): each file is claimed
+  with a lease (a ``claims`` row taken with ``FOR UPDATE SKIP LOCKED``, expiring ``lease`` seconds after its last
+  renewal; a thread renews this writer's while it lives), committed in a transaction of its own that releases the
+  claim and logs the commit (``index_log``); a dead writer's claims expire and are taken over, a file indexed
+  meanwhile by another writer is skipped. There is no writer lock: only a change of model is done alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.index.paths import MediaRoots
+from reelsearch.index.pg.database import Database
+from reelsearch.index.pg.schema import migrate, schema_version
+from reelsearch.index.pg.textcues import PgTextCues
+from reelsearch.index.tables import FileChange, FileToSync, LibraryTables, StoredFile
+from reelsearch.index.textcues import Encoder
+from reelsearch.index.vectors import SCAN_CHUNK_ROWS, ScoreFn, scan_chunks
+
+#: Seconds a writer's claim of a file lasts unless renewed (renewed every third of it while the writer lives).
+LEASE = 60.0
+#: Advisory lock key of what a writer must do alone: a change of model ("reelsearch-w" in ASCII, 63 bits).
+WRITER_LOCK = 0x72656C7365617277
+#: What fits in a row of an 8 KiB page (a vector longer than this stays TOASTed).
+INLINE_BYTES = 8000
+#: The most candidates one HNSW search returns (pgvector's limit of hnsw.ef_search); more are found by a scan.
+MAX_EF_SEARCH = 1000
+
+log = logging.getLogger("reelsearch.index")
+
+
+def vector_text(vector: np.ndarray) -> str:
+    """``vector`` [D] as pgvector's text form, float32 values exactly (shortest round-trip decimals)."""
+    return "[" + ",".join(map(repr, np.asarray(vector, np.float32).reshape(-1).tolist())) + "]"
+
+
+def vectors_from_send(values: Sequence[bytes], dim: int) -> np.ndarray:
+    """float32 [len(values), dim] from pgvector's binary form (``vector_send``: a 4-byte header, big-endian
+    float32s): one header-sized column per row, dropped."""
+    if not values:
+        return np.empty((0, dim), np.float32)
+    raw = np.frombuffer(b"".join(values), ">f4").reshape(len(values), dim + 1)
+    return raw[:, 1:].astype(np.float32)
+
+
+class PostgresLibrary(LibraryTables):
+    """The catalog in the PostgreSQL database at ``url`` (migrated to this reelsearch's schema on open).
+
+    HNSW settings: ``hnsw_m`` and ``ef_construction`` (when the index is made), ``ef_search`` (per query, at least
+    the number of candidates asked for); ``threshold``: below it ``nearest`` is exact.
+    """
+
+    VECTOR_SQL = "vector_send(v.vector)"
+
+    def __init__(self, url: str, *, media_roots: MediaRoots | None = None, threshold: int = 20_000,
+                 hnsw_m: int = 16, ef_construction: int = 64, ef_search: int = 128, lease: float = LEASE):
+        self.media_roots = media_roots or MediaRoots()
+        self.lease = float(lease)
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._renewer: threading.Thread | None = None
+        self._claimed: set[bytes] = set()  # the files this writer claimed, until their commit
+        self.threshold, self.hnsw_m, self.ef_construction = int(threshold), int(hnsw_m), int(ef_construction)
+        self.ef_search = int(ef_search)
+        self._db = Database(url)
+        try:
+            migrate(self._db)
+        except BaseException:
+            self._db.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return self._db.url
+
+    @property
+    def location(self) -> str:
+        return self._db.location
+
+    @property
+    def schema(self) -> int:
+        """The database's schema version."""
+        return schema_version(self._db)
+
+    def close(self) -> None:
+        if self._renewer is not None:
+            self._renewing.set()
+            self._renewer.join()
+            self._renewer = None
+        with contextlib.suppress(ReelsearchError):  # this writer's claims (of files it failed on) go with it
+            self._db.execute("DELETE FROM claims WHERE worker = ? AND error IS NULL", (self.worker,))
+        self._db.close()
+
+    def refresh(self) -> None:
+        """Nothing to do: every read sees the last commit."""
+
+    _count: tuple[int, int] | None = None  # (generation, number of videos)
+
+    def __len__(self) -> int:
+        """The number of videos, counted once per generation (a count is a scan of the table)."""
+        gen = self.generation
+        if self._count is None or self._count[0] != gen:
+            self._count = (gen, super().__len__())
+        return self._count[1]
+
+    def text_cues(self, encoder: Encoder | None, create: bool = False) -> PgTextCues | None:
+        """The text cues in this database, once ``index`` has stored any (always when ``create``)."""
+        if not create and self._db.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None:
+            return None
+        return PgTextCues(self._db, encoder=encoder)
+
+    # -- what the index folder's searcher.json holds, here in meta ------------------------------------------
+    def settings(self) -> dict:
+        """What the library remembers of how it was built (``{"model": ...}``; {} before the first index)."""
+        value = self._meta("settings")
+        return json.loads(value) if value else {}
+
+    def remember(self, settings: dict) -> None:
+        with self._transaction():
+            self._set_meta("settings", json.dumps(settings))
+
+    # -- writing ---------------------------------------------------------------------------------------------
+    def _writer_lock(self, wait: float | None):
+        """No lock: writers cooperate file by file (``_claim``), so any number index at once."""
+        return contextlib.nullcontext()
+
+    # -- cooperating writers: a claim (lease) per file ---------------------------------------------------------
+    ONE_FILE_PER_COMMIT = True
+
+    def _claim(self, item: FileToSync, model_id: str) -> FileToSync | None | bool:
+        """Take ``item`` with a lease (a ``claims`` row, ``lease`` seconds, renewed while this writer lives): the
+        item with its stored row as it is now; None when it is indexed already (by another writer since the plan)
+        or another writer failed on it; False while another live writer holds it. A claim whose lease expired (its
+        writer died) is taken over."""
+        key = os.fsencode(self.media_roots.stored(item.path))
+        with self._db.transaction():
+            fresh = self._db.execute("INSERT INTO claims (path, worker, expires_at) VALUES (?, ?, now() + ? * "
+                                     "interval '1 second') ON CONFLICT (path) DO NOTHING RETURNING 1",
+                                     (key, self.worker, self.lease)).fetchone()
+            if fresh is None:
+                row = self._db.execute("SELECT worker, expires_at < now(), error FROM claims WHERE path = ? "
+                                       "FOR UPDATE SKIP LOCKED", (key,)).fetchone()
+                if row is None:
+                    return False  # another writer is claiming it this instant
+                worker, expired, error = row
+                if worker != self.worker and not expired:
+                    return None if error is not None else False
+                self._db.execute("UPDATE claims SET worker = ?, expires_at = now() + ? * interval '1 second', "
+                                 "error = NULL WHERE path = ?", (self.worker, self.lease, key))
+            row = self._db.execute("SELECT path, id, size, mtime_ns, sha256, model_id FROM videos WHERE path = ?",
+                                   (key,)).fetchone()
+            if row is not None and row[5] == model_id and (row[2], row[3]) == (item.stat.st_size,
+                                                                              item.stat.st_mtime_ns):
+                self._db.execute("DELETE FROM claims WHERE path = ?", (key,))
+                return None  # indexed meanwhile
+        self._heartbeat()
+        self._claimed.add(key)
+        stored = None if row is None or row[5] != model_id else StoredFile(bytes(row[0]), *row[1:5])
+        return item._replace(stored=stored)
+
+    def _claim_failed(self, item: FileToSync, problem: str) -> None:
+        """The claim stays with the problem until its lease expires: the other writers of this run leave it."""
+        self._db.execute("UPDATE claims SET error = ? WHERE path = ? AND worker = ?",
+                         (problem, os.fsencode(self.media_roots.stored(item.path)), self.worker))
+
+    def _owned(self, changes: list[FileChange]) -> list[FileChange]:
+        """The changes whose claims this writer still holds (or never claimed: ``copy_from``), their claims released
+        and each logged in ``index_log`` (one row per file committed: the proof that no file is indexed twice)."""
+        kept = []
+        for change in changes:
+            key = os.fsencode(self.media_roots.stored(change.file.path))
+            if key in self._claimed and self._db.execute("DELETE FROM claims WHERE path = ? AND worker = ? "
+                                                         "RETURNING 1", (key, self.worker)).fetchone() is None:
+                log.warning("%s: lost the claim of %s (its lease expired); another writer indexes it", self.location,
+                            change.file.path)
+                continue
+            self._claimed.discard(key)
+            if change.media is not None:
+                self._db.execute("INSERT INTO index_log (path, worker) VALUES (?, ?)", (key, self.worker))
+            kept.append(change)
+        return kept
+
+    def _exclusive(self) -> None:
+        self._db.execute("SELECT pg_advisory_xact_lock(?)", (WRITER_LOCK,))
+
+    def _heartbeat(self) -> None:
+        """Renew this writer's leases every third of ``lease`` seconds, from a thread with its own connection, for
+        as long as this catalog is open (a writer that dies stops renewing: its claims expire)."""
+        if self._renewer is not None:
+            return
+        stop = self._renewing = threading.Event()
+
+        def renew() -> None:
+            db = None
+            while not stop.wait(self.lease / 3):
+                try:
+                    db = db or Database(self.url)
+                    db.execute("UPDATE claims SET expires_at = now() + ? * interval '1 second' WHERE worker = ? "
+                               "AND error IS NULL", (self.lease, self.worker))
+                except ReelsearchError as exc:  # the database away for a while: the next round tries again
+                    log.warning("%s", exc)
+            if db is not None:
+                db.close()
+
+        self._renewer = threading.Thread(target=renew, name="reelsearch-lease", daemon=True)
+        self._renewer.start()
+
+    def _transaction(self):
+        return self._db.transaction()
+
+    def _write_errors(self):
+        return contextlib.nullcontext()  # the connection's errors are ReelsearchErrors already
+
+    def _vector_param(self, vector: np.ndarray) -> str:
+        return vector_text(vector)
+
+    def _vector(self, value) -> np.ndarray:
+        return vectors_from_send([bytes(value)], (len(value) - 4) // 4)[0]
+
+    def _insert_video(self, values: tuple) -> int:
+        marks = ", ".join("?" * len(values))
+        return self._db.execute(f"INSERT INTO videos ({self._INSERT}) VALUES ({marks}) RETURNING id",
+                                values).fetchone()[0]
+
+    def _forget(self, ids: Sequence[int], gen: int) -> None:
+        """Nothing to tell: the HNSW index is the table's."""
+
+    def _first_vector(self, dim: int) -> None:
+        self._db.execute(f"ALTER TABLE videos ALTER COLUMN vector TYPE vector({int(dim)})")
+        if 4 * dim + 512 < INLINE_BYTES:  # kept in the row, not compressed out of line: a scan reads it directly
+            self._db.execute("ALTER TABLE videos ALTER COLUMN vector SET STORAGE PLAIN")
+        self._db.execute(f"CREATE INDEX IF NOT EXISTS videos_hnsw ON videos USING hnsw (vector vector_ip_ops) "
+                         f"WITH (m = {self.hnsw_m}, ef_construction = {self.ef_construction})")
+
+    def _vectors_dropped(self) -> None:
+        with self._transaction():
+            self._db.execute("DROP INDEX IF EXISTS videos_hnsw")
+            self._db.execute("ALTER TABLE videos ALTER COLUMN vector TYPE vector")
+            self._db.execute("ALTER TABLE videos ALTER COLUMN vector SET STORAGE EXTENDED")
+
+    def _synced(self) -> None:
+        """Nothing to do: the vectors are committed with their videos."""
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def nearest_many(self, queries: np.ndarray, n: int,
+                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
+        """(ids, scores best first) of the ``n`` videos whose vectors score best with each row of ``queries`` [Q, D]:
+        by inner product (HNSW above ``threshold`` videos, exact below or when more than MAX_EF_SEARCH are asked
+        for; one query each, in one transaction), or by ``score_fn`` in one exact scan for all of them. No bias is
+        added here."""
+        q = self._queries(queries)
+        dim = self.dim
+        if dim is None or n < 1:
+            return [[] for _ in q], [np.empty(0, np.float32) for _ in q]
+        if score_fn is not None:
+            found, scores = scan_chunks(self.chunks(), q, n, score_fn)
+            return [list(f) for f in found], [s[: len(f)] for s, f in zip(scores, found, strict=True)]
+        exact = n > MAX_EF_SEARCH or len(self) < self.threshold
+        ids, dists = [], []
+        with self._db.transaction():
+            if exact:
+                self._db.execute("SET LOCAL enable_indexscan = off")
+            else:
+                self._db.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, int(n))}")
+            for row in q:
+                rows = self._db.execute(f"SELECT id, vector <#> ?::vector({dim}) AS d FROM videos ORDER BY d LIMIT ?",
+                                        (vector_text(row), int(n))).fetchall()  # one distance per row, the index's
+                ids.append([str(r[0]) for r in rows])
+                dists.append(-np.array([r[1] for r in rows], np.float32))
+        return ids, dists
+
+    def rows(self, ids: Sequence[str]) -> np.ndarray:
+        """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""
+        dim = self.dim or 0
+        if not ids:
+            return np.empty((0, dim), np.float32)
+        keys = [int(i) for i in ids]
+        found = dict(self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id = ANY(?)",
+                                      (keys,)).fetchall())
+        missing = [i for i, k in zip(ids, keys, strict=True) if k not in found]
+        if missing:
+            raise KeyError(missing[0])
+        return vectors_from_send([found[k] for k in keys], dim)
+
+    def chunks(self, rows: int = SCAN_CHUNK_ROWS) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every (ids, video vectors [m, D]), by id, ``rows`` at a time (each block one query)."""
+        dim, last = self.dim, 0
+        if dim is None:
+            return
+        while block := self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id > ? ORDER BY id "
+                                        "LIMIT ?", (last, rows)).fetchall():
+            last = block[-1][0]
+            yield [str(r[0]) for r in block], vectors_from_send([r[1] for r in block], dim)
+
+    def ids(self) -> list[str]:
+        """Every video's id, in the order of ``chunks``."""
+        return [str(r[0]) for r in self._db.execute("SELECT id FROM videos ORDER BY id")]
+
+    def known(self, ids: Sequence[str]) -> list[bool]:
+        """Whether each of ``ids`` is stored."""
+        keys = [int(i) for i in ids]
+        found = {r[0] for r in self._db.execute("SELECT id FROM videos WHERE id = ANY(?)", (keys,))} if keys else set()
+        return [k in found for k in keys]

@@ -1,0 +1,178 @@
+"""The PostgreSQL catalog's schema, in versioned migrations.
+
+``schema_version`` holds one row per migration applied. ``migrate`` applies the missing ones in order, each in one
+transaction, under an advisory lock (several processes starting at once migrate once); a database whose schema is
+newer than this reelsearch knows is refused with a clear error, and so is one where the ``vector`` extension
+(pgvector) is missing and cannot be created. A new migration is a function appended to ``MIGRATIONS``; a released
+one is never changed.
+
+The tables mirror the embedded index's (``reelsearch.index.tables``, ``reelsearch.index.textcues``): ``videos``
+(``vector`` becomes ``vector(D)``, with an HNSW index, when the first video of a model sets D: ``PostgresLibrary``),
+``frames``, ``frame_vectors``, ``meta``; ``segments`` (``words``: the segment's words as ``tsvector``, GIN-indexed;
+``folded``: lower-cased OCR text, trigram-indexed), ``runs``, ``cue_meta``; and ``claims``, one row per file a worker
+is indexing, with the lease that expires when the worker dies (for cooperating index workers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.index.pg.database import Database, DatabaseError
+
+#: Advisory lock key of migrations (any constant; "reelsearch" in ASCII, folded to 63 bits).
+MIGRATION_LOCK = 0x7265656C736561
+
+
+class SchemaError(ReelsearchError):
+    """The database cannot hold a reelsearch catalog (a newer schema, a missing extension)."""
+
+
+def _v1(db: Database) -> None:
+    """The catalog: videos, frames, frame vectors, meta; text-cue segments and runs; claims."""
+    db.execute("""
+        CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL);
+        CREATE TABLE videos (
+            id bigserial PRIMARY KEY,
+            path bytea NOT NULL UNIQUE,             -- absolute path as stored, file-system bytes
+            size bigint NOT NULL,
+            mtime_ns bigint NOT NULL,
+            sha256 text NOT NULL,
+            duration double precision,
+            n_frames integer NOT NULL,
+            model_id text NOT NULL,
+            added_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            gen bigint NOT NULL,                    -- generation of the commit that last wrote the vector
+            vector vector NOT NULL,                 -- the video-level embedding; vector(D) once D is known
+            bias double precision NOT NULL DEFAULT 0
+        );
+        CREATE INDEX videos_sha256 ON videos (sha256);
+        CREATE INDEX videos_bias ON videos (bias);
+        CREATE TABLE frames (
+            video_id bigint NOT NULL REFERENCES videos (id) ON DELETE CASCADE,
+            idx integer NOT NULL,
+            t double precision NOT NULL,
+            thumbnail bytea,
+            PRIMARY KEY (video_id, idx)
+        );
+        CREATE TABLE frame_vectors (
+            video_id bigint PRIMARY KEY REFERENCES videos (id) ON DELETE CASCADE,
+            vectors bytea NOT NULL,                 -- float16 [T, D]
+            times bytea NOT NULL                    -- float64 [T]
+        );
+        CREATE TABLE claims (
+            path bytea PRIMARY KEY,                 -- a file being indexed (as stored)
+            worker text NOT NULL,                   -- host:pid of the worker
+            expires_at timestamptz NOT NULL         -- the lease: another worker takes the file over after it
+        );
+        CREATE TABLE cue_meta (key text PRIMARY KEY, value text NOT NULL);
+        CREATE TABLE segments (
+            id bigserial PRIMARY KEY,
+            video_id text NOT NULL,
+            cue text NOT NULL,
+            start double precision NOT NULL,
+            "end" double precision NOT NULL,
+            text text NOT NULL,
+            confidence double precision NOT NULL,
+            extra text,
+            embedding bytea NOT NULL,               -- float16 [384], L2-normalised (MiniLM)
+            words tsvector NOT NULL,                -- the words, cut and stemmed as the embedded index's FTS5 does
+            folded text                             -- OCR segments: lower-cased text, for substring matches
+        );
+        CREATE INDEX segments_video ON segments (video_id, cue);
+        CREATE INDEX segments_words ON segments USING gin (words);
+        CREATE INDEX segments_folded ON segments USING gin (folded gin_trgm_ops) WHERE folded IS NOT NULL;
+        CREATE TABLE runs (
+            video_id text NOT NULL,
+            cue text NOT NULL,
+            recipe text NOT NULL,
+            content text,
+            n_segments integer NOT NULL,
+            error text,
+            updated_at double precision NOT NULL,
+            PRIMARY KEY (video_id, cue)
+        );
+    """)
+
+
+def _v2(db: Database) -> None:
+    """How much each frame shows (float32 [T]; empty: not measurable; NULL for the videos stored before, measured
+    from their thumbnails by the next sync: ``LibraryTables._fill_detail``)."""
+    db.execute("ALTER TABLE frame_vectors ADD COLUMN detail bytea")
+
+
+def _v3(db: Database) -> None:
+    """Cooperating writers: a claim records the problem of a file its writer failed on (the others leave it until the
+    lease expires); ``index_log`` has one row per file whose embeddings a writer committed."""
+    db.execute("""
+        ALTER TABLE claims ADD COLUMN error text;
+        CREATE TABLE index_log (
+            path bytea NOT NULL,
+            worker text NOT NULL,
+            committed_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX index_log_path ON index_log (path);
+    """)
+
+
+#: (version, what it does, the function that applies it), in order.
+MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
+    (1, "the catalog: videos, frames, frame vectors, text cues, claims", _v1),
+    (2, "frame_vectors.detail: how much each frame shows", _v2),
+    (3, "claims.error, index_log: cooperating writers", _v3),
+]
+LATEST = MIGRATIONS[-1][0]
+
+#: Extensions the schema needs, and what each is for.
+EXTENSIONS = {"vector": "pgvector: the vector columns and their HNSW index",
+              "pg_trgm": "trigram search of on-screen text"}
+
+
+def schema_version(db: Database) -> int:
+    """The schema version of ``db`` (0: no reelsearch catalog yet)."""
+    if db.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None:
+        return 0
+    return int(db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
+
+
+def migrate(db: Database) -> int:
+    """Bring ``db`` to the latest schema; its version. SchemaError for a newer schema or a missing extension."""
+    version = schema_version(db)
+    if version > LATEST:
+        raise _too_new(db, version)
+    if version == LATEST:
+        return version
+    for name, purpose in EXTENSIONS.items():
+        _create_extension(db, name, purpose)
+    with db.transaction():
+        db.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
+        db.execute("CREATE TABLE IF NOT EXISTS schema_version (version integer PRIMARY KEY, description text NOT "
+                   "NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+        version = schema_version(db)  # another process may have migrated while we waited for the lock
+        if version > LATEST:
+            raise _too_new(db, version)
+        for number, description, apply in MIGRATIONS:
+            if number > version:
+                apply(db)
+                db.execute("INSERT INTO schema_version (version, description) VALUES (?, ?)", (number, description))
+    return LATEST
+
+
+def _too_new(db: Database, version: int) -> SchemaError:
+    return SchemaError(f"{db.location}: the catalog has schema version {version}, written by a newer reelsearch; "
+                       f"this one reads versions up to {LATEST}: upgrade reelsearch (pip install -U reelsearch)")
+
+
+def _create_extension(db: Database, name: str, purpose: str) -> None:
+    if db.execute("SELECT 1 FROM pg_extension WHERE extname = ?", (name,)).fetchone():
+        return
+    try:
+        db.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
+    except DatabaseError as exc:
+        available = db.execute("SELECT 1 FROM pg_available_extensions WHERE name = ?", (name,)).fetchone()
+        fix = (f"a superuser can run CREATE EXTENSION {name}; in this database" if available else
+               f"install it on the server (the {name} extension package), then CREATE EXTENSION {name}; as a "
+               "superuser")
+        raise SchemaError(f"{db.location}: the {name} extension ({purpose}) is missing and this user cannot create "
+                          f"it ({str(exc).split(': ', 1)[-1]}): {fix}") from None

@@ -1,0 +1,149 @@
+"""A damaged embedded index, checked and repaired (``reelsearch index --check`` / ``--repair``).
+
+``check_index`` runs SQLite's integrity check on the index's two databases (``library.sqlite``, ``textcues.sqlite``).
+``repair_index`` keeps every video still readable: it copies each video whose row, frames and frame vectors can
+all be read into a new ``library.sqlite`` (a video with any part unreadable is left out, so the next sync indexes
+its file again), moves the damaged file aside (``library.sqlite.damaged``), and drops the derived files (the vector
+file, rebuilt from the new database on open; a damaged text-cue database, whose cues are extracted again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reelsearch.index.library import FAISS_NAME, SCHEMA_SQL, SCHEMA_VERSION, SQLITE_NAME
+from reelsearch.index.sqlite import integrity_problems
+from reelsearch.index.textcues import SQLITE_NAME as TEXTCUES_NAME
+
+#: Suffix of a damaged database moved aside by a repair.
+DAMAGED_SUFFIX = ".damaged"
+_VIDEO_COLUMNS = ("id, path, size, mtime_ns, sha256, duration, n_frames, model_id, added_at, updated_at, gen, vector, "
+                  "bias")
+
+
+def check_index(directory: str | Path) -> dict[str, list[str]]:
+    """{database file: what SQLite's integrity check finds wrong} of the index in ``directory`` ([] when sound;
+    files that do not exist are left out)."""
+    out = {}
+    for name in (SQLITE_NAME, TEXTCUES_NAME):
+        path = Path(directory) / name
+        if path.exists():
+            out[str(path)] = integrity_problems(path)
+    return out
+
+
+@dataclass
+class RepairReport:
+    """What ``repair_index`` did: videos kept and lost, the damaged files moved aside (their new names)."""
+
+    kept: int = 0
+    lost: int = 0
+    moved: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        if not self.moved:
+            return "nothing to repair: the index is sound"
+        return (f"repaired: {self.kept} videos kept, {self.lost} unreadable (indexed again from their files); "
+                f"damaged files moved aside: {', '.join(self.moved)}")
+
+
+def repair_index(directory: str | Path) -> RepairReport:
+    """Rebuild the damaged databases of the index in ``directory`` from what is still readable (see the module)."""
+    directory = Path(directory)
+    report = RepairReport()
+    problems = check_index(directory)
+    library = directory / SQLITE_NAME
+    if problems.get(str(library)):
+        fresh = directory / (SQLITE_NAME + ".repairing")
+        _remove(fresh)
+        report.kept, report.lost = _salvage(library, fresh)
+        report.moved.append(_move_aside(library))
+        os.replace(fresh, library)
+        _remove(directory / FAISS_NAME)  # derived: rebuilt from the new database
+    cues = directory / TEXTCUES_NAME
+    if problems.get(str(cues)):
+        report.moved.append(_move_aside(cues))
+    return report
+
+
+def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
+    """Copy every fully readable video of ``damaged`` into a new index database at ``fresh``: (kept, lost)."""
+    out = sqlite3.connect(fresh, isolation_level=None)
+    try:
+        out.executescript(SCHEMA_SQL)
+        try:
+            src = sqlite3.connect(f"file:{damaged.resolve()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return 0, 0
+        try:
+            ids = _readable_ids(src)
+            kept = lost = 0
+            dim = model = None
+            out.execute("BEGIN")
+            for vid in ids:
+                try:
+                    row = src.execute(f"SELECT {_VIDEO_COLUMNS} FROM videos WHERE id = ?", (vid,)).fetchone()
+                    frames = src.execute("SELECT video_id, idx, t, thumbnail FROM frames WHERE video_id = ?",
+                                         (vid,)).fetchall()
+                    vectors = src.execute("SELECT video_id, vectors, times FROM frame_vectors WHERE video_id = ?",
+                                          (vid,)).fetchone()
+                except sqlite3.DatabaseError:
+                    lost += 1
+                    continue
+                if row is None or vectors is None or len(frames) != row[6]:
+                    lost += 1
+                    continue
+                out.execute(f"INSERT INTO videos ({_VIDEO_COLUMNS}) VALUES ({', '.join('?' * 13)})",
+                            (*row[:10], 1, *row[11:]))
+                out.executemany("INSERT INTO frames VALUES (?, ?, ?, ?)", frames)
+                # detail NULL: measured again from the thumbnails by the sync that follows the repair
+                out.execute("INSERT INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)", vectors)
+                dim, model = len(row[11]) // 4, row[7]
+                kept += 1
+            meta = {"schema_version": SCHEMA_VERSION, "gen": 1}
+            if dim is not None:
+                meta |= {"dim": dim, "model_id": model}
+            out.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                            [(k, str(v)) for k, v in meta.items()])
+            out.execute("COMMIT")
+            return kept, lost
+        finally:
+            src.close()
+    finally:
+        out.close()
+
+
+def _readable_ids(src: sqlite3.Connection) -> list[int]:
+    """Ids of the videos whose rows can be found: a scan up to the first unreadable page, then a lookup of every
+    other id up to the largest one known (a lookup by key reaches rows past a damaged page)."""
+    seen: set[int] = set()
+    with contextlib.suppress(sqlite3.DatabaseError):
+        for (vid,) in src.execute("SELECT id FROM videos"):
+            seen.add(int(vid))
+    top = max(seen, default=0)
+    for sql in ("SELECT seq FROM sqlite_sequence WHERE name = 'videos'", "SELECT MAX(id) FROM videos"):
+        with contextlib.suppress(sqlite3.DatabaseError, TypeError):
+            top = max(top, int(src.execute(sql).fetchone()[0]))
+    for vid in range(1, top + 1):
+        if vid not in seen:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                if src.execute("SELECT 1 FROM videos WHERE id = ?", (vid,)).fetchone():
+                    seen.add(vid)
+    return sorted(seen)
+
+
+def _move_aside(path: Path) -> str:
+    target = path.with_name(path.name + DAMAGED_SUFFIX)
+    os.replace(path, target)
+    for suffix in ("-wal", "-shm"):
+        _remove(path.with_name(path.name + suffix))
+    return str(target)
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

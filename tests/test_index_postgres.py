@@ -1,0 +1,171 @@
+"""The PostgreSQL catalog's own behaviour (the functions it shares with the embedded index run in
+test_index_library.py and test_textcues.py): versioned migrations, a newer schema and a missing extension refused
+clearly, passwords never shown, a server restart mid-search (a clear error, then the next request succeeds), and
+`index / search --db` through the CLI giving the same results as the embedded index."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from cue_fixtures import HashEncoder, ScriptedExtractor
+from reelsearch.cli.main import app
+from reelsearch.errors import ConfigError
+from reelsearch.index import LibraryIndex, open_library
+from reelsearch.index.catalog import CatalogUnavailable
+from reelsearch.index.pg import LATEST, PostgresLibrary, SchemaError, masked
+from reelsearch.index.pg.database import Database
+from reelsearch.index.pg.schema import schema_version
+from test_index_library import FakeEmbedder, folder  # noqa: F401  (a fixture)
+from test_search_support import CAPTIONS, make_media, small_model
+
+torch.set_num_threads(1)
+
+
+def test_migrations_are_versioned_and_applied_once(pg_url):
+    with PostgresLibrary(pg_url) as lib:
+        assert lib.schema == LATEST
+        rows = lib._db.execute("SELECT version, description FROM schema_version ORDER BY version").fetchall()
+        assert [r[0] for r in rows] == list(range(1, LATEST + 1)) and all(r[1] for r in rows)
+    with PostgresLibrary(pg_url) as again:  # a second open finds the schema current and changes nothing
+        assert again._db.execute("SELECT count(*) FROM schema_version").fetchone()[0] == LATEST
+
+
+def test_a_newer_schema_is_refused(pg_url):
+    with PostgresLibrary(pg_url) as lib:
+        lib._db.execute("INSERT INTO schema_version (version, description) VALUES (?, 'from the future')",
+                        (LATEST + 1,))
+    with pytest.raises(SchemaError, match=f"schema version {LATEST + 1}, written by a newer reelsearch"):
+        PostgresLibrary(pg_url)
+
+
+def test_a_missing_extension_is_a_clear_error(pg_server):
+    """A user who may not create the vector extension, on a database without it: one error saying what is missing
+    and who can add it."""
+    pg_server.sql("DO $$ BEGIN CREATE ROLE plain LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    name = pg_server.create_database(owner="plain")
+    try:
+        with pytest.raises(SchemaError, match=r"the vector extension \(pgvector.*\) is missing and this user cannot "
+                                              r"create it .*CREATE EXTENSION vector"):
+            PostgresLibrary(pg_server.url(name, user="plain"))
+    finally:
+        pg_server.drop_database(name)
+
+
+def test_passwords_are_never_shown(pg_server):
+    url = pg_server.url("no_such_database", password="s3cret-pw")
+    assert masked(url).count("***") == 1 and "s3cret-pw" not in masked(url)
+    assert masked("postgresql://u@h/db?password=s3cret-pw") == "postgresql://u@h/db?password=***"
+    with pytest.raises(CatalogUnavailable) as info:
+        PostgresLibrary(url)
+    assert "s3cret-pw" not in str(info.value) and "***" in str(info.value)
+    assert "no_such_database" in str(info.value)
+
+
+def test_a_server_restart_mid_search_is_a_clear_error_then_recovers(pg_server, pg_url, folder):  # noqa: F811
+    lib = open_library(pg_url)
+    try:
+        lib.sync([folder], FakeEmbedder(), progress=False)
+        q = lib.rows(lib.ids()[:1])[0]
+        before = lib.nearest(q, 3)
+        pg_server.stop()
+        try:
+            with pytest.raises(CatalogUnavailable, match="lost the connection|cannot connect"):
+                lib.nearest(q, 3)
+        finally:
+            pg_server.start()
+        after = lib.nearest(q, 3)  # the next request connects again
+        assert after[0] == before[0]
+        np.testing.assert_allclose(after[1], before[1])
+    finally:
+        lib.close()
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    """(media folder, an embedded index of it built through the CLI, the model)."""
+    root = tmp_path_factory.mktemp("embedded")
+    make_media(root / "media")
+    model_dir = small_model("cosine").save(root / "model")
+    res = CliRunner().invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--model",
+                                   str(model_dir), *NO_CUES])
+    assert res.exit_code == 0, res.output
+    return root / "media", root / "index", model_dir
+
+
+NO_CUES = ["--quiet", "--no-speech", "--no-ocr"]
+
+
+def same_search(runner, a: list[str], b: list[str]) -> None:
+    """Every caption finds the same files with the same scores and moments through ``a`` and ``b``."""
+    for caption in CAPTIONS:
+        got = [json.loads(runner.invoke(app, ["search", caption, *where, "-k", "5", "--json"]).stdout)
+               for where in (a, b)]
+        assert [r["path"] for r in got[1]] == [r["path"] for r in got[0]]
+        np.testing.assert_allclose([r["score"] for r in got[1]], [r["score"] for r in got[0]], atol=1e-5)
+        assert [r["moment"] for r in got[1]] == [r["moment"] for r in got[0]]
+
+
+def test_index_and_search_with_db_give_the_embedded_results(embedded, pg_url, monkeypatch):
+    media, index, model_dir = embedded
+    runner = CliRunner()
+    monkeypatch.setenv("REELSEARCH_DB", pg_url)  # the same as --db when no --index is given
+    res = runner.invoke(app, ["index", str(media), "--model", str(model_dir), *NO_CUES])
+    assert res.exit_code == 0, res.output
+    assert f"5 added, 0 updated, 0 removed, 0 unchanged, 0 failed; 5 in {masked(pg_url)}" in res.output
+    same_search(runner, ["--index", str(index)], ["--db", pg_url])
+    same_search(runner, ["--index", str(index)], [])
+    both = runner.invoke(app, ["search", "x", "--index", str(index), "--db", pg_url])
+    assert isinstance(both.exception, ConfigError) and "not both" in str(both.exception)  # exit status 2
+
+
+def test_migrate_an_embedded_index_without_extracting_anything(embedded, pg_url, monkeypatch):
+    """`index --from DIR --db URL` copies everything (the model is not even loaded: every embedder fails) and search
+    answers exactly as before."""
+    media, index, model_dir = embedded
+    runner = CliRunner()
+    monkeypatch.setattr("reelsearch.search.embed.MediaEmbedder.__call__", lambda *a: pytest.fail("re-extracted"))
+    res = runner.invoke(app, ["index", "--from", str(index), "--db", pg_url, "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert f"5 added, 0 updated, 0 removed, 0 unchanged, 0 failed; 5 in {masked(pg_url)}" in res.output
+    same_search(runner, ["--index", str(index)], ["--db", pg_url])
+    again = runner.invoke(app, ["index", "--from", str(index), "--db", pg_url, "--quiet"])
+    assert "0 added, 0 updated, 0 removed, 5 unchanged" in again.output  # a second copy changes nothing
+
+
+def test_migrate_carries_the_text_cues(tmp_path, pg_url, folder):  # noqa: F811
+    """The speech / on-screen-text segments are copied with their embeddings: the same scores on both."""
+    corpus = {}
+    with LibraryIndex(tmp_path / "idx") as lib:
+        lib.sync([folder], FakeEmbedder(), progress=False)
+        for i, record in enumerate(lib.videos()):
+            corpus[record.id] = {"speech": [f"a dog runs on the beach {i}", "the weather is fine"],
+                                 "ocr": [f"BREAKINGNEWS {i}"]}
+        cues = lib.text_cues(HashEncoder(), create=True)
+        cues.update([(v, v, lib.contents()[v]) for v in corpus], ScriptedExtractor(corpus), progress=False)
+        with open_library(pg_url) as shared:
+            shared.copy_from(lib, progress=False)
+            copied = shared.text_cues(HashEncoder())
+            by_path = {r.path: r.id for r in shared.videos()}
+            ids = {r.id: by_path[r.path] for r in lib.videos()}
+            for query in ("dog beach", "weather", "news", "breaking"):
+                a, b = cues.scores(query), copied.scores(query, [ids[v] for v in cues.video_ids()])
+                for cue in ("speech", "ocr"):
+                    np.testing.assert_allclose(b.keyword[cue], a.keyword[cue], atol=1e-6)
+                    np.testing.assert_allclose(b.semantic[cue], a.semantic[cue], atol=1e-6)
+            assert sum(len(copied.segments(v)) for v in copied.video_ids()) == 3 * len(corpus)
+        cues.close()
+
+
+def test_schema_version_of_an_empty_database(pg_url):
+    db = Database(pg_url)
+    try:
+        assert schema_version(db) == 0
+    finally:
+        db.close()
+
+

@@ -1,0 +1,119 @@
+"""Cooperating index workers over one PostgreSQL catalog (issue 23, point 3): three processes sync one folder of 60
+real Flickr8k photos at once and one is killed with kill -9 mid-run; every photo is indexed exactly once (one
+``index_log`` row each), the dead worker's claims are taken over once their lease expires, and a file that fails is
+reported, not indexed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+from conftest import shared_path
+from reelsearch.index.pg import PostgresLibrary
+
+TESTS = Path(__file__).resolve().parent
+SRC = TESTS.parent / "src"
+
+#: One worker: the library API's sync (what `reelsearch index PATH --db URL` runs) with the tests' embedder over the
+#: files' bytes, slowed to 0.1 s a file so that the kill lands mid-run; a 2-second lease.
+WORKER = """
+import json, sys, time
+from test_index_library import FakeEmbedder
+from reelsearch.index.pg import PostgresLibrary
+
+class Slow(FakeEmbedder):
+    def __call__(self, path):
+        time.sleep(0.1)
+        return super().__call__(path)
+
+with PostgresLibrary(sys.argv[1], lease=2.0) as lib:
+    report = lib.sync([sys.argv[2]], Slow(fail_on={"broken.jpg"}), progress=False)
+print(json.dumps({"added": report.added, "failed": report.failed}))
+"""
+
+
+def _held(conn, pid: int) -> list[bytes]:
+    """Paths the worker process ``pid`` holds a live claim on."""
+    return [bytes(r[0]) for r in conn.execute("SELECT path FROM claims WHERE worker LIKE %s AND error IS NULL",
+                                              (f"%:{pid}:%",))]
+
+
+def test_three_workers_one_killed_index_every_file_exactly_once(pg_url, tmp_path):
+    photos = sorted(shared_path("flickr8k", "images").glob("*.jpg"))[:60]
+    assert len(photos) == 60
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for p in photos:
+        shutil.copyfile(p, folder / p.name)
+    (folder / "broken.jpg").write_bytes(b"not a picture")
+    with PostgresLibrary(pg_url):
+        pass  # the schema, made once
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
+    workers = [subprocess.Popen([sys.executable, "-c", WORKER, pg_url, str(folder)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, text=True) for _ in range(3)]
+    victim, survivors = workers[0], workers[1:]
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            deadline = time.monotonic() + 120
+            while not (conn.execute("SELECT count(*) FROM index_log").fetchone()[0] >= 10 and _held(conn, victim.pid)):
+                assert victim.poll() is None and time.monotonic() < deadline, "the victim never held a claim mid-run"
+                time.sleep(0.01)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            orphaned = _held(conn, victim.pid)  # what it held when it died: no one renews these leases now
+            reports = []
+            for w in survivors:
+                out, err = w.communicate(timeout=300)
+                assert w.returncode == 0, err
+                reports.append(json.loads(out.splitlines()[-1]))
+            logged = dict(conn.execute("SELECT path, count(*) FROM index_log GROUP BY path").fetchall())
+            videos = {bytes(r[0]) for r in conn.execute("SELECT path FROM videos")}
+            left = conn.execute("SELECT path, error FROM claims").fetchall()
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+    want = {os.fsencode(str(folder / p.name)) for p in photos}
+    assert videos == want  # 0 lost
+    assert {bytes(p) for p in logged} == want and set(logged.values()) == {1}  # 0 indexed twice
+    assert orphaned and set(orphaned) <= videos  # the dead worker's files were taken over
+    # the worker that took the dead one's claim over indexed it; the survivors' reports add up with the victim's
+    added = [os.fsencode(p) for r in reports for p in r["added"]]
+    assert len(added) == len(set(added)) and set(orphaned) <= set(added)
+    broken = os.fsencode(str(folder / "broken.jpg"))
+    failed = [p for r in reports for p, _ in r["failed"]]
+    assert broken not in videos and failed.count(str(folder / "broken.jpg")) <= 1
+    assert failed or any(bytes(p) == broken and e for p, e in left)  # reported by a survivor, or the victim's claim
+    assert all(bytes(p) == broken for p, _ in left)  # no claim left behind but the failed file's
+
+
+def test_a_file_indexed_by_another_writer_since_the_plan_is_skipped(pg_url, tmp_path):
+    """A writer's plan is made before it claims: a file another writer committed meanwhile is not embedded again
+    (the claim compares the stored row with the file), and claims are released by the commit."""
+    from test_index_library import FakeEmbedder, write_png
+
+    folder = tmp_path / "photos"
+    for i in range(4):
+        write_png(folder / f"img{i}.png", seed=i)
+    with PostgresLibrary(pg_url) as first, PostgresLibrary(pg_url) as second:
+        report = first.sync([folder], FakeEmbedder(), progress=False)
+        plan_items = second._plan_sync([str(folder)], "default", False, type(report)()).todo
+        assert plan_items == []  # committed: nothing to do
+        item = first._plan_sync([str(folder)], "other", False, type(report)()).todo[0]
+        claimed = second._claim(item, "default")
+        assert claimed is None  # indexed (with this model) already: skipped, the claim released
+        claimed = second._claim(item, "other")
+        assert claimed is not None and claimed.stored is None  # another model's row: embedded again
+        assert first._claim(item, "other") is False  # held by the second writer, whose lease lives
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM claims").fetchone()[0] == 0  # closed writers release theirs
+        assert conn.execute("SELECT count(*) FROM index_log").fetchone()[0] == 4
