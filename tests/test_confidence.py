@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ import torch
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from browser import chromium_page
 from conftest import shared_path
 from reelsearch.cli.main import app
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
@@ -33,7 +33,6 @@ PHOTOS = ["3722572342_6904d11d52", "661755629_602ea4cf09", "136644885_f7d2bbf546
           "3154152744_4e93ec8a62", "501699433_f8df386cf9"]
 GOOD = "A red high speed racing boat skips across the water ."
 OFF_TOPIC = "stock market chart"
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 # ---------------------------------------------------------------- the curve
@@ -175,28 +174,19 @@ def test_http_says_no_good_match_and_declares_it(library):
 
 
 def test_page_says_no_good_match(library, tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip("no /usr/bin/chromium (install it: apt-get update && apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
     with Searcher(library / "index") as searcher, ServerThread(create_app(searcher)) as server, \
-            sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.pages[0] if browser.pages else browser.new_page()
-            page.goto(server.url + f"/?q={OFF_TOPIC.replace(' ', '+')}&k=10", wait_until="networkidle")
-            page.wait_for_selector(".card", timeout=20_000)
-            assert page.locator("#no-match").is_visible()
-            assert page.locator("#no-match").inner_text() == NO_GOOD_MATCH_MESSAGE
-            assert page.locator(".card").count() == len(PHOTOS)
-            page.fill("#q", GOOD)
-            page.click("#go")
-            page.wait_for_function("() => document.getElementById('no-match').hidden", timeout=20_000)
-            first = page.locator(".card").nth(0)
-            assert first.get_attribute("data-id") is not None and "% confident" in first.inner_text()
-        finally:
-            browser.close()
+            chromium_page(tmp_path / "profile") as (page, errors):
+        page.goto(server.url + f"/?q={OFF_TOPIC.replace(' ', '+')}&k=10", wait_until="networkidle")
+        page.wait_for_selector(".card", timeout=20_000)
+        assert page.locator("#no-match").is_visible()
+        assert page.locator("#no-match").inner_text() == NO_GOOD_MATCH_MESSAGE
+        assert page.locator(".card").count() == len(PHOTOS)
+        page.fill("#q", GOOD)
+        page.click("#go")
+        page.wait_for_function("() => document.getElementById('no-match').hidden", timeout=20_000)
+        first = page.locator(".card").nth(0)
+        assert first.get_attribute("data-id") is not None and "% confident" in first.inner_text()
+        assert not errors, errors
 
 
 def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):

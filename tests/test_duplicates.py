@@ -13,6 +13,7 @@ import torch
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from browser import chromium_page
 from conftest import shared_path
 from reelsearch.cli.main import app
 from reelsearch.datasets.variants import Variant, footage_set, photo_clip
@@ -151,38 +152,25 @@ def test_duplicates_over_http(footage):
 def test_duplicates_view_in_headless_chromium(footage):
     """The page's Duplicates button shows the API's groups, in its order, and a click plays a file of one."""
     from test_search_support import ServerThread
-    from test_web import CHROMIUM, FLAGS
-
-    if not CHROMIUM.exists():
-        pytest.skip("no /usr/bin/chromium (install it: apt-get update && apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 
     root, truth, runner = footage
     with Searcher(root / "index", "default") as searcher, ServerThread(create_app(searcher)) as server:
         want = [[v.id for v in g.videos] for g in searcher.duplicates()]
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch_persistent_context(str(root / "profile"), executable_path=str(CHROMIUM),
-                                                            headless=True, args=FLAGS)
-            try:
-                page = browser.pages[0] if browser.pages else browser.new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.goto(server.url + "/", wait_until="networkidle")
-                page.click("#dups")
-                page.wait_for_selector(".group", timeout=60_000)
-                groups = page.locator(".group")
-                got = [[c.get_attribute("data-id") for c in groups.nth(i).locator(".card").all()]
-                       for i in range(groups.count())]
-                assert got == want and len(want) == 2
-                assert groups.nth(0).locator("h2").text_content() == "group 1: 6 files"
-                assert "frames aligned with #" in groups.nth(0).locator(".card .score").first.text_content()
-                assert page.evaluate("location.search") == "?view=duplicates"
-                page.wait_for_function("() => [...document.querySelectorAll('.group img')]"
-                                       ".every(i => i.complete && i.naturalWidth > 0)")
-                groups.nth(1).locator(".card").first.click()
-                page.wait_for_function("() => { const v = document.getElementById('video');"
-                                       " return !document.getElementById('player').hidden && v.readyState >= 2; }",
-                                       timeout=20_000)
-                assert not errors, errors
-            finally:
-                browser.close()
+        with chromium_page(root / "profile") as (page, errors):
+            page.goto(server.url + "/", wait_until="networkidle")
+            page.click("#dups")
+            page.wait_for_selector(".group", timeout=60_000)
+            groups = page.locator(".group")
+            got = [[c.get_attribute("data-id") for c in groups.nth(i).locator(".card").all()]
+                   for i in range(groups.count())]
+            assert got == want and len(want) == 2
+            assert groups.nth(0).locator("h2").text_content() == "group 1: 6 files"
+            assert "frames aligned with #" in groups.nth(0).locator(".card .score").first.text_content()
+            assert page.evaluate("location.search") == "?view=duplicates"
+            page.wait_for_function("() => [...document.querySelectorAll('.group img')]"
+                                   ".every(i => i.complete && i.naturalWidth > 0)")
+            groups.nth(1).locator(".card").first.click()
+            page.wait_for_function("() => { const v = document.getElementById('video');"
+                                   " return !document.getElementById('player').hidden && v.readyState >= 2; }",
+                                   timeout=20_000)
+            assert not errors, errors

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import torch
 
+from browser import chromium_page
 from conftest import SHARED_DATA, shared_path
 from cue_fixtures import need_module
 from reelsearch.search.demo import CUE_QUERIES, QUERIES, sample_clips
@@ -29,7 +30,6 @@ from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
 #: the generated clips indexed by `reelsearch index` (the demo adds "weather")
 INDEXED = ("recipe", "report", "silent", "slides")
 #: query -> the clips that answer it (file stems); what only the words said / written / the picture can tell
@@ -226,38 +226,27 @@ def test_http_search_and_transcript(server, searcher):
 
 
 def test_page_shows_the_matched_words_and_plays_from_them(server, tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip("no /usr/bin/chromium (install it: apt-get update && apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    from test_web import FLAGS, _wait_started
+    from test_web import _wait_started
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=str(CHROMIUM),
-                                                        headless=True, args=FLAGS)
-        try:
-            page = browser.pages[0] if browser.pages else browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(server.url + "/?q=preheat+the+oven", wait_until="networkidle")
-            page.wait_for_selector(".card .match", timeout=30_000)
-            first = page.locator(".card").nth(0)
-            assert first.locator(".name").text_content() == "recipe.mp4"
-            match = first.locator(".match.speech")
-            assert match.locator("mark").all_text_contents() == ["preheat", "oven"]
-            assert "preheat the oven" in match.locator(".words").text_content()
-            assert "speech" in first.locator(".score").text_content()
-            moment = float(match.get_attribute("data-t"))
-            match.click()
-            _wait_started(page, moment)
-            t = page.evaluate("document.getElementById('video').currentTime")
-            assert moment - 0.05 <= t <= moment + 1.0, (t, moment)
+    with chromium_page(tmp_path / "profile") as (page, errors):
+        page.goto(server.url + "/?q=preheat+the+oven", wait_until="networkidle")
+        page.wait_for_selector(".card .match", timeout=30_000)
+        first = page.locator(".card").nth(0)
+        assert first.locator(".name").text_content() == "recipe.mp4"
+        match = first.locator(".match.speech")
+        assert match.locator("mark").all_text_contents() == ["preheat", "oven"]
+        assert "preheat the oven" in match.locator(".words").text_content()
+        assert "speech" in first.locator(".score").text_content()
+        moment = float(match.get_attribute("data-t"))
+        match.click()
+        _wait_started(page, moment)
+        t = page.evaluate("document.getElementById('video').currentTime")
+        assert moment - 0.05 <= t <= moment + 1.0, (t, moment)
 
-            page.fill("#q", "quarterly revenue")
-            page.click("#go")
-            page.wait_for_function("() => { const c = document.querySelector('.card .match');"
-                                   " return c && c.classList.contains('ocr'); }", timeout=30_000)
-            written = page.locator(".card").nth(0).locator(".match.ocr mark").all_text_contents()
-            assert written == ["Quarterly", "revenue"]
-            assert not errors, errors
-        finally:
-            browser.close()
+        page.fill("#q", "quarterly revenue")
+        page.click("#go")
+        page.wait_for_function("() => { const c = document.querySelector('.card .match');"
+                               " return c && c.classList.contains('ocr'); }", timeout=30_000)
+        written = page.locator(".card").nth(0).locator(".match.ocr mark").all_text_contents()
+        assert written == ["Quarterly", "revenue"]
+        assert not errors, errors

@@ -21,6 +21,7 @@ import torch
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from browser import chromium_page
 from conftest import shared_path
 from reelsearch.cli.main import app
 from reelsearch.errors import ConfigError
@@ -35,7 +36,6 @@ pytest.importorskip("watchdog", reason="watch mode needs reelsearch[watch]")
 torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
 SETTLE = 1.0
 #: A change is reflected within this many seconds (it takes SETTLE plus the embedding of one short clip).
 WITHIN = 20.0
@@ -263,39 +263,30 @@ def test_serve_watch_health_and_search_follow_the_folder(media, tmp_path):
 
 
 def test_page_shows_what_is_being_indexed(media, tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip("no /usr/bin/chromium (install it: apt-get update && apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
     root, clips, real, model_dir = media
     watched = tmp_path / "watched"
     watched.mkdir()
     shutil.copyfile(clips[0], watched / "a.mp4")
     app_ = build_app(_serve_settings(tmp_path / "index", model_dir, watched), None)
     try:
-        with ServerThread(app_) as server, sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True,
-                args=["--headless", "--no-sandbox", "--disable-gpu"])
-            try:
-                page = browser.pages[0] if browser.pages else browser.new_page()
-                page.goto(server.url + "/", wait_until="networkidle")
-                page.wait_for_function("() => document.getElementById('watch').dataset.state === 'idle'",
-                                       timeout=30_000)
-                assert f"watching {watched}" in page.inner_text("#watch")
-                assert page.inner_text("#library").startswith("1 videos indexed")
-                dest = watched / real[0].name
-                shown = []
-                slow_copy(real[0], dest, chunks=10, pause=0.5,
-                          during=lambda: shown.append(page.inner_text("#watch")))
-                assert any(f"waiting for {dest.name} (still being copied)" in s for s in shown), shown
-                page.wait_for_function("() => document.getElementById('library').textContent.startsWith('2 videos')",
-                                       timeout=30_000)
-                page.fill("#q", "a video")
-                page.click("#go")
-                page.wait_for_selector(".card", timeout=20_000)
-                assert page.locator(".card").count() == 2
-            finally:
-                browser.close()
+        with ServerThread(app_) as server, chromium_page(tmp_path / "profile") as (page, errors):
+            page.goto(server.url + "/", wait_until="networkidle")
+            page.wait_for_function("() => document.getElementById('watch').dataset.state === 'idle'",
+                                   timeout=30_000)
+            assert f"watching {watched}" in page.inner_text("#watch")
+            assert page.inner_text("#library").startswith("1 videos indexed")
+            dest = watched / real[0].name
+            shown = []
+            slow_copy(real[0], dest, chunks=10, pause=0.5,
+                      during=lambda: shown.append(page.inner_text("#watch")))
+            assert any(f"waiting for {dest.name} (still being copied)" in s for s in shown), shown
+            page.wait_for_function("() => document.getElementById('library').textContent.startsWith('2 videos')",
+                                   timeout=30_000)
+            page.fill("#q", "a video")
+            page.click("#go")
+            page.wait_for_selector(".card", timeout=20_000)
+            assert page.locator(".card").count() == 2
+            assert not errors, errors
     finally:
         app_.state.watcher.stop()
         app_.state.searcher.close()

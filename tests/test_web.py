@@ -1,8 +1,8 @@
 """End to end in a real browser: headless Chromium (Debian's /usr/bin/chromium, driven by Playwright) against uvicorn
 serving a real index: type a query, see result cards, click one, the video plays from the best moment.
 
-Needs `apt-get install -y chromium` and the `playwright` Python package (no browser download: Playwright drives the
-system Chromium). Skips with the reason when either is absent.
+Needs `apt-get install -y chromium` and the `playwright` Python package (tests/browser.py). Skips with the reason
+when either is absent.
 """
 
 from __future__ import annotations
@@ -14,98 +14,84 @@ from pathlib import Path
 import pytest
 import torch
 
+from browser import chromium_page
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
 from test_search_support import ServerThread, make_media, small_model
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "img" / "search-page.png"
 
 torch.set_num_threads(1)
 
 
 def test_search_page_in_headless_chromium(tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip("no /usr/bin/chromium (install it: apt-get update && apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-
     paths = make_media(tmp_path / "media")
     with Searcher(tmp_path / "index", small_model("moe")) as searcher:
         searcher.index([tmp_path / "media"], progress=False, cues=())
         want = searcher.search("a red car drives on the road", 20, frames=False)
-        with ServerThread(create_app(searcher)) as server, sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=FLAGS,
-                viewport={"width": 1280, "height": 860})
-            try:
-                page = browser.pages[0] if browser.pages else browser.new_page()
-                errors: list[str] = []
-                requests: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.on("request", lambda req: requests.append(req.url))
-                page.goto(server.url + "/", wait_until="networkidle")
-                page.fill("#q", "a red car drives on the road")
-                page.click("#go")
-                page.wait_for_selector(".card", timeout=20_000)
-                cards = page.locator(".card")
-                assert cards.count() == len(paths) == len(want)
-                ids = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
-                assert ids == [r.id for r in want]  # the API's order
-                first = cards.nth(0)
-                assert f"{want[0].score:.4f}" in first.inner_text()
-                strips = page.locator(".card .strip")
-                assert strips.count() == len(paths)
-                page.wait_for_function(  # every thumbnail of the grid loaded from the service
-                    "() => [...document.querySelectorAll('.thumb img')].every(i => i.complete && i.naturalWidth > 0)")
+        with ServerThread(create_app(searcher)) as server, \
+                chromium_page(tmp_path / "profile", viewport={"width": 1280, "height": 860}) as (page, errors):
+            requests: list[str] = []
+            page.on("request", lambda req: requests.append(req.url))
+            page.goto(server.url + "/", wait_until="networkidle")
+            page.fill("#q", "a red car drives on the road")
+            page.click("#go")
+            page.wait_for_selector(".card", timeout=20_000)
+            cards = page.locator(".card")
+            assert cards.count() == len(paths) == len(want)
+            ids = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
+            assert ids == [r.id for r in want]  # the API's order
+            first = cards.nth(0)
+            assert f"{want[0].score:.4f}" in first.inner_text()
+            strips = page.locator(".card .strip")
+            assert strips.count() == len(paths)
+            page.wait_for_function(  # every thumbnail of the grid loaded from the service
+                "() => [...document.querySelectorAll('.thumb img')].every(i => i.complete && i.naturalWidth > 0)")
 
-                # click a card: the player opens and starts at the result's best moment
-                clip = next(i for i, r in enumerate(want) if r.path.endswith("red-green-blue.mp4"))
-                moment = want[clip].moment
-                cards.nth(clip).click()
-                _wait_started(page, moment)
-                t = page.evaluate("document.getElementById('video').currentTime")
-                assert moment - 0.05 <= t <= moment + 1.0, (t, moment)
+            # click a card: the player opens and starts at the result's best moment
+            clip = next(i for i, r in enumerate(want) if r.path.endswith("red-green-blue.mp4"))
+            moment = want[clip].moment
+            cards.nth(clip).click()
+            _wait_started(page, moment)
+            t = page.evaluate("document.getElementById('video').currentTime")
+            assert moment - 0.05 <= t <= moment + 1.0, (t, moment)
 
-                # click a frame of its similarity strip: playback jumps to that frame's time
-                frame = cards.nth(clip).locator(".strip .frame").nth(3)
-                target = float(frame.get_attribute("data-t"))
-                assert target == pytest.approx(1.5, abs=0.06)
-                frame.click()
-                _wait_started(page, target)
-                t = page.evaluate("document.getElementById('video').currentTime")
-                assert target - 0.05 <= t <= target + 1.0, (t, target)
-                shot = tmp_path / "search-page.png"
-                page.evaluate("document.getElementById('video').pause()")
-                page.screenshot(path=str(shot), full_page=True)
+            # click a frame of its similarity strip: playback jumps to that frame's time
+            frame = cards.nth(clip).locator(".strip .frame").nth(3)
+            target = float(frame.get_attribute("data-t"))
+            assert target == pytest.approx(1.5, abs=0.06)
+            frame.click()
+            _wait_started(page, target)
+            t = page.evaluate("document.getElementById('video').currentTime")
+            assert target - 0.05 <= t <= target + 1.0, (t, target)
+            shot = tmp_path / "search-page.png"
+            page.evaluate("document.getElementById('video').pause()")
+            page.screenshot(path=str(shot), full_page=True)
 
-                # an image result is shown as a still (keyboard: focus its card and press Enter)
-                image = next(i for i, r in enumerate(want) if r.path.endswith(".png"))
-                cards.nth(image).focus()
-                page.keyboard.press("Enter")
-                page.wait_for_function("() => { const s = document.getElementById('still');"
-                                       " return !s.hidden && s.complete && s.naturalWidth === 80; }")
-                assert page.locator("#video").is_hidden()
+            # an image result is shown as a still (keyboard: focus its card and press Enter)
+            image = next(i for i, r in enumerate(want) if r.path.endswith(".png"))
+            cards.nth(image).focus()
+            page.keyboard.press("Enter")
+            page.wait_for_function("() => { const s = document.getElementById('still');"
+                                   " return !s.hidden && s.complete && s.naturalWidth === 80; }")
+            assert page.locator("#video").is_hidden()
 
-                # "more like this" on the clip's card: the videos like it, in the API's order, the clip left out
-                liked = want[clip].id
-                like = searcher.search(None, 20, frames=False, like=liked)
-                cards.nth(clip).locator(".more-like").click()
-                page.wait_for_function("(n) => document.getElementById('status').textContent.includes('videos like')"
-                                       " && document.querySelectorAll('.card').length === n", arg=len(like))
-                ids = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
-                assert ids == [r.id for r in like] and liked not in ids and len(ids) == len(paths) - 1
-                assert page.evaluate("location.search") == f"?like={liked}&k=20"
+            # "more like this" on the clip's card: the videos like it, in the API's order, the clip left out
+            liked = want[clip].id
+            like = searcher.search(None, 20, frames=False, like=liked)
+            cards.nth(clip).locator(".more-like").click()
+            page.wait_for_function("(n) => document.getElementById('status').textContent.includes('videos like')"
+                                   " && document.querySelectorAll('.card').length === n", arg=len(like))
+            ids = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
+            assert ids == [r.id for r in like] and liked not in ids and len(ids) == len(paths) - 1
+            assert page.evaluate("location.search") == f"?like={liked}&k=20"
 
-                # the API docs render from local files too
-                page.goto(server.url + "/docs", wait_until="networkidle")
-                page.wait_for_selector("#operations-default-search_search_get", timeout=20_000)
-                assert not errors, errors
-                outside = [u for u in requests if not u.startswith((server.url, "data:", "blob:"))]
-                assert not outside, outside  # no CDN, nothing outside the service
-            finally:
-                browser.close()
+            # the API docs render from local files too
+            page.goto(server.url + "/docs", wait_until="networkidle")
+            page.wait_for_selector("#operations-default-search_search_get", timeout=20_000)
+            assert not errors, errors
+            outside = [u for u in requests if not u.startswith((server.url, "data:", "blob:"))]
+            assert not outside, outside  # no CDN, nothing outside the service
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if os.environ.get("REELSEARCH_UPDATE_SCREENSHOT"):  # refresh docs/img/search-page.png on request only
         DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
@@ -123,9 +109,6 @@ def test_page_sends_the_api_key_and_shows_any_file_name(tmp_path):
     """A server with an API key and a clip whose name is not UTF-8 (with quotes, spaces and a newline): the page
     asks for the key, then searches (X-API-Key), loads thumbnails and plays the clip (the key's cookie), and shows
     the name's display form."""
-    if not CHROMIUM.exists():
-        pytest.skip("no /usr/bin/chromium (install it: apt-get update && apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
     from test_search_support import CLIPS, write_clip
 
     key = "page-test-key-0123456789"
@@ -134,28 +117,21 @@ def test_page_sends_the_api_key_and_shows_any_file_name(tmp_path):
     write_clip(Path(os.fsdecode(bytes(tmp_path / "media") + b"/" + raw)), CLIPS["red-green-blue.mp4"])
     with Searcher(tmp_path / "index", small_model("cosine")) as searcher:
         searcher.index([tmp_path / "media"], progress=False, cues=())
-        with ServerThread(create_app(searcher, api_key=key)) as server, sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=FLAGS)
-            try:
-                page = browser.pages[0] if browser.pages else browser.new_page()
-                errors: list[str] = []
-                statuses: dict[str, int] = {}
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.on("response", lambda r: statuses.__setitem__(r.url.split("?")[0], r.status))
-                page.goto(server.url + "/?q=a+red+car", wait_until="networkidle")
-                page.wait_for_selector("#key-form:not([hidden])", timeout=20_000)  # 401: the page asks
-                assert statuses[server.url + "/health"] == 401
-                page.fill("#key", key)
-                page.click("#use-key")
-                page.wait_for_selector(".card", timeout=20_000)
-                assert page.locator(".card .name").text_content() == raw.decode("utf-8", "replace")
-                page.wait_for_function("() => [...document.querySelectorAll('.thumb img')]"
-                                       ".every(i => i.complete && i.naturalWidth > 0)")
-                page.locator(".card").nth(0).click()
-                _wait_started(page, float(page.locator(".card").nth(0).get_attribute("data-moment")))
-                media = [u for u in statuses if u.endswith("/media")]
-                assert media and all(statuses[u] in (200, 206) for u in media)
-                assert not errors, errors
-            finally:
-                browser.close()
+        with ServerThread(create_app(searcher, api_key=key)) as server, \
+                chromium_page(tmp_path / "profile") as (page, errors):
+            statuses: dict[str, int] = {}
+            page.on("response", lambda r: statuses.__setitem__(r.url.split("?")[0], r.status))
+            page.goto(server.url + "/?q=a+red+car", wait_until="networkidle")
+            page.wait_for_selector("#key-form:not([hidden])", timeout=20_000)  # 401: the page asks
+            assert statuses[server.url + "/health"] == 401
+            page.fill("#key", key)
+            page.click("#use-key")
+            page.wait_for_selector(".card", timeout=20_000)
+            assert page.locator(".card .name").text_content() == raw.decode("utf-8", "replace")
+            page.wait_for_function("() => [...document.querySelectorAll('.thumb img')]"
+                                   ".every(i => i.complete && i.naturalWidth > 0)")
+            page.locator(".card").nth(0).click()
+            _wait_started(page, float(page.locator(".card").nth(0).get_attribute("data-moment")))
+            media = [u for u in statuses if u.endswith("/media")]
+            assert media and all(statuses[u] in (200, 206) for u in media)
+            assert not errors, errors
