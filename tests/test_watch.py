@@ -168,7 +168,8 @@ def test_index_watch_resumes_after_kill_9(media, tmp_path):
     indexed = Indexed(index)
     cmd = [sys.executable, "-m", "reelsearch", "index", str(watched), "--watch", "--index", str(index),
            "--model", str(model_dir), "--no-speech", "--no-ocr", "--settle", str(SETTLE)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1",  # SIGABRT dumps every thread's stack: what a hang waits on
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
 
     def start():
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -201,7 +202,12 @@ def test_index_watch_resumes_after_kill_9(media, tmp_path):
         wait_for(lambda: indexed() == on_disk(), what="a file added after the restart")
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: a clean stop, exit status 0
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=60)
+            pytest.fail(f"Ctrl-C did not stop `index --watch` within 60 s; its threads:\n{err}")
     assert proc.returncode == 0, err
     assert "watching " in err and out.strip().splitlines()[-1].endswith(f"{len(on_disk())} in {index}")
     with LibraryIndex(index) as lib:  # one vector per video, nothing left over from the kills
