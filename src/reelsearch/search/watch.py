@@ -108,11 +108,7 @@ class FolderWatcher:
         self._stop.set()
         self._wake.set()
         if self._observer is not None:
-            # watchdog's stop joins its inotify reader without a timeout (a reader blocked in read() can hold it):
-            # stop it from a daemon thread and wait a bounded time, so a stop (Ctrl-C) always returns
-            stopper = threading.Thread(target=self._observer.stop, name="reelsearch-watch-stop", daemon=True)
-            stopper.start()
-            stopper.join(timeout)
+            self._observer.stop()
             self._observer.join(timeout)
         if self._thread.is_alive():
             self._thread.join(timeout)
