@@ -21,7 +21,7 @@ EXTRA_OF_MODULE = {
     "av": "media", "cv2": "media", "scipy": "media", "efficientnet_lite_pytorch": "media",
     "faiss": "index", "psycopg": "postgres",
     "fastapi": "serve", "uvicorn": "serve", "starlette": "serve", "multipart": "serve",
-    "matplotlib": "plot", "watchdog": "watch",
+    "matplotlib": "plot", "watchdog": "watch", "ray": "ray",
     **{m: extra for extra, modules in EXTRA_MODULES.items() for m in modules},
 }
 

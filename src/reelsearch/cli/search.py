@@ -23,6 +23,8 @@ INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddin
 POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
 SETTLE_HELP = ("With --watch: seconds a file's size and time must stay unchanged before it is indexed (a file being "
                "copied is waited for).")
+RAY_HELP = ("Index with cooperating workers on a Ray cluster (the ray extra; needs --db): ADDRESS as ray.init takes "
+            "it: auto (the running cluster), local (a new one on this machine), HOST:PORT (docs/deploy.md).")
 
 
 app = typer.Typer()
@@ -52,6 +54,9 @@ def index_cmd(
                                "and deleted files are indexed within seconds (inotify: the watch extra)."),
     poll: float | None = typer.Option(None, "--poll", min=0.1, help=POLL_HELP),
     settle: float = typer.Option(2.0, "--settle", min=0, help=SETTLE_HELP),
+    ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help=RAY_HELP),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="With --ray: how many index workers (Ray "
+                                       "tasks of one CPU each; default: one per CPU of the cluster)."),
 ) -> None:
     """Add new files to the index, re-embed changed ones and drop deleted ones; frames are sampled and their
     features extracted as the model's feature recipe says; then what is said (speech) and written (on-screen
@@ -74,6 +79,10 @@ def index_cmd(
 
     if poll is not None and not watch:
         raise typer.BadParameter("goes with --watch", param_hint="--poll")
+    if workers is not None and ray is None:
+        raise typer.BadParameter("goes with --ray", param_hint="--workers")
+    if ray is not None and (watch or repair):
+        raise typer.BadParameter("indexes PATHS once: not with --watch or --repair", param_hint="--ray")
     cues, off = requested_cues(speech, ocr)
     for cue, why in off.items():
         typer.echo(f"note: the {cue} cue is off ({why})", err=True)
@@ -82,9 +91,17 @@ def index_cmd(
                       on_sync=_echo_run, ready=lambda w: typer.echo(f"watching {', '.join(w.status()['roots'])} "
                                                                     "(Ctrl-C to stop)", err=True))
         return
-    run = index_paths(paths, index, model, db=db, media_roots=media_root, cues=cues,
-                      wait=None if wait < 0 else wait, progress=not quiet, repair=repair)
+    if ray is not None:
+        from reelsearch.search.index_ray import index_on_ray
+
+        run, nodes = index_on_ray(paths, ray, workers, index, model, db=db, media_roots=media_root, cues=cues,
+                                  progress=not quiet)
+    else:
+        run = index_paths(paths, index, model, db=db, media_roots=media_root, cues=cues,
+                          wait=None if wait < 0 else wait, progress=not quiet, repair=repair)
     _echo_run(run)
+    if ray is not None:
+        typer.echo(f"{len(nodes)} Ray workers on {len(set(nodes))} nodes")
     if run.failed:
         raise typer.Exit(EXIT_PARTIAL_FAILURE)
 

@@ -200,6 +200,10 @@ class PostgresLibrary(LibraryTables):
             kept.append(change)
         return kept
 
+    def committed(self) -> int:
+        """How many files the writers have committed so far (``index_log`` rows): what a launcher of workers counts."""
+        return self._db.execute("SELECT count(*) FROM index_log").fetchone()[0]
+
     def _exclusive(self) -> None:
         self._db.execute("SELECT pg_advisory_xact_lock(?)", (WRITER_LOCK,))
 
