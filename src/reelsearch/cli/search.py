@@ -101,7 +101,7 @@ def index_cmd(
                           wait=None if wait < 0 else wait, progress=not quiet, repair=repair)
     _echo_run(run)
     if ray is not None:
-        typer.echo(f"{len(nodes)} Ray workers on {len(set(nodes))} nodes")
+        typer.echo(f"{len(nodes)} Ray workers on {len(set(nodes))} node{'s' * (len(set(nodes)) != 1)}")
     if run.failed:
         raise typer.Exit(EXIT_PARTIAL_FAILURE)
 
