@@ -11,13 +11,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import psycopg
 
 from conftest import shared_path
-from reelsearch.index.pg import PostgresLibrary
+from reelsearch.index.pg import LATEST, PostgresLibrary
 
 TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
@@ -117,3 +118,31 @@ def test_a_file_indexed_by_another_writer_since_the_plan_is_skipped(pg_url, tmp_
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM claims").fetchone()[0] == 0  # closed writers release theirs
         assert conn.execute("SELECT count(*) FROM index_log").fetchone()[0] == 4
+
+
+def test_workers_starting_at_once_on_a_new_database_both_open_it(pg_url):
+    """Two workers opening an empty database at the same instant both create the extensions: the second's
+    ``CREATE EXTENSION IF NOT EXISTS`` waits for the first's and then fails on its unique key; it is not an error
+    (the extension is there), and the schema is migrated once."""
+    result = {}
+
+    def second():
+        try:
+            with PostgresLibrary(pg_url) as lib:
+                result["schema"] = lib.schema
+        except Exception as exc:  # reported below
+            result["error"] = exc
+
+    with psycopg.connect(pg_url) as first:  # a transaction: the extension created, not committed yet
+        first.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        thread = threading.Thread(target=second)
+        thread.start()
+        with psycopg.connect(pg_url, autocommit=True) as watcher:
+            deadline = time.monotonic() + 30
+            while not watcher.execute("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND "
+                                      "wait_event_type = 'Lock'").fetchone():
+                assert thread.is_alive() and time.monotonic() < deadline, result
+                time.sleep(0.01)
+        first.commit()
+    thread.join(60)
+    assert "error" not in result and result["schema"] == LATEST, result

@@ -51,7 +51,10 @@ def index_on_ray(paths: Iterable[str | os.PathLike], address: str, workers: int 
     paths = [os.path.abspath(p) for p in paths]
     roots = list(media_roots)
     ray = _ray()
-    ray.init(address=address, logging_level="WARNING")
+    try:
+        ray.init(address=address, logging_level="WARNING")
+    except (ConnectionError, TimeoutError) as exc:
+        raise ConfigError(f"--ray {address}: cannot reach a Ray cluster there ({exc})") from None
     try:
         workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
 

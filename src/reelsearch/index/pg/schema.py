@@ -170,6 +170,8 @@ def _create_extension(db: Database, name: str, purpose: str) -> None:
     try:
         db.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
     except DatabaseError as exc:
+        if db.execute("SELECT 1 FROM pg_extension WHERE extname = ?", (name,)).fetchone():
+            return  # another process created it meanwhile (workers starting at once on a new database)
         available = db.execute("SELECT 1 FROM pg_available_extensions WHERE name = ?", (name,)).fetchone()
         fix = (f"a superuser can run CREATE EXTENSION {name}; in this database" if available else
                f"install it on the server (the {name} extension package), then CREATE EXTENSION {name}; as a "
