@@ -2,11 +2,12 @@
 
 The tables and the sync are ``reelsearch.index.tables``'s, as for the embedded index; what is PostgreSQL's own:
 
-* ``videos.vector`` is ``vector(D)`` with an HNSW index (inner product, ``vector_ip_ops``), made when the first video
-  of a model sets D. ``nearest`` is ``ORDER BY vector <#> q LIMIT n`` with ``hnsw.ef_search`` set to at least n:
-  exact (a sequential scan: the index is not used) below ``threshold`` videos, as FAISS's flat index, approximate
-  above; the candidates' scores are their exact float32 inner products. ``score_fn`` (order similarity) is an
-  exact scan of ``chunks`` in this process.
+* ``videos.vector`` is ``vector(D)`` (float32) with an HNSW index (inner product) over it cast to ``halfvec(D)``
+  (float16: a third of the size, no recall lost; ``schema.hnsw_index``), made when the first video of a model sets D.
+  ``nearest`` is ``ORDER BY vector <#> q LIMIT n``, exact (a sequential scan), below ``threshold`` videos, as
+  FAISS's flat index; above, the index's n candidates (``ORDER BY vector::halfvec(D) <#> q``, ``hnsw.ef_search`` at
+  least n). Either way the scores are the exact float32 inner products, best first. ``score_fn`` (order similarity)
+  is an exact scan of ``chunks`` in this process.
 * Nothing to catch up: every read sees what any writer committed, so replicas need no restart and no refresh; the
   caches (biases, text-cue segments) are keyed by the generation, which every commit bumps.
 * Any number of writers index at once (``reelsearch index PATH --db URL`` on several machines): each file is claimed
@@ -32,7 +33,7 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.pg.database import Database
-from reelsearch.index.pg.schema import migrate, schema_version
+from reelsearch.index.pg.schema import HNSW_MAX_DIM, hnsw_index, migrate, schema_version
 from reelsearch.index.pg.textcues import PgTextCues
 from reelsearch.index.tables import FileChange, FileToSync, LibraryTables, StoredFile
 from reelsearch.index.textcues import Encoder
@@ -253,8 +254,7 @@ class PostgresLibrary(LibraryTables):
         self._db.execute(f"ALTER TABLE videos ALTER COLUMN vector TYPE vector({int(dim)})")
         if 4 * dim + 512 < INLINE_BYTES:  # kept in the row, not compressed out of line: a scan reads it directly
             self._db.execute("ALTER TABLE videos ALTER COLUMN vector SET STORAGE PLAIN")
-        self._db.execute(f"CREATE INDEX IF NOT EXISTS videos_hnsw ON videos USING hnsw (vector vector_ip_ops) "
-                         f"WITH (m = {self.hnsw_m}, ef_construction = {self.ef_construction})")
+        hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
 
     def _vectors_dropped(self) -> None:
         with self._transaction():
@@ -279,7 +279,7 @@ class PostgresLibrary(LibraryTables):
         if score_fn is not None:
             found, scores = scan_chunks(self.chunks(), q, n, score_fn)
             return [list(f) for f in found], [s[: len(f)] for s, f in zip(scores, found, strict=True)]
-        exact = n > MAX_EF_SEARCH or len(self) < self.threshold
+        exact = n > MAX_EF_SEARCH or len(self) < self.threshold or dim > HNSW_MAX_DIM
         ids, dists = [], []
         with self._db.transaction():
             if exact:
@@ -287,11 +287,23 @@ class PostgresLibrary(LibraryTables):
             else:
                 self._db.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, int(n))}")
             for row in q:
-                rows = self._db.execute(f"SELECT id, vector <#> ?::vector({dim}) AS d FROM videos ORDER BY d LIMIT ?",
-                                        (vector_text(row), int(n))).fetchall()  # one distance per row, the index's
+                text = vector_text(row)
+                rows = self._db.execute(self.nearest_sql(dim, exact), (text, int(n)) if exact else
+                                        (text, text, int(n))).fetchall()
+                rows.sort(key=lambda r: r[1])  # the index's candidates by their float32 distance
                 ids.append([str(r[0]) for r in rows])
                 dists.append(-np.array([r[1] for r in rows], np.float32))
         return ids, dists
+
+    @staticmethod
+    def nearest_sql(dim: int, exact: bool) -> str:
+        """The query of one vector's nearest videos (parameters: the vector, [the vector again,] n): (id, float32
+        inner-product distance) of the n best by a scan (one distance per row), or of the HNSW index's n candidates
+        (by their halfvec distance, the index's expression)."""
+        if exact:
+            return f"SELECT id, vector <#> ?::vector({dim}) AS d FROM videos ORDER BY d LIMIT ?"
+        return (f"SELECT id, vector <#> ?::vector({dim}) FROM videos ORDER BY vector::halfvec({dim}) <#> "
+                f"?::halfvec({dim}) LIMIT ?")
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""
