@@ -211,3 +211,12 @@ def test_hnsw_search_uses_a_halfvec_index_and_float32_scores(pg_url, tmp_path):
         definition = index_definition(lib)
         assert "halfvec_ip_ops" in definition and "m='12'" in definition and "ef_construction='40'" in definition
         check(lib)
+
+
+def test_a_pgvector_without_halfvec_is_a_clear_error(pg_url, monkeypatch):
+    from reelsearch.index.pg import schema
+
+    monkeypatch.setattr(schema, "PGVECTOR_MIN", (99, 0))  # the server's pgvector (0.8) as if older than needed
+    with pytest.raises(SchemaError, match=r"pgvector 0\.\d+\.\d+ is too old: reelsearch needs 99\.0 or later "
+                                          r"\(halfvec\): .*ALTER EXTENSION vector UPDATE"):
+        PostgresLibrary(pg_url)

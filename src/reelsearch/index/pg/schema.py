@@ -173,6 +173,7 @@ def migrate(db: Database) -> int:
         return version
     for name, purpose in EXTENSIONS.items():
         _create_extension(db, name, purpose)
+    _require_pgvector(db)
     with db.transaction():
         db.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
         db.execute("CREATE TABLE IF NOT EXISTS schema_version (version integer PRIMARY KEY, description text NOT "
@@ -190,6 +191,18 @@ def migrate(db: Database) -> int:
 def _too_new(db: Database, version: int) -> SchemaError:
     return SchemaError(f"{db.location}: the catalog has schema version {version}, written by a newer reelsearch; "
                        f"this one reads versions up to {LATEST}: upgrade reelsearch (pip install -U reelsearch)")
+
+
+#: The oldest pgvector with ``halfvec`` (the HNSW index's type).
+PGVECTOR_MIN = (0, 7)
+
+
+def _require_pgvector(db: Database) -> None:
+    found = db.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+    if tuple(int(p) for p in found.split(".")[:2] if p.isdigit()) < PGVECTOR_MIN:
+        raise SchemaError(f"{db.location}: pgvector {found} is too old: reelsearch needs "
+                          f"{'.'.join(map(str, PGVECTOR_MIN))} or later (halfvec): install it on the server, then "
+                          "ALTER EXTENSION vector UPDATE; in this database")
 
 
 def _create_extension(db: Database, name: str, purpose: str) -> None:
