@@ -83,12 +83,17 @@ def test_two_ray_workers_on_two_nodes_index_every_file_exactly_once(cluster, pg_
         np.testing.assert_allclose([r["score"] for r in got[0]], [r["score"] for r in got[1]], atol=1e-5)
 
 
-def test_ray_without_a_database_is_a_clear_error(tmp_path):
+def test_ray_without_a_database_or_a_cluster_is_a_clear_error(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONWARNINGS": "ignore"}
     env.pop("REELSEARCH_DB", None)
     res = subprocess.run([sys.executable, "-m", "reelsearch", "index", str(tmp_path), "--index", str(tmp_path / "ix"),
                           "--ray", "auto", *NO_CUES], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
     assert res.stderr.startswith("error: --ray needs a PostgreSQL catalog (--db postgresql://... or REELSEARCH_DB)")
+    res = subprocess.run([sys.executable, "-m", "reelsearch", "index", str(tmp_path), "--db",
+                          "postgresql://u@/db?host=/nonexistent", "--ray", "127.0.0.1:1", *NO_CUES], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.startswith("error: --ray 127.0.0.1:1: no Ray cluster answers there (Connection refused)")
     res = CliRunner().invoke(app, ["index", str(tmp_path), "--workers", "2", *NO_CUES])
     assert res.exit_code == 2 and "goes with --ray" in res.output

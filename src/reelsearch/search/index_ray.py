@@ -13,6 +13,7 @@ workers' reports into one: every failure once, by file.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
@@ -30,6 +31,8 @@ from reelsearch.search.settings import library_location
 
 #: Seconds between two looks at the catalog for the progress bar.
 POLL = 0.5
+#: Seconds to wait for a Ray head's port to answer.
+CONNECT_TIMEOUT = 10.0
 
 
 def index_on_ray(paths: Iterable[str | os.PathLike], address: str, workers: int | None = None,
@@ -51,6 +54,7 @@ def index_on_ray(paths: Iterable[str | os.PathLike], address: str, workers: int 
     paths = [os.path.abspath(p) for p in paths]
     roots = list(media_roots)
     ray = _ray()
+    _check_reachable(address)
     try:
         ray.init(address=address, logging_level="WARNING")
     except (ConnectionError, TimeoutError) as exc:
@@ -88,6 +92,18 @@ def _ray():
     except ImportError as exc:
         raise MissingExtraError("ray", "ray", "--ray", str(exc)) from None
     return ray
+
+
+def _check_reachable(address: str) -> None:
+    """ConfigError when nothing listens at a ``HOST:PORT`` address (Ray itself would retry for minutes)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise ConfigError(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc}); start one "
+                          "(ray start --head) or give its address") from None
 
 
 def _result(ray, ref):
