@@ -51,7 +51,9 @@ def index_on_ray(paths: Iterable[str | os.PathLike], address: str, workers: int 
                           "the cluster's nodes share it; an embedded index (--index) is one machine's")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
-    paths = [os.path.abspath(p) for p in paths]
+    paths = [os.path.abspath(p) for p in paths]  # a task's working directory is Ray's, not this one
+    if model is not None and os.path.exists(model):
+        model = os.path.abspath(model)
     roots = list(media_roots)
     ray = _ray()
     _check_reachable(address)
