@@ -33,6 +33,19 @@ class StoredVideo:
     detail: np.ndarray | None = None
 
 
+@dataclass
+class VideoFacts:
+    """What search filters read of every video (``reelsearch.search.filters``), in id order: ``paths`` (this host's),
+    ``duration`` [N] (seconds; NaN for an image or unknown), ``taken_at`` [N] (seconds since the epoch: when it was
+    taken, ``reelsearch.media.dates``) and ``taken_from`` ("container", "exif" or "file")."""
+
+    ids: list[str]
+    paths: list[str]
+    duration: np.ndarray
+    taken_at: np.ndarray
+    taken_from: list[str]
+
+
 class Catalog(Protocol):
     """The videos search ranks, as the search sources (``reelsearch.search.sources``) read them."""
 
@@ -68,6 +81,9 @@ class Catalog(Protocol):
 
     def bias_range(self) -> tuple[float, float]:
         """(smallest, largest) bias ((0, 0) without videos)."""
+
+    def facts(self) -> VideoFacts:
+        """Every video's path, duration and date, in one read (what search filters select by)."""
 
 
 class CatalogUnavailable(ReelsearchError):
