@@ -80,10 +80,8 @@ CREATE TABLE IF NOT EXISTS videos (
     vector BLOB NOT NULL,               -- float32 [D], the video-level embedding
     -- bias: added to every query's score of the video (a querybank offset, negated)
     bias REAL NOT NULL DEFAULT 0,
-    -- when it was taken: seconds since the epoch and where that came from (container, exif, file); NULL: indexed
-    -- before schema 4, filled by the next sync (read as the file's mtime until then)
-    taken_at REAL,
-    taken_from TEXT
+    taken_at REAL,                      -- when it was taken, seconds since the epoch (NULL: indexed before schema 4,
+    taken_from TEXT                     -- read by the next sync), and from where: container, exif or file
 );
 CREATE INDEX IF NOT EXISTS videos_sha256 ON videos (sha256);
 CREATE INDEX IF NOT EXISTS videos_gen ON videos (gen);
