@@ -4,8 +4,10 @@ the matching videos, on both catalogs, for a selective and an unselective filter
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import sys
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from reelsearch.cli.main import app
+from reelsearch.cli.main import app, main
 from reelsearch.index import LibraryIndex
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.pg import PostgresLibrary
@@ -154,8 +156,8 @@ def test_the_index_stores_the_dates_and_an_older_index_migrates(dated, tmp_path)
 
 # -- ranking over the allowed videos --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def model():
-    return small_model("cosine")
+def model(tmp_path_factory) -> str:
+    return str(small_model("cosine").save(tmp_path_factory.mktemp("model") / "model"))
 
 
 @pytest.fixture(scope="module")
@@ -247,14 +249,21 @@ def test_a_negative_term_removes_what_the_picture_shows_confidently(embedded, fi
     embedded._visual = None
 
 
-def test_the_cli_shows_the_filter_and_a_bad_one_exits_2(embedded, files):
+def test_the_cli_shows_the_filter_and_a_bad_one_exits_2(embedded, files, model, monkeypatch, capsys):
     index = str(embedded.library.location)
-    runner = CliRunner()
-    res = runner.invoke(app, ["search", "folder:holiday", "--after", "2023-06", "--kind", "video", "--index", index,
-                              "--json"])
+    res = CliRunner().invoke(app, ["search", "folder:holiday -cat", "--after", "2023-06", "--kind", "video",
+                                   "--duration", ">=5", "--index", index, "--model", model, "--json", "-k", "100"])
     assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["search", f"{QUERY} after:2023-13", "--index", index])
-    assert res.exit_code == 2 and "after:2023-13: not a date" in res.output
+    want = sorted((p for p in files if p.parent.name == "holiday" and p.suffix == ".mp4"
+                   and p.stat().st_mtime >= ts(2023, 6, 1)), key=lambda p: -p.stat().st_mtime)
+    assert [r["path"] for r in json.loads(res.stdout)] == [str(p) for p in want]
+    assert 'filtered: folder holiday, not "cat", after 2023-06, kind video, duration >=5' in res.stderr
+    for args, problem in ((["search", f"{QUERY} after:2023-13"], "after:2023-13: not a date"),
+                          (["search", QUERY, "--duration", ">abc"], "duration:>abc: not a duration")):
+        monkeypatch.setattr(sys, "argv", ["reelsearch", *args, "--index", index, "--model", model])
+        with pytest.raises(SystemExit) as exit_:
+            main()
+        assert exit_.value.code == 2 and problem in capsys.readouterr().err
 
 
 def test_filters_on_postgresql(files, model, pg_url, monkeypatch):

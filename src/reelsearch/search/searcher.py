@@ -193,7 +193,7 @@ class Searcher:
         ``reelsearch.search.filters``) and ``filters`` restrict the ranking to the videos that pass them (the exact
         top k of those); filters alone list those videos, newest first.
         """
-        if text is not None or like is None:
+        if text is not None or (like is None and not filters):
             text = check_query(text)
         if not isinstance(k, int) or k < 1:
             raise QueryError(f"k must be a positive integer, got {k!r}")
