@@ -57,7 +57,7 @@ def search(searcher: SearcherDep,
     options = Filter.of(filter_pairs({"after": after, "before": before, "folder": folder, "kind": kind,
                                       "duration": duration, "has": has, "exclude": exclude, "phrase": phrase}))
     if q is None and like is None and not options:
-        raise HTTPException(400, "give q, like, filters or some of them")
+        raise HTTPException(400, "give q, like or both, or filters")
     example = None
     if like is not None:
         example = searcher.example_video(video_record(searcher, like).id, t)
