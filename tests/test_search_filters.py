@@ -22,7 +22,7 @@ from reelsearch.index import LibraryIndex
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.pg import PostgresLibrary
 from reelsearch.media.dates import taken_at
-from reelsearch.search import Searcher, subset
+from reelsearch.search import QueryError, Searcher, subset
 from reelsearch.search.filters import NEGATIVE_CONFIDENCE, FilterError, in_folder, parse_query
 from test_search_support import small_model
 
@@ -273,3 +273,13 @@ def test_filters_on_postgresql(files, model, pg_url, monkeypatch):
                               model_id=searcher.model_id, progress=False)
         for case in CASES:
             _check(searcher, files, case)
+
+
+def test_nothing_passing_is_no_results_and_an_example_is_filtered_too(embedded, files):
+    assert embedded.search(f"{QUERY} after:2025-06", 5) == [] and embedded.search("after:2025-06", 5) == []
+    with pytest.raises(QueryError, match="the query is empty"):
+        embedded.search('""', 5)
+    holiday = {str(p) for p in files if p.parent.name == "holiday"}
+    example = embedded.library.find(files[1])  # a video under work/
+    got = embedded.search("folder:holiday", 8, frames=False, like=example)
+    assert len(got) == 8 and {r.path for r in got} <= holiday

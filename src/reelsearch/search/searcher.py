@@ -202,6 +202,8 @@ class Searcher:
         w = {**self.weights, **parse_weights(weights)}
         example = like if like is None or isinstance(like, Example) else self.example(like)
         only_filters = text is None and example is None
+        if only_filters and not filt:
+            raise QueryError("the query is empty")
         with self.lock:
             cue_index = self.cues
             p = plan(self.model, names, w, cue_index.stored_cues() if cue_index is not None else [],
