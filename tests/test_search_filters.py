@@ -19,11 +19,12 @@ from typer.testing import CliRunner
 
 from reelsearch.cli.main import app, main
 from reelsearch.index import LibraryIndex
+from reelsearch.index.catalog import VideoFacts
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.pg import PostgresLibrary
 from reelsearch.media.dates import taken_at
 from reelsearch.search import QueryError, Searcher, subset
-from reelsearch.search.filters import NEGATIVE_CONFIDENCE, FilterError, in_folder, parse_query
+from reelsearch.search.filters import NEGATIVE_CONFIDENCE, FilterError, in_folders, parse_query
 from test_search_support import small_model
 
 torch.set_num_threads(1)
@@ -66,8 +67,11 @@ def test_a_bad_filter_is_a_clear_error(box, problem):
 
 
 def test_folders_match_a_folder_name_or_a_path_prefix():
-    assert in_folder("/m/Holiday/2023/a.mp4", "holiday") and not in_folder("/m/holiday.mp4", "holiday")
-    assert in_folder("/m/holiday/a.mp4", "/m/holiday/") and not in_folder("/m/holidays/a.mp4", "/m/holiday")
+    paths = ["/m/Holiday/2023/a.mp4", "/m/holiday.mp4", "/m/holidays/a.mp4", "/m/holiday/b\udcff.mp4", "/x.mp4"]
+    facts = VideoFacts([str(i) for i in range(5)], paths, np.zeros(5), np.zeros(5), ["file"] * 5)
+    assert in_folders(facts, "holiday").tolist() == [True, False, False, True, False]
+    assert in_folders(facts, "/m/holiday/").tolist() == [False, False, False, True, False]
+    assert in_folders(facts, "/m").tolist() == [True, True, True, True, False]
 
 
 # -- the date taken -----------------------------------------------------------------------------------------------

@@ -588,17 +588,24 @@ class LibraryTables(ABC):
                 return
             dates = [(*taken_at(self._local(path), mtime_ns / 1e9), id_) for id_, path, mtime_ns in rows]
             with self._transaction() as db:
+                self._next_generation()  # a change: what other processes hold of the dates is out of date
                 db.executemany("UPDATE videos SET taken_at = ?, taken_from = ? WHERE id = ?", dates)
 
     # -- reading ---------------------------------------------------------------------------------------------
+    _facts_state: tuple[int, VideoFacts] | None = None
+
     def facts(self) -> VideoFacts:
-        """What search filters read of every video, in one query (``Catalog.facts``)."""
-        rows = self._db.execute("SELECT id, path, duration, taken_at, taken_from, mtime_ns FROM videos "
-                                "ORDER BY id").fetchall()
-        return VideoFacts([str(r[0]) for r in rows], [self._local(r[1]) for r in rows],
-                          np.array([np.nan if r[2] is None else r[2] for r in rows], np.float64),
-                          np.array([r[5] / 1e9 if r[3] is None else r[3] for r in rows], np.float64),
-                          [r[4] or "file" for r in rows])
+        """What search filters read of every video (``Catalog.facts``): one query, once per generation."""
+        gen = self.generation
+        if self._facts_state is None or self._facts_state[0] != gen:
+            rows = self._db.execute("SELECT id, path, duration, taken_at, taken_from, mtime_ns FROM videos "
+                                    "ORDER BY id").fetchall()
+            facts = VideoFacts([str(r[0]) for r in rows], [self._local(r[1]) for r in rows],
+                               np.array([np.nan if r[2] is None else r[2] for r in rows], np.float64),
+                               np.array([r[5] / 1e9 if r[3] is None else r[3] for r in rows], np.float64),
+                               [r[4] or "file" for r in rows])
+            self._facts_state = (gen, facts)
+        return self._facts_state[1]
 
     def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
         """(ids, scores best first) of the ``n`` videos whose vectors score best with ``query`` [D]: the vector

@@ -22,15 +22,14 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import numpy as np
 
 from reelsearch.errors import ReelsearchError
-from reelsearch.index.catalog import Catalog
+from reelsearch.index.catalog import Catalog, VideoFacts
 from reelsearch.index.textcues import TextCues
-from reelsearch.media.decode import is_image_path
 from reelsearch.search.fusion import exhaustive_fusion, threshold_fusion
 from reelsearch.search.sources import Visual
 
@@ -206,18 +205,11 @@ def _seconds(text: str, shown: str) -> float:
         raise FilterError(f"{shown}: not a duration ({KEYS['duration']})") from None
 
 
-@dataclass
-class Selection:
-    """The videos a filter keeps, newest first (by when they were taken; ties by id), and when each was taken."""
-
-    ids: list[str]
-    taken_at: dict[str, float] = field(default_factory=dict)
-
-
-def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> Selection:
-    """The videos of ``catalog`` that pass ``filt``'s dates, folders, kind, duration, ``has``, phrases, and whose
-    speech or on-screen text does not say a negative term (the picture's part of a negative term is the query's:
-    ``reelsearch.search.query``). One read of the catalog (``Catalog.facts``) and one lookup per text condition."""
+def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> list[str]:
+    """The ids of the videos of ``catalog`` that pass ``filt``'s dates, folders, kind, duration, ``has``, phrases,
+    and whose speech or on-screen text does not say a negative term, newest first (ties by id); the picture's part of
+    a negative term is :func:`pictured`'s. Reads the catalog's facts (``Catalog.facts``: one query per generation)
+    and looks up each text condition once."""
     facts = catalog.facts()
     keep = np.ones(len(facts.ids), bool)
     if filt.after is not None:
@@ -225,19 +217,15 @@ def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> Selection:
     if filt.before is not None:
         keep &= facts.taken_at < filt.before
     if filt.kind is not None:
-        keep &= np.array([is_image_path(p) == (filt.kind == "image") for p in facts.paths], bool)
+        keep &= facts.images == (filt.kind == "image")
     for op, seconds in filt.durations:
         with np.errstate(invalid="ignore"):
             keep &= _COMPARE[op](facts.duration, seconds) & ~np.isnan(facts.duration)
     if filt.folders:
-        keep &= np.array([any(in_folder(p, f) for f in filt.folders) for p in facts.paths], bool)
-    ids = [i for i, ok in zip(facts.ids, keep, strict=True) if ok]
+        keep &= np.logical_or.reduce([in_folders(facts, f) for f in filt.folders])
+    ids = [facts.ids[j] for j in facts.newest[keep[facts.newest]]]
     wanted = _text_conditions(filt, cues)
-    if wanted is not None:
-        ids = [i for i in ids if wanted(i)]
-    taken = dict(zip(facts.ids, facts.taken_at.tolist(), strict=True))
-    ids.sort(key=lambda i: (-taken[i], int(i) if i.isdigit() else 0, i))
-    return Selection(ids, {i: taken[i] for i in ids})
+    return ids if wanted is None else [i for i in ids if wanted(i)]
 
 
 def _text_conditions(filt: Filter, cues: TextCues | None):
@@ -278,13 +266,13 @@ def pictured(visual: Visual, query: np.ndarray, first: int = 64) -> set[str]:
         k *= 2
 
 
-def in_folder(path: str, folder: str) -> bool:
-    """Whether ``path`` lies under ``folder``: a folder name (``holiday``: any folder of the path so named,
-    case-insensitive) or a path (with a ``/``: the path starts with it)."""
-    folder = folder.rstrip("/") or "/"
+def in_folders(facts: VideoFacts, folder: str) -> np.ndarray:
+    """[N] bool: each video lies under ``folder``: a folder name (``holiday``: any folder of the path so named,
+    case-insensitive) or a path (with a ``/``: the path starts with it, as a folder)."""
     if "/" in folder:
-        return path == folder or path.startswith(folder + "/") or path.startswith(folder) and folder == "/"
-    return folder.lower() in (part.lower() for part in path.split("/")[:-1])
+        prefix = folder.rstrip("/") + "/"
+        return np.char.startswith(np.array(facts.paths, str), prefix)
+    return np.char.find(facts.folders, f"/{folder.lower()}/") >= 0
 
 
 def filter_pairs(options: Mapping[str, Iterable[str] | str | None]) -> list[tuple[str, str]]:

@@ -228,7 +228,7 @@ class Searcher:
     def _allowed(self, filt: Filter, negatives: list[np.ndarray]) -> list[str]:
         """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those
         whose picture matches a negative term (embeddings ``negatives``) well (``pictured``)."""
-        ids = select(filt, self.library, self.cues).ids
+        ids = select(filt, self.library, self.cues)
         if negatives and ids:
             visual = self.visual.on(Subset(self.library, ids))
             banned = set().union(*(pictured(visual, q) for q in negatives))

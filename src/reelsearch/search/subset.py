@@ -27,12 +27,13 @@ BLOCK = 4096
 
 
 class Subset:
-    """``catalog`` restricted to ``ids`` (ids it does not hold are left out)."""
+    """``catalog`` restricted to ``ids`` (ids it does not hold, e.g. committed since they were selected, are left
+    out)."""
 
     def __init__(self, catalog: Catalog, ids: Sequence[str]):
         self.catalog = catalog
-        known = catalog.known(list(ids)) if ids else []
-        self._ids = [i for i, ok in zip(ids, known, strict=True) if ok]
+        every = set(catalog.ids())
+        self._ids = [i for i in ids if i in every]
         self._allowed = set(self._ids)
 
     def __len__(self) -> int:
