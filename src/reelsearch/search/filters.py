@@ -95,13 +95,15 @@ class Filter:
         if key in ("after", "before"):
             start = period_start(value, shown, now)
             if key == "after":
-                return replace(self, written=written, after=max(start, self.after or start))
+                return replace(self, written=written, after=start if self.after is None else max(start, self.after))
             return replace(self, written=written, before=min(start, self.before if self.before is not None else start))
         if key == "folder":
             return replace(self, written=written, folders=(*self.folders, value))
         if key == "kind":
             if value.lower() not in ("video", "image"):
                 raise FilterError(f"{shown}: the kind is video or image")
+            if self.kind not in (None, value.lower()):
+                raise FilterError(f"{shown}: kind:{self.kind} is given too (a file is one or the other)")
             return replace(self, written=written, kind=value.lower())
         if key == "duration":
             return replace(self, written=written, durations=(*self.durations, *parse_duration(value, shown)))
