@@ -288,3 +288,14 @@ def test_nothing_passing_is_no_results_and_an_example_is_filtered_too(embedded, 
     example = embedded.library.find(files[1])  # a video under work/
     got = embedded.search("folder:holiday", 8, frames=False, like=example)
     assert len(got) == 8 and {r.path for r in got} <= holiday
+
+
+def test_a_subset_leaves_out_what_the_catalog_no_longer_holds(embedded):
+    lib = embedded.library
+    every = lib.ids()
+    ids = every[:5]
+    sub = subset.Subset(lib, [*ids, "999999"])  # an id selected, then deleted by another process
+    assert sub.ids() == ids and sub.known([*ids, "999999", every[6]]) == [True] * 5 + [False, False]
+    got, scores = sub.nearest(lib.rows([ids[2]])[0], 10)
+    assert sorted(got) == sorted(ids) and got[0] == ids[2]
+    np.testing.assert_allclose(scores, lib.rows(got) @ lib.rows([ids[2]])[0], atol=1e-6)

@@ -40,13 +40,18 @@ class VideoFacts:
     """What search filters read of every video (``reelsearch.search.filters``), in id order: ``paths`` (this host's),
     ``duration`` [N] (seconds; NaN for an image or unknown), ``taken_at`` [N] (seconds since the epoch: when it was
     taken, ``reelsearch.media.dates``) and ``taken_from`` ("container", "exif" or "file"). A catalog keeps one per
-    generation; what filters derive of it is computed once (``images``, ``folders``, ``newest``)."""
+    generation; what filters derive of it is computed once (``id_array``, ``images``, ``folders``, ``newest``)."""
 
     ids: list[str]
     paths: list[str]
     duration: np.ndarray
     taken_at: np.ndarray
     taken_from: list[str]
+
+    @cached_property
+    def id_array(self) -> np.ndarray:
+        """[N] object: ``ids`` as an array (picked by a mask or positions at numpy speed)."""
+        return np.array(self.ids, object)
 
     @cached_property
     def images(self) -> np.ndarray:

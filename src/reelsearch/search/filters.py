@@ -225,7 +225,7 @@ def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> list[str]:
             keep &= _COMPARE[op](facts.duration, seconds) & ~np.isnan(facts.duration)
     if filt.folders:
         keep &= np.logical_or.reduce([in_folders(facts, f) for f in filt.folders])
-    ids = [facts.ids[j] for j in facts.newest[keep[facts.newest]]]
+    ids = facts.id_array[facts.newest[keep[facts.newest]]].tolist()
     wanted = _text_conditions(filt, cues)
     return ids if wanted is None else [i for i in ids if wanted(i)]
 

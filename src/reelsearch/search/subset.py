@@ -27,39 +27,46 @@ BLOCK = 4096
 
 
 class Subset:
-    """``catalog`` restricted to ``ids`` (ids it does not hold, e.g. committed since they were selected, are left
-    out)."""
+    """``catalog`` restricted to ``ids``. Ids the catalog no longer holds (another process committed since they were
+    selected) are left out where rows are read (``ids``, ``chunks``: checked once, when first needed); ``len``
+    counts the ids given."""
 
     def __init__(self, catalog: Catalog, ids: Sequence[str]):
         self.catalog = catalog
-        every = set(catalog.ids())
-        self._ids = [i for i in ids if i in every]
-        self._allowed = set(self._ids)
+        self._given = list(ids)
+        self._allowed = set(self._given)
+        self._held: list[str] | None = None
+
+    def _ids(self) -> list[str]:
+        if self._held is None:
+            known = self.catalog.known(self._given) if self._given else []
+            self._held = self._given if all(known) else [i for i, ok in zip(self._given, known, strict=True) if ok]
+        return self._held
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._given)
 
     def ids(self) -> list[str]:
-        return list(self._ids)
+        return list(self._ids())
 
     def known(self, ids: Sequence[str]) -> list[bool]:
-        return [i in self._allowed for i in ids]
+        held = self.catalog.known(ids) if len(ids) else []
+        return [ok and i in self._allowed for i, ok in zip(ids, held, strict=True)]
 
     def chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
-        for start in range(0, len(self._ids), BLOCK):
-            block = self._ids[start:start + BLOCK]
+        ids = self._ids()
+        for start in range(0, len(ids), BLOCK):
+            block = ids[start:start + BLOCK]
             yield block, self.catalog.rows(block)
 
     def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
-        n = min(n, len(self._ids))
+        n = min(n, len(self._given))
         if n <= 0:
             return [], np.zeros(0, np.float32)
         total = len(self.catalog)
-        if len(self._ids) == total:
-            return self.catalog.nearest(query, n, score_fn)
-        if score_fn is not None or len(self._ids) <= EXACT_ROWS:
+        if score_fn is not None or len(self._given) <= EXACT_ROWS:
             return self._scan(query, n, score_fn)
-        m = min(total, max(2 * n, -(-2 * n * total // len(self._ids))))
+        m = min(total, max(2 * n, -(-2 * n * total // len(self._given))))
         while m < total:
             ids, scores = self.catalog.nearest(query, m)
             keep = [j for j, i in enumerate(ids) if i in self._allowed]
