@@ -299,3 +299,10 @@ def test_a_subset_leaves_out_what_the_catalog_no_longer_holds(embedded):
     got, scores = sub.nearest(lib.rows([ids[2]])[0], 10)
     assert sorted(got) == sorted(ids) and got[0] == ids[2]
     np.testing.assert_allclose(scores, lib.rows(got) @ lib.rows([ids[2]])[0], atol=1e-6)
+
+
+def test_the_cli_says_when_no_video_passes_the_filters(embedded, model):
+    res = CliRunner().invoke(app, ["search", f"{QUERY} after:2025-06", "--index", str(embedded.library.location),
+                                   "--model", model])
+    assert res.exit_code == 0 and res.stdout.splitlines() == ["filtered: after 2025-06",
+                                                             "no results: no indexed video passes the filters"]

@@ -155,7 +155,8 @@ def search_cmd(
         _print_json([{key: value for key, value in r.to_json().items() if key in JSON_KEYS} for r in results])
         return
     if not results:
-        typer.echo("no results (is the index empty? run `reelsearch index PATH`)")
+        typer.echo("no results: no indexed video passes the filters" if filt else
+                   "no results (is the index empty? run `reelsearch index PATH`)")
     for rank, r in enumerate(results, 1):
         typer.echo(r.lines(rank))
 

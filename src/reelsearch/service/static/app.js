@@ -190,7 +190,7 @@ async function show(params, what) {
   const ms = Math.round(performance.now() - t0);
   $("status").textContent = data.results.length
     ? `${data.results.length} results for ${what(data)} in ${ms} ms — click one to play it from its best moment`
-    : "no results (is the library indexed?)";
+    : data.filtered ? "no results: no video passes the filters" : "no results (is the library indexed?)";
   history.replaceState(null, "", `?${params}`);
 }
 
