@@ -211,7 +211,8 @@ class Searcher:
         # outside the lock: concurrent queries share one encoder pass
         query = self.query_encoder.one(text) if text is not None else None
         cue_query = self.cue_queries.one(text) if p.cues else None
-        negatives = [self.query_encoder.one(term) for term in filt.exclude]
+        calibrated = getattr(self.model, "calibration", None) is not None  # else negatives are words only
+        negatives = [self.query_encoder.one(term) for term in filt.exclude] if calibrated else []
         with self.lock, torch.no_grad():
             self.library.refresh()
             if len(self.library) == 0:
