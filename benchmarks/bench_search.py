@@ -176,7 +176,8 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
                   bias: np.ndarray | None = None) -> float:
     """One synthetic video per row of ``x`` (unit vectors in the model's space), committed through the library's
     commit path with the searcher's model id: ``frames`` frame vectors near the video's, a frame every 0.5 s,
-    optional thumbnails, synthetic paths, no decoding; ``bias``: each video's bias (its querybank offset, negated, as
+    optional thumbnails, synthetic paths (every ``HOLIDAY``-th under ``holiday/``), dates spread evenly over
+    ``DATES`` (for the filtered rows), no decoding; ``bias``: each video's bias (its querybank offset, negated, as
     indexing stores it). Returns the seconds it took."""
     from reelsearch.index.media import EmbeddedMedia
     from reelsearch.index.tables import FileChange, FileToSync
@@ -190,11 +191,33 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
         pending = []
         for i in range(start, min(len(x), start + 2000)):
             fv = unit(x[i] + 0.3 * rng.standard_normal((frames, x.shape[1])).astype(np.float32) / np.sqrt(x.shape[1]))
-            pending.append(FileChange(FileToSync(f"/videos/{i:07d}.mp4", st, None), f"{i:064x}",
+            folder = "holiday" if i % HOLIDAY == 0 else "all"
+            taken = DATES[0] + (DATES[1] - DATES[0]) * i / len(x)
+            pending.append(FileChange(FileToSync(f"/videos/{folder}/{i:07d}.mp4", st, None), f"{i:064x}",
                                       EmbeddedMedia(x[i], fv, times, frames * 0.5, thumbs,
-                                                    0.0 if bias is None else float(bias[i]))))
+                                                    0.0 if bias is None else float(bias[i])), (taken, "container")))
         searcher.library._commit(pending, [], searcher.model_id)
     return time.perf_counter() - t
+
+
+#: Every HOLIDAY-th synthetic video is under a folder "holiday" (the selective filter: 2 %).
+HOLIDAY = 50
+#: The synthetic videos' dates, evenly spread: 2015-01-01 to 2025-01-01 (UTC).
+DATES = (1420070400.0, 1735689600.0)
+#: The filtered searches timed beside plain text: (box suffix, what it keeps).
+FILTERS = (("after:2016", "unselective: 90 %"), ("folder:holiday", "selective: 2 %"))
+
+
+def plain_texts(texts: list[str]) -> list[str]:
+    """``texts`` that read as text alone in the search box (no word a filter key, no -word)."""
+    from reelsearch.search.filters import FilterError, parse_query
+
+    out = []
+    for t in texts:
+        with contextlib.suppress(FilterError):
+            if not parse_query(t)[1] and t == " ".join(t.split()):
+                out.append(t)
+    return out
 
 
 def http_search(client, text: str, k: int = 10) -> list[str]:
@@ -268,7 +291,7 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
     from reelsearch.service import create_app
 
     texts = caption_texts(6000)
-    queries = texts[5000:5000 + args.http_queries]
+    queries = plain_texts(texts[5000:5000 + args.http_queries])
     rows = []
     with Searcher(work / f"http-{n}", args.http_model) as searcher:
         if searcher.mode != "ann":
@@ -342,6 +365,10 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
             before = load()
             lat, got = timed_texts(lambda s: [r.id for r in searcher.search(s, 10)], queries)
             add(f"in-process Searcher.search, text encoding precomputed ({label} + bias + moments)", lat, got, before)
+            for box, what in FILTERS:  # the same searches over the videos a filter keeps (docs/search.md#filters)
+                before = load()
+                lat, _ = timed_texts(lambda s, box=box: searcher.search(f"{s} {box}", 10), queries)
+                add(f"in-process Searcher.search, text encoding precomputed, filter {box} ({what})", lat, None, before)
     return rows
 
 

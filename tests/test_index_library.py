@@ -334,9 +334,9 @@ def test_a_schema_1_index_is_migrated(tmp_path, folder):
 
     with LibraryIndex(tmp_path / "index") as lib:
         lib.sync([folder], FakeEmbedder(), progress=False)
-    # the same index as schema 1 wrote it: its tables without the bias and detail columns, the rows copied over
+    # the same index as schema 1 wrote it: its tables without the bias, detail and date columns, the rows copied over
     schema_1 = "\n".join(line for line in library.SCHEMA_SQL.splitlines()
-                          if "bias" not in line and "detail" not in line)
+                          if "bias" not in line and "detail" not in line and "taken_" not in line)
     schema_1 = schema_1.replace("vector BLOB NOT NULL,", "vector BLOB NOT NULL")
     schema_1 = schema_1.replace("times BLOB NOT NULL,", "times BLOB NOT NULL")
     old = tmp_path / "old"

@@ -250,3 +250,24 @@ def test_page_shows_the_matched_words_and_plays_from_them(server, tmp_path):
         written = page.locator(".card").nth(0).locator(".match.ocr mark").all_text_contents()
         assert written == ["Quarterly", "revenue"]
         assert not errors, errors
+
+
+def test_filters_on_what_is_said_and_written(searcher):
+    """``has:``, a phrase and a negative word read the transcripts and on-screen text of real clips (espeak-ng speech,
+    rendered text): checked against the stored segments read one video at a time."""
+    videos = {v.id: _stem(v.path) for v in searcher.library.videos()}
+
+    def said(cue: str | None = None, words: str = "") -> set[str]:
+        return {v for v in videos for s in searcher.cues.segments(v, [cue] if cue else ["speech", "ocr"])
+                if words in " ".join(s.text.lower().split())}
+
+    assert {videos[i] for i in said(None, "preheat the oven")} == {"recipe"}
+    for box, want in (("has:speech", said("speech")), ("has:text", said("ocr")),
+                      ('"Preheat  the oven"', said(None, "preheat the oven"))):
+        assert {r.id for r in searcher.search(box, 50, frames=False)} == want, box
+    plain = searcher.search("preheat the oven", 5, frames=False)
+    assert _stem(plain[0].path) == "recipe"
+    without = searcher.search("preheat the oven -oven", 5, frames=False)
+    assert "recipe" not in {_stem(r.path) for r in without} and not {r.id for r in without} & said(None, "oven")
+    phrase = searcher.search('clip "preheat the oven" has:speech', 5, frames=False)
+    assert [_stem(r.path) for r in phrase] == ["recipe"]

@@ -91,6 +91,26 @@ def test_search_validation(served, params):
     assert resp.status_code == 422, resp.text
 
 
+def test_search_filters_in_q_and_as_parameters(served):
+    """The box's filters and the filter parameters restrict the ranking the way the Searcher does; the answer says
+    how they were read; a malformed filter is 422 with its message."""
+    client, searcher, paths = served
+    images = {str(p) for p in paths if p.suffix in (".png", ".jpg")}
+    for params in ({"q": f"{CAPTIONS[2]} kind:image"}, {"q": CAPTIONS[2], "kind": "image"}):
+        body = client.get("/search", params={**params, "k": 10}).json()
+        assert {r["path"] for r in body["results"]} == images and body["filters"] == {"kind": ["image"]}
+        assert [r["id"] for r in body["results"]] == [r.id for r in searcher.search(f"{CAPTIONS[2]} kind:image")]
+    body = client.get("/search", params={"folder": "media", "kind": "video", "duration": ">0"}).json()
+    assert {r["id"] for r in body["results"]} == {_id(searcher, p) for p in paths if str(p) not in images}
+    assert body["filtered"] == "folder media, kind video, duration >0" and body["query"] is None
+    for params, problem in (({"q": "car after:2023-13"}, "after:2023-13: not a date"),
+                            ({"q": "car", "duration": ">abc"}, "duration:>abc: not a duration"),
+                            ({"q": "car colour:red"}, "unknown filter 'colour'"),
+                            ({"q": "car", "after": "2999"}, "2999 is in the future")):
+        resp = client.get("/search", params=params)
+        assert resp.status_code == 422 and problem in resp.json()["detail"], resp.text
+
+
 def test_search_like_an_indexed_video_or_an_upload(served):
     """`GET /search?like=ID[&t=S][&q=...]` and `POST /search/like` (an upload) answer the Searcher's results, the
     example's own file (by id, or by content for an upload) left out."""

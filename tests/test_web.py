@@ -86,6 +86,21 @@ def test_search_page_in_headless_chromium(tmp_path):
             assert ids == [r.id for r in like] and liked not in ids and len(ids) == len(paths) - 1
             assert page.evaluate("location.search") == f"?like={liked}&k=20"
 
+            # filters in the box: only what passes them, in the API's order, and how the box was read; a malformed
+            # filter is the API's message, inline
+            boxed = searcher.search("a red car drives on the road kind:image", 20, frames=False)
+            page.fill("#q", "a red car drives on the road kind:image")
+            page.click("#go")
+            page.wait_for_function("() => !document.getElementById('filtered').hidden")
+            ids = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
+            assert ids == [r.id for r in boxed] and len(ids) == sum(p.suffix in (".png", ".jpg") for p in paths)
+            assert page.locator("#filtered").inner_text() == "filtered: kind image"
+            page.fill("#q", "a red car after:2023-13")
+            page.click("#go")
+            page.wait_for_function("() => document.getElementById('status').textContent.includes('not a date')")
+            assert page.locator("#status").inner_text().startswith("error: after:2023-13: not a date")
+            assert page.locator("#filtered").is_hidden()
+
             # the API docs render from local files too
             page.goto(server.url + "/docs", wait_until="networkidle")
             page.wait_for_selector("#operations-default-search_search_get", timeout=20_000)

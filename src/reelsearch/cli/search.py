@@ -134,23 +134,46 @@ def search_cmd(
     like: str | None = typer.Option(None, "--like", help="Videos like this example: a video or image file, "
                                     "FILE@SECONDS or VIDEO_ID@SECONDS (one moment), or an indexed VIDEO_ID; with "
                                     "TEXT too, both are fused (weight like=1; see docs/search.md)."),
+    after: str | None = typer.Option(None, "--after", help="Taken from this date on: YYYY, YYYY-MM or YYYY-MM-DD "
+                                     "(as after: in TEXT)."),
+    before: str | None = typer.Option(None, "--before", help="Taken before this date (its start): YYYY, YYYY-MM or "
+                                      "YYYY-MM-DD."),
+    folder: list[str] = typer.Option([], "--folder", help="Under a folder of this name, or this path (repeatable: "
+                                     "any of them)."),
+    kind: str | None = typer.Option(None, "--kind", help="video or image."),
+    duration: list[str] = typer.Option([], "--duration", help="Seconds: >60, <30, >=10, <=10 or 30-90."),
+    has: list[str] = typer.Option([], "--has", help="speech or text: something is said / written in it."),
+    exclude: list[str] = typer.Option([], "--exclude", help="Leave out what shows, says or writes this (as -word in "
+                                      "TEXT; repeatable)."),
+    phrase: list[str] = typer.Option([], "--phrase", help="Must be said or written word for word (as \"...\" in "
+                                     "TEXT; repeatable)."),
 ) -> None:
     """Find the videos that best match TEXT — by what they show, what is said and what is written in them —
     and/or look like an example (--like), with the moment (seconds) that matches best and, for a calibrated model,
-    each hit's confidence (says "no good match" when the best one is below the threshold of docs/search.md)."""
+    each hit's confidence (says "no good match" when the best one is below the threshold of docs/search.md).
+    TEXT may hold filters (after:2023-07 before:2024 folder:holiday kind:video duration:>60 has:speech -people
+    "exact phrase"); filters alone list the matching videos, newest first."""
+    from reelsearch.search.filters import Filter, filter_pairs, read_box
     from reelsearch.search.index_folder import open_searcher
     from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, no_good_match
 
+    options = Filter.of(filter_pairs({"after": after, "before": before, "folder": folder, "kind": kind,
+                                      "duration": duration, "has": has, "exclude": exclude, "phrase": phrase}))
+    _, filt = read_box(text, options)
     searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, int8_text=int8_text)
     with searcher:
-        results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like)
+        results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
+                                  filters=options)
+    if filt:
+        typer.echo(f"filtered: {filt.describe()}", err=as_json)
     if no_good_match(results):
         typer.echo(NO_GOOD_MATCH_MESSAGE, err=as_json)
     if as_json:
         _print_json([{key: value for key, value in r.to_json().items() if key in JSON_KEYS} for r in results])
         return
     if not results:
-        typer.echo("no results (is the index empty? run `reelsearch index PATH`)")
+        typer.echo("no results: no indexed video passes the filters" if filt else
+                   "no results (is the index empty? run `reelsearch index PATH`)")
     for rank, r in enumerate(results, 1):
         typer.echo(r.lines(rank))
 

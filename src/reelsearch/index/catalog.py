@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.vectors import ScoreFn
+from reelsearch.media.decode import is_image_path
 
 
 @dataclass
@@ -31,6 +33,40 @@ class StoredVideo:
     frame_rows: np.ndarray
     times: np.ndarray
     detail: np.ndarray | None = None
+
+
+@dataclass
+class VideoFacts:
+    """What search filters read of every video (``reelsearch.search.filters``), in id order: ``paths`` (this host's),
+    ``duration`` [N] (seconds; NaN for an image or unknown), ``taken_at`` [N] (seconds since the epoch: when it was
+    taken, ``reelsearch.media.dates``) and ``taken_from`` ("container", "exif" or "file"). A catalog keeps one per
+    generation; what filters derive of it is computed once (``id_array``, ``images``, ``folders``, ``newest``)."""
+
+    ids: list[str]
+    paths: list[str]
+    duration: np.ndarray
+    taken_at: np.ndarray
+    taken_from: list[str]
+
+    @cached_property
+    def id_array(self) -> np.ndarray:
+        """[N] object: ``ids`` as an array (picked by a mask or positions at numpy speed)."""
+        return np.array(self.ids, object)
+
+    @cached_property
+    def images(self) -> np.ndarray:
+        """[N] bool: the file is an image (by its extension)."""
+        return np.array([is_image_path(p) for p in self.paths], bool)
+
+    @cached_property
+    def folders(self) -> np.ndarray:
+        """[N] str: the path's folder, lower-cased, with a ``/`` at each end (``/media/holiday/``)."""
+        return np.array(["/" + p.lower().rpartition("/")[0].strip("/") + "/" for p in self.paths], str)
+
+    @cached_property
+    def newest(self) -> np.ndarray:
+        """[N] positions, newest first (ties: by id)."""
+        return np.lexsort((np.array([int(i) if i.isdigit() else 0 for i in self.ids], np.int64), -self.taken_at))
 
 
 class Catalog(Protocol):
@@ -68,6 +104,9 @@ class Catalog(Protocol):
 
     def bias_range(self) -> tuple[float, float]:
         """(smallest, largest) bias ((0, 0) without videos)."""
+
+    def facts(self) -> VideoFacts:
+        """Every video's path, duration and date, in one read (what search filters select by)."""
 
 
 class CatalogUnavailable(ReelsearchError):

@@ -54,7 +54,7 @@ SQLITE_NAME = "library.sqlite"
 FAISS_NAME = "vectors.faiss.npz"
 LOCK_NAME = ".writer.lock"
 SETTINGS_NAME = "searcher.json"
-SCHEMA_VERSION = 3  # 2: videos.bias; 3: frame_vectors.detail
+SCHEMA_VERSION = 4  # 2: videos.bias; 3: frame_vectors.detail; 4: videos.taken_at, taken_from
 MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
 CACHE_KIB = 65536
 #: The meta key of the generation the vector file reflects.
@@ -79,7 +79,9 @@ CREATE TABLE IF NOT EXISTS videos (
     gen INTEGER NOT NULL,               -- generation of the commit that last wrote the vector
     vector BLOB NOT NULL,               -- float32 [D], the video-level embedding
     -- bias: added to every query's score of the video (a querybank offset, negated)
-    bias REAL NOT NULL DEFAULT 0
+    bias REAL NOT NULL DEFAULT 0,
+    taken_at REAL,                      -- when it was taken, seconds since the epoch (NULL: indexed before schema 4,
+    taken_from TEXT                     -- read by the next sync), and from where: container, exif or file
 );
 CREATE INDEX IF NOT EXISTS videos_sha256 ON videos (sha256);
 CREATE INDEX IF NOT EXISTS videos_gen ON videos (gen);
@@ -131,13 +133,15 @@ class LibraryIndex(LibraryTables):
 
     def _migrate(self) -> None:
         """Create the tables, or bring those of an earlier schema up to this one (1 -> 2: the bias column; 2 -> 3:
-        the frames' detail, NULL for the videos already stored until the next ``sync`` measures their thumbnails)."""
+        the frames' detail, NULL for the videos already stored until the next ``sync`` measures their thumbnails;
+        3 -> 4: the date taken, NULL until the next ``sync`` reads it: the file's mtime meanwhile)."""
         has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
         version = self._meta("schema_version") if has_meta else None
         if version is not None and int(version) > SCHEMA_VERSION:
             raise LibraryError(f"{self.dir / SQLITE_NAME}: written by a newer reelsearch (schema {version})")
         for table, column, kind, since in (("videos", "bias", "REAL NOT NULL DEFAULT 0", 2),
-                                           ("frame_vectors", "detail", "BLOB", 3)):
+                                           ("frame_vectors", "detail", "BLOB", 3), ("videos", "taken_at", "REAL", 4),
+                                           ("videos", "taken_from", "TEXT", 4)):
             if version is not None and int(version) < since:
                 if column not in {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}:
                     self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")

@@ -3,7 +3,10 @@
 
 Tables (same names and columns in both databases)::
 
-    videos(id, path, size, mtime_ns, sha256, duration, n_frames, model_id, added_at, updated_at, gen, vector, bias)
+    videos(id, path, size, mtime_ns, sha256, duration, n_frames, model_id, added_at, updated_at, gen, vector, bias,
+           taken_at, taken_from)                    when it was taken (``reelsearch.media.dates``: seconds, and
+                                                    "container", "exif" or "file"; NULL: indexed before the column,
+                                                    read as the file's mtime until the next sync fills it)
     frames(video_id, idx, t, thumbnail)             one row per sampled frame
     frame_vectors(video_id, vectors, times, detail) float16 [T, D], float64 [T] and float32 [T] (how much each
                                                     frame shows; empty: not measurable; NULL: indexed before the
@@ -30,11 +33,12 @@ import numpy as np
 from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
-from reelsearch.index.catalog import StoredVideo
+from reelsearch.index.catalog import StoredVideo, VideoFacts
 from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, thumbnail_detail, walk_media
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.textcues import CueReport, Encoder, TextCues
 from reelsearch.index.vectors import ScoreFn
+from reelsearch.media.dates import taken_at
 
 EmbedFn = Callable[[str], EmbeddedMedia]
 
@@ -89,6 +93,7 @@ class FileChange(NamedTuple):
     file: FileToSync
     sha256: str
     media: EmbeddedMedia | None = None
+    taken: tuple[float, str] | None = None  # (taken_at, taken_from) known already (a copy); None: read from the file
 
 
 class SyncPlan(NamedTuple):
@@ -115,6 +120,8 @@ class VideoRecord:
     model_id: str
     added_at: float
     updated_at: float
+    taken_at: float | None = None  # seconds since the epoch (None: indexed before it was stored)
+    taken_from: str | None = None  # "container", "exif" or "file"
 
 
 def _under(path: bytes, roots: list[bytes]) -> bool:
@@ -353,6 +360,7 @@ class LibraryTables(ABC):
             self._commit(last, gone, model_id)
             report.removed.extend(self._local(s.path) for s in gone)
             self._fill_detail()
+            self._fill_taken()
             self._synced()
         return report
 
@@ -480,7 +488,8 @@ class LibraryTables(ABC):
                     report.unchanged.append(record.path)
                     continue
                 file = FileToSync(record.path, _Stat(record.size, record.mtime_ns), None)
-                changes.append(FileChange(file, record.sha256, source.media(record.id)))
+                taken = None if record.taken_at is None else (record.taken_at, record.taken_from)
+                changes.append(FileChange(file, record.sha256, source.media(record.id), taken))
                 report.added.append(record.path)
                 if len(changes) >= commit_every:
                     self._commit(changes, [], model)
@@ -501,7 +510,8 @@ class LibraryTables(ABC):
         return report
 
     #: The columns ``_insert_video`` writes, in the order of its values.
-    _INSERT = "size, mtime_ns, sha256, duration, n_frames, model_id, updated_at, gen, vector, bias, path, added_at"
+    _INSERT = ("size, mtime_ns, sha256, duration, n_frames, model_id, updated_at, gen, vector, bias, taken_at, "
+               "taken_from, path, added_at")
 
     def _commit(self, changes: list[FileChange], gone: list[StoredFile], model_id: str) -> None:
         """Write a batch of sync results and removals in one transaction (one new generation)."""
@@ -512,19 +522,21 @@ class LibraryTables(ABC):
             gen = self._next_generation()
             for change in self._owned(changes):
                 file, st, media = change.file, change.file.stat, change.media
-                if media is None:  # same content: only its size and mtime changed
-                    db.execute("UPDATE videos SET size = ?, mtime_ns = ? WHERE id = ?",
-                               (st.st_size, st.st_mtime_ns, file.stored.id))
+                taken = change.taken or taken_at(file.path, st.st_mtime_ns / 1e9)
+                if media is None:  # same content: only its size and mtime (and a date from the mtime) changed
+                    db.execute("UPDATE videos SET size = ?, mtime_ns = ?, taken_at = ?, taken_from = ? WHERE id = ?",
+                               (st.st_size, st.st_mtime_ns, *taken, file.stored.id))
                     continue
                 if self.dim is None:
                     self._set_meta("dim", media.video_vector.shape[0])
                     self._first_vector(media.video_vector.shape[0])
                 values = (st.st_size, st.st_mtime_ns, change.sha256, media.duration, len(media.timestamps), model_id,
-                          now, gen, self._vector_param(media.video_vector), float(media.bias))
+                          now, gen, self._vector_param(media.video_vector), float(media.bias), *taken)
                 if file.stored is not None:
                     vid = file.stored.id
                     db.execute("UPDATE videos SET size=?, mtime_ns=?, sha256=?, duration=?, n_frames=?, model_id=?, "
-                               "updated_at=?, gen=?, vector=?, bias=? WHERE id=?", (*values, vid))
+                               "updated_at=?, gen=?, vector=?, bias=?, taken_at=?, taken_from=? WHERE id=?",
+                               (*values, vid))
                     db.execute("DELETE FROM frames WHERE video_id = ?", (vid,))
                 else:
                     vid = self._insert_video((*values, os.fsencode(self.media_roots.stored(file.path)), now))
@@ -566,7 +578,35 @@ class LibraryTables(ABC):
                             value = np.array([thumbnail_detail(bytes(t)) for t in ts], np.float32).tobytes()
                     db.execute("UPDATE frame_vectors SET detail = ? WHERE video_id = ?", (value, vid))
 
+    def _fill_taken(self, batch: int = 256) -> None:
+        """Read the date of the videos indexed before it was stored (``taken_at`` NULL) from their files (the
+        file's stored mtime when it is gone or says nothing), a batch per transaction."""
+        while True:
+            rows = self._db.execute("SELECT id, path, mtime_ns FROM videos WHERE taken_at IS NULL LIMIT ?",
+                                    (batch,)).fetchall()
+            if not rows:
+                return
+            dates = [(*taken_at(self._local(path), mtime_ns / 1e9), id_) for id_, path, mtime_ns in rows]
+            with self._transaction() as db:
+                self._next_generation()  # a change: what other processes hold of the dates is out of date
+                db.executemany("UPDATE videos SET taken_at = ?, taken_from = ? WHERE id = ?", dates)
+
     # -- reading ---------------------------------------------------------------------------------------------
+    _facts_state: tuple[int, VideoFacts] | None = None
+
+    def facts(self) -> VideoFacts:
+        """What search filters read of every video (``Catalog.facts``): one query, once per generation."""
+        gen = self.generation
+        if self._facts_state is None or self._facts_state[0] != gen:
+            rows = self._db.execute("SELECT id, path, duration, taken_at, taken_from, mtime_ns FROM videos "
+                                    "ORDER BY id").fetchall()
+            facts = VideoFacts([str(r[0]) for r in rows], [self._local(r[1]) for r in rows],
+                               np.array([np.nan if r[2] is None else r[2] for r in rows], np.float64),
+                               np.array([r[5] / 1e9 if r[3] is None else r[3] for r in rows], np.float64),
+                               [r[4] or "file" for r in rows])
+            self._facts_state = (gen, facts)
+        return self._facts_state[1]
+
     def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
         """(ids, scores best first) of the ``n`` videos whose vectors score best with ``query`` [D]: the vector
         index's inner product, or ``score_fn(queries [1, D], vectors [m, D])`` (e.g. order similarity, which no ANN
@@ -636,8 +676,8 @@ class LibraryTables(ABC):
     def video(self, id_: str) -> VideoRecord:
         """Metadata of one indexed video (KeyError when absent)."""
         row = self._db.execute(
-            "SELECT id, path, size, mtime_ns, sha256, duration, n_frames, model_id, added_at, updated_at "
-            "FROM videos WHERE id = ?", (int(id_),)).fetchone()
+            "SELECT id, path, size, mtime_ns, sha256, duration, n_frames, model_id, added_at, updated_at, taken_at, "
+            "taken_from FROM videos WHERE id = ?", (int(id_),)).fetchone()
         if row is None:
             raise KeyError(id_)
         return VideoRecord(str(row[0]), self._local(row[1]), *row[2:])

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 import sys
 import time
@@ -481,6 +482,22 @@ class TextCues(ABC):
             f'SELECT cue, start, "end", text, confidence, extra FROM segments WHERE video_id = ? AND cue IN ({marks}) '
             "ORDER BY start, id", (str(video_id), *cues))
         return [_segment(*row) for row in rows]
+
+    def with_cue(self, cue: str) -> set[str]:
+        """The videos with at least one segment of ``cue`` (something said, something written)."""
+        return {r[0] for r in self._db.execute("SELECT DISTINCT video_id FROM segments WHERE cue = ?", (cue,))}
+
+    def containing(self, phrase: str, cues: Sequence[str] = CUES) -> set[str]:
+        """The videos one of whose segments of ``cues`` says ``phrase`` word for word: case-insensitive, whitespace
+        between words as it comes, not inside a longer word (``oven`` is not found in ``ovens``)."""
+        words = phrase.lower().split()
+        if not words:
+            return set()
+        pattern = re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, words)) + r"(?!\w)")
+        marks = ",".join("?" * len(cues))
+        rows = self._db.execute(f"SELECT video_id, text FROM segments WHERE cue IN ({marks}) AND lower(text) LIKE ?",
+                                (*cues, f"%{words[0]}%"))
+        return {v for v, text in rows if pattern.search(text.lower())}
 
     def scores(self, query: str, video_ids: Sequence[str] | None = None, cues: Sequence[str] = CUES, *,
                query_vector: np.ndarray | None = None) -> CueScores:

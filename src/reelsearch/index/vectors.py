@@ -318,6 +318,9 @@ class FaissIndex(VectorIndex):
         scores = np.where(labels >= 0, scores, -np.inf).astype(np.float32)
         return _pad(ids, scores, len(q), k)
 
+    def __contains__(self, id_: str) -> bool:
+        return str(id_) in self._label_of  # the id table: no vector reconstructed
+
     def get(self, ids: Sequence[str]) -> np.ndarray:
         out = np.empty((len(ids), self.dim), np.float32)
         for row, id_ in enumerate(ids):

@@ -274,10 +274,13 @@ def plan_times(policy: SamplingPolicy, duration: float, fps: float, window: tupl
 
 
 def probe(path: str | os.PathLike) -> dict:
-    """Container facts without decoding: duration, streams, video size/fps/codec/rotation, audio rate/channels."""
+    """Container facts without decoding: duration, streams, video size/fps/codec/rotation, audio rate/channels, and
+    the ``creation_time`` tag (the container's, else the first stream's with one; None without)."""
     shown = display_path(path)
     with _open(path) as container:
         info: dict = {"path": shown, "format": container.format.name, "streams": [s.type for s in container.streams]}
+        tags = [container.metadata, *(s.metadata for s in container.streams)]
+        info["creation_time"] = next((t["creation_time"] for t in tags if t.get("creation_time")), None)
         info["duration"] = container.duration / 1_000_000 if container.duration is not None else None
         if container.streams.video:
             vs = container.streams.video[0]

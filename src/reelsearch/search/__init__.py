@@ -3,12 +3,14 @@
 ``Searcher(index_dir, model)`` indexes files (the model's feature recipe -> its embeddings), answers
 queries with ranked videos (``SearchResult``) and their best moments, and ranks captions for a video. A query is
 answered by sources (``reelsearch.search.sources``, ``reelsearch.search.cues``) and one fusion
-(``reelsearch.search.fusion``): ``reelsearch.search.query.run_query``.
+(``reelsearch.search.fusion``): ``reelsearch.search.query.run_query``; filters in the query text
+(``reelsearch.search.filters``) restrict it to some videos.
 """
 
 from reelsearch.search.embed import MediaEmbedder
+from reelsearch.search.filters import Filter, FilterError, parse_query
 from reelsearch.search.results import SearchResult
 from reelsearch.search.searcher import MAX_QUERY_CHARS, QueryError, Searcher, check_query, read_captions
 
-__all__ = ["MAX_QUERY_CHARS", "MediaEmbedder", "QueryError", "SearchResult", "Searcher", "check_query",
-           "read_captions"]
+__all__ = ["MAX_QUERY_CHARS", "Filter", "FilterError", "MediaEmbedder", "QueryError", "SearchResult", "Searcher",
+           "check_query", "parse_query", "read_captions"]

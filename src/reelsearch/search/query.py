@@ -14,9 +14,15 @@
 
 With an example, the candidates — the fusion's top k + its own ids, and the example's own top RESCORED — are re-scored
 by the sequence similarity of their frame rows and the example's own file is dropped (``reelsearch.search.example``).
+
+With filters (``reelsearch.search.filters``), the catalog is the allowed videos (``reelsearch.search.subset``) and the
+text cues score only them: every source yields allowed ids only, so the top k is the exact top k of the allowed
+videos. A query of filters alone lists the allowed videos (:func:`listed`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,17 +35,22 @@ from reelsearch.search.experts import Plan
 from reelsearch.search.fusion import Fused, exhaustive_fusion, threshold_fusion
 from reelsearch.search.results import FrameScore, Match, SearchResult
 from reelsearch.search.sources import BIAS, LIKE, VISUAL, Source, Visual
+from reelsearch.search.subset import Subset
 
 
 def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text: str | None,
               query: np.ndarray | None, cue_query: np.ndarray | None, p: Plan, k: int, *, frames: bool = True,
-              first: int | None = None, example: Example | None = None) -> list[SearchResult]:
+              first: int | None = None, example: Example | None = None,
+              allowed: Sequence[str] | None = None) -> list[SearchResult]:
     """The ``k`` best videos of ``catalog`` for ``text`` and/or ``example`` under plan ``p``, best first.
 
     ``query``: the model's query embedding [1, D] (None without text); ``cue_query``: the sentence embedding of
     ``text`` for the text cues (when ``p`` has cues); ``frames``: give each result's per-frame scores; ``first``: the
     fusion's first candidate count (``threshold_fusion``); ``example``: a query by example (its source weighs
-    ``p.weights["like"]``)."""
+    ``p.weights["like"]``); ``allowed``: rank only these videos (a filter's selection)."""
+    if allowed is not None:
+        catalog = Subset(catalog, allowed)
+        visual = visual.on(catalog)
     sources: dict[str, Source] = {}
     weights: dict[str, float] = {}
     if p.visual:
@@ -47,7 +58,7 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
         weights.update(visual.weights(p.weights[VISUAL]))
     cues = {}
     if p.cues:
-        scores = cue_index.scores(text, None, p.cues, query_vector=cue_query)
+        scores = cue_index.scores(text, None if allowed is None else catalog.ids(), p.cues, query_vector=cue_query)
         cues = {c: CueSource(scores, c, catalog.known) for c in p.cues}
         sources.update(cues)
         weights.update({c: p.weights[c] for c in p.cues})
@@ -71,6 +82,13 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
             fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids)
         fused = rescore(catalog, fused, example, weights[LIKE], k, sequence=not exhaustive)
     return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames, example)
+
+
+def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:
+    """``ids`` as results in their order (a query of filters alone: score 0, the first frame as the moment)."""
+    stored = catalog.stored(list(ids))
+    return [SearchResult(i, v.path, 0.0, float(v.times[0]) if len(v.times) else 0.0, 0, v.duration,
+                         unavailable=unreachable(v.path)) for i in ids if (v := stored.get(i)) is not None]
 
 
 def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused: Fused, text: str | None,

@@ -23,10 +23,12 @@ from reelsearch.search.duplicates import DEFAULT_THRESHOLD, MIN_COVERAGE, Duplic
 from reelsearch.search.embed import MediaEmbedder
 from reelsearch.search.example import Example, ExampleError, split_like
 from reelsearch.search.experts import parse_experts, parse_weights, plan
-from reelsearch.search.query import run_query
+from reelsearch.search.filters import Filter, pictured, read_box, select
+from reelsearch.search.query import listed, run_query
 from reelsearch.search.query_encoder import QueryEncoder
 from reelsearch.search.results import SearchResult
 from reelsearch.search.sources import Visual, visual_sources
+from reelsearch.search.subset import Subset
 
 #: Longest query accepted (characters).
 MAX_QUERY_CHARS = 1000
@@ -170,7 +172,8 @@ class Searcher:
     # -- text -> video ------------------------------------------------------------------------------------
     def search(self, text: str | None, k: int = 10, *, frames: bool = True,
                experts: Sequence[str] | str | None = None, weights: Mapping[str, float] | str | None = None,
-               like: str | os.PathLike | Example | None = None) -> list[SearchResult]:
+               like: str | os.PathLike | Example | None = None, filters: Filter | None = None
+               ) -> list[SearchResult]:
         """The ``k`` best videos for ``text``, best first (``reelsearch.search.results.SearchResult``).
 
         Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame, or the matched words
@@ -185,14 +188,22 @@ class Searcher:
         ``like``: query by example (``reelsearch.search.example``): a video or image file, ``FILE@SECONDS``, an
         indexed ``VIDEO_ID`` or ``VIDEO_ID@SECONDS`` (or an :class:`Example`); ``text`` may then be None. Results
         then leave out the example's own file (same id or same content).
+
+        ``text`` is a search box: filters in it (``after:2023-07 folder:holiday -people "exact phrase"``,
+        ``reelsearch.search.filters``) and ``filters`` restrict the ranking to the videos that pass them (the exact
+        top k of those); filters alone list those videos, newest first.
         """
-        if text is not None or like is None:
+        if text is not None or (like is None and not filters):
             text = check_query(text)
         if not isinstance(k, int) or k < 1:
             raise QueryError(f"k must be a positive integer, got {k!r}")
+        text, filt = read_box(text, filters)
         names = parse_experts(experts)
         w = {**self.weights, **parse_weights(weights)}
         example = like if like is None or isinstance(like, Example) else self.example(like)
+        only_filters = text is None and example is None
+        if only_filters and not filt:
+            raise QueryError("the query is empty")
         with self.lock:
             cue_index = self.cues
             p = plan(self.model, names, w, cue_index.stored_cues() if cue_index is not None else [],
@@ -200,6 +211,8 @@ class Searcher:
         # outside the lock: concurrent queries share one encoder pass
         query = self.query_encoder.one(text) if text is not None else None
         cue_query = self.cue_queries.one(text) if p.cues else None
+        calibrated = getattr(self.model, "calibration", None) is not None  # else negatives are words only
+        negatives = [self.query_encoder.one(term) for term in filt.exclude] if calibrated else []
         with self.lock, torch.no_grad():
             self.library.refresh()
             if len(self.library) == 0:
@@ -207,8 +220,21 @@ class Searcher:
             if self.stale():
                 raise ReelsearchError(f"{self.library.location}: the index holds embeddings of another model "
                                       f"({self.library.model_id}); re-run `reelsearch index` with this model")
+            allowed = self._allowed(filt, negatives) if filt else None
+            if only_filters:
+                return listed(self.library, allowed[:k])
             return run_query(self.library, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
-                             example=example)
+                             example=example, allowed=allowed)
+
+    def _allowed(self, filt: Filter, negatives: list[np.ndarray]) -> list[str]:
+        """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those
+        whose picture matches a negative term (embeddings ``negatives``) well (``pictured``)."""
+        ids = select(filt, self.library, self.cues)
+        if negatives and ids:
+            visual = self.visual.on(Subset(self.library, ids))
+            banned = set().union(*(pictured(visual, q) for q in negatives))
+            ids = [i for i in ids if i not in banned]
+        return ids
 
     def example(self, like: str | os.PathLike) -> Example:
         """The example ``like`` names (``search``'s ``like``): ``FILE``, ``FILE@SECONDS``, ``VIDEO_ID`` or

@@ -16,6 +16,7 @@ string tested per query. The text cues are sources too (``reelsearch.search.cues
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -144,6 +145,12 @@ class Visual(ABC):
         names = list(model.experts)
         #: {shown name: the model's expert}: a joint model's one expert is shown as "visual"
         self.experts = {VISUAL: names[0]} if len(names) == 1 else {n: n for n in names}
+
+    def on(self, catalog: Catalog) -> Visual:
+        """The same model's sources over another catalog (a filtered search's ``reelsearch.search.subset``)."""
+        other = copy.copy(self)
+        other.catalog = catalog
+        return other
 
     @abstractmethod
     def sources(self, query: np.ndarray) -> dict[str, Source]:

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import CatalogUnavailable
 from reelsearch.index.paths import display_path
+from reelsearch.search.filters import FilterError
 from reelsearch.search.searcher import QueryError
 
 access_logger = logging.getLogger("reelsearch.access")
@@ -48,7 +49,7 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSON:
     return JSON({"detail": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
 
 
-async def _query_error(request: Request, exc: QueryError) -> JSON:
+async def _query_error(request: Request, exc: QueryError | FilterError) -> JSON:
     return JSON({"detail": str(exc)}, status_code=422)
 
 
@@ -60,10 +61,10 @@ async def _unavailable(request: Request, exc: CatalogUnavailable) -> JSON:
     return JSON({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
 
 
-#: Every error answers ``{"detail": "..."}``: invalid parameters 422, a bad query 422, bad input 400, the catalog's
-#: database unreachable 503 (the next request reconnects).
+#: Every error answers ``{"detail": "..."}``: invalid parameters 422, a bad query or filter 422, bad input 400, the
+#: catalog's database unreachable 503 (the next request reconnects).
 EXCEPTION_HANDLERS = {RequestValidationError: _invalid, StarletteHTTPException: _http_error, QueryError: _query_error,
-                      CatalogUnavailable: _unavailable, ReelsearchError: _user_error}
+                      FilterError: _query_error, CatalogUnavailable: _unavailable, ReelsearchError: _user_error}
 
 
 class MediaResponse(FileResponse):

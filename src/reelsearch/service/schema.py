@@ -12,11 +12,12 @@ import types
 import typing
 from typing import Annotated, Literal, Union
 
-from fastapi import Header, Path
+from fastapi import Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
 from reelsearch.evaluation.calibration import NO_GOOD_MATCH
 from reelsearch.search.duplicates import DuplicateGroup
+from reelsearch.search.filters import KEYS
 from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, SearchResult
 from reelsearch.search.searcher import MAX_QUERY_CHARS
 
@@ -93,7 +94,19 @@ class SearchResponse(BaseModel):
     message: str | None = Field(None, description=f'"{NO_GOOD_MATCH_MESSAGE}" when `no_good_match`.')
     like: str = Field(None, description="The example (query by example): `video ID`, `video ID@SECONDS`, or the "
                                         "uploaded file's name.")
+    filters: dict[str, list[str]] = Field(None, description="The filters read from `q` and the filter parameters, "
+                                                            "{key: [values as written]} (keys: after, before, folder, "
+                                                            "kind, duration, has, exclude, phrase).")
+    filtered: str = Field(None, description='The filters in words: `after 2023-07, not "people"`.')
     results: list[Result]
+
+
+def filter_query(key: str, many: bool = False):
+    """The query parameter of filter ``key`` (``reelsearch.search.filters``; repeatable when ``many``)."""
+    what = {**KEYS, "exclude": "leave out what shows, says or writes this word", "phrase": "words that must be "
+            "said or written, word for word"}[key]
+    description = f"Filter: {what} (as `{key}:` in `q`{'; repeatable' if many else ''}; malformed: 422)."
+    return Query([], description=description) if many else Query(None, max_length=200, description=description)
 
 
 class LikeFields(BaseModel):

@@ -143,12 +143,22 @@ def hnsw_index(db: Database, dim: int, m: int, ef_construction: int) -> None:
                    f"halfvec_ip_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
 
 
+def _v5(db: Database) -> None:
+    """When each video was taken (``reelsearch.media.dates``): seconds since the epoch and its source; NULL for the
+    videos stored before, read by the next sync (``LibraryTables._fill_taken``; the file's mtime meanwhile)."""
+    db.execute("""
+        ALTER TABLE videos ADD COLUMN taken_at double precision;
+        ALTER TABLE videos ADD COLUMN taken_from text;
+    """)
+
+
 #: (version, what it does, the function that applies it), in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (1, "the catalog: videos, frames, frame vectors, text cues, claims", _v1),
     (2, "frame_vectors.detail: how much each frame shows", _v2),
     (3, "claims.error, index_log: cooperating writers", _v3),
     (4, "the HNSW index over the vectors as halfvec", _v4),
+    (5, "videos.taken_at, taken_from: when each video was taken", _v5),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import display_path
+from reelsearch.search.filters import Filter, filter_pairs, read_box
 from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, SearchResult, no_good_match
 from reelsearch.service import schema
 from reelsearch.service.http import JSON, error_text
@@ -27,7 +28,9 @@ router = APIRouter()
                         "(speech) and written (on-screen text) in them, fused into one score; each result says "
                         "what each expert scored and which words matched. With `like` (a video's id, and `t` for "
                         "one moment of it), by how much they look like that video too (the video itself and "
-                        "copies of its file are left out).",
+                        "copies of its file are left out). Filters, in `q` (`beach after:2023-07 folder:holiday "
+                        "-people \"exact phrase\"`) or as parameters, restrict the ranking to the videos that pass "
+                        "them; filters alone list those, newest first; a malformed filter is 422.",
             responses=schema.ok(schema.SearchResponse, 400, 404, 422))
 def search(searcher: SearcherDep,
            q: str | None = Query(None, min_length=1, max_length=MAX_QUERY_CHARS, pattern=schema.NON_BLANK,
@@ -41,15 +44,25 @@ def search(searcher: SearcherDep,
            like: str | None = Query(None, pattern=schema.ID_PATTERN, description="Videos like this indexed video "
                                     "(its id; unknown: 404)."),
            t: float | None = Query(None, ge=0, le=schema.MAX_SECONDS, description="With `like`: like its moment at "
-                                   "this many seconds (beyond the video: 400).")) -> Response:
+                                   "this many seconds (beyond the video: 400)."),
+           after: str | None = schema.filter_query("after"), before: str | None = schema.filter_query("before"),
+           folder: list[str] = schema.filter_query("folder", many=True),
+           kind: str | None = schema.filter_query("kind"),
+           duration: list[str] = schema.filter_query("duration", many=True),
+           has: list[str] = schema.filter_query("has", many=True),
+           exclude: list[str] = schema.filter_query("exclude", many=True),
+           phrase: list[str] = schema.filter_query("phrase", many=True)) -> Response:
     if t is not None and like is None:
         raise HTTPException(400, "t needs like (a video's id)")
-    if q is None and like is None:
-        raise HTTPException(400, "give q, like or both")
+    options = Filter.of(filter_pairs({"after": after, "before": before, "folder": folder, "kind": kind,
+                                      "duration": duration, "has": has, "exclude": exclude, "phrase": phrase}))
+    if q is None and like is None and not options:
+        raise HTTPException(400, "give q, like or both, or filters")
     example = None
     if like is not None:
         example = searcher.example_video(video_record(searcher, like).id, t)
-    return _answer(searcher.search(q, k, frames=True, experts=experts, like=example), q, k, example)
+    results = searcher.search(q, k, frames=True, experts=experts, like=example, filters=options)
+    return _answer(results, q, k, example, read_box(q, options)[1])
 
 
 @router.post("/search/like", summary="Videos like an uploaded video or image, best first",
@@ -71,15 +84,16 @@ async def search_like(request: Request, searcher: SearcherDep) -> Response:
     try:
         example = await run_in_threadpool(searcher.example_file, path, fields.t, label)
         results = await run_in_threadpool(searcher.search, fields.q, fields.k, frames=True, like=example)
+        filt = read_box(fields.q)[1]
     except ReelsearchError as exc:  # name the upload, not our temporary file
         problem = str(exc).replace(path, label)
         raise HTTPException(400, problem if label in problem else f"{label}: {problem}") from None
     finally:
         os.unlink(path)
-    return _answer(results, fields.q, fields.k, example)
+    return _answer(results, fields.q, fields.k, example, filt)
 
 
-def _answer(results: list[SearchResult], q: str | None, k: int, example) -> Response:
+def _answer(results: list[SearchResult], q: str | None, k: int, example, filt: Filter) -> Response:
     rows = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}", "media": f"/videos/{r.id}/media"}
             for r in results]
     weak = no_good_match(results)
@@ -87,4 +101,6 @@ def _answer(results: list[SearchResult], q: str | None, k: int, example) -> Resp
            "results": rows}
     if example is not None:
         out["like"] = example.label
+    if filt:
+        out["filters"], out["filtered"] = filt.to_json(), filt.describe()
     return JSON(out)

@@ -175,17 +175,22 @@ async function show(params, what) {
     if (!resp.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
   } catch (err) {
     $("status").textContent = `error: ${err.message}`;
+    $("filtered").hidden = true;
     return;
   }
   const box = $("results");
   box.replaceChildren(...data.results.map((r, i) => card(r, i + 1)));
+  // how the box's filters were read (after:, folder:, -word, "phrase": docs/search.md)
+  const filtered = $("filtered");
+  filtered.textContent = data.filtered ? `filtered: ${data.filtered}` : "";
+  filtered.hidden = !data.filtered;
   const notice = $("no-match");
   notice.textContent = data.message || "";
   notice.hidden = !data.no_good_match;
   const ms = Math.round(performance.now() - t0);
   $("status").textContent = data.results.length
     ? `${data.results.length} results for ${what(data)} in ${ms} ms — click one to play it from its best moment`
-    : "no results (is the library indexed?)";
+    : data.filtered ? "no results: no video passes the filters" : "no results (is the library indexed?)";
   history.replaceState(null, "", `?${params}`);
 }
 

@@ -1,0 +1,288 @@
+"""Filters in the search box: ``beach after:2023-07 before:2024 folder:holiday kind:video duration:>60 has:speech
+-people "exact phrase"``.
+
+:func:`parse_query` splits the box into its free text and a :class:`Filter`; the CLI options and HTTP parameters
+give the same filters by key (:meth:`Filter.of`), through the same value parser. A token is
+
+* ``"words in quotes"``: a phrase that must be said or written in the video, word for word (case-insensitive);
+* ``-word`` (or ``-"some words"``): a negative term (:data:`NEGATIVE_CONFIDENCE`, ``reelsearch.search.query``);
+* ``key:value`` with a key of :data:`KEYS`: a filter; a word made of letters before the colon that is not a key
+  (``colour:red``) is an error, anything else with a colon (``10:30``, ``1:1``) is text;
+* anything else: the free text, ranked as before.
+
+Dates (``after:``, ``before:``) are ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` in UTC, compared with when each video was
+taken (``reelsearch.media.dates``): ``after:P`` keeps what was taken from the start of P on (P included),
+``before:P`` what was taken before the start of P (P excluded), so ``after:2023-07 before:2024`` is July to December
+2023. A period that starts in the future is an error. Filters select the videos ranking runs over
+(``reelsearch.search.subset``): a filtered top k is the exact top k of the matching videos.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+import numpy as np
+
+from reelsearch.errors import ReelsearchError
+from reelsearch.index.catalog import Catalog, VideoFacts
+from reelsearch.index.textcues import TextCues
+from reelsearch.search.fusion import exhaustive_fusion, threshold_fusion
+from reelsearch.search.sources import Visual
+
+#: The filter keys, and what each value is.
+KEYS = {"after": "a date: YYYY, YYYY-MM or YYYY-MM-DD", "before": "a date: YYYY, YYYY-MM or YYYY-MM-DD",
+        "folder": "a folder name on the path, or a path prefix", "kind": "video or image",
+        "duration": "seconds: >60, <30, >=10, <=10 or 30-90 (s, m or h after a number)",
+        "has": "speech or text"}
+#: ``has:`` values and the text cue each needs.
+HAS = {"speech": "speech", "text": "ocr"}
+#: A video whose calibrated confidence for a negative term (its picture scored alone against the term) reaches this
+#: is removed: at that confidence at least half of the held-in queries' hits were right.
+NEGATIVE_CONFIDENCE = 0.5
+_TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+_KEY = re.compile(r"([A-Za-z]+):(.*)", re.S)
+_DATE = re.compile(r"(\d{4})(?:-(\d{1,2}))?(?:-(\d{1,2}))?")
+_DURATION = re.compile(r"(>=|<=|>|<|=)?\s*([\d.]+)\s*([smh]?)")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "=": operator.eq}
+
+
+class FilterError(ReelsearchError):
+    """A filter that cannot be used (a malformed value, an unknown key, a date in the future)."""
+
+
+@dataclass(frozen=True)
+class Filter:
+    """What a search is restricted to. Each part as written (``written``: (key, value) pairs, for showing how the
+    box was read) and as used: ``after`` / ``before`` in seconds since the epoch, ``durations`` ((op, seconds)
+    pairs, all must hold), ``has`` (text cues, all needed), ``exclude`` (negative terms), ``phrases``."""
+
+    written: tuple[tuple[str, str], ...] = ()
+    after: float | None = None
+    before: float | None = None
+    folders: tuple[str, ...] = ()
+    kind: str | None = None
+    durations: tuple[tuple[str, float], ...] = ()
+    has: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    phrases: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.written)
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[str, str]], now: float | None = None) -> Filter:
+        """The filter of (key, value) pairs: the :data:`KEYS`, ``exclude`` (a negative term) and ``phrase``; a
+        FilterError names the first bad one."""
+        out = cls()
+        for key, value in pairs:
+            out = out._with(key, str(value).strip(), now)
+        return out
+
+    def merged(self, other: Filter | None) -> Filter:
+        """Both filters at once (a video must pass both)."""
+        return self if not other else Filter.of((*self.written, *other.written))
+
+    def _with(self, key: str, value: str, now: float | None) -> Filter:
+        shown = f"{key}:{value}"
+        if not value:
+            raise FilterError(f"{shown}: the value is missing ({KEYS.get(key, 'some words')})")
+        written = (*self.written, (key, value))
+        if key in ("after", "before"):
+            start = period_start(value, shown, now)
+            if key == "after":
+                return replace(self, written=written, after=start if self.after is None else max(start, self.after))
+            return replace(self, written=written, before=min(start, self.before if self.before is not None else start))
+        if key == "folder":
+            return replace(self, written=written, folders=(*self.folders, value))
+        if key == "kind":
+            if value.lower() not in ("video", "image"):
+                raise FilterError(f"{shown}: the kind is video or image")
+            if self.kind not in (None, value.lower()):
+                raise FilterError(f"{shown}: kind:{self.kind} is given too (a file is one or the other)")
+            return replace(self, written=written, kind=value.lower())
+        if key == "duration":
+            return replace(self, written=written, durations=(*self.durations, *parse_duration(value, shown)))
+        if key == "has":
+            if value.lower() not in HAS:
+                raise FilterError(f"{shown}: has: takes {' or '.join(HAS)}")
+            return replace(self, written=written, has=(*self.has, HAS[value.lower()]))
+        if key == "exclude":
+            return replace(self, written=written, exclude=(*self.exclude, value))
+        if key == "phrase":
+            return replace(self, written=written, phrases=(*self.phrases, value))
+        raise FilterError(f"{shown}: unknown filter {key!r} (filters: {', '.join(f'{k}:' for k in KEYS)})")
+
+    def describe(self) -> str:
+        """How the box was read, in words: ``after 2023-07, folder holiday, not "people", "exact phrase"``."""
+        parts = []
+        for key, value in self.written:
+            if key == "exclude":
+                parts.append(f'not "{value}"')
+            elif key == "phrase":
+                parts.append(f'"{value}"')
+            else:
+                parts.append(f"{key} {value}")
+        return ", ".join(parts)
+
+    def to_json(self) -> dict:
+        """{key: [values as written]} (keys: the :data:`KEYS`, ``exclude``, ``phrase``)."""
+        out: dict[str, list[str]] = {}
+        for key, value in self.written:
+            out.setdefault(key, []).append(value)
+        return out
+
+
+def parse_query(text: str | None, now: float | None = None) -> tuple[str | None, Filter]:
+    """(free text or None when only filters were given, Filter) of a search box (module docstring)."""
+    if text is None:
+        return None, Filter()
+    words: list[str] = []
+    pairs: list[tuple[str, str]] = []
+    for m in _TOKEN.finditer(text):
+        minus, quoted, token = m.group(1), m.group(2), m.group(3)
+        if quoted is not None:
+            if quoted.strip():
+                pairs.append(("exclude" if minus else "phrase", " ".join(quoted.split())))
+            continue
+        key = _KEY.fullmatch(token)
+        if key is not None:
+            pairs.append((key.group(1).lower(), key.group(2)))
+        elif token.startswith("-") and len(token) > 1 and token[1].isalpha():
+            pairs.append(("exclude", token[1:]))
+        else:
+            words.append(token)
+    filt = Filter.of(pairs, now)
+    free = " ".join(words + [p for k, p in pairs if k == "phrase"])
+    return (free or None), filt
+
+
+def read_box(text: str | None, options: Filter | None = None, now: float | None = None
+             ) -> tuple[str | None, Filter]:
+    """(free text, filter) of a search box and the filters given beside it (CLI options, HTTP parameters)."""
+    free, filt = parse_query(text, now)
+    return free, filt.merged(options)
+
+
+def period_start(value: str, shown: str, now: float | None = None) -> float:
+    """The first second (UTC, since the epoch) of the period ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``; FilterError
+    naming ``shown`` when it is no such date or starts in the future."""
+    m = _DATE.fullmatch(value)
+    if m is None:
+        raise FilterError(f"{shown}: not a date (YYYY, YYYY-MM or YYYY-MM-DD)")
+    year, month, day = int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1)
+    try:
+        start = datetime(year, month, day, tzinfo=UTC).timestamp()
+    except ValueError as exc:
+        raise FilterError(f"{shown}: not a date ({exc})") from None
+    current = datetime.now(UTC).timestamp() if now is None else now
+    if start > current:
+        raise FilterError(f"{shown}: {value} is in the future")
+    return start
+
+
+def parse_duration(value: str, shown: str) -> tuple[tuple[str, float], ...]:
+    """``>60``, ``<=2m``, ``30-90`` (both included), ``60`` (exactly) -> ((op, seconds), ...); FilterError naming
+    ``shown`` otherwise."""
+    low, dash, high = value.partition("-")
+    if dash and low and high and not low.startswith((">", "<", "=")):
+        return (">=", _seconds(low, shown)), ("<=", _seconds(high, shown))
+    m = _DURATION.fullmatch(value.strip())
+    if m is None:
+        raise FilterError(f"{shown}: not a duration ({KEYS['duration']})")
+    return ((m.group(1) or "="), _seconds(m.group(2) + m.group(3), shown)),
+
+
+def _seconds(text: str, shown: str) -> float:
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or m.group(1):
+        raise FilterError(f"{shown}: not a duration ({KEYS['duration']})")
+    try:
+        return float(m.group(2)) * _UNITS[m.group(3)]
+    except ValueError:
+        raise FilterError(f"{shown}: not a duration ({KEYS['duration']})") from None
+
+
+def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> list[str]:
+    """The ids of the videos of ``catalog`` that pass ``filt``'s dates, folders, kind, duration, ``has``, phrases,
+    and whose speech or on-screen text does not say a negative term, newest first (ties by id); the picture's part of
+    a negative term is :func:`pictured`'s. Reads the catalog's facts (``Catalog.facts``: one query per generation)
+    and looks up each text condition once."""
+    facts = catalog.facts()
+    keep = np.ones(len(facts.ids), bool)
+    if filt.after is not None:
+        keep &= facts.taken_at >= filt.after
+    if filt.before is not None:
+        keep &= facts.taken_at < filt.before
+    if filt.kind is not None:
+        keep &= facts.images == (filt.kind == "image")
+    for op, seconds in filt.durations:
+        with np.errstate(invalid="ignore"):
+            keep &= _COMPARE[op](facts.duration, seconds) & ~np.isnan(facts.duration)
+    if filt.folders:
+        keep &= np.logical_or.reduce([in_folders(facts, f) for f in filt.folders])
+    ids = facts.id_array[facts.newest[keep[facts.newest]]].tolist()
+    wanted = _text_conditions(filt, cues)
+    return ids if wanted is None else [i for i in ids if wanted(i)]
+
+
+def _text_conditions(filt: Filter, cues: TextCues | None):
+    """A test ``id -> bool`` of ``has``, phrases and negative words on the text cues (None: no such condition)."""
+    if not (filt.has or filt.phrases or filt.exclude):
+        return None
+    need: list[set[str]] = []
+    for cue in filt.has:
+        need.append(cues.with_cue(cue) if cues is not None else set())
+    for phrase in filt.phrases:
+        need.append(cues.containing(phrase) if cues is not None else set())
+    banned: set[str] = set()
+    if cues is not None:
+        for term in filt.exclude:
+            banned |= cues.containing(term)
+    return lambda i: i not in banned and all(i in s for s in need)
+
+
+def pictured(visual: Visual, query: np.ndarray, first: int = 64) -> set[str]:
+    """The videos of ``visual``'s catalog whose picture matches a negative term well: the model's calibrated
+    confidence of its own score for the term's embedding ``query`` [1, D] reaches :data:`NEGATIVE_CONFIDENCE` (none
+    without a calibration). The calibration is monotone, so the model's top is read, doubling, until its last falls
+    below."""
+    calibration = getattr(visual.model, "calibration", None)
+    if calibration is None:
+        return set()
+    sources, weights, total = visual.sources(query), visual.weights(1.0), len(visual.catalog)
+    k = first
+    while True:
+        if visual.exhaustive:
+            fused = exhaustive_fusion(sources, weights, total, visual.catalog.ids(), kind=visual.kind,
+                                      normalize=visual.normalize)
+        else:
+            fused = threshold_fusion(sources, weights, min(k, total), total)
+        confidence = np.asarray(calibration(fused.scores), np.float64)
+        if visual.exhaustive or len(fused.ids) < k or confidence[-1] < NEGATIVE_CONFIDENCE:
+            return {i for i, c in zip(fused.ids, confidence.tolist(), strict=True) if c >= NEGATIVE_CONFIDENCE}
+        k *= 2
+
+
+def in_folders(facts: VideoFacts, folder: str) -> np.ndarray:
+    """[N] bool: each video lies under ``folder``: a folder name (``holiday``: any folder of the path so named,
+    case-insensitive) or a path (with a ``/``: the path starts with it, as a folder)."""
+    if "/" in folder:
+        prefix = folder.rstrip("/") + "/"
+        return np.char.startswith(np.array(facts.paths, str), prefix)
+    return np.char.find(facts.folders, f"/{folder.lower()}/") >= 0
+
+
+def filter_pairs(options: Mapping[str, Iterable[str] | str | None]) -> list[tuple[str, str]]:
+    """(key, value) pairs of options given by name (CLI options, HTTP parameters): a value or a list of them each."""
+    pairs = []
+    for key, values in options.items():
+        if values is None:
+            continue
+        for value in [values] if isinstance(values, str) else values:
+            pairs.append((key, value))
+    return pairs

@@ -1,0 +1,114 @@
+"""Some of a catalog's videos as a catalog of their own: what a filtered search ranks over.
+
+Every source reads the library through the catalog interface, so over a :class:`Subset` every source yields only
+allowed ids, with bounds that hold for them, and the fusion's top k is the exact top k of the allowed videos (as
+exact as the vector index's own top n) — never a short list filtered afterwards. ``nearest``:
+
+* a selective filter (at most :data:`EXACT_ROWS` videos), or a score no vector index serves: an exact scan of the
+  allowed rows (one matrix product per block);
+* else the catalog's own ``nearest`` (exact, HNSW or pgvector), asked for more until ``n`` allowed ids are among
+  them: about ``n x all / allowed`` rows, doubled until enough, and an exact scan when that reaches every video.
+  Any allowed video outside the answer scores at most its n-th allowed score, so that is the source's bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from reelsearch.index.catalog import Catalog, StoredVideo, VideoFacts
+from reelsearch.index.vectors import ScoreFn
+
+#: Allowed videos up to which ``nearest`` scans their rows exactly (beyond: the catalog's vector index).
+EXACT_ROWS = 4096
+#: Rows per block of an exact scan.
+BLOCK = 4096
+
+
+class Subset:
+    """``catalog`` restricted to ``ids``. Ids the catalog no longer holds (another process committed since they were
+    selected) are left out where rows are read (``ids``, ``chunks``: checked once, when first needed); ``len``
+    counts the ids given."""
+
+    def __init__(self, catalog: Catalog, ids: Sequence[str]):
+        self.catalog = catalog
+        self._given = list(ids)
+        self._allowed = set(self._given)
+        self._held: list[str] | None = None
+
+    def _ids(self) -> list[str]:
+        if self._held is None:
+            known = self.catalog.known(self._given) if self._given else []
+            self._held = self._given if all(known) else [i for i, ok in zip(self._given, known, strict=True) if ok]
+        return self._held
+
+    def __len__(self) -> int:
+        return len(self._given)
+
+    def ids(self) -> list[str]:
+        return list(self._ids())
+
+    def known(self, ids: Sequence[str]) -> list[bool]:
+        held = self.catalog.known(ids) if len(ids) else []
+        return [ok and i in self._allowed for i, ok in zip(ids, held, strict=True)]
+
+    def chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        ids = self._ids()
+        for start in range(0, len(ids), BLOCK):
+            block = ids[start:start + BLOCK]
+            yield block, self.catalog.rows(block)
+
+    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
+        n = min(n, len(self._given))
+        if n <= 0:
+            return [], np.zeros(0, np.float32)
+        total = len(self.catalog)
+        if score_fn is not None or len(self._given) <= EXACT_ROWS:
+            return self._scan(query, n, score_fn)
+        m = min(total, max(2 * n, -(-2 * n * total // len(self._given))))
+        while m < total:
+            ids, scores = self.catalog.nearest(query, m)
+            keep = [j for j, i in enumerate(ids) if i in self._allowed]
+            if len(keep) >= n:
+                keep = keep[:n]
+                return [ids[j] for j in keep], np.asarray(scores)[keep]
+            if len(ids) < m:  # the index answered fewer than asked (HNSW): scan instead
+                break
+            m *= 2
+        return self._scan(query, n, None)
+
+    def _scan(self, query: np.ndarray, n: int, score_fn: ScoreFn | None) -> tuple[list[str], np.ndarray]:
+        """The exact top ``n`` of the allowed rows by inner product or ``score_fn``."""
+        q = np.asarray(query, np.float32).reshape(-1)
+        ids: list[str] = []
+        parts = []
+        for block, rows in self.chunks():
+            ids.extend(block)
+            parts.append(rows @ q if score_fn is None else np.asarray(score_fn(q[None], rows))[0])
+        scores = np.concatenate(parts).astype(np.float32)
+        order = np.argsort(-scores, kind="stable")[:n]
+        return [ids[j] for j in order], scores[order]
+
+    def nearest_many(self, queries: np.ndarray, n: int,
+                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
+        found = [self.nearest(q, n, score_fn) for q in np.asarray(queries, np.float32)]
+        return [f[0] for f in found], [f[1] for f in found]
+
+    def rows(self, ids: Sequence[str]) -> np.ndarray:
+        return self.catalog.rows(ids)
+
+    def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
+        return self.catalog.stored(ids)
+
+    def biases(self, ids: Sequence[str]) -> np.ndarray:
+        return self.catalog.biases(ids)
+
+    def bias_range(self) -> tuple[float, float]:
+        return self.catalog.bias_range()  # the library's: a bound for the allowed videos too
+
+    def facts(self) -> VideoFacts:
+        every = self.catalog.facts()
+        keep = [j for j, i in enumerate(every.ids) if i in self._allowed]
+        return VideoFacts([every.ids[j] for j in keep], [every.paths[j] for j in keep], every.duration[keep],
+                          every.taken_at[keep], [every.taken_from[j] for j in keep])
