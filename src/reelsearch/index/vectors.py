@@ -322,13 +322,16 @@ class FaissIndex(VectorIndex):
         return str(id_) in self._label_of  # the id table: no vector reconstructed
 
     def get(self, ids: Sequence[str]) -> np.ndarray:
-        out = np.empty((len(ids), self.dim), np.float32)
+        """The vectors [len(ids), D] of ``ids`` (KeyError for one not stored), read by FAISS in one call."""
+        labels = np.empty(len(ids), np.int64)
         for row, id_ in enumerate(ids):
             lab = self._label_of.get(str(id_))
             if lab is None:
                 raise KeyError(id_)
-            out[row] = self._index.reconstruct(lab)
-        return out
+            labels[row] = lab
+        if not len(labels):
+            return np.empty((0, self.dim), np.float32)
+        return self._index.reconstruct_batch(labels)
 
     def _storage(self) -> np.ndarray:
         """Read-only view [ntotal, D] of the vectors FAISS holds (position order, masked ones included)."""
