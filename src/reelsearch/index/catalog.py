@@ -10,7 +10,7 @@ it (a querybank offset, negated; 0 without one).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
@@ -40,13 +40,16 @@ class VideoFacts:
     """What search filters read of every video (``reelsearch.search.filters``), in id order: ``paths`` (this host's),
     ``duration`` [N] (seconds; NaN for an image or unknown), ``taken_at`` [N] (seconds since the epoch: when it was
     taken, ``reelsearch.media.dates``) and ``taken_from`` ("container", "exif" or "file"). A catalog keeps one per
-    generation; what filters derive of it is computed once (``id_array``, ``images``, ``folders``, ``newest``)."""
+    generation; what filters derive of it is computed once (``id_array``, ``images``, ``folders``, ``position``,
+    ``newest``)."""
 
     ids: list[str]
     paths: list[str]
     duration: np.ndarray
     taken_at: np.ndarray
     taken_from: list[str]
+    #: masks filters derived of these facts, by what they test (``reelsearch.search.filters``): made once each
+    derived: dict[tuple, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def id_array(self) -> np.ndarray:
@@ -62,6 +65,11 @@ class VideoFacts:
     def folders(self) -> np.ndarray:
         """[N] str: the path's folder, lower-cased, with a ``/`` at each end (``/media/holiday/``)."""
         return np.array(["/" + p.lower().rpartition("/")[0].strip("/") + "/" for p in self.paths], str)
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Each id's position in ``ids``."""
+        return {i: j for j, i in enumerate(self.ids)}
 
     @cached_property
     def newest(self) -> np.ndarray:

@@ -323,12 +323,14 @@ class FaissIndex(VectorIndex):
 
     def get(self, ids: Sequence[str]) -> np.ndarray:
         """The vectors [len(ids), D] of ``ids`` (KeyError for one not stored), read by FAISS in one call."""
-        labels = np.empty(len(ids), np.int64)
-        for row, id_ in enumerate(ids):
-            lab = self._label_of.get(str(id_))
-            if lab is None:
-                raise KeyError(id_)
-            labels[row] = lab
+        label_of = self._label_of
+        try:
+            labels = np.fromiter((label_of[i] for i in ids), np.int64, len(ids))
+        except KeyError:  # an id not stored, or ids not given as strings
+            missing = next((i for i in ids if str(i) not in label_of), None)
+            if missing is not None:
+                raise KeyError(missing) from None
+            labels = np.fromiter((label_of[str(i)] for i in ids), np.int64, len(ids))
         if not len(labels):
             return np.empty((0, self.dim), np.float32)
         return self._index.reconstruct_batch(labels)

@@ -32,6 +32,7 @@ from reelsearch.index.catalog import Catalog, VideoFacts
 from reelsearch.index.textcues import TextCues
 from reelsearch.search.fusion import exhaustive_fusion, threshold_fusion
 from reelsearch.search.sources import Visual
+from reelsearch.search.subset import Selection
 
 #: The filter keys, and what each value is.
 KEYS = {"after": "a date: YYYY, YYYY-MM or YYYY-MM-DD", "before": "a date: YYYY, YYYY-MM or YYYY-MM-DD",
@@ -137,6 +138,10 @@ class Filter:
         return out
 
 
+#: Folder masks kept per catalog generation (``VideoFacts.derived``) before they are all dropped.
+MAX_DERIVED = 64
+
+
 def parse_query(text: str | None, now: float | None = None) -> tuple[str | None, Filter]:
     """(free text or None when only filters were given, Filter) of a search box (module docstring)."""
     if text is None:
@@ -207,7 +212,7 @@ def _seconds(text: str, shown: str) -> float:
         raise FilterError(f"{shown}: not a duration ({KEYS['duration']})") from None
 
 
-def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> list[str]:
+def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> Selection:
     """The ids of the videos of ``catalog`` that pass ``filt``'s dates, folders, kind, duration, ``has``, phrases,
     and whose speech or on-screen text does not say a negative term, newest first (ties by id); the picture's part of
     a negative term is :func:`pictured`'s. Reads the catalog's facts (``Catalog.facts``: one query per generation)
@@ -225,9 +230,14 @@ def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> list[str]:
             keep &= _COMPARE[op](facts.duration, seconds) & ~np.isnan(facts.duration)
     if filt.folders:
         keep &= np.logical_or.reduce([in_folders(facts, f) for f in filt.folders])
-    ids = facts.id_array[facts.newest[keep[facts.newest]]].tolist()
+    order = facts.newest[keep[facts.newest]]
+    ids = facts.id_array[order].tolist()
     wanted = _text_conditions(filt, cues)
-    return ids if wanted is None else [i for i in ids if wanted(i)]
+    if wanted is not None:
+        passed = np.array([wanted(i) for i in ids], bool)
+        keep[order[~passed]] = False
+        ids = [i for i, ok in zip(ids, passed.tolist(), strict=True) if ok]
+    return Selection(ids, keep, facts)
 
 
 def _text_conditions(filt: Filter, cues: TextCues | None):
@@ -270,11 +280,18 @@ def pictured(visual: Visual, query: np.ndarray, first: int = 64) -> set[str]:
 
 def in_folders(facts: VideoFacts, folder: str) -> np.ndarray:
     """[N] bool: each video lies under ``folder``: a folder name (``holiday``: any folder of the path so named,
-    case-insensitive) or a path (with a ``/``: the path starts with it, as a folder)."""
-    if "/" in folder:
-        prefix = folder.rstrip("/") + "/"
-        return np.char.startswith(np.array(facts.paths, str), prefix)
-    return np.char.find(facts.folders, f"/{folder.lower()}/") >= 0
+    case-insensitive) or a path (with a ``/``: the path starts with it, as a folder). Kept with the facts (read-only:
+    callers combine it into masks of their own)."""
+    key = ("folder", folder)
+    if key not in facts.derived:
+        if len(facts.derived) >= MAX_DERIVED:
+            facts.derived.clear()
+        if "/" in folder:
+            mask = np.char.startswith(np.array(facts.paths, str), folder.rstrip("/") + "/")
+        else:
+            mask = np.char.find(facts.folders, f"/{folder.lower()}/") >= 0
+        facts.derived[key] = mask
+    return facts.derived[key]
 
 
 def filter_pairs(options: Mapping[str, Iterable[str] | str | None]) -> list[tuple[str, str]]:

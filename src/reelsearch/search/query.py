@@ -35,13 +35,13 @@ from reelsearch.search.experts import Plan
 from reelsearch.search.fusion import Fused, exhaustive_fusion, threshold_fusion
 from reelsearch.search.results import FrameScore, Match, SearchResult
 from reelsearch.search.sources import BIAS, LIKE, VISUAL, Source, Visual
-from reelsearch.search.subset import Subset
+from reelsearch.search.subset import Selection, Subset
 
 
 def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text: str | None,
               query: np.ndarray | None, cue_query: np.ndarray | None, p: Plan, k: int, *, frames: bool = True,
               first: int | None = None, example: Example | None = None,
-              allowed: Sequence[str] | None = None) -> list[SearchResult]:
+              allowed: Selection | Sequence[str] | None = None) -> list[SearchResult]:
     """The ``k`` best videos of ``catalog`` for ``text`` and/or ``example`` under plan ``p``, best first.
 
     ``query``: the model's query embedding [1, D] (None without text); ``cue_query``: the sentence embedding of

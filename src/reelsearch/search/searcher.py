@@ -28,7 +28,7 @@ from reelsearch.search.query import listed, run_query
 from reelsearch.search.query_encoder import QueryEncoder
 from reelsearch.search.results import SearchResult
 from reelsearch.search.sources import Visual, visual_sources
-from reelsearch.search.subset import Subset
+from reelsearch.search.subset import Selection, Subset
 
 #: Longest query accepted (characters).
 MAX_QUERY_CHARS = 1000
@@ -222,19 +222,18 @@ class Searcher:
                                       f"({self.library.model_id}); re-run `reelsearch index` with this model")
             allowed = self._allowed(filt, negatives) if filt else None
             if only_filters:
-                return listed(self.library, allowed[:k])
+                return listed(self.library, allowed.ids[:k])
             return run_query(self.library, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
                              example=example, allowed=allowed)
 
-    def _allowed(self, filt: Filter, negatives: list[np.ndarray]) -> list[str]:
+    def _allowed(self, filt: Filter, negatives: list[np.ndarray]) -> Selection:
         """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those
         whose picture matches a negative term (embeddings ``negatives``) well (``pictured``)."""
-        ids = select(filt, self.library, self.cues)
-        if negatives and ids:
-            visual = self.visual.on(Subset(self.library, ids))
-            banned = set().union(*(pictured(visual, q) for q in negatives))
-            ids = [i for i in ids if i not in banned]
-        return ids
+        allowed = select(filt, self.library, self.cues)
+        if negatives and allowed.ids:
+            visual = self.visual.on(Subset(self.library, allowed))
+            allowed = allowed.without(set().union(*(pictured(visual, q) for q in negatives)))
+        return allowed
 
     def example(self, like: str | os.PathLike) -> Example:
         """The example ``like`` names (``search``'s ``like``): ``FILE``, ``FILE@SECONDS``, ``VIDEO_ID`` or

@@ -14,6 +14,7 @@ exact as the vector index's own top n) — never a short list filtered afterward
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,16 +27,44 @@ EXACT_ROWS = 4096
 BLOCK = 4096
 
 
-class Subset:
-    """``catalog`` restricted to ``ids``. Ids the catalog no longer holds (another process committed since they were
-    selected) are left out where rows are read (``ids``, ``chunks``: checked once, when first needed); ``len``
-    counts the ids given."""
+@dataclass
+class Selection:
+    """A filter's allowed videos: their ids (newest first) and ``mask`` [N] over the positions of the ``facts`` they
+    were selected from (``VideoFacts``), for membership tests that build nothing per query."""
 
-    def __init__(self, catalog: Catalog, ids: Sequence[str]):
+    ids: list[str]
+    mask: np.ndarray
+    facts: VideoFacts
+
+    def without(self, banned: set[str]) -> Selection:
+        """This selection less ``banned``."""
+        if not banned:
+            return self
+        mask = self.mask.copy()
+        mask[[self.facts.position[i] for i in banned if i in self.facts.position]] = False
+        return Selection([i for i in self.ids if i not in banned], mask, self.facts)
+
+
+class Subset:
+    """``catalog`` restricted to ``allowed`` (a :class:`Selection`, or ids). Ids the catalog no longer holds (another
+    process committed since they were selected) are left out where rows are read (``ids``, ``chunks``: checked once,
+    when first needed); ``len`` counts the ids given."""
+
+    def __init__(self, catalog: Catalog, allowed: Selection | Sequence[str]):
         self.catalog = catalog
-        self._given = list(ids)
-        self._allowed = set(self._given)
+        self._selection = allowed if isinstance(allowed, Selection) else None
+        self._given = allowed.ids if isinstance(allowed, Selection) else list(allowed)
+        self._set: set[str] | None = None  # without a selection's mask: made when first needed
         self._held: list[str] | None = None
+
+    def _allows(self, ids: Sequence[str]) -> list[bool]:
+        """Whether each of ``ids`` is allowed."""
+        if self._selection is not None:
+            mask, where = self._selection.mask, self._selection.facts.position
+            return [(j := where.get(i)) is not None and bool(mask[j]) for i in ids]
+        if self._set is None:
+            self._set = set(self._given)
+        return [i in self._set for i in ids]
 
     def _ids(self) -> list[str]:
         if self._held is None:
@@ -51,7 +80,7 @@ class Subset:
 
     def known(self, ids: Sequence[str]) -> list[bool]:
         held = self.catalog.known(ids) if len(ids) else []
-        return [ok and i in self._allowed for i, ok in zip(ids, held, strict=True)]
+        return [ok and allowed for ok, allowed in zip(held, self._allows(ids), strict=True)]
 
     def chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
         ids = self._ids()
@@ -69,7 +98,7 @@ class Subset:
         m = min(total, max(2 * n, -(-2 * n * total // len(self._given))))
         while m < total:
             ids, scores = self.catalog.nearest(query, m)
-            keep = [j for j, i in enumerate(ids) if i in self._allowed]
+            keep = [j for j, ok in enumerate(self._allows(ids)) if ok]
             if len(keep) >= n:
                 keep = keep[:n]
                 return [ids[j] for j in keep], np.asarray(scores)[keep]
@@ -109,6 +138,6 @@ class Subset:
 
     def facts(self) -> VideoFacts:
         every = self.catalog.facts()
-        keep = [j for j, i in enumerate(every.ids) if i in self._allowed]
+        keep = [j for j, ok in enumerate(self._allows(every.ids)) if ok]
         return VideoFacts([every.ids[j] for j in keep], [every.paths[j] for j in keep], every.duration[keep],
                           every.taken_at[keep], [every.taken_from[j] for j in keep])
