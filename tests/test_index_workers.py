@@ -19,6 +19,8 @@ import psycopg
 
 from conftest import shared_path
 from reelsearch.index.pg import LATEST, PostgresLibrary
+from reelsearch.search.index_folder import IndexRun
+from reelsearch.search.index_ray import merge_runs
 
 TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
@@ -146,3 +148,24 @@ def test_workers_starting_at_once_on_a_new_database_both_open_it(pg_url):
         first.commit()
     thread.join(60)
     assert "error" not in result and result["schema"] == LATEST, result
+
+
+def test_a_late_worker_sees_the_others_files_as_unchanged_and_the_merged_report_counts_each_file_once(pg_url, tmp_path):
+    """``index --ray``'s merged report: a worker that plans its sync after another committed the files reports them
+    unchanged; the merge counts each file once, under what was done to it (the failure CI once saw: "10 added, 2
+    unchanged" for 10 files)."""
+    from test_index_library import FakeEmbedder, write_png
+
+    folder = tmp_path / "photos"
+    for i in range(4):
+        write_png(folder / f"img{i}.png", seed=i)
+    (folder / "broken.jpg").write_bytes(b"not a picture")
+    with PostgresLibrary(pg_url) as first, PostgresLibrary(pg_url) as late:
+        runs = [IndexRun(lib.sync([folder], FakeEmbedder(fail_on={"broken.jpg"}), progress=False), 0, lib.location)
+                for lib in (first, late)]
+        total = len(late)
+    assert len(runs[0].report.added) == 4 and len(runs[1].report.unchanged) == 4  # the late worker's view
+    merged = merge_runs(runs, total, runs[0].location)
+    assert sorted(merged.report.added) == sorted(str(p) for p in folder.glob("img*.png"))
+    assert merged.report.unchanged == [] and [p for p, _ in merged.report.failed] == [str(folder / "broken.jpg")]
+    assert merged.report.summary() == "4 added, 0 updated, 0 removed, 0 unchanged, 1 failed"

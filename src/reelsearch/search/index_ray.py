@@ -120,10 +120,14 @@ def _result(ray, ref):
 
 def merge_runs(runs: Sequence[IndexRun], total: int, location: str) -> IndexRun:
     """One IndexRun of the workers' ``runs``: each list of their reports joined, each path (or cue failure) once —
-    the files a worker embedded are its own, but every worker sees the unchanged, removed and missing files."""
+    the files a worker embedded are its own, but every worker sees the unchanged, removed and missing files, and a
+    worker that plans its sync after another committed a file sees that file as unchanged: a path another worker
+    added, updated or failed is not also counted unchanged."""
     report = SyncReport(reused=sum(r.report.reused for r in runs))
     for name in ("added", "updated", "removed", "unchanged", "failed"):
         setattr(report, name, _once(x for r in runs for x in getattr(r.report, name)))
+    done = {*report.added, *report.updated, *(path for path, _ in report.failed)}
+    report.unchanged = [p for p in report.unchanged if p not in done]
     cue_reports = [r.report.cues for r in runs if r.report.cues is not None]
     if cue_reports:
         report.cues = CueReport()
@@ -134,6 +138,8 @@ def merge_runs(runs: Sequence[IndexRun], total: int, location: str) -> IndexRun:
                         report.cues.seconds[cue] = report.cues.seconds.get(cue, 0.0) + s
             else:
                 setattr(report.cues, f.name, _once(x for c in cue_reports for x in getattr(c, f.name)))
+        done = {*report.cues.extracted, *report.cues.reused}
+        report.cues.unchanged = [v for v in report.cues.unchanged if v not in done]
     report.cues_off = {k: v for r in runs for k, v in r.report.cues_off.items()}
     cue_failures = _once(x for r in runs for x in r.cue_failures)
     return IndexRun(report, total, location, cue_failures)
