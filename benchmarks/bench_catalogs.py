@@ -48,6 +48,7 @@ from bench_search import (
     precomputed,
     query_vectors,
     recall_at,
+    timed_texts,
     uncached,
 )
 from reelsearch.index.pg import PostgresLibrary
@@ -61,14 +62,10 @@ def pct(lat: np.ndarray) -> dict:
 
 
 def timed(fn, items, warm) -> tuple[np.ndarray, list]:
+    """``bench_search.timed_texts`` of ``items`` after untimed calls on ``warm`` (other texts than the timed ones)."""
     for item in warm:
         fn(item)
-    lat, out = np.empty(len(items)), []
-    for i, item in enumerate(items):
-        t = time.perf_counter()
-        out.append(fn(item))
-        lat[i] = (time.perf_counter() - t) * 1e3
-    return lat, out
+    return timed_texts(fn, items, warmup=0)
 
 
 def folder_bytes(path: Path) -> int:
