@@ -358,6 +358,11 @@ def test_any_file_name_round_trips_over_http(served):
             results = json.loads(resp.content.decode("utf-8"))["results"]  # strict UTF-8 JSON
             (hit,) = [r for r in results if base64.b64decode(r["path_b64"], validate=True) == raw]
             assert hit["id"] == vid and hit["path"] == display and hit["name"] == WEIRD.decode("utf-8", "replace")
+        # filters read its stored (bytes) path: the folder it lies in and its kind pass it, another folder does not
+        for box, kept in ((f"{CAPTIONS[0]} kind:video folder:{weird.parent.name}", True),
+                          (f"{CAPTIONS[0]} folder:elsewhere", False)):
+            body = http.get("/search", params={"q": box, "k": 10}).json()
+            assert body["filtered"] and (vid in [r["id"] for r in body["results"]]) == kept, body
         meta = http.get(f"/videos/{vid}").json()
         assert (meta["path"], meta["name"], meta["path_b64"]) == (hit["path"], hit["name"], hit["path_b64"])
         media = http.get(hit["media"])
