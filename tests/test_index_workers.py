@@ -19,6 +19,7 @@ import psycopg
 
 from conftest import shared_path
 from reelsearch.index.pg import LATEST, PostgresLibrary
+from reelsearch.index.tables import SyncReport
 from reelsearch.search.index_folder import IndexRun
 from reelsearch.search.index_ray import merge_runs
 
@@ -169,3 +170,14 @@ def test_a_late_worker_sees_the_others_files_as_unchanged_and_the_merged_report_
     assert sorted(merged.report.added) == sorted(str(p) for p in folder.glob("img*.png"))
     assert merged.report.unchanged == [] and [p for p, _ in merged.report.failed] == [str(folder / "broken.jpg")]
     assert merged.report.summary() == "4 added, 0 updated, 0 removed, 0 unchanged, 1 failed"
+
+
+def test_the_merged_report_names_each_file_once_under_what_was_done_to_it():
+    """A file one worker failed on and another indexed after the claim's lease ran out is indexed, not failed; a
+    file both failed on is one failure (the first worker's problem); unchanged only counts what no worker did."""
+    one = SyncReport(added=["a"], unchanged=["u"], failed=[("b", "corrupt"), ("c", "timeout")])
+    two = SyncReport(added=["c"], unchanged=["a", "u", "b"], failed=[("b", "corrupt again"), ("m", "missing")])
+    merged = merge_runs([IndexRun(one, 3, "db"), IndexRun(two, 3, "db")], 3, "db").report
+    assert merged.added == ["a", "c"] and merged.unchanged == ["u"]
+    assert merged.failed == [("b", "corrupt"), ("m", "missing")]
+    assert merged.summary() == "2 added, 0 updated, 0 removed, 1 unchanged, 2 failed"

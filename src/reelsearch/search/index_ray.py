@@ -121,12 +121,19 @@ def _result(ray, ref):
 def merge_runs(runs: Sequence[IndexRun], total: int, location: str) -> IndexRun:
     """One IndexRun of the workers' ``runs``: each list of their reports joined, each path (or cue failure) once —
     the files a worker embedded are its own, but every worker sees the unchanged, removed and missing files, and a
-    worker that plans its sync after another committed a file sees that file as unchanged: a path another worker
-    added, updated or failed is not also counted unchanged."""
+    worker that plans its sync after another committed a file sees that file as unchanged: each path is counted once,
+    under what was done to it (a file one worker failed on and another indexed once the claim's lease ran out is
+    indexed; a failure is named once, by the first worker's problem)."""
     report = SyncReport(reused=sum(r.report.reused for r in runs))
     for name in ("added", "updated", "removed", "unchanged", "failed"):
         setattr(report, name, _once(x for r in runs for x in getattr(r.report, name)))
-    done = {*report.added, *report.updated, *(path for path, _ in report.failed)}
+    indexed = {*report.added, *report.updated}
+    first: dict = {}
+    for path, why in report.failed:
+        if path not in indexed:
+            first.setdefault(path, (path, why))
+    report.failed = list(first.values())
+    done = indexed | {p for p, _ in report.failed}
     report.unchanged = [p for p in report.unchanged if p not in done]
     cue_reports = [r.report.cues for r in runs if r.report.cues is not None]
     if cue_reports:
