@@ -125,15 +125,15 @@ def merge_runs(runs: Sequence[IndexRun], total: int, location: str) -> IndexRun:
     under what was done to it (a file one worker failed on and another indexed once the claim's lease ran out is
     indexed; a failure is named once, by the first worker's problem)."""
     report = SyncReport(reused=sum(r.report.reused for r in runs))
-    for name in ("added", "updated", "removed", "unchanged", "failed"):
+    for name in ("added", "updated", "removed", "unchanged"):
         setattr(report, name, _once(x for r in runs for x in getattr(r.report, name)))
     indexed = {*report.added, *report.updated}
     first: dict = {}
-    for path, why in report.failed:
+    for path, why in (x for r in runs for x in r.report.failed):
         if path not in indexed:
             first.setdefault(path, (path, why))
     report.failed = list(first.values())
-    done = indexed | {p for p, _ in report.failed}
+    done = indexed | first.keys()
     report.unchanged = [p for p in report.unchanged if p not in done]
     cue_reports = [r.report.cues for r in runs if r.report.cues is not None]
     if cue_reports:
