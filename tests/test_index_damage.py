@@ -15,7 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from reelsearch.cli.main import app, main
-from reelsearch.index.library import FAISS_NAME, SQLITE_NAME
+from reelsearch.index.library import FAISS_NAME, SQLITE_NAME, LibraryIndex
 from test_search_support import CAPTIONS, make_media, small_model
 
 torch.set_num_threads(1)
@@ -72,12 +72,24 @@ def copy(built, tmp_path):
     return media, tmp_path / "index", expected
 
 
-@pytest.mark.parametrize("damage", ["deleted", "truncated", "garbage", "emptied"])
+@pytest.mark.parametrize("damage", ["deleted", "truncated", "garbage", "emptied", "older"])
 def test_a_damaged_vector_file_is_rebuilt(copy, damage):
+    """Also one of an older reelsearch: the rows alone, D wide, where the index now holds [row, bias]."""
     media, index, expected = copy
     path = index / FAISS_NAME
     data = path.read_bytes()
-    if damage == "deleted":
+    if damage == "older":
+        from reelsearch.index import FaissIndex
+
+        with LibraryIndex(index) as lib:
+            ids = lib.ids()
+            rows, dim = lib.rows(ids), lib.dim
+        path.unlink()
+        older = FaissIndex(dim, path)
+        older.add(ids, rows)
+        older.save()
+        assert FaissIndex(dim, path).get(ids).shape == (len(ids), dim)
+    elif damage == "deleted":
         path.unlink()
     elif damage == "truncated":
         path.write_bytes(data[: len(data) // 2])

@@ -171,13 +171,14 @@ def test_schema_version_of_an_empty_database(pg_url):
 
 
 
-def test_hnsw_search_uses_a_halfvec_index_and_float32_scores(pg_url, tmp_path):
-    """Above ``threshold`` the catalog searches its HNSW index over the vectors cast to halfvec (float16) and returns
-    the candidates' float32 inner products, best first: the ids and scores (to 1e-6, far below float16's error) of a
-    brute-force scan of the stored vectors. Migration 4 replaces a schema-3 index over ``vector`` with the halfvec
-    one, keeping its M and efConstruction."""
+def test_hnsw_search_uses_a_halfvec_index_of_rows_and_biases_and_float32_scores(pg_url, tmp_path):
+    """Above ``threshold`` the catalog searches its HNSW index over [vector, bias] cast to halfvec (float16) and
+    returns the candidates' float32 inner products (+ bias when asked), best first: the ids and scores (to 1e-6, far
+    below float16's error) of a brute-force scan of the stored vectors and biases. Migration 4 replaces a schema-3
+    index over ``vector`` with a halfvec one and migration 6 that with the one over [vector, bias], keeping its M and
+    efConstruction."""
     from reelsearch.index.pg.schema import MIGRATIONS
-    from test_index_library import write_png
+    from test_index_library import FakeEmbedder, write_png
 
     for i in range(40):
         write_png(tmp_path / "media" / f"img{i:02d}.png", seed=100 + i)
@@ -185,31 +186,39 @@ def test_hnsw_search_uses_a_halfvec_index_and_float32_scores(pg_url, tmp_path):
 
     def check(lib) -> None:
         ids = lib.ids()
-        x = lib.rows(ids)
-        found, scores = lib.nearest_many(queries, 10)
-        for q, got, score in zip(queries, found, scores, strict=True):
-            brute = x @ q
-            best = np.argsort(-brute)[:10]
-            assert got == [ids[i] for i in best]
-            np.testing.assert_allclose(score, brute[best], rtol=0, atol=1e-6)
+        x, bias = lib.rows(ids), lib.biases(ids)
+        assert np.ptp(bias) > 0.1  # the biases differ: they can reorder
+        for biased in (False, True):
+            found, scores = lib.nearest_many(queries, 10, biased=biased)
+            for q, got, score in zip(queries, found, scores, strict=True):
+                brute = x @ q + (bias if biased else 0.0)
+                best = np.argsort(-brute)[:10]
+                assert got == [ids[i] for i in best]
+                np.testing.assert_allclose(score, brute[best], rtol=0, atol=1e-6)
         with lib._db.transaction():  # the query can be served by the index (the planner picks it at scale)
             lib._db.execute("SET LOCAL enable_seqscan = off")
-            plan = lib._db.execute("EXPLAIN " + lib.nearest_sql(8, exact=False), ("[1,0,0,0,0,0,0,0]",) * 2 + (10,))
+            plan = lib._db.execute("EXPLAIN " + lib.nearest_sql(8, exact=False, biased=True),
+                                   ("[1,0,0,0,0,0,0,0]", "[1,0,0,0,0,0,0,0,1]", 10))
             assert "videos_hnsw" in "\n".join(r[0] for r in plan)
 
     def index_definition(lib) -> str:
         return lib._db.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'videos_hnsw'").fetchone()[0]
 
+    migrations = {n: apply for n, _, apply in MIGRATIONS}
     with PostgresLibrary(pg_url, threshold=0, hnsw_m=8, ef_construction=32) as lib:
-        lib.sync([tmp_path / "media"], FakeEmbedder(), progress=False)
-        assert "(vector)::halfvec(8)" in index_definition(lib) and "halfvec_ip_ops" in index_definition(lib)
+        lib.sync([tmp_path / "media"], FakeEmbedder(biased=True), progress=False)
+        folded = "(vector || (ARRAY[bias])::vector))::halfvec(9)"
+        assert folded in index_definition(lib) and "halfvec_ip_ops" in index_definition(lib)
         check(lib)
         lib._db.execute("DROP INDEX videos_hnsw")  # as schema 3 made it
         lib._db.execute("CREATE INDEX videos_hnsw ON videos USING hnsw (vector vector_ip_ops) WITH (m = 12, "
                         "ef_construction = 40)")
-        dict((n, apply) for n, _, apply in MIGRATIONS)[4](lib._db)
+        migrations[4](lib._db)
         definition = index_definition(lib)
-        assert "halfvec_ip_ops" in definition and "m='12'" in definition and "ef_construction='40'" in definition
+        assert "(vector)::halfvec(8)" in definition and "m='12'" in definition and "ef_construction='40'" in definition
+        migrations[6](lib._db)
+        definition = index_definition(lib)
+        assert folded in definition and "m='12'" in definition and "ef_construction='40'" in definition
         check(lib)
 
 

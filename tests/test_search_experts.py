@@ -118,7 +118,8 @@ def test_candidates_give_the_exhaustive_ranking(library, experts, monkeypatch):
     visual = visual_sources(model, lib)
     asked = []  # how many videos the vector index was asked for, per call: the candidates, not the library
     nearest = lib.nearest
-    monkeypatch.setattr(lib, "nearest", lambda q, n, fn=None: asked.append(n) or nearest(q, n, fn))
+    monkeypatch.setattr(lib, "nearest", lambda q, n, fn=None, biased=False: asked.append(n) or nearest(q, n, fn,
+                                                                                                   biased=biased))
     widest = []
     for text in ["quarterly revenue", "bake with flour and sugar", "storm", "nothing here at all"]:
         query = rng.standard_normal((1, model.dim)).astype(np.float32)
@@ -185,10 +186,10 @@ def test_plan_and_weights():
     moe = small_model("moe")
     p = plan(moe, None, parse_weights("visual=2,speech=0.5"), ["speech"])
     assert p.weights == {"visual": 2.0, "speech": 0.5}
-    # a score-fused mixture is one source (its fused score, bias included) weighted as the model; a rank-fused
+    # a score-fused mixture is one source (its fused score + the bias) weighted as the model; a rank-fused
     # one is a source per expert, each weighted by its own weight in the model, ranked among every video
     visual = visual_sources(moe, None)
-    assert visual.weights(2.0) == {"visual": 2.0, "bias": 2.0} and not visual.exhaustive
+    assert visual.weights(2.0) == {"visual": 2.0} and not visual.exhaustive
     assert visual.experts == {"object": "object", "scene": "scene"}
     ranked = visual_sources(small_model("moe-rank"), None)
     assert ranked.exhaustive and ranked.kind == "rank" and ranked.weights(2.0) == {"object": 2.0, "scene": 1.0}

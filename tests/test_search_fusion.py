@@ -1,7 +1,7 @@
 """The one fusion of search sources (``reelsearch.search.fusion``) against brute force on random sources: a visual
 score served top-n first from a catalog, biases of both signs, text cues that cover only some videos, ties; the
 weighted sums and the rank fusion are written out independently, video by video. The checks would catch a bound
-that leaves out the largest bias and a fusion that does not widen its candidates."""
+whose visual top leaves out the bias and a fusion that does not widen its candidates."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from reelsearch.index.textcues import CueScores
 from reelsearch.search import fusion
 from reelsearch.search.cues import KEYWORD_MEANING, SEMANTIC_FLOOR, CueSource
 from reelsearch.search.fusion import exhaustive_fusion, threshold_fusion
-from reelsearch.search.sources import BiasSource, NearestSource, Top
+from reelsearch.search.sources import NearestSource, Top
 
 N = 200
 
@@ -24,7 +24,7 @@ def few_first_candidates(monkeypatch):
 
 
 class Catalog:
-    """A catalog in memory: video rows, biases; ``nearest`` is an exact inner-product top n."""
+    """A catalog in memory: video rows, biases; ``nearest`` is an exact inner-product (+ bias) top n."""
 
     def __init__(self, rows: np.ndarray, biases: np.ndarray):
         self.id_list = [f"v{i}" for i in range(len(rows))]
@@ -34,8 +34,8 @@ class Catalog:
     def __len__(self):
         return len(self.id_list)
 
-    def nearest(self, query, n, score_fn=None):
-        s = self.vectors @ query
+    def nearest(self, query, n, score_fn=None, *, biased=False):
+        s = self.vectors @ query + (self.bias if biased else 0.0)
         order = np.lexsort((np.arange(len(s)), -s))[:n]
         return [self.id_list[i] for i in order], s[order]
 
@@ -50,9 +50,6 @@ class Catalog:
 
     def biases(self, ids):
         return self.bias[[self.where[i] for i in ids]]
-
-    def bias_range(self):
-        return float(self.bias.min()), float(self.bias.max())
 
 
 def _case(seed: int, biased: bool = True, ties: bool = False):
@@ -103,7 +100,7 @@ def _brute(catalog: Catalog, query, cues, weights: dict, visual: bool) -> np.nda
 
 
 def _sources(catalog, query, cues, visual: bool):
-    out = {"visual": NearestSource(catalog, query), "bias": BiasSource(catalog)} if visual else {}
+    out = {"visual": NearestSource(catalog, query, biased=True)} if visual else {}
     out.update({c: CueSource(sc, c, catalog.known) for c, sc in cues.items()})
     return out
 
@@ -130,8 +127,7 @@ def _run(case, total=None):
     catalog, query, cues = _case(seed, biased, ties)
     cues = {c: sc for c, sc in cues.items() if c in weights}
     sources = _sources(catalog, query, cues, visual)
-    w = {**({"visual": weights["visual"], "bias": weights["visual"]} if visual else {}),
-         **{c: weights[c] for c in cues}}
+    w = {**({"visual": weights["visual"]} if visual else {}), **{c: weights[c] for c in cues}}
     got = threshold_fusion(sources, w, k, len(catalog) if total is None else total, positive_only=not visual)
     return got, _brute(catalog, query, cues, weights, visual), catalog, k, not visual
 
@@ -147,19 +143,20 @@ def test_threshold_fusion_equals_brute_force(case):
 def test_the_candidates_widen_only_when_needed():
     rounds = [_run(c)[0].rounds for c in CASES]
     assert max(rounds) > 1 and min(rounds) == 1
-    # the model alone without differing biases: its own top k is the answer, in one round of k candidates
-    catalog, query, _ = _case(0, biased=False)
+    # the model alone, biases of both signs included: the catalog ranks by score + bias, so its own top k is the
+    # answer, in one round of k candidates
+    catalog, query, _ = _case(0, biased=True)
     asked = []
     nearest = catalog.nearest
-    catalog.nearest = lambda q, n, fn=None: asked.append(n) or nearest(q, n, fn)
-    got = threshold_fusion({"visual": NearestSource(catalog, query), "bias": BiasSource(catalog)},
-                           {"visual": 1.0, "bias": 1.0}, 7, len(catalog))
+    catalog.nearest = lambda q, n, fn=None, biased=False: asked.append(n) or nearest(q, n, fn, biased=biased)
+    got = threshold_fusion({"visual": NearestSource(catalog, query, biased=True)}, {"visual": 1.0}, 7, len(catalog))
     assert asked == [7] and got.rounds == 1
-    assert got.scores == pytest.approx(np.sort(catalog.vectors @ query)[::-1][:7] - 0.25)
+    assert got.scores == pytest.approx(np.sort(catalog.vectors @ query + catalog.bias)[::-1][:7])
 
 
-def test_a_bound_without_the_largest_bias_is_caught(monkeypatch):
-    monkeypatch.setattr(BiasSource, "top", lambda self, n: Top([], np.zeros(0), self.low))
+def test_a_visual_top_without_the_bias_is_caught(monkeypatch):
+    nearest = Catalog.nearest
+    monkeypatch.setattr(Catalog, "nearest", lambda self, q, n, fn=None, biased=False: nearest(self, q, n, fn))
     failures = sum(not _agrees(*_run(c)) for c in CASES if c[3] and c[4])
     assert failures > 0
 

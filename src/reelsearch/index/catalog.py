@@ -83,13 +83,15 @@ class Catalog(Protocol):
     def __len__(self) -> int:
         """How many videos there are."""
 
-    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
+    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None, *,
+                biased: bool = False) -> tuple[list[str], np.ndarray]:
         """(ids, scores best first) of the ``n`` videos whose rows score best with ``query`` [D]: by inner product
         (the vector index: exact or approximate, its own business), or by ``score_fn(queries [1, D], rows [m, D])``
-        in an exact scan. Fewer when there are fewer videos."""
+        in an exact scan; ``biased``: each video's bias added to its score (the vector index holds it, so one search
+        ranks by both). Fewer when there are fewer videos."""
 
-    def nearest_many(self, queries: np.ndarray, n: int,
-                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
+    def nearest_many(self, queries: np.ndarray, n: int, score_fn: ScoreFn | None = None, *,
+                     biased: bool = False) -> tuple[list[list[str]], list[np.ndarray]]:
         """``nearest`` of each row of ``queries`` [Q, D], in one call (near-duplicate detection's candidates)."""
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
@@ -109,9 +111,6 @@ class Catalog(Protocol):
 
     def biases(self, ids: Sequence[str]) -> np.ndarray:
         """Each video's bias, in the order of ``ids`` (0 for an id no longer stored)."""
-
-    def bias_range(self) -> tuple[float, float]:
-        """(smallest, largest) bias ((0, 0) without videos)."""
 
     def facts(self) -> VideoFacts:
         """Every video's path, duration and date, in one read (what search filters select by)."""

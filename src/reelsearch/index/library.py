@@ -4,7 +4,8 @@ folders of files.
 Layout of an index directory::
 
     DIR/library.sqlite     metadata, per-frame embeddings and thumbnails, video vectors: the source of truth
-    DIR/vectors.faiss.npz  the FAISS vector index, derived from the SQLite rows (rebuilt when lost or damaged)
+    DIR/vectors.faiss.npz  the FAISS vector index of [row, bias] (D + 1), derived from the SQLite rows (rebuilt when
+                           lost, damaged or of another width)
     DIR/textcues.sqlite    the speech and on-screen-text segments (``reelsearch.index.textcues``)
     DIR/searcher.json      what the index remembers of how it was built (the model: ``settings``)
     DIR/.writer.lock       flock held by the one process that syncs
@@ -16,7 +17,9 @@ the difference (idempotent), so the pair is always consistent as seen through th
 are ``reelsearch.index.tables``'s, shared with the PostgreSQL catalog.
 
 Search reads it as a catalog (``reelsearch.index.catalog``): the vector index's top N for a query vector, rows and
-frame rows of given videos, their biases; ranking, fusion and moments are search's (``reelsearch.search``).
+frame rows of given videos, their biases; ranking, fusion and moments are search's (``reelsearch.search``). Each
+video's bias is the vector index's last dimension, so one search ranks by row . q + bias ([row, bias] . [q, 1]) or by
+row . q alone ([q, 0]).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from reelsearch.index.tables import (  # noqa: F401 - the records are part of th
 )
 from reelsearch.index.textcues import SQLITE_NAME as TEXTCUES_NAME
 from reelsearch.index.textcues import Encoder, TextCueIndex
-from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex
+from reelsearch.index.vectors import FaissIndex, VectorIndex
 from reelsearch.io import atomic_write_json
 
 SQLITE_NAME = "library.sqlite"
@@ -276,13 +279,14 @@ class LibraryIndex(LibraryTables):
             self._catch_up(save=True)
 
     def _open_vectors(self, dim: int, fresh: bool) -> VectorIndex:
-        """The FAISS index of the vector file (a fresh one replaces the file at its first save)."""
+        """The FAISS index of the vector file, rows of ``dim`` + their bias (a fresh one replaces the file at its
+        first save)."""
         path = self.dir / FAISS_NAME
         try:
-            index = FaissIndex(dim, None if fresh else path, **self._vector_options)
+            index = FaissIndex(dim + 1, None if fresh else path, **self._vector_options)
         except ReelsearchError as exc:  # derived data: whatever its damage, it is rebuilt from SQLite
             log.warning("%s; rebuilding it from %s", exc, self.dir / SQLITE_NAME)
-            index = FaissIndex(dim, None, **self._vector_options)
+            index = FaissIndex(dim + 1, None, **self._vector_options)
             self._loaded_gen = 0
         index.path = path
         return index
@@ -296,7 +300,7 @@ class LibraryIndex(LibraryTables):
         if dim is None:
             return
         stored = int(self._meta(VECTOR_KEY) or 0)
-        if self.vectors is None or self.vectors.dim != dim or stored > self._loaded_gen:
+        if self.vectors is None or self.vectors.dim != dim + 1 or stored > self._loaded_gen:
             if self.vectors is not None:
                 self.vectors.close()
             self._loaded_gen = stored
@@ -325,9 +329,10 @@ class LibraryIndex(LibraryTables):
         else:
             dead = [str(r[0]) for r in self._db.execute("SELECT id FROM tombstones WHERE gen > ?", (synced,))]
             self.vectors.remove(dead)
-        cur = self._db.execute("SELECT id, vector FROM videos WHERE gen > ? ORDER BY id", (synced,))
+        cur = self._db.execute("SELECT id, vector, bias FROM videos WHERE gen > ? ORDER BY id", (synced,))
         while rows := cur.fetchmany(4096):
-            self.vectors.add([str(r[0]) for r in rows], np.stack([np.frombuffer(r[1], np.float32) for r in rows]))
+            self.vectors.add([str(r[0]) for r in rows], np.stack([np.append(np.frombuffer(r[1], np.float32), r[2])
+                                                                  for r in rows]))
         self._loaded_gen = gen
         if save:
             self.vectors.save()
@@ -336,16 +341,13 @@ class LibraryIndex(LibraryTables):
                 self._db.execute("DELETE FROM tombstones WHERE gen <= ?", (gen,))
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def nearest_many(self, queries: np.ndarray, n: int,
-                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
-        """(ids, scores best first) of the ``n`` videos whose vectors score best with each row of ``queries`` [Q, D]
-        in one call of the vector index: its inner product (exact below its threshold, HNSW above), or
-        ``score_fn(queries, vectors [m, D])`` (e.g. order similarity, which no ANN index serves) by an exact chunked
-        scan. No bias is added here."""
-        q = self._queries(queries)
+    def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
+        """The vector index's top ``n`` by [row, bias] . [q, 1] (``biased``) or [q, 0]: exact below its threshold,
+        HNSW above."""
         if self.vectors is None or len(self.vectors) == 0:
-            return [[] for _ in q], [np.empty(0, np.float32) for _ in q]
-        found, scores = self.vectors.scan(q, n, score_fn) if score_fn is not None else self.vectors.search(q, n)
+            return [[] for _ in queries], [np.empty(0, np.float32) for _ in queries]
+        folded = np.column_stack([queries, np.full(len(queries), 1.0 if biased else 0.0, np.float32)])
+        found, scores = self.vectors.search(folded, n)
         ids = [list(f) for f in found]
         return ids, [s[: len(i)] for s, i in zip(scores, ids, strict=True)]
 
@@ -355,12 +357,13 @@ class LibraryIndex(LibraryTables):
             if ids:
                 raise KeyError(ids[0])
             return np.empty((0, self.dim or 0), np.float32)
-        return self.vectors.get(ids)
+        return self.vectors.get(ids)[:, :-1]
 
     def chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
         """Every (ids, video vectors [m, D]), in the vector index's blocks (views valid until it next changes)."""
         if self.vectors is not None:
-            yield from self.vectors.iter_chunks()
+            for ids, block in self.vectors.iter_chunks():
+                yield ids, block[:, :-1]
 
     def known(self, ids: Sequence[str]) -> list[bool]:
         """Whether each of ``ids`` is in the vector index."""

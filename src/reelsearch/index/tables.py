@@ -37,7 +37,7 @@ from reelsearch.index.catalog import StoredVideo, VideoFacts
 from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, thumbnail_detail, walk_media
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.textcues import CueReport, Encoder, TextCues
-from reelsearch.index.vectors import ScoreFn
+from reelsearch.index.vectors import ScoreFn, scan_chunks
 from reelsearch.media.dates import taken_at
 
 EmbedFn = Callable[[str], EmbeddedMedia]
@@ -213,10 +213,9 @@ class LibraryTables(ABC):
         """Release the database (and the vector index)."""
 
     @abstractmethod
-    def nearest_many(self, queries: np.ndarray, n: int,
-                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
-        """``Catalog.nearest_many``: the ``nearest`` of each row of ``queries`` [Q, D] (checked by ``_queries``) in
-        one call of the vector index; no bias is added here."""
+    def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
+        """The vector index's top ``n`` of each row of ``queries`` [Q, D] (float32, of the index's width) by the inner
+        product with the rows, plus each video's bias when ``biased`` (ids, scores best first)."""
 
     @abstractmethod
     def rows(self, ids: Sequence[str]) -> np.ndarray:
@@ -607,12 +606,28 @@ class LibraryTables(ABC):
             self._facts_state = (gen, facts)
         return self._facts_state[1]
 
-    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
-        """(ids, scores best first) of the ``n`` videos whose vectors score best with ``query`` [D]: the vector
-        index's inner product, or ``score_fn(queries [1, D], vectors [m, D])`` (e.g. order similarity, which no ANN
-        index serves) by an exact chunked scan. No bias is added here."""
-        ids, scores = self.nearest_many(np.asarray(query, np.float32).reshape(1, -1), n, score_fn)
+    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None, *,
+                biased: bool = False) -> tuple[list[str], np.ndarray]:
+        """``Catalog.nearest``: the ``nearest_many`` of one query [D]."""
+        ids, scores = self.nearest_many(np.asarray(query, np.float32).reshape(1, -1), n, score_fn, biased=biased)
         return ids[0], scores[0]
+
+    def nearest_many(self, queries: np.ndarray, n: int, score_fn: ScoreFn | None = None, *,
+                     biased: bool = False) -> tuple[list[list[str]], list[np.ndarray]]:
+        """``Catalog.nearest_many``: the vector index's inner product (``_nearest_inner``: the bias is in the index,
+        so one search ranks by score + bias), or ``score_fn`` (e.g. order similarity, which no ANN index serves) by
+        an exact chunked scan of ``chunks`` (+ ``biases``)."""
+        q = self._queries(queries)
+        if self.dim is None or n < 1:
+            return [[] for _ in q], [np.empty(0, np.float32) for _ in q]
+        if score_fn is None:
+            return self._nearest_inner(q, n, biased)
+        chunks, fn = self.chunks(), score_fn
+        if biased:
+            chunks = ((ids, np.column_stack([rows, self.biases(ids)]).astype(np.float32)) for ids, rows in chunks)
+            fn = lambda qs, rows: score_fn(qs, rows[:, :-1]) + rows[:, -1]  # noqa: E731
+        found, scores = scan_chunks(chunks, q, n, fn)
+        return [list(f) for f in found], [s[: len(f)] for s, f in zip(scores, found, strict=True)]
 
     def _queries(self, queries: np.ndarray) -> np.ndarray:
         """``queries`` [Q, D] as float32, or LibraryError when their width is not the index's."""
@@ -642,32 +657,27 @@ class LibraryTables(ABC):
 
     _bias_state: tuple[int, tuple[float, float], np.ndarray | None] | None = None
 
-    def _biases_now(self, table: bool = False) -> tuple[tuple[float, float], np.ndarray | None]:
-        """((min, max) bias, bias by video id when ``table`` and the biases differ, else None) of the current
-        generation: the range from the ``bias`` index, the table (all rows; ~40 ms at 100,000 videos) loaded once per
-        generation when first asked."""
+    def _biases_now(self) -> tuple[tuple[float, float], np.ndarray | None]:
+        """((min, max) bias, bias by video id, or None when every video has the same bias) of the current generation:
+        the range from the ``bias`` index, the table (all rows; ~40 ms at 100,000 videos) loaded once per
+        generation."""
         gen = self.generation
         if self._bias_state is None or self._bias_state[0] != gen:
             lo, hi = self._db.execute("SELECT MIN(bias), MAX(bias) FROM videos").fetchone()
-            self._bias_state = (gen, (float(lo or 0.0), float(hi or 0.0)), None)
-        _, span, by_id = self._bias_state
-        if table and by_id is None and span[0] != span[1]:
-            rows = np.array(self._db.execute("SELECT id, bias FROM videos").fetchall(), np.float64).reshape(-1, 2)
-            by_id = np.zeros(int(rows[:, 0].max(initial=0)) + 1)
-            by_id[rows[:, 0].astype(np.int64)] = rows[:, 1]
+            span, by_id = (float(lo or 0.0), float(hi or 0.0)), None
+            if span[0] != span[1]:
+                rows = np.array(self._db.execute("SELECT id, bias FROM videos").fetchall(), np.float64).reshape(-1, 2)
+                by_id = np.zeros(int(rows[:, 0].max(initial=0)) + 1)
+                by_id[rows[:, 0].astype(np.int64)] = rows[:, 1]
             self._bias_state = (gen, span, by_id)
-        return span, by_id
-
-    def bias_range(self) -> tuple[float, float]:
-        """(smallest, largest) bias of the stored videos ((0, 0) when there are none)."""
-        return self._biases_now()[0]
+        return self._bias_state[1], self._bias_state[2]
 
     def biases(self, ids: Sequence[str]) -> np.ndarray:
         """Each video's bias, in the order of ``ids`` (0 for an id no longer stored), from a table of every video's
         bias loaded once per generation: re-ranking a few hundred candidates costs microseconds, not a database
         lookup of each."""
         keys = np.fromiter((int(i) for i in ids), np.int64, len(ids))
-        span, table = self._biases_now(table=True)
+        span, table = self._biases_now()
         if table is None:  # every video has the same bias
             return np.full(len(keys), span[0])
         inside = keys < len(table)

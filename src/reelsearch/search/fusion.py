@@ -1,14 +1,15 @@
 """One fusion of 1..N search sources (``reelsearch.search.sources``) into one exact top k.
 
 **Weighted scores: the threshold algorithm** (Fagin et al. 2003). The fused score of a video is the weighted sum of
-its sources' scores (weights >= 0; the model's stored bias is one of the sources, weighted as the model). The
+its sources' scores (weights >= 0; the model's source includes each video's stored bias: the vector index holds it,
+``reelsearch.search.sources.NearestSource``). The
 candidates are the union of each source's top n; their fused scores are computed (a source scores the candidates
 another source found), and no other video can score above ``bound = sum_s w_s * bound_s``, each source's bound
 being the highest score a video outside its top n can have. When the k-th candidate reaches the bound (or every
 video was seen) the top k is exact — as exact as each source's own top n (an HNSW index's is approximate); else n
 doubles and the search repeats. The first n is k when one source alone varies (its top k is the answer), else
-max(2k, FIRST_CANDIDATES). A visual-only search is the one-source case (plus its bias), a search with the text
-cues the same loop with more sources.
+max(2k, FIRST_CANDIDATES). A visual-only search is the one-source case, a search with the text cues the same loop
+with more sources.
 
 **Ranks, or normalised scores: exhaustive.** Rank fusion needs each source's rank among *all* videos and zscore
 normalisation every video's score: every source scores every video and ``reelsearch.evaluation.fusion.fuse_experts``

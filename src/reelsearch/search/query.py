@@ -34,7 +34,7 @@ from reelsearch.search.example import RESCORED, Example, candidates_with, rescor
 from reelsearch.search.experts import Plan
 from reelsearch.search.fusion import Fused, exhaustive_fusion, threshold_fusion
 from reelsearch.search.results import FrameScore, Match, SearchResult
-from reelsearch.search.sources import BIAS, LIKE, VISUAL, Source, Visual
+from reelsearch.search.sources import LIKE, VISUAL, Source, Visual
 from reelsearch.search.subset import Selection, Subset
 
 
@@ -104,7 +104,9 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
     shown.update({c: fused.rows[c] for c in cues})
     if example is not None and (p.visual or cues):
         shown[LIKE] = fused.rows[LIKE]
-    picture = sum((fused.terms[s] for s in fused.terms if s not in cues and s != BIAS), np.zeros(len(fused.ids)))
+    picture = sum((fused.terms[s] for s in fused.terms if s not in cues), np.zeros(len(fused.ids)))
+    if p.visual:
+        picture = picture - p.weights[VISUAL] * visual.bias_of(fused.ids)  # the picture's match, without the bias
     confidence = _confidence(visual, fused, p)
     text_frames = visual.frame_scorer(query) if query is not None else None
 

@@ -29,8 +29,6 @@ from reelsearch.models.interface import VideoEmbeddings
 
 #: Name of the model's single source (a joint model's expert is shown under this name too).
 VISUAL = "visual"
-#: Name of the source of the videos' stored biases (a querybank's offsets, negated).
-BIAS = "bias"
 #: Name of the source of a query by example (``reelsearch.search.example``).
 LIKE = "like"
 #: Videos scored per block by frame attention (their frame rows are read in one query per block).
@@ -59,17 +57,20 @@ class Source(Protocol):
 
 class NearestSource:
     """A query vector's score with the stored rows: the inner product, top n from the catalog's vector index (exact
-    or HNSW), or ``score_fn(queries [1, D], rows [m, D])`` (e.g. order similarity), top n by an exact scan."""
+    or HNSW), or ``score_fn(queries [1, D], rows [m, D])`` (e.g. order similarity), top n by an exact scan;
+    ``biased``: plus each video's stored bias (a querybank's offset, negated: part of the model's score), which the
+    vector index holds, so one search gives the top n of the sum."""
 
     constant = False
 
-    def __init__(self, catalog: Catalog, vector: np.ndarray, score_fn=None):
+    def __init__(self, catalog: Catalog, vector: np.ndarray, score_fn=None, *, biased: bool = False):
         self.catalog, self.vector, self.score_fn = catalog, np.asarray(vector, np.float32).reshape(-1), score_fn
+        self.biased = biased
 
     def top(self, n: int) -> Top:
         total = len(self.catalog)
         m = min(n, total)
-        ids, scores = self.catalog.nearest(self.vector, m, self.score_fn)
+        ids, scores = self.catalog.nearest(self.vector, m, self.score_fn, biased=self.biased)
         exhausted = m >= total or len(ids) < m
         return Top(ids, np.asarray(scores, np.float64), -np.inf if exhausted or not ids else float(scores[-1]))
 
@@ -78,26 +79,10 @@ class NearestSource:
             return np.zeros(0)
         rows = self.catalog.rows(ids)
         if self.score_fn is None:
-            return (rows @ self.vector).astype(np.float64)
-        return np.asarray(self.score_fn(self.vector[None], rows), np.float64)[0]
-
-
-class BiasSource:
-    """Each video's stored bias: part of the model's score (weighted as the model), carried once by the fusion;
-    its bound is the largest bias."""
-
-    def __init__(self, catalog: Catalog):
-        self.catalog = catalog
-        self.low, self.high = catalog.bias_range()
-        self.constant = self.low == self.high
-
-    def top(self, n: int) -> Top:
-        return Top([], np.zeros(0), self.high)
-
-    def scores(self, ids: Sequence[str]) -> np.ndarray:
-        if self.constant:
-            return np.full(len(ids), self.low)
-        return np.asarray(self.catalog.biases(ids), np.float64)
+            scores = (rows @ self.vector).astype(np.float64)
+        else:
+            scores = np.asarray(self.score_fn(self.vector[None], rows), np.float64)[0]
+        return scores + self.catalog.biases(ids) if self.biased else scores
 
 
 class ScoredSource:
@@ -158,12 +143,17 @@ class Visual(ABC):
 
     def weights(self, weight: float) -> dict[str, float]:
         """Each source's weight when the model as a whole weighs ``weight``."""
-        return {VISUAL: weight, BIAS: weight}
+        return {VISUAL: weight}
+
+    def bias_of(self, ids: list[str]) -> np.ndarray:
+        """The part of each of ``ids``' ``VISUAL`` score that is its stored bias (a querybank offset, negated)."""
+        return np.asarray(self.catalog.biases(ids), np.float64) if ids else np.zeros(0)
 
     def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """{shown name: each expert's own score of ``ids``} (``rows``: the fusion's source scores of them)."""
+        """{shown name: each expert's own score of ``ids``, without the stored bias} (``rows``: the fusion's source
+        scores of them)."""
         if len(self.experts) == 1:
-            return {VISUAL: rows[VISUAL]}
+            return {VISUAL: rows[VISUAL] - self.bias_of(ids)}
         scores = self.model.expert_scores(query, self.catalog.rows(ids)) if ids else {}
         return {shown: np.asarray(scores[name], np.float64)[0] if ids else np.zeros(0)
                 for shown, name in self.experts.items()}
@@ -178,7 +168,7 @@ class InnerProduct(Visual):
     model or a score-fused mixture of them. Top n by the vector index."""
 
     def sources(self, query: np.ndarray) -> dict[str, Source]:
-        return {VISUAL: NearestSource(self.catalog, self.model.ann_query(query)[0]), BIAS: BiasSource(self.catalog)}
+        return {VISUAL: NearestSource(self.catalog, self.model.ann_query(query)[0], biased=True)}
 
     def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         vector = np.asarray(self.model.ann_query(query)[0], np.float32)
@@ -190,7 +180,7 @@ class ExactScan(Visual):
     an exact scan of every stored row with ``model.score``."""
 
     def sources(self, query: np.ndarray) -> dict[str, Source]:
-        return {VISUAL: NearestSource(self.catalog, query[0], self.model.score), BIAS: BiasSource(self.catalog)}
+        return {VISUAL: NearestSource(self.catalog, query[0], self.model.score, biased=True)}
 
     def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         return lambda frame_rows: np.asarray(self.model.score(query[:1], frame_rows), np.float32)[0]
@@ -208,10 +198,10 @@ class FrameAttention(Visual):
                 block = ids[start:start + SCAN_VIDEOS]
                 stored = self.catalog.stored(block)
                 videos = VideoEmbeddings(self.catalog.rows(block), [stored[i].frame_rows for i in block])
-                scores.append(np.asarray(self.model.score(query, videos), np.float64)[0])
+                scores.append(np.asarray(self.model.score(query, videos), np.float64)[0] + self.catalog.biases(block))
             return ids, np.concatenate(scores) if scores else np.zeros(0)
 
-        return {VISUAL: ScoredSource(score_all), BIAS: BiasSource(self.catalog)}
+        return {VISUAL: ScoredSource(score_all)}
 
 
 class ExpertScans(Visual):
@@ -247,6 +237,9 @@ class ExpertScans(Visual):
 
     def weights(self, weight: float) -> dict[str, float]:
         return {shown: weight * self.model.weight(name) for shown, name in self.experts.items()}
+
+    def bias_of(self, ids: list[str]) -> np.ndarray:
+        return np.zeros(len(ids))  # the rank or zscore fusion of the experts has no bias
 
     def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {shown: rows[shown] for shown in self.experts}

@@ -88,16 +88,17 @@ class Subset:
             block = ids[start:start + BLOCK]
             yield block, self.catalog.rows(block)
 
-    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None) -> tuple[list[str], np.ndarray]:
+    def nearest(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None, *,
+                biased: bool = False) -> tuple[list[str], np.ndarray]:
         n = min(n, len(self._given))
         if n <= 0:
             return [], np.zeros(0, np.float32)
         total = len(self.catalog)
         if score_fn is not None or len(self._given) <= EXACT_ROWS:
-            return self._scan(query, n, score_fn)
+            return self._scan(query, n, score_fn, biased)
         m = min(total, max(2 * n, -(-2 * n * total // len(self._given))))
         while m < total:
-            ids, scores = self.catalog.nearest(query, m)
+            ids, scores = self.catalog.nearest(query, m, biased=biased)
             keep = [j for j, ok in enumerate(self._allows(ids)) if ok]
             if len(keep) >= n:
                 keep = keep[:n]
@@ -105,23 +106,25 @@ class Subset:
             if len(ids) < m:  # the index answered fewer than asked (HNSW): scan instead
                 break
             m *= 2
-        return self._scan(query, n, None)
+        return self._scan(query, n, None, biased)
 
-    def _scan(self, query: np.ndarray, n: int, score_fn: ScoreFn | None) -> tuple[list[str], np.ndarray]:
-        """The exact top ``n`` of the allowed rows by inner product or ``score_fn``."""
+    def _scan(self, query: np.ndarray, n: int, score_fn: ScoreFn | None,
+              biased: bool) -> tuple[list[str], np.ndarray]:
+        """The exact top ``n`` of the allowed rows by inner product or ``score_fn`` (+ bias when ``biased``)."""
         q = np.asarray(query, np.float32).reshape(-1)
         ids: list[str] = []
         parts = []
         for block, rows in self.chunks():
             ids.extend(block)
-            parts.append(rows @ q if score_fn is None else np.asarray(score_fn(q[None], rows))[0])
+            part = rows @ q if score_fn is None else np.asarray(score_fn(q[None], rows))[0]
+            parts.append(part + self.catalog.biases(block) if biased else part)
         scores = np.concatenate(parts).astype(np.float32)
         order = np.argsort(-scores, kind="stable")[:n]
         return [ids[j] for j in order], scores[order]
 
-    def nearest_many(self, queries: np.ndarray, n: int,
-                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
-        found = [self.nearest(q, n, score_fn) for q in np.asarray(queries, np.float32)]
+    def nearest_many(self, queries: np.ndarray, n: int, score_fn: ScoreFn | None = None, *,
+                     biased: bool = False) -> tuple[list[list[str]], list[np.ndarray]]:
+        found = [self.nearest(q, n, score_fn, biased=biased) for q in np.asarray(queries, np.float32)]
         return [f[0] for f in found], [f[1] for f in found]
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
@@ -132,9 +135,6 @@ class Subset:
 
     def biases(self, ids: Sequence[str]) -> np.ndarray:
         return self.catalog.biases(ids)
-
-    def bias_range(self) -> tuple[float, float]:
-        return self.catalog.bias_range()  # the library's: a bound for the allowed videos too
 
     def facts(self) -> VideoFacts:
         every = self.catalog.facts()

@@ -2,11 +2,12 @@
 
 The tables and the sync are ``reelsearch.index.tables``'s, as for the embedded index; what is PostgreSQL's own:
 
-* ``videos.vector`` is ``vector(D)`` (float32) with an HNSW index (inner product) over it cast to ``halfvec(D)``
-  (float16: a third of the size, no recall lost; ``schema.hnsw_index``), made when the first video of a model sets D.
-  ``nearest`` is ``ORDER BY vector <#> q LIMIT n``, exact (a sequential scan), below ``threshold`` videos, as
-  FAISS's flat index; above, the index's n candidates (``ORDER BY vector::halfvec(D) <#> q``, ``hnsw.ef_search`` at
-  least n). Either way the scores are the exact float32 inner products, best first. ``score_fn`` (order similarity)
+* ``videos.vector`` is ``vector(D)`` (float32) with an HNSW index (inner product) over [vector, bias] cast to
+  ``halfvec(D + 1)`` (float16: a third of the size, no recall lost; ``schema.hnsw_index``), made when the first
+  video of a model sets D. ``nearest`` is ``ORDER BY vector <#> q [- bias] LIMIT n``, exact (a sequential scan), below
+  ``threshold`` videos, as FAISS's flat index; above, the index's n candidates (``ORDER BY [vector, bias]::halfvec <#>
+  [q, 1 or 0]``, ``hnsw.ef_search`` at least n). Either way the scores are the exact float32 inner products (+ bias),
+  best first. ``score_fn`` (order similarity)
   is an exact scan of ``chunks`` in this process.
 * Nothing to catch up: every read sees what any writer committed, so replicas need no restart and no refresh; the
   caches (biases, text-cue segments) are keyed by the generation, which every commit bumps.
@@ -33,11 +34,11 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.pg.database import Database
-from reelsearch.index.pg.schema import HNSW_MAX_DIM, hnsw_index, migrate, schema_version
+from reelsearch.index.pg.schema import FOLDED, HNSW_MAX_DIM, hnsw_index, migrate, schema_version
 from reelsearch.index.pg.textcues import PgTextCues
 from reelsearch.index.tables import FileChange, FileToSync, LibraryTables, StoredFile
 from reelsearch.index.textcues import Encoder
-from reelsearch.index.vectors import SCAN_CHUNK_ROWS, ScoreFn, scan_chunks
+from reelsearch.index.vectors import SCAN_CHUNK_ROWS
 
 #: Seconds a writer's claim of a file lasts unless renewed (renewed every third of it while the writer lives).
 LEASE = 60.0
@@ -266,44 +267,39 @@ class PostgresLibrary(LibraryTables):
         """Nothing to do: the vectors are committed with their videos."""
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def nearest_many(self, queries: np.ndarray, n: int,
-                     score_fn: ScoreFn | None = None) -> tuple[list[list[str]], list[np.ndarray]]:
-        """(ids, scores best first) of the ``n`` videos whose vectors score best with each row of ``queries`` [Q, D]:
-        by inner product (HNSW above ``threshold`` videos, exact below or when more than MAX_EF_SEARCH are asked
-        for; one query each, in one transaction), or by ``score_fn`` in one exact scan for all of them. No bias is
-        added here."""
-        q = self._queries(queries)
+    def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
+        """The ``n`` best of each query by inner product (+ bias when ``biased``): HNSW above ``threshold`` videos,
+        exact below or when more than MAX_EF_SEARCH are asked for; one query each, in one transaction."""
         dim = self.dim
-        if dim is None or n < 1:
-            return [[] for _ in q], [np.empty(0, np.float32) for _ in q]
-        if score_fn is not None:
-            found, scores = scan_chunks(self.chunks(), q, n, score_fn)
-            return [list(f) for f in found], [s[: len(f)] for s, f in zip(scores, found, strict=True)]
-        exact = n > MAX_EF_SEARCH or len(self) < self.threshold or dim > HNSW_MAX_DIM
+        exact = n > MAX_EF_SEARCH or len(self) < self.threshold or dim + 1 > HNSW_MAX_DIM
         ids, dists = [], []
         with self._db.transaction():
             if exact:
                 self._db.execute("SET LOCAL enable_indexscan = off")
             else:
                 self._db.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, int(n))}")
-            for row in q:
+            sql = self.nearest_sql(dim, exact, biased)
+            for row in queries:
                 text = vector_text(row)
-                rows = self._db.execute(self.nearest_sql(dim, exact), (text, int(n)) if exact else
-                                        (text, text, int(n))).fetchall()
+                params = (text, int(n)) if exact else (text, vector_text(np.append(row, 1.0 if biased else 0.0)),
+                                                       int(n))
+                rows = self._db.execute(sql, params).fetchall()
                 rows.sort(key=lambda r: r[1])  # the index's candidates by their float32 distance
                 ids.append([str(r[0]) for r in rows])
                 dists.append(-np.array([r[1] for r in rows], np.float32))
         return ids, dists
 
     @staticmethod
-    def nearest_sql(dim: int, exact: bool) -> str:
-        """The query of one vector's nearest videos (parameters: the vector, [the vector again,] n): (id, float32
-        inner-product distance) of the n best by a scan (one distance per row), or of the HNSW index's n candidates
-        (by their halfvec distance, the index's expression)."""
+    def nearest_sql(dim: int, exact: bool, biased: bool = False) -> str:
+        """The query of one vector's nearest videos (parameters: the vector, [the vector and its bias weight,] n):
+        (id, float32 inner-product distance, less the bias when ``biased``) of the n best by a scan (one distance per
+        row), or of the HNSW index's n candidates (by their halfvec distance over [row, bias], the index's expression:
+        ``schema.FOLDED``)."""
+        distance = f"(vector <#> ?::vector({dim}))" + (" - bias" if biased else "")
         if exact:
-            return f"SELECT id, vector <#> ?::vector({dim}) AS d FROM videos ORDER BY d LIMIT ?"
-        return (f"SELECT id, vector <#> ?::vector({dim}) FROM videos ORDER BY vector::halfvec({dim}) <#> "
-                f"?::halfvec({dim}) LIMIT ?")
+            return f"SELECT id, {distance} AS d FROM videos ORDER BY d LIMIT ?"
+        return (f"SELECT id, {distance} FROM videos ORDER BY {FOLDED.format(dim=dim + 1)} <#> ?::halfvec({dim + 1}) "
+                "LIMIT ?")
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""

@@ -7,8 +7,8 @@ newer than this reelsearch knows is refused with a clear error, and so is one wh
 one is never changed.
 
 The tables mirror the embedded index's (``reelsearch.index.tables``, ``reelsearch.index.textcues``): ``videos``
-(``vector`` becomes ``vector(D)``, with an HNSW index over it as ``halfvec``, when the first video of a model sets D:
-``PostgresLibrary``),
+(``vector`` becomes ``vector(D)``, with an HNSW index over it and ``bias`` as ``halfvec``, when the first video of a
+model sets D: ``PostgresLibrary``),
 ``frames``, ``frame_vectors``, ``meta``; ``segments`` (``words``: the segment's words as ``tsvector``, GIN-indexed;
 ``folded``: lower-cased OCR text, trigram-indexed), ``runs``, ``cue_meta``; and ``claims``, one row per file a worker
 is indexing, with the lease that expires when the worker dies (for cooperating index workers).
@@ -122,24 +122,44 @@ HNSW_MAX_DIM = 4000
 
 
 def _v4(db: Database) -> None:
-    """The HNSW index over the vectors as ``halfvec`` (``hnsw_index``) in place of the one over ``vector``, with the
-    same M and efConstruction."""
+    """The HNSW index over the vectors as ``halfvec`` in place of the one over ``vector``, with the same M and
+    efConstruction (replaced by version 6's)."""
+    _rebuild_hnsw(db, lambda dim, m, ef: db.execute(
+        f"CREATE INDEX videos_hnsw ON videos USING hnsw ((vector::halfvec({int(dim)})) halfvec_ip_ops) "
+        f"WITH (m = {int(m)}, ef_construction = {int(ef)})") if dim <= HNSW_MAX_DIM else None)
+
+
+def _v6(db: Database) -> None:
+    """The HNSW index over [vector, bias] (``hnsw_index``) in place of the one over the vectors alone: one search
+    ranks by score + bias. Rebuilt with the same M and efConstruction (on a large catalog this takes minutes)."""
+    _rebuild_hnsw(db, lambda dim, m, ef: hnsw_index(db, dim, m, ef))
+
+
+def _rebuild_hnsw(db: Database, make: Callable[[int, int, int], object]) -> None:
+    """``videos_hnsw`` dropped and made again by ``make(dim, m, ef_construction)`` with its M and efConstruction
+    (nothing without vectors yet: the first video makes the index)."""
     old = db.execute("SELECT c.reloptions FROM pg_class c WHERE c.oid = to_regclass('videos_hnsw')").fetchone()
     if old is None:
-        return  # no vectors yet (the first video makes the index)
+        return
     options = dict(o.split("=", 1) for o in old[0] or [])
     db.execute("DROP INDEX videos_hnsw")
     dim = db.execute("SELECT atttypmod FROM pg_attribute WHERE attrelid = 'videos'::regclass AND attname = "
                      "'vector'").fetchone()[0]
-    hnsw_index(db, dim, int(options.get("m", 16)), int(options.get("ef_construction", 64)))
+    make(dim, int(options.get("m", 16)), int(options.get("ef_construction", 64)))
+
+
+#: The HNSW index's expression, of a width ``dim`` = D + 1: each video's row and its bias, as ``halfvec``. A query
+#: [q, 1] ranks by q . row + bias, [q, 0] by q . row alone.
+FOLDED = "((vector || ARRAY[bias]::vector)::halfvec({dim}))"
 
 
 def hnsw_index(db: Database, dim: int, m: int, ef_construction: int) -> None:
-    """Make ``videos_hnsw``: HNSW, inner product, over the ``vector(dim)`` column cast to ``halfvec`` (float16). It is a
-    third of a float32 index's size and loses no recall@10 once its candidates are scored in float32, which
-    ``PostgresLibrary.nearest`` does (docs/benchmarks.md, "halfvec"). None above HNSW_MAX_DIM: searches scan."""
-    if dim <= HNSW_MAX_DIM:
-        db.execute(f"CREATE INDEX IF NOT EXISTS videos_hnsw ON videos USING hnsw ((vector::halfvec({int(dim)})) "
+    """Make ``videos_hnsw``: HNSW, inner product, over [``vector(dim)``, bias] cast to ``halfvec`` (float16,
+    ``FOLDED``). It is a third of a float32 index's size and loses no recall@10 once its candidates are scored in
+    float32, which ``PostgresLibrary.nearest`` does (docs/benchmarks.md, "halfvec"); the bias in the index makes one
+    search rank by score + bias. None above HNSW_MAX_DIM: searches scan."""
+    if dim + 1 <= HNSW_MAX_DIM:
+        db.execute(f"CREATE INDEX IF NOT EXISTS videos_hnsw ON videos USING hnsw ({FOLDED.format(dim=int(dim) + 1)} "
                    f"halfvec_ip_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
 
 
@@ -159,6 +179,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (3, "claims.error, index_log: cooperating writers", _v3),
     (4, "the HNSW index over the vectors as halfvec", _v4),
     (5, "videos.taken_at, taken_from: when each video was taken", _v5),
+    (6, "the HNSW index over the vectors and their biases", _v6),
 ]
 LATEST = MIGRATIONS[-1][0]
 
