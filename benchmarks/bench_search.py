@@ -338,6 +338,14 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
                 lat, got = timed_texts(lambda s: http_search(client, s), queries)
                 add(f"HTTP GET /search, text encoding precomputed ({label} + moments + JSON)", lat, got, before)
 
+            if args.int8_text:  # the same route with int8 MiniLM (`serve --int8-text`), then float32 again
+                searcher.model.use_int8_text(True)
+                before = load()
+                lat, got = timed_texts(uncached(searcher, lambda s: http_search(client, s)), queries)
+                add(f"HTTP GET /search end to end, int8 MiniLM (text encoding + {label} + moments + JSON)", lat, got,
+                    before)
+                searcher.model.use_int8_text(False)
+
             # query by example: an indexed video's stored rows (nothing to encode), its row's top 100 by the vector
             # index re-scored by frame sequence (reelsearch.search.example)
             before = load()
@@ -361,6 +369,12 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
         before = load()
         lat, _ = timed_texts(uncached(searcher, lambda s: searcher.model.encode_text([s])), queries)
         add("in-process text encoding only (model.encode_text)", lat, None, before)
+        if args.int8_text:
+            searcher.model.use_int8_text(True)
+            before = load()
+            lat, _ = timed_texts(uncached(searcher, lambda s: searcher.model.encode_text([s])), queries)
+            add("in-process text encoding only, int8 MiniLM", lat, None, before)
+            searcher.model.use_int8_text(False)
         with precomputed(searcher, queries):
             before = load()
             lat, got = timed_texts(lambda s: [r.id for r in searcher.search(s, 10)], queries)
@@ -530,6 +544,8 @@ def main() -> None:
     ap.add_argument("--http-only", action="store_true", help="only the HTTP service rows (and their splits)")
     ap.add_argument("--http-model", default="default", help="model served over HTTP (single-vector, ann mode)")
     ap.add_argument("--http-queries", type=int, default=500, help="held-out caption queries sent (<= 1000)")
+    ap.add_argument("--int8-text", action="store_true",
+                    help="also time /search end to end and the text encoding with int8 MiniLM (serve --int8-text)")
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="torch intra-op threads of the whole process, server included (0: torch's default)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-cache")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import subprocess
@@ -14,7 +15,9 @@ import torch
 from typer.testing import CliRunner
 
 from reelsearch.cli.main import app
+from reelsearch.index.paths import display_path
 from reelsearch.search import Searcher
+from reelsearch.search.results import FrameScore, Match, SearchResult
 from test_search_support import CAPTIONS, make_media, small_model
 
 torch.set_num_threads(1)
@@ -212,3 +215,22 @@ def test_search_needs_an_existing_index_and_annotate_does_not(setup, tmp_path):
     assert res.exit_code == 0, res.output
     assert sorted(r["caption"] for r in json.loads(res.stdout)) == ["a red car", "a yellow flower"]
     assert not (tmp_path / "nope").exists()
+
+
+def test_a_result_as_json_is_every_field_with_none_left_out():
+    """``SearchResult.to_json`` (built field by field) against ``dataclasses.asdict``: the same keys in the same
+    order and the same values, the path in display form, highlights as lists; None parts left out."""
+    full = SearchResult("7", "/v/caf\udce9.mp4", -0.25, 1.5, 1, 3.0,
+                        [FrameScore(0, 0.0, 0.1), FrameScore(1, 1.5, 0.3)], {"visual": 0.2, "speech": 0.4},
+                        Match("speech", 1.0, 2.0, "a dog runs", 0.5, "keyword", 1.2, [(2, 5)]), 0.8, None)
+    bare = SearchResult("8", "/v/b.jpg", 0.1, 0.0, 0, None)
+    for r in (full, bare):
+        want = {k: v for k, v in dataclasses.asdict(r).items()
+                if not (v is None and SearchResult.__dataclass_fields__[k].default is None)}
+        want["path"] = display_path(r.path)
+        if r.match is not None:
+            want["match"]["highlights"] = [list(h) for h in r.match.highlights]
+        got = r.to_json()
+        assert got == want and list(got) == list(want)
+        assert json.loads(json.dumps(got)) == got
+    assert "unavailable" not in full.to_json() and bare.to_json()["kind"] == "image" and "frames" not in bare.to_json()

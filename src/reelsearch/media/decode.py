@@ -21,7 +21,6 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -106,7 +105,8 @@ class Frames:
 
 
 def is_image_path(path: str | os.PathLike) -> bool:
-    return Path(os.fsdecode(path)).suffix.lower() in IMAGE_EXTENSIONS
+    """Whether ``path``'s extension is an image's (``os.path.splitext``: a search asks it of every hit)."""
+    return os.path.splitext(os.fsdecode(path))[1].lower() in IMAGE_EXTENSIONS
 
 
 def display_path(path: str | os.PathLike) -> str:

@@ -97,19 +97,23 @@ class SearchResult:
         return out if self.match is None else f"{out}\n     {self.match.line()}"
 
     def to_json(self) -> dict:
-        """A JSON-safe dict: the path in display form, None parts left out."""
+        """A JSON-safe dict: the path in display form, None parts left out (built field by field: ``asdict`` of
+        every frame cost a request about as much as its vector search)."""
         out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.default is None:
-                continue
-            out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+        for name, optional in _JSON_FIELDS:
+            value = getattr(self, name)
+            if not (value is None and optional):
+                out[name] = value
         out["path"] = display_path(self.path)
         if self.frames is not None:
-            out["frames"] = [dataclasses.asdict(f) for f in self.frames]
+            out["frames"] = [{"index": f.index, "t": f.t, "score": f.score} for f in self.frames]
         if self.match is not None:
-            out["match"]["highlights"] = [list(h) for h in self.match.highlights]
+            out["match"] = {**vars(self.match), "highlights": [list(h) for h in self.match.highlights]}
         return out
+
+
+#: (name, left out when None) of each field of a SearchResult, in order (``to_json``).
+_JSON_FIELDS = tuple((f.name, f.default is None) for f in dataclasses.fields(SearchResult))
 
 
 #: What a search says when its best hit is below NO_GOOD_MATCH, instead of presenting it as an answer.
