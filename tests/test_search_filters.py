@@ -315,4 +315,3 @@ def test_the_cli_says_when_no_video_passes_the_filters(embedded, model):
                                    "--model", model])
     assert res.exit_code == 0 and res.stdout.splitlines() == ["filtered: after 2025-06",
                                                              "no results: no indexed video passes the filters"]
-
