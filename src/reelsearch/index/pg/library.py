@@ -7,8 +7,7 @@ The tables and the sync are ``reelsearch.index.tables``'s, as for the embedded i
   video of a model sets D. ``nearest`` is ``ORDER BY vector <#> q [- bias] LIMIT n``, exact (a sequential scan), below
   ``threshold`` videos, as FAISS's flat index; above, the index's n candidates (``ORDER BY [vector, bias]::halfvec <#>
   [q, 1 or 0]``, ``hnsw.ef_search`` at least n). Either way the scores are the exact float32 inner products (+ bias),
-  best first. ``score_fn`` (order similarity)
-  is an exact scan of ``chunks`` in this process.
+  best first. ``score_fn`` (order similarity) is an exact scan of ``chunks`` in this process.
 * Nothing to catch up: every read sees what any writer committed, so replicas need no restart and no refresh; the
   caches (biases, text-cue segments) are keyed by the generation, which every commit bumps.
 * Any number of writers index at once (``reelsearch index PATH --db URL`` on several machines): each file is claimed
