@@ -15,6 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from reelsearch.cli.main import app, main
+from reelsearch.index import FaissIndex
 from reelsearch.index.library import FAISS_NAME, SQLITE_NAME, LibraryIndex
 from test_search_support import CAPTIONS, make_media, small_model
 
@@ -79,8 +80,6 @@ def test_a_damaged_vector_file_is_rebuilt(copy, damage):
     path = index / FAISS_NAME
     data = path.read_bytes()
     if damage == "older":
-        from reelsearch.index import FaissIndex
-
         with LibraryIndex(index) as lib:
             ids = lib.ids()
             rows, dim = lib.rows(ids), lib.dim

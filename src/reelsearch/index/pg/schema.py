@@ -124,20 +124,18 @@ HNSW_MAX_DIM = 4000
 def _v4(db: Database) -> None:
     """The HNSW index over the vectors as ``halfvec`` in place of the one over ``vector``, with the same M and
     efConstruction (replaced by version 6's)."""
-    _rebuild_hnsw(db, lambda dim, m, ef: db.execute(
-        f"CREATE INDEX videos_hnsw ON videos USING hnsw ((vector::halfvec({int(dim)})) halfvec_ip_ops) "
-        f"WITH (m = {int(m)}, ef_construction = {int(ef)})") if dim <= HNSW_MAX_DIM else None)
+    _rebuild_hnsw(db, folded=False)
 
 
 def _v6(db: Database) -> None:
     """The HNSW index over [vector, bias] (``hnsw_index``) in place of the one over the vectors alone: one search
     ranks by score + bias. Rebuilt with the same M and efConstruction (on a large catalog this takes minutes)."""
-    _rebuild_hnsw(db, lambda dim, m, ef: hnsw_index(db, dim, m, ef))
+    _rebuild_hnsw(db, folded=True)
 
 
-def _rebuild_hnsw(db: Database, make: Callable[[int, int, int], object]) -> None:
-    """``videos_hnsw`` dropped and made again by ``make(dim, m, ef_construction)`` with its M and efConstruction
-    (nothing without vectors yet: the first video makes the index)."""
+def _rebuild_hnsw(db: Database, folded: bool) -> None:
+    """``videos_hnsw`` dropped and made again by ``hnsw_index`` with its M and efConstruction (nothing without
+    vectors yet: the first video makes the index)."""
     old = db.execute("SELECT c.reloptions FROM pg_class c WHERE c.oid = to_regclass('videos_hnsw')").fetchone()
     if old is None:
         return
@@ -145,22 +143,27 @@ def _rebuild_hnsw(db: Database, make: Callable[[int, int, int], object]) -> None
     db.execute("DROP INDEX videos_hnsw")
     dim = db.execute("SELECT atttypmod FROM pg_attribute WHERE attrelid = 'videos'::regclass AND attname = "
                      "'vector'").fetchone()[0]
-    make(dim, int(options.get("m", 16)), int(options.get("ef_construction", 64)))
+    hnsw_index(db, dim, int(options.get("m", 16)), int(options.get("ef_construction", 64)), folded=folded)
 
 
 #: The HNSW index's expression, of a width ``dim`` = D + 1: each video's row and its bias, as ``halfvec``. A query
 #: [q, 1] ranks by q . row + bias, [q, 0] by q . row alone.
 FOLDED = "((vector || ARRAY[bias]::vector)::halfvec({dim}))"
+#: The expression of schema versions 4 and 5: the rows alone (width D).
+ROWS_ONLY = "(vector::halfvec({dim}))"
 
 
-def hnsw_index(db: Database, dim: int, m: int, ef_construction: int) -> None:
+def hnsw_index(db: Database, dim: int, m: int, ef_construction: int, *, folded: bool = True) -> None:
     """Make ``videos_hnsw``: HNSW, inner product, over [``vector(dim)``, bias] cast to ``halfvec`` (float16,
-    ``FOLDED``). It is a third of a float32 index's size and loses no recall@10 once its candidates are scored in
-    float32, which ``PostgresLibrary.nearest`` does (docs/benchmarks.md, "halfvec"); the bias in the index makes one
-    search rank by score + bias. None above HNSW_MAX_DIM: searches scan."""
-    if dim + 1 <= HNSW_MAX_DIM:
-        db.execute(f"CREATE INDEX IF NOT EXISTS videos_hnsw ON videos USING hnsw ({FOLDED.format(dim=int(dim) + 1)} "
-                   f"halfvec_ip_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
+    ``FOLDED``; ``folded=False``: the rows alone, as schema 4 made it). It is a third of a float32 index's size and
+    loses no recall@10 once its candidates are scored in float32, which ``PostgresLibrary.nearest`` does
+    (docs/benchmarks.md, "halfvec"); the bias in the index makes one search rank by score + bias. None above
+    HNSW_MAX_DIM: searches scan."""
+    width = int(dim) + 1 if folded else int(dim)
+    if width <= HNSW_MAX_DIM:
+        expression = (FOLDED if folded else ROWS_ONLY).format(dim=width)
+        db.execute(f"CREATE INDEX IF NOT EXISTS videos_hnsw ON videos USING hnsw ({expression} halfvec_ip_ops) "
+                   f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
 
 
 def _v5(db: Database) -> None:
