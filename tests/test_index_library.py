@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import threading
 
 import numpy as np
 import pytest
@@ -494,6 +495,44 @@ def test_reader_refresh_sees_another_writers_changes(open_library, folder):
     assert reader.find(folder / "fresh.png") == hits[0].id and reader.find(folder / "img0.png") is None
     writer.close()
     reader.close()
+
+
+def test_a_snapshot_reads_the_meta_once_and_sees_every_write_after(open_library, folder):
+    """Inside ``snapshot`` the count and meta are read once (what a search asks a dozen times); another writer's
+    commit shows at the next snapshot (another thread reads as outside); this object's own writes show at once."""
+    writer = open_library()
+    writer.sync([folder], FakeEmbedder(), progress=False)
+    reader = open_library()
+    executed = []
+    real_execute = reader._db.execute
+    reader._db.execute = lambda sql, *a: executed.append(sql) or real_execute(sql, *a)
+    with reader.snapshot():
+        gen, dim = reader.generation, reader.dim
+        assert len(reader) == 6 and dim == DIM
+        reads = len(executed)
+        for _ in range(5):
+            assert (len(reader), reader.generation, reader.dim) == (6, gen, DIM)
+        assert len(executed) == reads  # held: no further reads
+        write_png(folder / "fresh.png", seed=77)
+        writer.sync([folder], FakeEmbedder(), progress=False)
+        assert (len(reader), reader.generation) == (6, gen)
+        outside = []
+        thread = threading.Thread(target=lambda: outside.append((len(reader), reader.generation)))
+        thread.start()
+        thread.join()
+        assert outside == [(7, writer.generation)] and writer.generation > gen
+    last = writer.generation
+    assert (len(reader), reader.generation) == (7, last)
+    writer.close()
+    with reader.snapshot():
+        assert len(reader) == 7
+        (folder / "fresh.png").unlink()
+        (folder / "img0.png").unlink()
+        reader.sync([folder], FakeEmbedder(), progress=False)  # its own write, inside the snapshot
+        assert len(reader) == 5 and reader.generation == last + 1
+        reader.refresh()
+        assert len(reader.ids()) == 5
+    check_consistent(reader)
 
 
 def colour_histogram_embedder(policy: str = "uniform:8"):

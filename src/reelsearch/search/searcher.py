@@ -213,7 +213,7 @@ class Searcher:
         cue_query = self.cue_queries.one(text) if p.cues else None
         calibrated = getattr(self.model, "calibration", None) is not None  # else negatives are words only
         negatives = [self.query_encoder.one(term) for term in filt.exclude] if calibrated else []
-        with self.lock, torch.no_grad():
+        with self.lock, torch.no_grad(), self.library.snapshot():  # its meta and count read once
             self.library.refresh()
             if len(self.library) == 0:
                 return []
