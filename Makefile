@@ -38,7 +38,7 @@ demo: $(STAMP)
 	$(PY) -m reelsearch demo --shared $(SHARED) $(if $(DIR),--dir $(DIR),)
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
