@@ -223,6 +223,49 @@ def test_index_watch_resumes_after_kill_9(media, tmp_path):
         assert sorted(lib.ids()) == sorted(v.id for v in lib.videos()) and len(lib.ids()) == len(on_disk())
 
 
+#: `reelsearch index DIR --watch` whose sync never ends (it sleeps inside SQLite's reach) and whose interpreter
+#: shutdown, if it comes to one, says so on stderr; Ctrl-C waits STOP_WAIT = 1 s for it.
+_HANGING_SYNC = """
+import atexit, sys, time
+from reelsearch.search import watch
+def hang(self, paths, full):
+    print("sync started", file=sys.stderr, flush=True)
+    time.sleep(120)
+watch.FolderWatcher._sync = hang
+watch.STOP_WAIT = 1.0
+atexit.register(lambda: print("interpreter shutdown", file=sys.stderr, flush=True))
+from reelsearch.cli.main import main
+sys.argv = ["reelsearch", *sys.argv[1:]]
+main()
+"""
+
+
+def test_ctrl_c_during_a_sync_ends_the_process_at_once_without_its_shutdown(media, tmp_path):
+    """A sync still under way STOP_WAIT seconds after Ctrl-C: the process ends there (exit status 0, as a kill would:
+    no interpreter shutdown, which crashed with a segfault when the sync's thread was inside SQLite), and says so."""
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    cmd = [sys.executable, "-c", _HANGING_SYNC, "index", str(watched), "--watch", "--index", str(tmp_path / "index"),
+           "--model", str(media[3]), "--no-speech", "--no-ocr", "--poll", "0.2"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_sigint_as_in_a_terminal)
+    try:
+        lines = []
+        while not any("sync started" in line for line in lines):
+            line = proc.stderr.readline()
+            assert line, f"ended before its first sync: {''.join(lines)}"
+            lines.append(line)
+        proc.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    err = "".join(lines) + err
+    assert proc.returncode == 0 and time.monotonic() - start < 30, err
+    assert "the sync under way is cut short" in err and "interpreter shutdown" not in err and "Fatal" not in err
+
+
 def test_watch_bad_input_is_a_clear_error(media, tmp_path):
     root, clips, real, model_dir = media
     env = {**os.environ, "PYTHONWARNINGS": "ignore",

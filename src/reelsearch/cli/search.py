@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -87,9 +88,15 @@ def index_cmd(
     for cue, why in off.items():
         typer.echo(f"note: the {cue} cue is off ({why})", err=True)
     if watch:
-        watch_folders(paths, index, model, db=db, media_roots=media_root, cues=cues, poll=poll, settle=settle,
-                      on_sync=_echo_run, ready=lambda w: typer.echo(f"watching {', '.join(w.status()['roots'])} "
-                                                                    "(Ctrl-C to stop)", err=True))
+        ended = watch_folders(paths, index, model, db=db, media_roots=media_root, cues=cues, poll=poll, settle=settle,
+                              on_sync=_echo_run, ready=lambda w: typer.echo(f"watching {', '.join(w.status()['roots'])}"
+                                                                            " (Ctrl-C to stop)", err=True))
+        if not ended:  # a sync under way: end now, as a kill would, not through a shutdown it could crash
+            typer.echo("stopped: the sync under way is cut short (its committed batches are kept; the next start "
+                       "continues it)", err=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         return
     if ray is not None:
         from reelsearch.search.index_ray import index_on_ray

@@ -81,6 +81,10 @@ class FolderWatcher:
         self._state, self._indexing, self._last, self._error = "starting", list(self.roots), None, None
         self._observer = None
         self._thread = threading.Thread(target=self._loop, name="reelsearch-watch", daemon=True)
+        # set while the thread does not run: Thread.is_alive() is not to be trusted after a join that Ctrl-C
+        # interrupted (CPython < 3.13 then marks a running thread as stopped)
+        self._ended = threading.Event()
+        self._ended.set()
 
     # -- life cycle -------------------------------------------------------------------------------------------
     def start(self) -> FolderWatcher:
@@ -99,6 +103,7 @@ class FolderWatcher:
         for root in self.roots:
             self._observer.schedule(Handler(), root, recursive=True)
         self._observer.start()
+        self._ended.clear()
         self._thread.start()
         return self
 
@@ -110,15 +115,12 @@ class FolderWatcher:
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout)
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        if self.owns_searcher and not self._thread.is_alive():
+        if self._ended.wait(timeout) and self.owns_searcher:
             self.searcher.close()
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the watcher to end (it ends when stopped); True when it has."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._ended.wait(timeout)
 
     def __enter__(self) -> FolderWatcher:
         return self.start()
@@ -158,6 +160,12 @@ class FolderWatcher:
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def _loop(self) -> None:
+        try:
+            self._follow()
+        finally:
+            self._ended.set()
+
+    def _follow(self) -> None:
         retry_at = 0.0
         while not self._stop.is_set():
             if time.monotonic() < retry_at:  # after a failed sync: events gather meanwhile
@@ -230,10 +238,13 @@ class FolderWatcher:
 def watch_folders(paths: Sequence[str | os.PathLike], index: str | Path | None = None, model: str | None = None,
                   *, db: str | None = None, media_roots: Sequence[str] | None = None, cues: Sequence[str] = (),
                   poll: float | None = None, settle: float = SETTLE, on_sync: Callable[[IndexRun], None] | None = None,
-                  ready: Callable[[FolderWatcher], None] | None = None) -> None:
+                  ready: Callable[[FolderWatcher], None] | None = None) -> bool:
     """`reelsearch index DIR --watch`: follow the folders ``paths`` into the library at ``db`` or ``index`` until
     interrupted (Ctrl-C), remembering the model in the library as ``index`` does; ``on_sync`` gets each sync's run
-    (the first covers the whole folders), ``ready`` the watcher once it started."""
+    (the first covers the whole folders), ``ready`` the watcher once it started. Returns whether the watcher ended:
+    False when a sync was still under way ``STOP_WAIT`` seconds after Ctrl-C (its committed batches are kept and the
+    next start continues it); a process should then end without its interpreter's shutdown (``os._exit``), which
+    a thread inside SQLite can crash."""
     roots = watch_roots(paths)
     searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots)
     try:
@@ -255,3 +266,4 @@ def watch_folders(paths: Sequence[str | os.PathLike], index: str | Path | None =
         # Ctrl-C stops at once: a sync under way is left to the process's end (every committed batch is kept and
         # the next start continues), the searcher closed only when no sync holds it
         watcher.stop(timeout=STOP_WAIT)
+    return watcher.join(0)
