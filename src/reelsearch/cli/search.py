@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -66,7 +65,7 @@ def index_cmd(
     Exit status: 0 all done, 2 bad input (or a damaged index), 3 some files or cues failed (listed on stderr; the
     rest are indexed)."""
     from reelsearch.search.index_folder import check_library, index_paths, migrate_index, requested_cues
-    from reelsearch.search.watch import watch_folders
+    from reelsearch.search.watch import end_now, watch_folders
 
     if from_ is not None:
         typer.echo(migrate_index(from_, index, db=db, media_roots=media_root, progress=not quiet).line())
@@ -91,12 +90,8 @@ def index_cmd(
         ended = watch_folders(paths, index, model, db=db, media_roots=media_root, cues=cues, poll=poll, settle=settle,
                               on_sync=_echo_run, ready=lambda w: typer.echo(f"watching {', '.join(w.status()['roots'])}"
                                                                             " (Ctrl-C to stop)", err=True))
-        if not ended:  # a sync under way: end now, as a kill would, not through a shutdown it could crash
-            typer.echo("stopped: the sync under way is cut short (its committed batches are kept; the next start "
-                       "continues it)", err=True)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+        if not ended:  # a sync under way: not through an interpreter shutdown it could crash
+            end_now()
         return
     if ray is not None:
         from reelsearch.search.index_ray import index_on_ray

@@ -18,10 +18,12 @@ shares where inotify sees nothing); the index is changed only through ``Searcher
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.extras import require
@@ -107,16 +109,18 @@ class FolderWatcher:
         self._thread.start()
         return self
 
-    def stop(self, timeout: float | None = 30.0) -> None:
-        """Stop following; a sync under way finishes its current batch first (or is cut short by the process's end:
-        the next start continues it)."""
+    def stop(self, timeout: float | None = 30.0) -> bool:
+        """Stop following; a sync under way finishes its current batch first (or is cut short by the process's end,
+        :func:`end_now`: the next start continues it). True when the watcher ended within ``timeout``."""
         self._stop.set()
         self._wake.set()
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout)
-        if self._ended.wait(timeout) and self.owns_searcher:
+        ended = self._ended.wait(timeout)
+        if ended and self.owns_searcher:
             self.searcher.close()
+        return ended
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the watcher to end (it ends when stopped); True when it has."""
@@ -241,10 +245,8 @@ def watch_folders(paths: Sequence[str | os.PathLike], index: str | Path | None =
                   ready: Callable[[FolderWatcher], None] | None = None) -> bool:
     """`reelsearch index DIR --watch`: follow the folders ``paths`` into the library at ``db`` or ``index`` until
     interrupted (Ctrl-C), remembering the model in the library as ``index`` does; ``on_sync`` gets each sync's run
-    (the first covers the whole folders), ``ready`` the watcher once it started. Returns whether the watcher ended:
-    False when a sync was still under way ``STOP_WAIT`` seconds after Ctrl-C (its committed batches are kept and the
-    next start continues it); a process should then end without its interpreter's shutdown (``os._exit``), which
-    a thread inside SQLite can crash."""
+    (the first covers the whole folders), ``ready`` the watcher once it started. Returns whether the watcher
+    ended: False when a sync was still under way ``STOP_WAIT`` seconds after Ctrl-C (then :func:`end_now`)."""
     roots = watch_roots(paths)
     searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots)
     try:
@@ -265,5 +267,15 @@ def watch_folders(paths: Sequence[str | os.PathLike], index: str | Path | None =
     finally:
         # Ctrl-C stops at once: a sync under way is left to the process's end (every committed batch is kept and
         # the next start continues), the searcher closed only when no sync holds it
-        watcher.stop(timeout=STOP_WAIT)
-    return watcher.join(0)
+        ended = watcher.stop(timeout=STOP_WAIT)
+    return ended
+
+
+def end_now() -> NoReturn:
+    """End this process at once with exit status 0, as a kill would, saying so on stderr: for a watcher whose sync
+    is still under way once stopped, since the interpreter's shutdown under a thread inside SQLite can crash. The
+    sync's committed batches are kept; the next start continues it."""
+    print("stopped: the sync under way is cut short (its committed batches are kept; the next start continues it)",
+          file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(0)

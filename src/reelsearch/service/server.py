@@ -25,7 +25,7 @@ from reelsearch.index.pg import masked
 from reelsearch.search import Searcher
 from reelsearch.search.experts import parse_weights
 from reelsearch.search.settings import library_location, model_setting, remembered_model, require_index
-from reelsearch.search.watch import SETTLE, FolderWatcher, watch_roots
+from reelsearch.search.watch import SETTLE, FolderWatcher, end_now, watch_roots
 from reelsearch.service.app import create_app
 from reelsearch.service.auth import API_KEY_ENV, check_api_key
 
@@ -138,8 +138,8 @@ def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | N
         try:
             uvicorn.run(app, **options)
         finally:
-            if watcher is not None:
-                watcher.stop()
+            if watcher is not None and not watcher.stop():  # a sync still under way: not through a shutdown
+                end_now()
             searcher.close()
         return
     print(f"reelsearch: {workers} worker processes over {masked(settings['index'])}; open http://{host}:{port}/",
