@@ -51,7 +51,7 @@ from bench_search import (
     timed_texts,
     uncached,
 )
-from reelsearch.index.pg import PostgresLibrary
+from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.pg.schema import hnsw_index
 from reelsearch.search import Searcher
 from reelsearch.service.background import free_port
@@ -79,7 +79,7 @@ def vm_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def pg_bytes(lib: PostgresLibrary) -> dict:
+def pg_bytes(lib: PostgresCatalog) -> dict:
     q = "SELECT pg_total_relation_size(?), pg_relation_size('videos_hnsw')"
     total, hnsw = lib._db.execute(q, ("videos",)).fetchone()
     frames = sum(lib._db.execute("SELECT pg_total_relation_size(?)", (t,)).fetchone()[0]
@@ -90,8 +90,8 @@ def pg_bytes(lib: PostgresLibrary) -> dict:
 
 def build(searcher: Searcher, x: np.ndarray, bias: np.ndarray) -> dict:
     """Commit the rows through the catalog's own path, then its vector index; seconds of each."""
-    lib = searcher.library
-    if isinstance(lib, PostgresLibrary):
+    lib = searcher.catalog
+    if isinstance(lib, PostgresCatalog):
         first_vector = lib._first_vector  # sets D and makes the HNSW index: made after the rows instead
 
         def without_index(dim: int) -> None:
@@ -161,8 +161,8 @@ def bench_catalog(name: str, where: str, x: np.ndarray, texts: list[str], querie
         before = load()
         lat, _ = timed(uncached(searcher, lambda s: searcher.search(s, 10)), queries, warm)
         out["in_process_end_to_end"] = {**pct(lat), "load": f"{before} -> {load()}"}
-        if isinstance(searcher.library, PostgresLibrary):
-            out["size"] = pg_bytes(searcher.library)
+        if isinstance(searcher.catalog, PostgresCatalog):
+            out["size"] = pg_bytes(searcher.catalog)
         else:
             out["size"] = {"index_folder_mib": round(folder_bytes(Path(where)) / 2**20, 1)}
     out["http"], got = serve(where, queries, warm)
@@ -198,7 +198,7 @@ def main() -> None:
                     with embedded_server(work / f"pg-{n}") as url:
                         rows.append(bench_catalog("postgres", url, x, texts, queries, warm, work))
                 else:
-                    with PostgresLibrary(args.db) as lib:  # emptied, as bench_search.postgres_rows does
+                    with PostgresCatalog(args.db) as lib:  # emptied, as bench_search.postgres_rows does
                         lib._db.execute("TRUNCATE videos, frames, frame_vectors, meta RESTART IDENTITY CASCADE")
                         lib._vectors_dropped()
                     rows.append(bench_catalog("postgres", args.db, x, texts, queries, warm, work))

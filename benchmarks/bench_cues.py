@@ -244,13 +244,13 @@ def weights_quality(n_images: int = 1000) -> dict:
     from reelsearch.datasets import load_dataset
     from reelsearch.datasets.cue_clips import CUE_SCRIPTS, make_clips
     from reelsearch.features.cues import CueExtractor, CueResult, CueSegment
-    from reelsearch.index.textcues import TextCueIndex
+    from reelsearch.index.embedded.textcues import EmbeddedTextCues
     from reelsearch.search.cues import sentence_encoder
 
     out: dict = {}
     dev = load_dataset("flickr8k", SHARED / "flickr8k").items("dev")[:n_images]
     with tempfile.TemporaryDirectory() as tmp:
-        with TextCueIndex(Path(tmp) / "captions", encoder=sentence_encoder) as index:
+        with EmbeddedTextCues(Path(tmp) / "captions", encoder=sentence_encoder) as index:
             for item in dev:
                 segs = [CueSegment("speech", 2.0 * i, 2.0 * i + 2.0, c, 1.0) for i, c in enumerate(item.captions[:4])]
                 index.put(item.id, {"speech": CueResult("speech", segs, recipe="captions")})
@@ -261,7 +261,7 @@ def weights_quality(n_images: int = 1000) -> dict:
             ranks = _rank_rows(index, [(_rare_words(item.captions[0], df), item.id) for item in dev], ids, ["speech"])
             out["captions, exact words"] = {name: _summary(r) for name, r in ranks.items()}
         paths = make_clips(CUE_SCRIPTS, tmp, IMAGES)
-        with TextCueIndex(Path(tmp) / "clips", encoder=sentence_encoder) as index:
+        with EmbeddedTextCues(Path(tmp) / "clips", encoder=sentence_encoder) as index:
             index.update([(c.id, p, None) for c, p in zip(CUE_SCRIPTS, paths)], CueExtractor(), progress=False)
             ids = [c.id for c in CUE_SCRIPTS]
             for group in ("exact", "paraphrase"):

@@ -161,7 +161,7 @@ def build_library(work: Path, n_photos: int, n_photo_queries: int, seed: int = 0
 
 def expert_rows(searcher, queries):
     """ids, and per query {expert: [N] score} for every video: visual (the model), speech and ocr (keyword, meaning)."""
-    lib = searcher.library
+    lib = searcher.catalog
     ids = lib.ids()
     stems = [Path(lib.video(i).path).stem for i in ids]
     vectors = lib.rows(ids)
@@ -229,7 +229,7 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
     from bench_searcher import fill
     from reelsearch.datasets import load_dataset
     from reelsearch.features.cues import CueResult, CueSegment
-    from reelsearch.index.textcues import TextCueIndex
+    from reelsearch.index.embedded.textcues import EmbeddedTextCues
     from reelsearch.search import Searcher
     from reelsearch.search import query as answering
     from reelsearch.search.experts import plan
@@ -267,12 +267,12 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
     for n in sizes:
         folder = work / f"latency-{n}"
         with Searcher(folder, "default") as searcher:
-            if len(searcher.library) != n:
+            if len(searcher.catalog) != n:
                 fill(searcher, n, 8)
                 rng = np.random.default_rng(1)
-                with TextCueIndex(folder, encoder=known) as cues:
+                with EmbeddedTextCues(folder, encoder=known) as cues:
                     cues._db.execute("PRAGMA synchronous=OFF")  # a benchmark's bulk load, not the index's own writes
-                    for vid in searcher.library.contents():
+                    for vid in searcher.catalog.contents():
                         results = {}
                         if rng.random() < 0.6:
                             said = [texts[i] for i in rng.integers(0, len(texts), 2)]
@@ -301,7 +301,7 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
             agree, lat = 0, []
             with searcher.lock:
                 p = plan(searcher.model, None, {}, searcher.cues.stored_cues())
-            args = (searcher.library, searcher.visual, searcher.cues)
+            args = (searcher.catalog, searcher.visual, searcher.cues)
             for q in queries:
                 query, cue_query = searcher.query_encoder.one(q), searcher.cue_queries.one(q)
                 t = time.perf_counter()
@@ -348,7 +348,7 @@ def main(argv=None) -> None:
         began = time.perf_counter()
         report = searcher.index(paths, progress=True)
         out["index"] = {"summary": report.summary(), "seconds": round(time.perf_counter() - began, 1),
-                        "videos": len(searcher.library)}
+                        "videos": len(searcher.catalog)}
         print(out["index"], flush=True)
         ids, stems, rows = expert_rows(searcher, queries)
         stems = np.asarray(stems)

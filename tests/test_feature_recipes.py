@@ -63,7 +63,7 @@ def test_the_index_embeds_with_the_models_own_recipe(tmp_path):
     assert f"appearance={lite2.key}" in searcher.model_id
     report = searcher.index([str(clip())], progress=False, cues=())
     assert not report.failed
-    stored = searcher.library.media(searcher.library.find(str(clip())))
+    stored = searcher.catalog.media(searcher.catalog.find(str(clip())))
     features = FeaturePipeline({"appearance": lite2}).extract(clip()).features
     want = model.encode_video([features])
     np.testing.assert_allclose(stored.video_vector, want.video[0], atol=2e-3)  # stored as float16

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import torch
 
-from reelsearch.index.library import LOCK_NAME, SQLITE_NAME, LibraryIndex
+from reelsearch.index.embedded.catalog import LOCK_NAME, SQLITE_NAME, EmbeddedCatalog
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
 from test_search_support import CAPTIONS, ServerThread, make_media, small_model, write_clip
@@ -54,7 +54,7 @@ def _consistent(index: Path, expected: int) -> None:
                                      "(SELECT COUNT(DISTINCT video_id) FROM frame_vectors) FROM videos").fetchone()
     db.close()
     assert rows == paths == frames == expected
-    with LibraryIndex(index) as library:
+    with EmbeddedCatalog(index) as library:
         assert len(library) == len(library.vectors) == expected
 
 
@@ -121,7 +121,7 @@ def test_serve_answers_while_index_adds_files(tmp_path, model_dir):
     index = tmp_path / "index"
     with Searcher(index, str(model_dir)) as searcher:
         searcher.index([tmp_path / "media"], progress=False, cues=())
-        before = len(searcher.library)
+        before = len(searcher.catalog)
         new = _clips(tmp_path / "more", 4, seed=20)
         with ServerThread(create_app(searcher)) as server, httpx.Client(base_url=server.url, timeout=60) as http:
             writer = subprocess.Popen(_index_cmd([tmp_path / "media", tmp_path / "more"], index, model_dir),

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from reelsearch.cli.main import app, main
 from reelsearch.index import FaissIndex
-from reelsearch.index.library import FAISS_NAME, SQLITE_NAME, LibraryIndex
+from reelsearch.index.embedded.catalog import FAISS_NAME, SQLITE_NAME, EmbeddedCatalog
 from test_search_support import CAPTIONS, make_media, small_model
 
 torch.set_num_threads(1)
@@ -80,7 +80,7 @@ def test_a_damaged_vector_file_is_rebuilt(copy, damage):
     path = index / FAISS_NAME
     data = path.read_bytes()
     if damage == "older":
-        with LibraryIndex(index) as lib:
+        with EmbeddedCatalog(index) as lib:
             ids = lib.ids()
             rows, dim = lib.rows(ids), lib.dim
         path.unlink()

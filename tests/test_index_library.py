@@ -1,4 +1,4 @@
-"""LibraryIndex over real small files (PNGs and an MP4 generated here): sync, search, moments, crash safety.
+"""EmbeddedCatalog over real small files (PNGs and an MP4 generated here): sync, search, moments, crash safety.
 
 The same test functions run on the embedded catalog (SQLite + FAISS) and on PostgreSQL + pgvector (a database of the
 session's embedded server: tests/pg_fixtures.py). A library is searched through the search path
@@ -16,9 +16,9 @@ import threading
 import numpy as np
 import pytest
 
-from reelsearch.index import EmbeddedMedia, LibraryIndex, make_thumbnail
-from reelsearch.index.library import FAISS_NAME, SQLITE_NAME
-from reelsearch.index.pg import PostgresLibrary
+from reelsearch.index import EmbeddedCatalog, EmbeddedMedia, make_thumbnail
+from reelsearch.index.embedded.catalog import FAISS_NAME, SQLITE_NAME
+from reelsearch.index.pg import PostgresCatalog
 from reelsearch.search.experts import Plan
 from reelsearch.search.query import run_query
 from reelsearch.search.sources import ExactScan, InnerProduct
@@ -97,13 +97,13 @@ def vectors_of(path) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.fixture(params=["embedded", "postgres"])
-def open_library(request, tmp_path):
+def open_catalog(request, tmp_path):
     """Factory: open (or reopen) the library: in tmp_path/index (embedded), or in a fresh PostgreSQL database."""
     opened = []
     url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
 
     def open_():
-        lib = PostgresLibrary(url) if url else LibraryIndex(tmp_path / "index")
+        lib = PostgresCatalog(url) if url else EmbeddedCatalog(tmp_path / "index")
         opened.append(lib)
         return lib
 
@@ -135,8 +135,8 @@ def check_consistent(lib) -> None:
         np.testing.assert_allclose(lib.rows([id_])[0], media.video_vector, atol=1e-6)
 
 
-def test_sync_add_update_delete(open_library, folder):
-    lib = open_library()
+def test_sync_add_update_delete(open_catalog, folder):
+    lib = open_catalog()
     emb = FakeEmbedder()
     rep = lib.sync([folder], emb, model_id="fake", progress=False)
     assert len(rep.added) == 6 and not rep.failed and len(lib) == 6
@@ -167,13 +167,13 @@ def test_sync_add_update_delete(open_library, folder):
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
     lib.close()
-    again = open_library()  # reopened from disk
+    again = open_catalog()  # reopened from disk
     assert len(again) == 6 and search(again, video, k=1)[0].path == str(folder / "img0.png")
 
 
-def test_failed_file_is_recorded_and_the_rest_indexed(open_library, folder):
+def test_failed_file_is_recorded_and_the_rest_indexed(open_catalog, folder):
     (folder / "broken.mp4").write_bytes(b"\x00not a video")
-    lib = open_library()
+    lib = open_catalog()
     rep = lib.sync([folder, folder / "absent"], FakeEmbedder(fail_on={"broken.mp4", "img2.png"}), progress=False)
     failed = {os.path.basename(p): msg for p, msg in rep.failed}
     assert set(failed) == {"broken.mp4", "img2.png", "absent"}
@@ -184,12 +184,12 @@ def test_failed_file_is_recorded_and_the_rest_indexed(open_library, folder):
     assert sorted(os.path.basename(p) for p in rep.added) == ["broken.mp4", "img2.png"]
 
 
-def test_kill_mid_sync_keeps_a_consistent_index(open_library, folder):
-    lib = open_library()
+def test_kill_mid_sync_keeps_a_consistent_index(open_catalog, folder):
+    lib = open_catalog()
     with pytest.raises(KeyboardInterrupt):
         lib.sync([folder], FakeEmbedder(interrupt_after=3), progress=False, commit_every=2)
     lib.close()
-    lib = open_library()
+    lib = open_catalog()
     # the committed batch of two, the third embedding never committed; PostgreSQL commits each file by itself (its
     # cooperating writers' claims are per file): the three embedded
     done = 3 if lib.ONE_FILE_PER_COMMIT else 2
@@ -201,9 +201,9 @@ def test_kill_mid_sync_keeps_a_consistent_index(open_library, folder):
     check_consistent(lib)
 
 
-def test_crash_before_vector_index_is_saved_is_replayed(open_library, folder, monkeypatch):
-    lib = open_library()
-    if not isinstance(lib, LibraryIndex):
+def test_crash_before_vector_index_is_saved_is_replayed(open_catalog, folder, monkeypatch):
+    lib = open_catalog()
+    if not isinstance(lib, EmbeddedCatalog):
         pytest.skip("PostgreSQL commits each vector with its video: there is no derived vector index to replay")
     lib.sync([folder], FakeEmbedder(), progress=False)
     write_png(folder / "late.png", seed=50)
@@ -218,15 +218,15 @@ def test_crash_before_vector_index_is_saved_is_replayed(open_library, folder, mo
     monkeypatch.undo()
     lib.close()
     assert (lib.dir / FAISS_NAME).exists()
-    lib = open_library()  # SQLite committed; the vector index catches up on open
+    lib = open_catalog()  # SQLite committed; the vector index catches up on open
     assert len(lib) == 6
     check_consistent(lib)
     video, _ = vectors_of(folder / "late.png")
     assert search(lib, video, k=1)[0].path == str(folder / "late.png")
 
 
-def test_moment_is_the_best_frame(open_library, folder):
-    lib = open_library()
+def test_moment_is_the_best_frame(open_catalog, folder):
+    lib = open_catalog()
     lib.sync([folder], FakeEmbedder(), progress=False)
     _, frames = vectors_of(folder / "sub" / "img5.png")
     hits = search(lib, frames[2], k=6)
@@ -236,8 +236,8 @@ def test_moment_is_the_best_frame(open_library, folder):
     assert mine.frame == 2 and mine.moment == pytest.approx(1.0)  # frame 2 at 2 x 0.5 s
 
 
-def test_order_similarity_search_is_exact(open_library, folder):
-    lib = open_library()
+def test_order_similarity_search_is_exact(open_catalog, folder):
+    lib = open_catalog()
     lib.sync([folder], FakeEmbedder(), progress=False)
     q = np.abs(np.random.default_rng(11).standard_normal(DIM)).astype(np.float32) * 0.3
     hits = search(lib, q, k=6, score_fn=order_score_fn())
@@ -250,14 +250,14 @@ def test_order_similarity_search_is_exact(open_library, folder):
     np.testing.assert_allclose([h.score for h in hits], [s for s, _ in ref], rtol=1e-4, atol=1e-6)
 
 
-def test_biases_are_added_to_the_scores_exactly(open_library, tmp_path):
+def test_biases_are_added_to_the_scores_exactly(open_catalog, tmp_path):
     """Each video's bias (a querybank offset, negated) is added to its inner product: the vector index holds it, so
     its top k is the top k of score + bias. The biases here spread as widely as the scores, so the ranking changes;
     the result is the brute-force one, and the index's own top k without the bias is the raw inner product's."""
     root = tmp_path / "many"
     for i in range(60):
         write_png(root / f"p{i:02d}.png", seed=100 + i)
-    lib = open_library()
+    lib = open_catalog()
     lib.sync([root], FakeEmbedder(biased=True), progress=False)
     truth = {}
     for rec in lib.videos():
@@ -309,7 +309,7 @@ def test_frame_detail_of_an_older_index_is_measured_by_the_next_sync(tmp_path, f
         media.thumbnails = thumbs
         return media
 
-    with LibraryIndex(tmp_path / "index") as lib:
+    with EmbeddedCatalog(tmp_path / "index") as lib:
         lib.sync([folder], with_thumbs, progress=False)
         assert all(v.detail is None for v in lib.stored(lib.ids()).values())  # the embedder measured nothing
         lib._db.execute("UPDATE frame_vectors SET detail = NULL")  # as schema 2 left them
@@ -329,13 +329,13 @@ def test_a_schema_1_index_is_migrated(tmp_path, folder):
     is migrated in place and searches as before; an index of a newer schema is refused."""
     import shutil
 
-    from reelsearch.index import library
-    from reelsearch.index.library import SCHEMA_VERSION, LibraryError
+    from reelsearch.index.catalog import CatalogError
+    from reelsearch.index.embedded.catalog import SCHEMA_SQL, SCHEMA_VERSION
 
-    with LibraryIndex(tmp_path / "index") as lib:
+    with EmbeddedCatalog(tmp_path / "index") as lib:
         lib.sync([folder], FakeEmbedder(), progress=False)
     # the same index as schema 1 wrote it: its tables without the bias, detail and date columns, the rows copied over
-    schema_1 = "\n".join(line for line in library.SCHEMA_SQL.splitlines()
+    schema_1 = "\n".join(line for line in SCHEMA_SQL.splitlines()
                           if "bias" not in line and "detail" not in line and "taken_" not in line)
     schema_1 = schema_1.replace("vector BLOB NOT NULL,", "vector BLOB NOT NULL")
     schema_1 = schema_1.replace("times BLOB NOT NULL,", "times BLOB NOT NULL")
@@ -351,7 +351,7 @@ def test_a_schema_1_index_is_migrated(tmp_path, folder):
     db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     db.commit()
     db.close()
-    with LibraryIndex(old) as lib:
+    with EmbeddedCatalog(old) as lib:
         assert lib._meta("schema_version") == str(SCHEMA_VERSION) and len(lib) == 6
         assert lib.biases(lib.ids()).tolist() == [0.0] * 6
         assert all(v.detail is None for v in lib.stored(lib.ids()).values())  # no thumbnails to measure
@@ -361,12 +361,12 @@ def test_a_schema_1_index_is_migrated(tmp_path, folder):
         lib.sync([folder], FakeEmbedder(), progress=False)  # and it is written as before
         check_consistent(lib)
         lib._set_meta("schema_version", SCHEMA_VERSION + 1)
-    with pytest.raises(LibraryError, match="newer reelsearch"):
-        LibraryIndex(old)
+    with pytest.raises(CatalogError, match="newer reelsearch"):
+        EmbeddedCatalog(old)
 
 
-def test_model_change_reembeds_everything(open_library, folder, tmp_path):
-    lib = open_library()
+def test_model_change_reembeds_everything(open_catalog, folder, tmp_path):
+    lib = open_catalog()
     other = tmp_path / "other"
     write_png(other / "o.png", seed=77)
     lib.sync([folder], FakeEmbedder(), model_id="m1", progress=False)
@@ -380,8 +380,8 @@ def test_model_change_reembeds_everything(open_library, folder, tmp_path):
     check_consistent(lib)
 
 
-def test_an_exclusive_sync_drops_what_was_indexed_from_elsewhere(open_library, folder, tmp_path):
-    lib = open_library()
+def test_an_exclusive_sync_drops_what_was_indexed_from_elsewhere(open_catalog, folder, tmp_path):
+    lib = open_catalog()
     other = tmp_path / "other"
     write_png(other / "o.png", seed=77)
     lib.sync([folder, other], FakeEmbedder(), progress=False)
@@ -394,8 +394,8 @@ def test_an_exclusive_sync_drops_what_was_indexed_from_elsewhere(open_library, f
     check_consistent(lib)
 
 
-def test_moved_file_reuses_its_embeddings(open_library, folder):
-    lib = open_library()
+def test_moved_file_reuses_its_embeddings(open_catalog, folder):
+    lib = open_catalog()
     lib.sync([folder], FakeEmbedder(), progress=False)
     os.rename(folder / "img2.png", folder / "renamed.png")
     emb = FakeEmbedder()
@@ -406,13 +406,13 @@ def test_moved_file_reuses_its_embeddings(open_library, folder):
     check_consistent(lib)
 
 
-def test_undecodable_file_names_round_trip(open_library, tmp_path):
+def test_undecodable_file_names_round_trip(open_catalog, tmp_path):
     root = tmp_path / "names"
     root.mkdir()
     raw = os.fsencode(str(root)) + b"/caf\xe9-\xff.png"  # not UTF-8
     write_png(root / "tmp.png", seed=3)
     os.rename(root / "tmp.png", raw)
-    lib = open_library()
+    lib = open_catalog()
     rep = lib.sync([root], FakeEmbedder(), progress=False)
     assert len(rep.added) == 1
     hit = search(lib, fake_vectors(open(raw, "rb").read())[0], k=1)[0]
@@ -443,7 +443,7 @@ def test_real_video_thumbnails_and_moments(tmp_path):
         return EmbeddedMedia(v / np.linalg.norm(v), means, fr.timestamps, fr.duration,
                              [make_thumbnail(im) for im in fr.images])
 
-    lib = LibraryIndex(tmp_path / "index")
+    lib = EmbeddedCatalog(tmp_path / "index")
     rep = lib.sync([tmp_path / "clip"], embed, model_id="colour-means", progress=False)
     assert len(rep.added) == 1, rep.failed
     hit = search(lib, np.array([0.0, 0.0, 1.0]), k=1)[0]  # "blue"
@@ -461,28 +461,28 @@ def test_real_video_thumbnails_and_moments(tmp_path):
 def test_second_writer_is_refused(tmp_path, folder):
     import fcntl
 
-    lib = LibraryIndex(tmp_path / "index")
+    lib = EmbeddedCatalog(tmp_path / "index")
     with open(lib.dir / ".writer.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        from reelsearch.index import LibraryError
+        from reelsearch.index import CatalogError
 
-        with pytest.raises(LibraryError, match="another process"):
+        with pytest.raises(CatalogError, match="another process"):
             lib.sync([folder], FakeEmbedder(), progress=False)
     lib.close()
 
 
 def test_sqlite_file_is_where_documented(tmp_path, folder):
-    with LibraryIndex(tmp_path / "index") as lib:
+    with EmbeddedCatalog(tmp_path / "index") as lib:
         lib.sync([folder], FakeEmbedder(), progress=False)
     assert (tmp_path / "index" / SQLITE_NAME).exists() and (tmp_path / "index" / FAISS_NAME).exists()
 
 
-def test_reader_refresh_sees_another_writers_changes(open_library, folder):
+def test_reader_refresh_sees_another_writers_changes(open_catalog, folder):
     """A second process's library (a replica) sees what a writer commits: the embedded one when it refreshes (as
     every search does), the PostgreSQL one at once."""
-    writer = open_library()
+    writer = open_catalog()
     writer.sync([folder], FakeEmbedder(), progress=False)
-    reader = open_library()
+    reader = open_catalog()
     assert len(reader) == 6
     write_png(folder / "fresh.png", seed=123)
     (folder / "img0.png").unlink()
@@ -497,12 +497,12 @@ def test_reader_refresh_sees_another_writers_changes(open_library, folder):
     reader.close()
 
 
-def test_a_snapshot_reads_the_meta_once_and_sees_every_write_after(open_library, folder):
+def test_a_snapshot_reads_the_meta_once_and_sees_every_write_after(open_catalog, folder):
     """Inside ``snapshot`` the count and meta are read once (what a search asks a dozen times); another writer's
     commit shows at the next snapshot (another thread reads as outside); this object's own writes show at once."""
-    writer = open_library()
+    writer = open_catalog()
     writer.sync([folder], FakeEmbedder(), progress=False)
-    reader = open_library()
+    reader = open_catalog()
     executed = []
     real_execute = reader._db.execute
     reader._db.execute = lambda sql, *a: executed.append(sql) or real_execute(sql, *a)
@@ -558,7 +558,7 @@ def test_real_msrvtt_clips(tmp_path):
 
     clips = shared_path("msrvtt", "clips")
     embed = colour_histogram_embedder()
-    with LibraryIndex(tmp_path / "index") as lib:
+    with EmbeddedCatalog(tmp_path / "index") as lib:
         rep = lib.sync([clips], embed, model_id="colour-hist", progress=False)
         assert sorted(os.path.basename(p) for p in rep.added) == ["video9770.mp4", "video9771.mp4"], rep.failed
         durations = {os.path.basename(r.path): r.duration for r in lib.videos()}

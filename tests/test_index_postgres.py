@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from cue_fixtures import HashEncoder, ScriptedExtractor
 from reelsearch.cli.main import app
 from reelsearch.errors import ConfigError
-from reelsearch.index import LibraryIndex, open_library
+from reelsearch.index import EmbeddedCatalog, open_catalog
 from reelsearch.index.catalog import CatalogUnavailable
-from reelsearch.index.pg import LATEST, PostgresLibrary, SchemaError, masked
+from reelsearch.index.pg import LATEST, PostgresCatalog, SchemaError, masked
 from reelsearch.index.pg.database import Database
 from reelsearch.index.pg.schema import schema_version
 from test_index_library import FakeEmbedder, folder  # noqa: F401  (a fixture)
@@ -27,20 +27,20 @@ torch.set_num_threads(1)
 
 
 def test_migrations_are_versioned_and_applied_once(pg_url):
-    with PostgresLibrary(pg_url) as lib:
+    with PostgresCatalog(pg_url) as lib:
         assert lib.schema == LATEST
         rows = lib._db.execute("SELECT version, description FROM schema_version ORDER BY version").fetchall()
         assert [r[0] for r in rows] == list(range(1, LATEST + 1)) and all(r[1] for r in rows)
-    with PostgresLibrary(pg_url) as again:  # a second open finds the schema current and changes nothing
+    with PostgresCatalog(pg_url) as again:  # a second open finds the schema current and changes nothing
         assert again._db.execute("SELECT count(*) FROM schema_version").fetchone()[0] == LATEST
 
 
 def test_a_newer_schema_is_refused(pg_url):
-    with PostgresLibrary(pg_url) as lib:
+    with PostgresCatalog(pg_url) as lib:
         lib._db.execute("INSERT INTO schema_version (version, description) VALUES (?, 'from the future')",
                         (LATEST + 1,))
     with pytest.raises(SchemaError, match=f"schema version {LATEST + 1}, written by a newer reelsearch"):
-        PostgresLibrary(pg_url)
+        PostgresCatalog(pg_url)
 
 
 def test_a_missing_extension_is_a_clear_error(pg_server):
@@ -51,7 +51,7 @@ def test_a_missing_extension_is_a_clear_error(pg_server):
     try:
         with pytest.raises(SchemaError, match=r"the vector extension \(pgvector.*\) is missing and this user cannot "
                                               r"create it .*CREATE EXTENSION vector"):
-            PostgresLibrary(pg_server.url(name, user="plain"))
+            PostgresCatalog(pg_server.url(name, user="plain"))
     finally:
         pg_server.drop_database(name)
 
@@ -61,13 +61,13 @@ def test_passwords_are_never_shown(pg_server):
     assert masked(url).count("***") == 1 and "s3cret-pw" not in masked(url)
     assert masked("postgresql://u@h/db?password=s3cret-pw") == "postgresql://u@h/db?password=***"
     with pytest.raises(CatalogUnavailable) as info:
-        PostgresLibrary(url)
+        PostgresCatalog(url)
     assert "s3cret-pw" not in str(info.value) and "***" in str(info.value)
     assert "no_such_database" in str(info.value)
 
 
 def test_a_server_restart_mid_search_is_a_clear_error_then_recovers(pg_server, pg_url, folder):  # noqa: F811
-    lib = open_library(pg_url)
+    lib = open_catalog(pg_url)
     try:
         lib.sync([folder], FakeEmbedder(), progress=False)
         q = lib.rows(lib.ids()[:1])[0]
@@ -140,14 +140,14 @@ def test_migrate_an_embedded_index_without_extracting_anything(embedded, pg_url,
 def test_migrate_carries_the_text_cues(tmp_path, pg_url, folder):  # noqa: F811
     """The speech / on-screen-text segments are copied with their embeddings: the same scores on both."""
     corpus = {}
-    with LibraryIndex(tmp_path / "idx") as lib:
+    with EmbeddedCatalog(tmp_path / "idx") as lib:
         lib.sync([folder], FakeEmbedder(), progress=False)
         for i, record in enumerate(lib.videos()):
             corpus[record.id] = {"speech": [f"a dog runs on the beach {i}", "the weather is fine"],
                                  "ocr": [f"BREAKINGNEWS {i}"]}
         cues = lib.text_cues(HashEncoder(), create=True)
         cues.update([(v, v, lib.contents()[v]) for v in corpus], ScriptedExtractor(corpus), progress=False)
-        with open_library(pg_url) as shared:
+        with open_catalog(pg_url) as shared:
             shared.copy_from(lib, progress=False)
             copied = shared.text_cues(HashEncoder())
             by_path = {r.path: r.id for r in shared.videos()}
@@ -205,7 +205,7 @@ def test_hnsw_search_uses_a_halfvec_index_of_rows_and_biases_and_float32_scores(
         return lib._db.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'videos_hnsw'").fetchone()[0]
 
     migrations = {n: apply for n, _, apply in MIGRATIONS}
-    with PostgresLibrary(pg_url, threshold=0, hnsw_m=8, ef_construction=32) as lib:
+    with PostgresCatalog(pg_url, threshold=0, hnsw_m=8, ef_construction=32) as lib:
         lib.sync([tmp_path / "media"], FakeEmbedder(biased=True), progress=False)
         folded = "(vector || (ARRAY[bias])::vector))::halfvec(9)"
         assert folded in index_definition(lib) and "halfvec_ip_ops" in index_definition(lib)
@@ -228,4 +228,4 @@ def test_a_pgvector_without_halfvec_is_a_clear_error(pg_url, monkeypatch):
     monkeypatch.setattr(schema, "PGVECTOR_MIN", (99, 0))  # the server's pgvector (0.8) as if older than needed
     with pytest.raises(SchemaError, match=r"pgvector 0\.\d+\.\d+ is too old: reelsearch needs 99\.0 or later "
                                           r"\(halfvec\): .*ALTER EXTENSION vector UPDATE"):
-        PostgresLibrary(pg_url)
+        PostgresCatalog(pg_url)

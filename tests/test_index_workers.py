@@ -18,8 +18,8 @@ from pathlib import Path
 import psycopg
 
 from conftest import shared_path
-from reelsearch.index.pg import LATEST, PostgresLibrary
-from reelsearch.index.tables import SyncReport
+from reelsearch.index.pg import LATEST, PostgresCatalog
+from reelsearch.index.sync import SyncReport
 from reelsearch.search.index_folder import IndexRun
 from reelsearch.search.index_ray import merge_runs
 
@@ -31,14 +31,14 @@ SRC = TESTS.parent / "src"
 WORKER = """
 import json, sys, time
 from test_index_library import FakeEmbedder
-from reelsearch.index.pg import PostgresLibrary
+from reelsearch.index.pg import PostgresCatalog
 
 class Slow(FakeEmbedder):
     def __call__(self, path):
         time.sleep(0.1)
         return super().__call__(path)
 
-with PostgresLibrary(sys.argv[1], lease=2.0) as lib:
+with PostgresCatalog(sys.argv[1], lease=2.0) as lib:
     report = lib.sync([sys.argv[2]], Slow(fail_on={"broken.jpg"}), progress=False)
 print(json.dumps({"added": report.added, "failed": report.failed}))
 """
@@ -58,7 +58,7 @@ def test_three_workers_one_killed_index_every_file_exactly_once(pg_url, tmp_path
     for p in photos:
         shutil.copyfile(p, folder / p.name)
     (folder / "broken.jpg").write_bytes(b"not a picture")
-    with PostgresLibrary(pg_url):
+    with PostgresCatalog(pg_url):
         pass  # the schema, made once
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
     workers = [subprocess.Popen([sys.executable, "-c", WORKER, pg_url, str(folder)], stdout=subprocess.PIPE,
@@ -108,7 +108,7 @@ def test_a_file_indexed_by_another_writer_since_the_plan_is_skipped(pg_url, tmp_
     folder = tmp_path / "photos"
     for i in range(4):
         write_png(folder / f"img{i}.png", seed=i)
-    with PostgresLibrary(pg_url) as first, PostgresLibrary(pg_url) as second:
+    with PostgresCatalog(pg_url) as first, PostgresCatalog(pg_url) as second:
         report = first.sync([folder], FakeEmbedder(), progress=False)
         plan_items = second._plan_sync([str(folder)], "default", False, type(report)()).todo
         assert plan_items == []  # committed: nothing to do
@@ -131,7 +131,7 @@ def test_workers_starting_at_once_on_a_new_database_both_open_it(pg_url):
 
     def second():
         try:
-            with PostgresLibrary(pg_url) as lib:
+            with PostgresCatalog(pg_url) as lib:
                 result["schema"] = lib.schema
         except Exception as exc:  # reported below
             result["error"] = exc
@@ -161,7 +161,7 @@ def test_a_late_worker_sees_the_others_files_as_unchanged_and_the_merged_report_
     for i in range(4):
         write_png(folder / f"img{i}.png", seed=i)
     (folder / "broken.jpg").write_bytes(b"not a picture")
-    with PostgresLibrary(pg_url) as first, PostgresLibrary(pg_url) as late:
+    with PostgresCatalog(pg_url) as first, PostgresCatalog(pg_url) as late:
         runs = [IndexRun(lib.sync([folder], FakeEmbedder(fail_on={"broken.jpg"}), progress=False), 0, lib.location)
                 for lib in (first, late)]
         total = len(late)

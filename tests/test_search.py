@@ -108,7 +108,7 @@ def test_reindex_add_change_delete(media, tmp_path):
     with Searcher(tmp_path / "index", model) as searcher:
         first = searcher.index([folder], progress=False, cues=())
         assert len(first.added) == 5
-        ids = {r.path: r.id for r in searcher.library.videos()}
+        ids = {r.path: r.id for r in searcher.catalog.videos()}
         again = searcher.index([folder], progress=False, cues=())
         assert len(again.unchanged) == 5 and not (again.added or again.updated or again.removed)
 
@@ -142,7 +142,7 @@ def test_annotate_ranks_captions_like_brute_force(media, tmp_path):
             fresh = searcher.annotate(clip, CAPTIONS)  # not indexed: decoded and embedded now
             searcher.index([clip], progress=False, cues=())
             stored = searcher.annotate(clip, CAPTIONS)  # indexed: stored embeddings
-            by_id = searcher.annotate_id(searcher.library.find(clip), CAPTIONS)
+            by_id = searcher.annotate_id(searcher.catalog.find(clip), CAPTIONS)
         want = {c: reference_scores(model, c, [clip])[0][0] for c in CAPTIONS}
         if kind in ("moe", "moe-mixed"):
             want = {c: sum(model.fusion.weights[k] * v for k, v in s.items()) for c, s in want.items()}

@@ -115,7 +115,7 @@ def test_a_failed_cue_is_reported_and_loses_nothing_else(tmp_path, monkeypatch):
     assert "5 added, 0 updated, 0 removed, 0 unchanged, 0 failed; speech/text: 5 extracted, 0 unchanged, 1 cue " \
            "failures; 5 in" in res.output and "note:" not in res.output
     with Searcher(tmp_path / "index", str(model_dir)) as searcher:
-        vid = searcher.library.find(yellow)
+        vid = searcher.catalog.find(yellow)
         assert searcher.cues.runs(vid)["speech"].error and len(searcher.cues.video_ids()) == 5
     calls.clear()
     broken.clear()
@@ -143,7 +143,7 @@ def test_search_like_an_example(setup):
     root, paths, model_dir, runner = setup
     index = str(root / "index")
     with Searcher(root / "index", str(model_dir)) as searcher:
-        clip_id, stored = searcher.library.find(paths[0]), len(searcher.library)  # earlier tests change the library
+        clip_id, stored = searcher.catalog.find(paths[0]), len(searcher.catalog)  # earlier tests change the library
         for text, like in ((None, str(paths[0])), ("a yellow flower", f"{clip_id}@1.5")):
             want = searcher.search(text, 10, frames=False, like=like)
             res = runner.invoke(app, ["search", *([text] if text else []), "--like", like, "--index", index, "--json"])

@@ -111,7 +111,7 @@ def test_index_runs_the_cues_and_the_demo_finds_its_clip(built, demo, searcher):
     assert f"{n} added, 0 updated, 0 removed, 0 unchanged, 0 failed; speech/text: {n} extracted" in out
     assert (index / "textcues.sqlite").is_file()
     cues = searcher.cues
-    by_stem = {Path(v.path).stem: v.id for v in searcher.library.videos()}
+    by_stem = {Path(v.path).stem: v.id for v in searcher.catalog.videos()}
     spoken = {w[2].strip(" ,.").lower() for s in cues.segments(by_stem["recipe"]) for w in s.words}
     assert {"preheat", "oven"} <= spoken
     assert cues.segments(by_stem["silent"]) == [] and cues.segments(by_stem["bikes"], ["speech"]) == []
@@ -218,7 +218,7 @@ def test_http_search_and_transcript(server, searcher):
         report = next(r for r in written if r["name"] == "report.mp4")
         only = client.get(f"/videos/{report['id']}/transcript", params={"cue": "ocr"}).json()
         assert [s["text"] for s in only["segments"]][:1] == ["Quarterly revenue"] and only["segments"][0]["box"]
-        silent = next(v.id for v in searcher.library.videos() if v.path.endswith("silent.mp4"))
+        silent = next(v.id for v in searcher.catalog.videos() if v.path.endswith("silent.mp4"))
         quiet = client.get(f"/videos/{silent}/transcript").json()
         assert quiet["segments"] == [] and {c["status"] for c in quiet["cues"].values()} == {"done"}
         assert client.get("/videos/999999/transcript").status_code == 404
@@ -255,7 +255,7 @@ def test_page_shows_the_matched_words_and_plays_from_them(server, tmp_path):
 def test_filters_on_what_is_said_and_written(searcher):
     """``has:``, a phrase and a negative word read the transcripts and on-screen text of real clips (espeak-ng speech,
     rendered text): checked against the stored segments read one video at a time."""
-    videos = {v.id: _stem(v.path) for v in searcher.library.videos()}
+    videos = {v.id: _stem(v.path) for v in searcher.catalog.videos()}
 
     def said(cue: str | None = None, words: str = "") -> set[str]:
         return {v for v in videos for s in searcher.cues.segments(v, [cue] if cue else ["speech", "ocr"])

@@ -14,9 +14,10 @@ from cue_fixtures import HashEncoder, ScriptedExtractor
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.fusion import fuse_experts
 from reelsearch.extras import MissingExtraError
-from reelsearch.index.library import LibraryError, LibraryIndex
+from reelsearch.index.catalog import CatalogError
+from reelsearch.index.embedded.catalog import EmbeddedCatalog
+from reelsearch.index.embedded.textcues import EmbeddedTextCues
 from reelsearch.index.media import EmbeddedMedia
-from reelsearch.index.textcues import TextCueIndex
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import SEMANTIC_FLOOR, floored
 from reelsearch.search.experts import DEFAULT_WEIGHTS, ExpertError, parse_experts, parse_weights, plan
@@ -54,7 +55,7 @@ def _library(folder, model, rng, biased: bool = False):
         video = frames.mean(0) / np.linalg.norm(frames.mean(0))
         bias = float(rng.uniform(-0.3, 0.5)) if biased else 0.0
         rows[str(path)] = EmbeddedMedia(video, frames, np.array([0.0, 1.0, 2.0]), 3.0, bias=bias)
-    lib = LibraryIndex(folder / "index")
+    lib = EmbeddedCatalog(folder / "index")
     report = lib.sync([media], lambda p: rows[p], model_id="synthetic", progress=False)
     return lib, report
 
@@ -73,7 +74,7 @@ def library(request, tmp_path_factory):
     table = {}
     for i, path in enumerate(sorted(report.added)):
         table[path] = {"speech": _texts(rng, 2) if i % 3 else [], "ocr": _texts(rng, 1) if i % 2 else []}
-    cues = TextCueIndex(folder / "index", encoder=HashEncoder())
+    cues = EmbeddedTextCues(folder / "index", encoder=HashEncoder())
     out = index_cues(lib, cues, report, ["speech", "ocr"], ScriptedExtractor(table), progress=False)
     assert len(out.extracted) == N_VIDEOS and not out.failed
     yield model, lib, cues
@@ -212,19 +213,19 @@ def test_cue_stage_reuses_prunes_reports_and_holds_the_writer_lock(tmp_path):
     lib, report = _library(tmp_path, model, rng)
     paths = sorted(report.added)[:4]
     table = {p: {"speech": [f"spoken words {i}"], "ocr": [f"TITLE {i}"]} for i, p in enumerate(paths)}
-    other = LibraryIndex(tmp_path / "index")  # another writer (its own lock handle), as another process would be
+    other = EmbeddedCatalog(tmp_path / "index")  # another writer (its own lock handle), as another process would be
     locked = []
 
     class Watching(ScriptedExtractor):
         def extract(self, path, cues):
-            with pytest.raises(LibraryError, match="another process"):
+            with pytest.raises(CatalogError, match="another process"):
                 with other.writing(0):
                     pass
             locked.append(path)
             return super().extract(path, cues)
 
     extractor = Watching(table, fail={(paths[1], "ocr")})
-    cues = TextCueIndex(tmp_path / "index", encoder=HashEncoder())
+    cues = EmbeddedTextCues(tmp_path / "index", encoder=HashEncoder())
     with lib.writing(0):
         small = lib.sync(paths, lambda p: None, model_id="synthetic", progress=False)  # all unchanged
         out = index_cues(lib, cues, small, ["speech", "ocr"], extractor, progress=False)

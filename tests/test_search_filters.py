@@ -18,10 +18,10 @@ import torch
 from typer.testing import CliRunner
 
 from reelsearch.cli.main import app, main
-from reelsearch.index import LibraryIndex
+from reelsearch.index import EmbeddedCatalog
 from reelsearch.index.catalog import VideoFacts
 from reelsearch.index.media import EmbeddedMedia
-from reelsearch.index.pg import PostgresLibrary
+from reelsearch.index.pg import PostgresCatalog
 from reelsearch.media.dates import taken_at
 from reelsearch.search import QueryError, Searcher, subset
 from reelsearch.search.filters import NEGATIVE_CONFIDENCE, FilterError, in_folders, parse_query
@@ -137,7 +137,7 @@ def _fake_embed(dim: int):
 
 
 def test_the_index_stores_the_dates_and_an_older_index_migrates(dated, tmp_path):
-    with LibraryIndex(tmp_path / "index") as lib:
+    with EmbeddedCatalog(tmp_path / "index") as lib:
         lib.sync([p.parent for p in dated.values()][:1], _fake_embed(8), model_id="m", progress=False)
         got = {os.path.basename(r.path): (r.taken_at, r.taken_from) for r in lib.videos()}
     assert got == {"clip.mp4": (ts(2023, 7, 14, 10, 30), "container"), "photo.jpg": (ts(2021, 5, 2, 8), "exif"),
@@ -149,7 +149,7 @@ def test_the_index_stores_the_dates_and_an_older_index_migrates(dated, tmp_path)
     db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     db.commit()
     db.close()
-    with LibraryIndex(tmp_path / "index") as lib:
+    with EmbeddedCatalog(tmp_path / "index") as lib:
         facts = lib.facts()
         mtimes = {r.id: r.mtime_ns / 1e9 for r in lib.videos()}
         assert facts.taken_from == ["file"] * 4 and facts.taken_at.tolist() == [mtimes[i] for i in facts.ids]
@@ -184,7 +184,7 @@ def files(tmp_path_factory) -> list[Path]:
 
 def _brute(searcher: Searcher, paths: set[str], k: int) -> np.ndarray:
     """The best k scores among ``paths``, by the model's own score of every stored row."""
-    lib = searcher.library
+    lib = searcher.catalog
     q = searcher.model.ann_query(searcher.model.encode_text([QUERY]))[0]
     ids = [r.id for r in lib.videos() if r.path in paths]
     return np.sort(lib.rows(ids) @ np.asarray(q, np.float32))[::-1][:k]
@@ -211,7 +211,7 @@ def _check(searcher: Searcher, files: list[Path], case: str, k: int = 10) -> Non
 @pytest.fixture(scope="module")
 def embedded(files, model, tmp_path_factory):
     searcher = Searcher(tmp_path_factory.mktemp("idx") / "index", model)
-    searcher.library.sync([files[0].parent.parent], _fake_embed(searcher.model.row_dim), model_id=searcher.model_id,
+    searcher.catalog.sync([files[0].parent.parent], _fake_embed(searcher.model.row_dim), model_id=searcher.model_id,
                           progress=False)
     yield searcher
     searcher.close()
@@ -236,7 +236,7 @@ def test_a_negative_term_removes_what_the_picture_shows_confidently(embedded, fi
     term = "green grass in a field"
     model = embedded.model
     q = np.asarray(model.ann_query(model.encode_text([term]))[0], np.float32)
-    lib = embedded.library
+    lib = embedded.catalog
     ids = lib.ids()
     own = lib.rows(ids) @ q
     cut = float(np.sort(own)[-20])  # the 20 best videos for the term are "confidently" it
@@ -255,7 +255,7 @@ def test_a_negative_term_removes_what_the_picture_shows_confidently(embedded, fi
 
 
 def test_the_cli_shows_the_filter_and_a_bad_one_exits_2(embedded, files, model, monkeypatch, capsys):
-    index = str(embedded.library.location)
+    index = str(embedded.catalog.location)
     res = CliRunner().invoke(app, ["search", "folder:holiday -cat", "--after", "2023-06", "--kind", "video",
                                    "--duration", ">=5", "--index", index, "--model", model, "--json", "-k", "100"])
     assert res.exit_code == 0, res.output
@@ -273,14 +273,14 @@ def test_the_cli_shows_the_filter_and_a_bad_one_exits_2(embedded, files, model, 
 
 def test_filters_on_postgresql(files, model, pg_url, monkeypatch):
     monkeypatch.setattr(subset, "EXACT_ROWS", 8)
-    with Searcher(PostgresLibrary(pg_url), model) as searcher:
-        searcher.library.sync([files[0].parent.parent], _fake_embed(searcher.model.row_dim),
+    with Searcher(PostgresCatalog(pg_url), model) as searcher:
+        searcher.catalog.sync([files[0].parent.parent], _fake_embed(searcher.model.row_dim),
                               model_id=searcher.model_id, progress=False)
         for case in CASES:
             _check(searcher, files, case)
         # rows of a catalog migrated from schema 3 have no date: their file time stands in, the next sync reads it
-        searcher.library._db.execute("UPDATE videos SET taken_at = NULL, taken_from = NULL WHERE id % 2 = 0")
-    with PostgresLibrary(pg_url) as lib:
+        searcher.catalog._db.execute("UPDATE videos SET taken_at = NULL, taken_from = NULL WHERE id % 2 = 0")
+    with PostgresCatalog(pg_url) as lib:
         assert lib._db.execute("SELECT COUNT(*) FROM videos WHERE taken_at IS NULL").fetchone()[0] == N // 2
         facts = lib.facts()
         assert facts.taken_from.count("file") == N and facts.taken_at.tolist() == [r.mtime_ns / 1e9 for r in
@@ -294,13 +294,13 @@ def test_nothing_passing_is_no_results_and_an_example_is_filtered_too(embedded, 
     with pytest.raises(QueryError, match="the query is empty"):
         embedded.search('""', 5)
     holiday = {str(p) for p in files if p.parent.name == "holiday"}
-    example = embedded.library.find(files[1])  # a video under work/
+    example = embedded.catalog.find(files[1])  # a video under work/
     got = embedded.search("folder:holiday", 8, frames=False, like=example)
     assert len(got) == 8 and {r.path for r in got} <= holiday
 
 
 def test_a_subset_leaves_out_what_the_catalog_no_longer_holds(embedded):
-    lib = embedded.library
+    lib = embedded.catalog
     every = lib.ids()
     ids = every[:5]
     sub = subset.Subset(lib, [*ids, "999999"])  # an id selected, then deleted by another process
@@ -311,7 +311,7 @@ def test_a_subset_leaves_out_what_the_catalog_no_longer_holds(embedded):
 
 
 def test_the_cli_says_when_no_video_passes_the_filters(embedded, model):
-    res = CliRunner().invoke(app, ["search", f"{QUERY} after:2025-06", "--index", str(embedded.library.location),
+    res = CliRunner().invoke(app, ["search", f"{QUERY} after:2025-06", "--index", str(embedded.catalog.location),
                                    "--model", model])
     assert res.exit_code == 0 and res.stdout.splitlines() == ["filtered: after 2025-06",
                                                              "no results: no indexed video passes the filters"]

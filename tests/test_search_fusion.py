@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reelsearch.index.textcues import CueScores
+from reelsearch.index.textcue_records import CueScores
 from reelsearch.search import fusion
 from reelsearch.search.cues import KEYWORD_MEANING, SEMANTIC_FLOOR, CueSource
 from reelsearch.search.fusion import exhaustive_fusion, threshold_fusion

@@ -12,7 +12,7 @@ import torch
 
 from reelsearch.datasets.variants import Variant, make_variant
 from reelsearch.errors import ReelsearchError
-from reelsearch.index.pg import PostgresLibrary
+from reelsearch.index.pg import PostgresCatalog
 from reelsearch.search import Searcher
 from reelsearch.search.example import ExampleError
 from reelsearch.search.frames import DETAIL_FLOOR
@@ -30,7 +30,7 @@ def library(tmp_path_factory):
     shutil.copyfile(paths["yellow.mp4"], root / "media" / "yellow-copy.mp4")  # same bytes
     with Searcher(root / "index", small_model("cosine")) as searcher:
         searcher.index([root / "media"], progress=False, cues=())
-        ids = {p.name: searcher.library.find(p) for p in (root / "media").iterdir()}
+        ids = {p.name: searcher.catalog.find(p) for p in (root / "media").iterdir()}
         yield searcher, root / "media", ids
 
 
@@ -40,10 +40,10 @@ def pg_library(library, pg_server):
     searcher, media, _ = library
     name = pg_server.create_database()
     url = pg_server.url(name)
-    with PostgresLibrary(url) as catalog:
-        catalog.copy_from(searcher.library, progress=False)
+    with PostgresCatalog(url) as catalog:
+        catalog.copy_from(searcher.catalog, progress=False)
     with Searcher(url, searcher.model) as pg:
-        yield pg, media, {p.name: pg.library.find(p) for p in media.iterdir()}
+        yield pg, media, {p.name: pg.catalog.find(p) for p in media.iterdir()}
     pg_server.drop_database(name)
 
 
@@ -65,8 +65,8 @@ def brute_force(searcher, example_rows, example_detail) -> dict[str, float]:
     keep = [i for i, d in enumerate(example_detail) if d >= DETAIL_FLOOR] or list(range(len(example_rows)))
     ex = _unit(example_rows)
     out = {}
-    for id_ in searcher.library.ids():
-        rows = _unit(searcher.library.media(id_).frame_vectors)
+    for id_ in searcher.catalog.ids():
+        rows = _unit(searcher.catalog.media(id_).frame_vectors)
         out[id_] = float(np.mean([max(float(ex[i] @ r) for r in rows) for i in keep]))
     return out
 
@@ -76,13 +76,13 @@ def test_like_a_clip_ranks_by_frame_sequences_and_leaves_itself_out(catalog, req
     searcher, media, ids = request.getfixturevalue(catalog)
     clip = media / "red-green-blue.mp4"
     got = searcher.search(None, 10, like=str(clip))
-    stored = searcher.library.media(ids[clip.name])
+    stored = searcher.catalog.media(ids[clip.name])
     want = brute_force(searcher, stored.frame_vectors, stored.detail)
     del want[ids[clip.name]]
     check_ranking(got, want)
     assert got[0].id == ids["rgb-small.mp4"]  # the same footage at half the resolution comes first
     # the moment of each result is its frame that best matches one of the example's frames
-    small = searcher.library.media(ids["rgb-small.mp4"])
+    small = searcher.catalog.media(ids["rgb-small.mp4"])
     fs = _unit(small.frame_vectors) @ _unit(stored.frame_vectors).T
     assert got[0].moment == small.timestamps[int(np.argmax(fs.max(1)))]
 
@@ -95,7 +95,7 @@ def test_near_duplicates_are_the_same_on_postgresql(library, pg_library):
 
     want = groups(library[0])
     assert want and groups(pg_library[0]) == want
-    catalog, ids = pg_library[0].library, pg_library[2]
+    catalog, ids = pg_library[0].catalog, pg_library[2]
     assert catalog.with_content(catalog.video(ids["yellow.mp4"]).sha256) == \
         sorted([ids["yellow.mp4"], ids["yellow-copy.mp4"]], key=int)
 
@@ -111,7 +111,7 @@ def test_a_copy_with_the_same_bytes_is_left_out_too(library):
 def test_like_one_moment_uses_that_frame(library):
     searcher, media, ids = library
     vid = ids["red-green-blue.mp4"]
-    stored = searcher.library.media(vid)
+    stored = searcher.catalog.media(vid)
     frame = int(np.argmin(np.abs(stored.timestamps - 1.4)))  # green
     want = brute_force(searcher, stored.frame_vectors[frame:frame + 1], [1.0])
     del want[vid]

@@ -90,7 +90,7 @@ def test_media_roots_and_unreachable_files(pg_url, tmp_path, model_dir):
         ok = next(r for r in results if r["name"] != paths[0].name)
         assert http.get(f"/videos/{ok['id']}/media").status_code == 200
         # the mapping works both ways: the replica finds a file by its local path
-        assert replica.library.find(moved / paths[1].name) is not None
+        assert replica.catalog.find(moved / paths[1].name) is not None
 
 
 def test_a_database_restart_mid_search_is_a_503_then_the_next_request_succeeds(pg_server, pg_url, tmp_path,

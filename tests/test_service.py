@@ -47,7 +47,7 @@ def served(tmp_path_factory):
 
 
 def _id(searcher, path) -> str:
-    return searcher.library.find(path)
+    return searcher.catalog.find(path)
 
 
 def test_health_docs_and_page(served):
@@ -203,7 +203,7 @@ def test_traversal_attempts_are_refused(served, attempt):
     client, searcher, paths = served
     resp = client.get(attempt)
     if attempt.endswith("path=/etc/passwd"):  # extra parameters are ignored: still video 1's own file
-        assert resp.content == open(searcher.library.video("1").path, "rb").read()
+        assert resp.content == open(searcher.catalog.video("1").path, "rb").read()
         return
     assert resp.status_code in (400, 404), (attempt, resp.status_code)
     assert b"root:" not in resp.content and b"create_app" not in resp.content
@@ -269,13 +269,13 @@ def test_media_of_a_vanished_file_is_404(served, tmp_path):
     gone = tmp_path / "gone.mp4"
     gone.write_bytes(paths[0].read_bytes() + b"\0")  # different content: embedded, not reused
     with searcher.lock:
-        searcher.library.sync([gone], searcher.embedder, model_id=searcher.model_id, progress=False)
+        searcher.catalog.sync([gone], searcher.embedder, model_id=searcher.model_id, progress=False)
     vid = _id(searcher, gone)
     gone.unlink()
     assert client.get(f"/videos/{vid}").status_code == 200  # still in the index until the next sync
     assert client.get(f"/videos/{vid}/media").status_code == 404
     with searcher.lock:
-        searcher.library.sync([tmp_path], searcher.embedder, model_id=searcher.model_id, progress=False)
+        searcher.catalog.sync([tmp_path], searcher.embedder, model_id=searcher.model_id, progress=False)
     assert client.get(f"/videos/{vid}").status_code == 404
 
 
@@ -352,7 +352,7 @@ def test_any_file_name_round_trips_over_http(served):
     raw = os.fsencode(weird)
     display = raw.decode("utf-8", "replace")
     assert "\ufffd" in display and "\n" in display and '"' in display
-    vid = searcher.library.find(weird)
+    vid = searcher.catalog.find(weird)
     with ServerThread(create_app(searcher)) as server, httpx.Client(base_url=server.url, timeout=60) as http:
         for q in CAPTIONS[:3]:  # k = 10 > the library: every query returns the file
             resp = http.get("/search", params={"q": q, "k": 10})

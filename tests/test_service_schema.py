@@ -60,11 +60,11 @@ def _add_transcripts(searcher, index) -> None:
     """Speech and on-screen text for two videos (what `index` stores when those cues run), so that /search fuses them
     and /videos/{id}/transcript has segments to return."""
     from reelsearch.features.cues import CueResult, CueSegment
-    from reelsearch.index.textcues import TextCueIndex
+    from reelsearch.index.embedded.textcues import EmbeddedTextCues
     from reelsearch.search.cues import sentence_encoder
 
-    videos = searcher.library.videos()
-    with TextCueIndex(index, encoder=sentence_encoder) as cues:
+    videos = searcher.catalog.videos()
+    with EmbeddedTextCues(index, encoder=sentence_encoder) as cues:
         for v, said, shown in [(videos[0], "a red car drives on the road", "ROUTE 66"),
                                (videos[1], "the sea is calm today", "Lisbon")]:
             words = tuple((0.2 + 0.3 * i, 0.45 + 0.3 * i, w) for i, w in enumerate(said.split()))

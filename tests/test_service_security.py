@@ -34,7 +34,7 @@ def library(tmp_path_factory):
     model_dir = small_model("cosine").save(root / "model")
     with Searcher(root / "index", str(model_dir)) as searcher:
         searcher.index([root / "media"], progress=False, cues=())
-        vid = searcher.library.find(paths[0])
+        vid = searcher.catalog.find(paths[0])
         yield root, searcher, model_dir, vid
 
 

@@ -23,9 +23,10 @@ import pytest
 from cue_fixtures import HashEncoder, ScriptedExtractor
 from reelsearch.evaluation.fusion import rank_fusion, score_fusion
 from reelsearch.features.cues import CueResult, CueSegment
+from reelsearch.index.embedded.textcues import SQLITE_NAME, EmbeddedTextCues
 from reelsearch.index.keyword import query_terms
-from reelsearch.index.pg import PostgresLibrary
-from reelsearch.index.textcues import SQLITE_NAME, TextCueError, TextCueIndex
+from reelsearch.index.pg import PostgresCatalog
+from reelsearch.index.textcue_records import TextCueError
 from reelsearch.search.cues import CueSource, cue_score
 from reelsearch.search.fusion import threshold_fusion
 
@@ -49,11 +50,11 @@ def open_cues(request, tmp_path):
 
     def open_(encoder=None):
         if url:
-            library = PostgresLibrary(url)
+            library = PostgresCatalog(url)
             opened.append(library)
             cues = library.text_cues(encoder or HashEncoder(), create=True)
         else:
-            cues = TextCueIndex(tmp_path / "idx", encoder=encoder or HashEncoder())
+            cues = EmbeddedTextCues(tmp_path / "idx", encoder=encoder or HashEncoder())
         opened.append(cues)
         return cues
 
@@ -189,7 +190,7 @@ def test_put_replace_remove_retain_pending(index, tmp_path):
     assert [s.text for s in index.segments("v1")] == ["brand new words"]
     assert index.remove(["v1", "zzz"]) == 1 and "v1" not in index.video_ids()
     assert index.retain(["v2"]) == 3 and index.video_ids() == ["v2"]
-    if isinstance(index, TextCueIndex):  # the FTS5 tables follow the segments
+    if isinstance(index, EmbeddedTextCues):  # the FTS5 tables follow the segments
         db = sqlite3.connect(index.path)
         assert db.execute("SELECT count(*) FROM segments").fetchone()[0] == db.execute(
             "SELECT count(*) FROM words").fetchone()[0] == 3
@@ -227,9 +228,9 @@ sys.path.insert(0, {tests!r})
 import conftest  # noqa: F401  (first: it imports the fixture modules)
 from cue_fixtures import HashEncoder, ScriptedExtractor
 from test_textcues import CORPUS
-from reelsearch.index.textcues import TextCueIndex
+from reelsearch.index.embedded.textcues import EmbeddedTextCues
 table = {{f"v{{i}}": CORPUS["v1"] for i in range(40)}}
-with TextCueIndex({path!r}, encoder=HashEncoder()) as idx:
+with EmbeddedTextCues({path!r}, encoder=HashEncoder()) as idx:
     idx.update([(v, v, None) for v in table], ScriptedExtractor(table, delay=0.05), progress=False)
 """
 
@@ -258,7 +259,7 @@ def test_kill_mid_update_keeps_whole_videos_and_resumes(tmp_path):
     assert db.execute("SELECT count(*) FROM words").fetchone()[0] == 3 * len(stored)
     table = {f"v{i}": CORPUS["v1"] for i in range(40)}
     extractor = ScriptedExtractor(table)
-    with TextCueIndex(tmp_path, encoder=HashEncoder()) as idx:
+    with EmbeddedTextCues(tmp_path, encoder=HashEncoder()) as idx:
         report = idx.update([(v, v, None) for v in table], extractor, progress=False)
         assert sorted(report.unchanged) == sorted(stored) and len(report.extracted) == 40 - len(stored)
         assert len(idx.video_ids()) == 40
@@ -270,10 +271,10 @@ def clip_index(request, tmp_path_factory, cue_extraction, minilm):
     library = None
     if request.param == "postgres":
         server = request.getfixturevalue("pg_server")
-        library = PostgresLibrary(server.url(server.create_database()))
+        library = PostgresCatalog(server.url(server.create_database()))
         idx = library.text_cues(minilm.sentence_features, create=True)
     else:
-        idx = TextCueIndex(tmp_path_factory.mktemp("cue-index"), encoder=minilm.sentence_features)
+        idx = EmbeddedTextCues(tmp_path_factory.mktemp("cue-index"), encoder=minilm.sentence_features)
     for clip_id, results in cue_extraction.items():
         idx.put(clip_id, results, content="sha")
     yield idx
@@ -331,8 +332,8 @@ def test_both_databases_give_real_captions_the_same_scores(tmp_path, pg_url):
                                                      " ".join(words[3:])]}
     queries = [t for texts in list(by_image.values())[250:] for t in texts[:1]][:60]
     queries += ["dog", "running", "climbing stairs", "playhouse", "wooden", "BLACKDOG", "girls", "children's"]
-    embedded = TextCueIndex(tmp_path / "idx", encoder=HashEncoder())
-    library = PostgresLibrary(pg_url)
+    embedded = EmbeddedTextCues(tmp_path / "idx", encoder=HashEncoder())
+    library = PostgresCatalog(pg_url)
     shared = library.text_cues(HashEncoder(), create=True)
     try:
         for idx in (embedded, shared):

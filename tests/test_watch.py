@@ -25,8 +25,9 @@ from browser import chromium_page
 from conftest import shared_path
 from reelsearch.cli.main import app
 from reelsearch.errors import ConfigError
-from reelsearch.index import LibraryIndex
-from reelsearch.index.library import SQLITE_NAME, LibraryError
+from reelsearch.index import EmbeddedCatalog
+from reelsearch.index.catalog import CatalogError
+from reelsearch.index.embedded.catalog import SQLITE_NAME
 from reelsearch.search import Searcher, watch
 from reelsearch.search.watch import FolderWatcher
 from reelsearch.service.server import build_app
@@ -218,7 +219,7 @@ def test_index_watch_resumes_after_kill_9(media, tmp_path):
             pytest.fail(f"Ctrl-C did not stop `index --watch` within 60 s; its threads:\n{err}")
     assert proc.returncode == 0, err
     assert "watching " in err and out.strip().splitlines()[-1].endswith(f"{len(on_disk())} in {index}")
-    with LibraryIndex(index) as lib:  # one vector per video, nothing left over from the kills
+    with EmbeddedCatalog(index) as lib:  # one vector per video, nothing left over from the kills
         lib.refresh()
         assert sorted(lib.ids()) == sorted(v.id for v in lib.videos()) and len(lib.ids()) == len(on_disk())
 
@@ -350,7 +351,7 @@ def test_page_shows_what_is_being_indexed(media, tmp_path):
 
 
 def test_a_failed_sync_is_reported_and_tried_again(media, tmp_path, monkeypatch):
-    """A sync that fails as a whole (a full disk, say: the library raises LibraryError) leaves the watcher alive: its
+    """A sync that fails as a whole (a full disk, say: the library raises CatalogError) leaves the watcher alive: its
     status says why, and the same work is tried again RETRY seconds later."""
     root, clips, real, model_dir = media
     monkeypatch.setattr(watch, "RETRY", 0.5)
@@ -364,7 +365,7 @@ def test_a_failed_sync_is_reported_and_tried_again(media, tmp_path, monkeypatch)
         def full_disk_once(*args, **kwargs):
             seen.append(watcher.status())
             if len(seen) == 1:
-                raise LibraryError(f"{tmp_path / 'index'}: cannot write the index (No space left on device)")
+                raise CatalogError(f"{tmp_path / 'index'}: cannot write the index (No space left on device)")
             return index(*args, **kwargs)
 
         monkeypatch.setattr(searcher, "index", full_disk_once)

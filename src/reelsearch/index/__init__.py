@@ -1,41 +1,45 @@
 """The catalog of a library: media, frames, vectors and text cues, embedded (SQLite + FAISS in a folder) or shared
-(PostgreSQL + pgvector), chosen once by ``open_library``.
+(PostgreSQL + pgvector), chosen once by ``open_catalog``.
 
-``LibraryIndex`` keeps a folder's videos and images searchable: SQLite metadata and per-frame embeddings plus one
-vector per video in a FAISS ``VectorIndex``; ``reelsearch.index.pg.PostgresLibrary`` keeps the same in one
-PostgreSQL database. Both are ``LibraryTables`` (``reelsearch.index.tables``): the same sync and the same reads.
+``SqlCatalog`` (``reelsearch.index.tables``: the tables and their reads; ``reelsearch.index.sync``: how they are
+filled) is written once for both: ``EmbeddedCatalog`` (``reelsearch.index.embedded``) keeps a folder's videos and
+images in SQLite with one vector per video in a FAISS index, ``PostgresCatalog`` (``reelsearch.index.pg``) the same in
+one PostgreSQL database. Search reads either through the ``Catalog`` interface (``reelsearch.index.catalog``).
 """
 
-from reelsearch.index.catalog import Catalog, StoredVideo
-from reelsearch.index.library import LibraryIndex, default_index_dir
+from reelsearch.index.catalog import Catalog, CatalogError, CatalogUnavailable, StoredVideo
+from reelsearch.index.embedded import DamagedIndexError, EmbeddedCatalog, FaissIndex, default_index_dir
 from reelsearch.index.media import EmbeddedMedia, make_thumbnail, sha256_file, walk_media
-from reelsearch.index.open import is_database_url, open_library
+from reelsearch.index.open import open_catalog
 from reelsearch.index.paths import MediaRoots
+from reelsearch.index.pg import PostgresCatalog, is_database_url
 from reelsearch.index.scoring import inner_product_score
-from reelsearch.index.sqlite import DamagedIndexError
-from reelsearch.index.tables import LibraryError, LibraryTables, SyncReport, VideoRecord
-from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex, VectorIndexError, top_k
+from reelsearch.index.sync import SyncReport
+from reelsearch.index.tables import SqlCatalog, VideoRecord
+from reelsearch.index.vectors import ScoreFn, VectorIndex, VectorIndexError, top_k
 
 __all__ = [
     "Catalog",
+    "CatalogError",
+    "CatalogUnavailable",
     "DamagedIndexError",
+    "EmbeddedCatalog",
     "EmbeddedMedia",
     "FaissIndex",
-    "VectorIndexError",
-    "LibraryError",
-    "LibraryIndex",
-    "LibraryTables",
     "MediaRoots",
+    "PostgresCatalog",
     "ScoreFn",
+    "SqlCatalog",
     "StoredVideo",
     "SyncReport",
     "VectorIndex",
+    "VectorIndexError",
     "VideoRecord",
     "default_index_dir",
     "inner_product_score",
     "is_database_url",
     "make_thumbnail",
-    "open_library",
+    "open_catalog",
     "sha256_file",
     "top_k",
     "walk_media",

@@ -1,6 +1,9 @@
-"""What search reads of a library: the ``Catalog`` interface, implemented by ``LibraryIndex`` (SQLite + FAISS) and
-``PostgresLibrary`` (PostgreSQL + pgvector: ``nearest`` an ``ORDER BY vector <#> q LIMIT n``, the rest plain
-``SELECT``\\ s); the search sources run on either unchanged.
+"""What search reads of a catalog: the ``Catalog`` interface, the records it reads and the catalog's errors.
+
+``Catalog`` is implemented by ``SqlCatalog`` (``reelsearch.index.tables``), and so by ``EmbeddedCatalog`` (SQLite +
+FAISS) and ``PostgresCatalog`` (PostgreSQL + pgvector: ``nearest`` an ``ORDER BY vector <#> q LIMIT n``, the rest
+plain ``SELECT``\\ s), and by ``reelsearch.search.subset.Subset`` (some of a catalog's videos); the search sources
+run on any of them unchanged.
 
 Ids are strings; a video's *row* is its stored video-level embedding, its *frame rows* one per sampled frame (what
 a row holds is the model's business: ``reelsearch.models.interface``); its *bias* is added to every query's score of
@@ -114,6 +117,10 @@ class Catalog(Protocol):
 
     def facts(self) -> VideoFacts:
         """Every video's path, duration and date, in one read (what search filters select by)."""
+
+
+class CatalogError(ReelsearchError):
+    """The catalog cannot do what was asked (locked by another writer, wrong dimension, ...)."""
 
 
 class CatalogUnavailable(ReelsearchError):

@@ -1,4 +1,4 @@
-"""What the library index needs from media files: finding them, hashing them, small thumbnails and how much each
+"""What the catalog needs from media files: finding them, hashing them, small thumbnails and how much each
 frame shows."""
 
 from __future__ import annotations

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from reelsearch.errors import ReelsearchError
 from reelsearch.extras import MissingExtraError, missing_extra
 from reelsearch.features.cues import CUES, CueExtractor, available_cues
-from reelsearch.index.tables import LibraryTables, SyncReport
-from reelsearch.index.textcues import CueReport, TextCueError, TextCues
+from reelsearch.index.sync import SyncReport
+from reelsearch.index.tables import SqlCatalog
+from reelsearch.index.textcue_records import CueReport, TextCueError
+from reelsearch.index.textcues import TextCues
 
 
 def cues_to_run(cues: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
@@ -37,22 +39,22 @@ def cues_to_run(cues: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
     return cues, {c: "turned off" for c in CUES if c not in cues}
 
 
-def index_cues(library: LibraryTables, cue_index: TextCues | None, report: SyncReport, cues: Sequence[str],
+def index_cues(catalog: SqlCatalog, cue_index: TextCues | None, report: SyncReport, cues: Sequence[str],
                extractor: CueExtractor | None = None, progress: bool = True) -> CueReport | None:
     """Run ``cues`` on the files ``report`` saw (added, updated, unchanged) and prune ``cue_index`` to the library.
 
-    Call it holding the library's writer lock (``LibraryTables.writing``), right after ``sync``. Returns the cue
+    Call it holding the catalog's writer lock (``SqlCatalog.writing``), right after ``sync``. Returns the cue
     report (None when there is no text-cue index and no cue to run).
     """
     if cue_index is None:
         return None
     try:
-        contents = library.contents()
+        contents = catalog.contents()
         out = CueReport()
         if cues:
             items = []
             for path in [*report.added, *report.updated, *report.unchanged]:
-                vid = library.find(path)
+                vid = catalog.find(path)
                 if vid is not None:
                     items.append((vid, path, contents[vid]))
             out = cue_index.update(items, extractor or CueExtractor(), cues=cues, progress=progress)

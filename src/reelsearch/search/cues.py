@@ -14,7 +14,7 @@ import numpy as np
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.fusion import score_fusion
-from reelsearch.index.textcues import CueScores, SegmentMatch
+from reelsearch.index.textcue_records import CueScores, SegmentMatch
 from reelsearch.search.sources import Top
 from reelsearch.text.minilm import shared_encoder
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reelsearch.errors import ConfigError
-from reelsearch.index import MediaRoots, SyncReport, is_database_url, open_library
+from reelsearch.index import MediaRoots, SyncReport, is_database_url, open_catalog
+from reelsearch.index.embedded.repair import RepairReport, check_index, repair_index
 from reelsearch.index.paths import display_path
-from reelsearch.index.repair import RepairReport, check_index, repair_index
 from reelsearch.search.cue_indexing import cues_to_run
 from reelsearch.search.searcher import Searcher
 from reelsearch.search.settings import index_exists, library_location, model_setting, require_index
@@ -28,13 +28,13 @@ def open_searcher(index: str | Path | None, model: str | None, *, db: str | None
     where = library_location(index, db)
     if must_exist:
         require_index(where)
-    library = open_library(where, media_roots=media_roots)
+    catalog = open_catalog(where, media_roots=media_roots)
     try:
-        model = model or library.settings().get("model") or "default"
+        model = model or catalog.settings().get("model") or "default"
     except BaseException:
-        library.close()
+        catalog.close()
         raise
-    return Searcher(library, model, **options), model
+    return Searcher(catalog, model, **options), model
 
 
 def requested_cues(speech: bool, ocr: bool) -> tuple[list[str], dict[str, str]]:
@@ -79,13 +79,13 @@ def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = N
     """Bring the library at ``db`` or ``index`` in line with ``paths`` (``Searcher.index``) and extract the text
     ``cues`` of their files, then remember the model in the library. ``wait``: seconds to wait while another process
     writes the library (None: as long as it takes). ``repair``: first rebuild a damaged embedded index from what is
-    still readable (``reelsearch.index.repair``); the sync then indexes the rest again."""
+    still readable (``reelsearch.index.embedded.repair``); the sync then indexes the rest again."""
     repaired = repair_index(_embedded(library_location(index, db), "--repair")) if repair else None
     searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots)
     with searcher:
-        searcher.library.writer_wait = wait
+        searcher.catalog.writer_wait = wait
         run = index_with(searcher, paths, cues=cues, progress=progress)
-        searcher.library.remember(model_setting(model_name))
+        searcher.catalog.remember(model_setting(model_name))
         run.repaired = repaired
         return run
 
@@ -93,19 +93,19 @@ def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = N
 def index_with(searcher: Searcher, paths: Iterable[str | os.PathLike], *, cues: Sequence[str] | None = (),
                progress: bool = True) -> IndexRun:
     """``Searcher.index`` of ``paths`` with the text ``cues``, as an IndexRun (what failed named by file)."""
-    library = searcher.library
+    catalog = searcher.catalog
     report = searcher.index([str(p) for p in paths], progress=progress, cues=None if cues is None else list(cues))
-    cue_failures = [(library.video(vid).path, cue, problem)
+    cue_failures = [(catalog.video(vid).path, cue, problem)
                     for vid, cue, problem in (report.cues.failed if report.cues else [])]
-    return IndexRun(report, len(library), library.location, cue_failures)
+    return IndexRun(report, len(catalog), catalog.location, cue_failures)
 
 
 def migrate_index(source: str | Path, index: str | Path | None = None, *, db: str | None = None,
                   media_roots: Sequence[str] | MediaRoots | None = None, progress: bool = True) -> IndexRun:
     """Copy the embedded index in the folder ``source`` into the library at ``db`` (or ``index``) with everything it
-    holds, without re-extracting anything (``LibraryTables.copy_from``): ``reelsearch index --from DIR --db URL``."""
+    holds, without re-extracting anything (``SqlCatalog.copy_from``): ``reelsearch index --from DIR --db URL``."""
     require_index(source)
-    with open_library(source) as old, open_library(library_location(index, db), media_roots=media_roots) as new:
+    with open_catalog(source) as old, open_catalog(library_location(index, db), media_roots=media_roots) as new:
         report = new.copy_from(old, progress=progress)
         return IndexRun(report, len(new), new.location)
 

@@ -23,9 +23,9 @@ from tqdm import tqdm
 
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.extras import MissingExtraError
-from reelsearch.index import SyncReport, is_database_url, open_library
+from reelsearch.index import SyncReport, is_database_url, open_catalog
 from reelsearch.index.media import walk_media
-from reelsearch.index.textcues import CueReport
+from reelsearch.index.textcue_records import CueReport
 from reelsearch.search.index_folder import IndexRun, index_paths
 from reelsearch.search.settings import library_location
 
@@ -70,7 +70,7 @@ def index_on_ray(paths: Iterable[str | os.PathLike], address: str, workers: int 
             return run, ray.get_runtime_context().get_node_id()
 
         task = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(worker)
-        with open_library(where, media_roots=roots) as catalog:
+        with open_catalog(where, media_roots=roots) as catalog:
             start = catalog.committed()
             pending = [task.remote() for _ in range(workers)]
             done = []

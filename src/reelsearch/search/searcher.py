@@ -1,4 +1,4 @@
-"""Searcher: one model + one library index; text-to-video search with moments, and video-to-text annotation."""
+"""Searcher: one model + one catalog; text-to-video search with moments, and video-to-text annotation."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
-from reelsearch.index import EmbeddedMedia, LibraryTables, MediaRoots, SyncReport, open_library
+from reelsearch.index import EmbeddedMedia, MediaRoots, SqlCatalog, SyncReport, open_catalog
 from reelsearch.index.media import sha256_file
 from reelsearch.index.textcues import TextCues
 from reelsearch.io import numbered_lines, read_text
@@ -52,25 +52,25 @@ class Searcher:
 
     ``model``: a model directory, a training run, "default" (the bundled model) or a loaded model (joint or
     mixture). Media are decoded and their features extracted by the model's own feature recipe. ``index``: the
-    library (``reelsearch.index.open_library``): a folder (the embedded index; default: the user's data directory),
-    a ``postgresql://`` URL (the shared catalog), or a library already open (the Searcher closes it);
+    catalog (``reelsearch.index.open_catalog``): a folder (the embedded catalog; default: the user's data directory),
+    a ``postgresql://`` URL (the shared catalog), or a catalog already open (the Searcher closes it);
     ``media_roots``: ``OLD=NEW`` mappings of the stored paths to this host's (``--media-root``). ``int8_text``:
     True encodes queries with int8 MiniLM (about 1.4x faster on a CPU, embeddings slightly off float32 and dependent
     on what is batched with them; docs/search.md), False float32 (as trained), None (default) leaves a loaded model
     as it is (a name or path loads float32). A model
     with a querybank (``reelsearch.models.querybank``) ranks by its normalised scores, as ``reelsearch eval`` does:
-    each video's offset is stored when it is indexed (the library's bias), each caption's is computed when
+    each video's offset is stored when it is indexed (the catalog's bias), each caption's is computed when
     ``annotate`` ranks it. Methods are safe to call from several threads (one lock around the model and the index).
     """
 
-    def __init__(self, index: str | Path | LibraryTables | None = None, model="default", *,
+    def __init__(self, index: str | Path | SqlCatalog | None = None, model="default", *,
                  media_roots: MediaRoots | Sequence[str] | None = None, device: str | None = None,
                  weights: Mapping[str, float] | str | None = None, int8_text: bool | None = None):
-        self.library = open_library(index, media_roots=media_roots)
+        self.catalog = open_catalog(index, media_roots=media_roots)
         try:
             self._load(model, device, weights, int8_text)
         except BaseException:
-            self.library.close()
+            self.catalog.close()
             raise
 
     def _load(self, model, device: str | None, weights, int8_text: bool | None) -> None:
@@ -98,7 +98,7 @@ class Searcher:
         with self.lock:
             if self._cues is not None:
                 self._cues.close()
-            self.library.close()
+            self.catalog.close()
 
     def __enter__(self) -> Searcher:
         return self
@@ -113,9 +113,9 @@ class Searcher:
 
     @property
     def visual(self) -> Visual:
-        """The model's search sources over the library, chosen on first use (``reelsearch.search.sources``)."""
+        """The model's search sources over the catalog, chosen on first use (``reelsearch.search.sources``)."""
         if self._visual is None:
-            self._visual = visual_sources(self.model, self.library)
+            self._visual = visual_sources(self.model, self.catalog)
         return self._visual
 
     @property
@@ -125,7 +125,7 @@ class Searcher:
 
     def stale(self) -> bool:
         """True when the index holds embeddings of another model (re-run ``index`` to replace them)."""
-        return self.library.model_id is not None and self.library.model_id != self.model_id
+        return self.catalog.model_id is not None and self.catalog.model_id != self.model_id
 
     def warm_up(self) -> None:
         """Load what the first query would load lazily (e.g. the MiniLM text model), so it is not slow."""
@@ -137,9 +137,9 @@ class Searcher:
 
     @property
     def cues(self) -> TextCues | None:
-        """The library's text cues (speech transcripts, on-screen text), once ``index`` has made them."""
+        """The catalog's text cues (speech transcripts, on-screen text), once ``index`` has made them."""
         if self._cues is None:
-            self._cues = self.library.text_cues(sentence_encoder)
+            self._cues = self.catalog.text_cues(sentence_encoder)
         return self._cues
 
     @property
@@ -159,13 +159,13 @@ class Searcher:
         writer lock. The report's ``cues`` says what the cue stage did, ``cues_off`` which cues did not run.
         ``exclusive``: drop the videos indexed from anywhere else too (the index holds exactly ``paths``)."""
         run, off = cues_to_run(cues)
-        with self.lock, self.library.writing(self.library.writer_wait), torch.no_grad():
-            report = self.library.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress,
+        with self.lock, self.catalog.writing(self.catalog.writer_wait), torch.no_grad():
+            report = self.catalog.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress,
                                        exclusive=exclusive)
             cue_index = self.cues
             if cue_index is None and run:
-                cue_index = self._cues = self.library.text_cues(sentence_encoder, create=True)
-            report.cues = index_cues(self.library, cue_index, report, run, progress=progress)
+                cue_index = self._cues = self.catalog.text_cues(sentence_encoder, create=True)
+            report.cues = index_cues(self.catalog, cue_index, report, run, progress=progress)
             report.cues_off = off
             return report
 
@@ -213,25 +213,25 @@ class Searcher:
         cue_query = self.cue_queries.one(text) if p.cues else None
         calibrated = getattr(self.model, "calibration", None) is not None  # else negatives are words only
         negatives = [self.query_encoder.one(term) for term in filt.exclude] if calibrated else []
-        with self.lock, torch.no_grad(), self.library.snapshot():  # its meta and count read once
-            self.library.refresh()
-            if len(self.library) == 0:
+        with self.lock, torch.no_grad(), self.catalog.snapshot():  # its meta and count read once
+            self.catalog.refresh()
+            if len(self.catalog) == 0:
                 return []
             if self.stale():
-                raise ReelsearchError(f"{self.library.location}: the index holds embeddings of another model "
-                                      f"({self.library.model_id}); re-run `reelsearch index` with this model")
+                raise ReelsearchError(f"{self.catalog.location}: the index holds embeddings of another model "
+                                      f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
             allowed = self._allowed(filt, negatives) if filt else None
             if only_filters:
-                return listed(self.library, allowed.ids[:k])
-            return run_query(self.library, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
+                return listed(self.catalog, allowed.ids[:k])
+            return run_query(self.catalog, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
                              example=example, allowed=allowed)
 
     def _allowed(self, filt: Filter, negatives: list[np.ndarray]) -> Selection:
         """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those
         whose picture matches a negative term (embeddings ``negatives``) well (``pictured``)."""
-        allowed = select(filt, self.library, self.cues)
+        allowed = select(filt, self.catalog, self.cues)
         if negatives and allowed.ids:
-            visual = self.visual.on(Subset(self.library, allowed))
+            visual = self.visual.on(Subset(self.catalog, allowed))
             allowed = allowed.without(set().union(*(pictured(visual, q) for q in negatives)))
         return allowed
 
@@ -255,25 +255,25 @@ class Searcher:
             raise ExampleError(f"{label}: no such file")
         with self.lock, torch.no_grad():
             media = self._stored_media(path)
-            exclude = {i for i in [self.library.find(path)] if i is not None}
+            exclude = {i for i in [self.catalog.find(path)] if i is not None}
         if media is None:
             with self._embed_lock, torch.no_grad():
                 media = self.embedder(path).checked(self.model.row_dim)
         digest = sha256_file(path)
         with self.lock:
-            exclude.update(self.library.with_content(digest))
+            exclude.update(self.catalog.with_content(digest))
         return Example.of(media, at, exclude, label)
 
     def example_video(self, id_: str, at: float | None = None) -> Example:
         """An indexed video as an example, from its stored embeddings: the whole of it, or its moment ``at``
         seconds. It leaves out the video and every indexed file with its content. ExampleError for an unknown id."""
         with self.lock:
-            self.library.refresh()
+            self.catalog.refresh()
             try:
-                media, record = self.library.media(id_), self.library.video(id_)
+                media, record = self.catalog.media(id_), self.catalog.video(id_)
             except (KeyError, ValueError):
                 raise ExampleError(f"no indexed video with id {id_}") from None
-            exclude = {record.id, *self.library.with_content(record.sha256)}
+            exclude = {record.id, *self.catalog.with_content(record.sha256)}
         return Example.of(media, at, exclude, f"video {record.id}")
 
     # -- near-duplicates ----------------------------------------------------------------------------------
@@ -286,11 +286,11 @@ class Searcher:
             if not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise QueryError(f"{name} must be a number in (0, 1], got {value!r}")
         with self.lock:
-            self.library.refresh()
+            self.catalog.refresh()
             if self.stale():
-                raise ReelsearchError(f"{self.library.location}: the index holds embeddings of another model "
-                                      f"({self.library.model_id}); re-run `reelsearch index` with this model")
-            return find_duplicates(self.library, float(threshold), coverage=float(coverage),
+                raise ReelsearchError(f"{self.catalog.location}: the index holds embeddings of another model "
+                                      f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
+            return find_duplicates(self.catalog, float(threshold), coverage=float(coverage),
                                    exact_cosine=not self.model.inner_product)
 
     # -- video -> text ------------------------------------------------------------------------------------
@@ -315,7 +315,7 @@ class Searcher:
         """``captions`` ranked for the indexed video ``id_`` (KeyError when unknown)."""
         captions = self._check_captions(captions)
         with self.lock:
-            media = self.library.media(id_)
+            media = self.catalog.media(id_)
         return self.annotate_media(media, captions)
 
     def annotate_media(self, media: EmbeddedMedia, captions: Sequence[str]) -> list[dict]:
@@ -332,19 +332,19 @@ class Searcher:
         return [{"caption": captions[i], "score": float(column[i])} for i in order]
 
     def _stored_media(self, path: str) -> EmbeddedMedia | None:
-        if self.stale() or len(self.library) == 0:
+        if self.stale() or len(self.catalog) == 0:
             return None
-        id_ = self.library.find(path)
+        id_ = self.catalog.find(path)
         if id_ is None:
             return None
-        record = self.library.video(id_)
+        record = self.catalog.video(id_)
         try:
             st = os.stat(path)
         except OSError:
             return None
         if (st.st_size, st.st_mtime_ns) != (record.size, record.mtime_ns):
             return None
-        return self.library.media(id_)
+        return self.catalog.media(id_)
 
     @staticmethod
     def _check_captions(captions: Sequence[str]) -> list[str]:

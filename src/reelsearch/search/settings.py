@@ -1,5 +1,5 @@
 """Where a command's library is (``--db URL`` / ``REELSEARCH_DB``, else ``--index DIR`` or the default folder), and
-the model it remembers having been built with (``LibraryTables.settings``), so later commands need no flags."""
+the model it remembers having been built with (``SqlCatalog.settings``), so later commands need no flags."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from reelsearch.errors import ConfigError, ReelsearchError
-from reelsearch.index import default_index_dir, is_database_url, open_library
-from reelsearch.index.library import SQLITE_NAME
+from reelsearch.index import default_index_dir, is_database_url, open_catalog
+from reelsearch.index.embedded.catalog import SQLITE_NAME
 from reelsearch.index.pg import masked
 
 #: The environment variable naming the PostgreSQL catalog when neither ``--db`` nor ``--index`` is given.
@@ -55,8 +55,8 @@ def remembered_model(where: str | Path, model: str | None) -> str:
         return model
     if not index_exists(where):
         return "default"
-    with open_library(where) as library:
-        return library.settings().get("model") or "default"
+    with open_catalog(where) as catalog:
+        return catalog.settings().get("model") or "default"
 
 
 def model_setting(model: str) -> dict:

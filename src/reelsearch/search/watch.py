@@ -71,8 +71,8 @@ class FolderWatcher:
             raise ConfigError(f"settle must be zero or more seconds, got {settle}")
         self.searcher, self.roots, self.poll, self.settle = searcher, watch_roots(roots), poll, settle
         self.cues, self.on_sync, self.owns_searcher = cues, on_sync, owns_searcher
-        searcher.library.writer_wait = None  # another writer (`reelsearch index`) is waited for, never fatal
-        folder = getattr(searcher.library, "dir", None)  # an embedded index's folder (a database has none)
+        searcher.catalog.writer_wait = None  # another writer (`reelsearch index`) is waited for, never fatal
+        folder = getattr(searcher.catalog, "dir", None)  # an embedded index's folder (a database has none)
         self._index_dir = None if folder is None else os.path.abspath(folder)
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -250,7 +250,7 @@ def watch_folders(paths: Sequence[str | os.PathLike], index: str | Path | None =
     roots = watch_roots(paths)
     searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots)
     try:
-        searcher.library.remember(model_setting(model_name))
+        searcher.catalog.remember(model_setting(model_name))
         watcher = FolderWatcher(searcher, roots, poll=poll, settle=settle, cues=cues, on_sync=on_sync,
                                 owns_searcher=True)
     except BaseException:

@@ -1,7 +1,7 @@
 """``reelsearch serve``: run the app under uvicorn, in one process or several worker processes over one index.
 
 With ``workers > 1`` uvicorn starts that many processes (spawned, not forked) that accept on one socket; each opens
-the index read-only in effect (only the process holding the writer lock ever writes, see ``LibraryIndex``) and
+the index read-only in effect (only the process holding the writer lock ever writes, see ``EmbeddedCatalog``) and
 loads its own model, so queries are encoded on every core. The settings reach the workers through the environment
 (``REELSEARCH_SERVE``; the API key through ``REELSEARCH_API_KEY``), since a spawned process starts from nothing.
 """
@@ -111,7 +111,7 @@ def start_watcher(searcher: Searcher, settings: dict) -> FolderWatcher | None:
     if not settings.get("watch"):
         return None
     writer = Searcher(settings["index"], searcher.model, media_roots=settings.get("media_roots"))
-    writer.library.remember(model_setting(settings["model"]))
+    writer.catalog.remember(model_setting(settings["model"]))
     return FolderWatcher(writer, settings["watch"], poll=settings.get("poll"), settle=settings.get("settle", SETTLE),
                          cues=settings.get("cues"), owns_searcher=True).start()
 
@@ -131,7 +131,7 @@ def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | N
     if workers <= 1:
         app = build_app(settings, api_key)
         searcher, watcher = app.state.searcher, app.state.watcher
-        print(f"reelsearch: {len(searcher.library)} videos from {searcher.library.location}; open http://{host}:{port}/",
+        print(f"reelsearch: {len(searcher.catalog)} videos from {searcher.catalog.location}; open http://{host}:{port}/",
               file=sys.stderr)
         if watcher is not None:
             print(f"reelsearch: watching {', '.join(watcher.status()['roots'])}", file=sys.stderr)

@@ -19,7 +19,7 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.extras import require
 from reelsearch.index.catalog import CatalogUnavailable
 
-log = logging.getLogger("reelsearch.index")
+logger = logging.getLogger(__name__)
 
 #: URL schemes that name a PostgreSQL database.
 SCHEMES = ("postgresql", "postgres")

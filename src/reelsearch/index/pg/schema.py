@@ -6,9 +6,9 @@ newer than this reelsearch knows is refused with a clear error, and so is one wh
 (pgvector) is missing and cannot be created. A new migration is a function appended to ``MIGRATIONS``; a released
 one is never changed.
 
-The tables mirror the embedded index's (``reelsearch.index.tables``, ``reelsearch.index.textcues``): ``videos``
+The tables mirror the embedded catalog's (``reelsearch.index.tables``, ``reelsearch.index.textcues``): ``videos``
 (``vector`` becomes ``vector(D)``, with an HNSW index over it and ``bias`` as ``halfvec``, when the first video of a
-model sets D: ``PostgresLibrary``),
+model sets D: ``PostgresCatalog``),
 ``frames``, ``frame_vectors``, ``meta``; ``segments`` (``words``: the segment's words as ``tsvector``, GIN-indexed;
 ``folded``: lower-cased OCR text, trigram-indexed), ``runs``, ``cue_meta``; and ``claims``, one row per file a worker
 is indexing, with the lease that expires when the worker dies (for cooperating index workers).
@@ -99,7 +99,7 @@ def _v1(db: Database) -> None:
 
 def _v2(db: Database) -> None:
     """How much each frame shows (float32 [T]; empty: not measurable; NULL for the videos stored before, measured
-    from their thumbnails by the next sync: ``LibraryTables._fill_detail``)."""
+    from their thumbnails by the next sync: ``CatalogSync._fill_detail``)."""
     db.execute("ALTER TABLE frame_vectors ADD COLUMN detail bytea")
 
 
@@ -156,7 +156,7 @@ ROWS_ONLY = "(vector::halfvec({dim}))"
 def hnsw_index(db: Database, dim: int, m: int, ef_construction: int, *, folded: bool = True) -> None:
     """Make ``videos_hnsw``: HNSW, inner product, over [``vector(dim)``, bias] cast to ``halfvec`` (float16,
     ``FOLDED``; ``folded=False``: the rows alone, as schema 4 made it). It is a third of a float32 index's size and
-    loses no recall@10 once its candidates are scored in float32, which ``PostgresLibrary.nearest`` does
+    loses no recall@10 once its candidates are scored in float32, which ``PostgresCatalog.nearest`` does
     (docs/benchmarks.md, "halfvec"); the bias in the index makes one search rank by score + bias. None above
     HNSW_MAX_DIM: searches scan."""
     width = int(dim) + 1 if folded else int(dim)
@@ -168,7 +168,7 @@ def hnsw_index(db: Database, dim: int, m: int, ef_construction: int, *, folded: 
 
 def _v5(db: Database) -> None:
     """When each video was taken (``reelsearch.media.dates``): seconds since the epoch and its source; NULL for the
-    videos stored before, read by the next sync (``LibraryTables._fill_taken``; the file's mtime meanwhile)."""
+    videos stored before, read by the next sync (``CatalogSync._fill_taken``; the file's mtime meanwhile)."""
     db.execute("""
         ALTER TABLE videos ADD COLUMN taken_at double precision;
         ALTER TABLE videos ADD COLUMN taken_from text;

@@ -1,4 +1,4 @@
-"""The text cues of the PostgreSQL catalog: ``segments`` and ``runs`` in the library's database (``TextCues`` holds
+"""The text cues of the PostgreSQL catalog: ``segments`` and ``runs`` in the catalog's database (``TextCues`` holds
 everything else).
 
 A segment's words are stored as a ``tsvector`` (GIN-indexed) of the words the embedded index's FTS5 tokenizer finds
@@ -18,7 +18,8 @@ import numpy as np
 from reelsearch.features.cues import CueSegment
 from reelsearch.index.keyword import SUBSTRING_MIN, Lexer
 from reelsearch.index.pg.database import Database
-from reelsearch.index.textcues import Encoder, TextCues
+from reelsearch.index.textcue_records import Encoder
+from reelsearch.index.textcues import TextCues
 
 #: Advisory lock key of text-cue writes ("reelcues" in ASCII): cooperating writers store and prune one at a time.
 CUE_LOCK = 0x7265656C63756573
@@ -41,8 +42,8 @@ def _quote(word: str) -> str:
     return word.replace("\\", "\\\\").replace("'", "''")
 
 
-class PgTextCues(TextCues):
-    """The text cues in the PostgreSQL catalog reached through ``db`` (the library's connection)."""
+class PostgresTextCues(TextCues):
+    """The text cues in the PostgreSQL catalog reached through ``db`` (the catalog's connection)."""
 
     META = "cue_meta"
 
@@ -56,7 +57,7 @@ class PgTextCues(TextCues):
         return self._db.location
 
     def close(self) -> None:
-        """The connection is the library's: it closes it."""
+        """The connection is the catalog's: it closes it."""
         self._lexer.close()
 
     @contextlib.contextmanager

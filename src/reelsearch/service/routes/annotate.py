@@ -79,7 +79,7 @@ def _find(searcher: Searcher, path: str) -> str:
     """Id of the indexed file at ``path`` (404 when it is not indexed)."""
     if "\0" not in path:
         with searcher.lock:
-            vid = searcher.library.find(path)
+            vid = searcher.catalog.find(path)
         if vid is not None:
             return vid
     raise HTTPException(404, _NOT_INDEXED)

@@ -35,7 +35,7 @@ def video_record(searcher: Searcher, video_id: str):
         raise HTTPException(404, f"no video {display_path(video_id, one_line=True)!r}")
     with searcher.lock:
         try:
-            return searcher.library.video(video_id)
+            return searcher.catalog.video(video_id)
         except KeyError:
             raise HTTPException(404, f"no video {video_id}") from None
 

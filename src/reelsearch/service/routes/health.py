@@ -18,6 +18,6 @@ def health(searcher: SearcherDep, request: Request) -> Response:
     watch = {"watch": watcher.status()} if watcher is not None else {}
     with searcher.lock:
         cues = searcher.cues
-        return JSON({"status": "ok", "videos": len(searcher.library), "model": searcher.model_id,
+        return JSON({"status": "ok", "videos": len(searcher.catalog), "model": searcher.model_id,
                      "mode": searcher.mode, "stale": searcher.stale(),
                      "experts": ["visual", *(cues.stored_cues() if cues is not None else [])], **watch})

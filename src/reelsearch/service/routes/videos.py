@@ -24,7 +24,7 @@ router = APIRouter()
 def video(searcher: SearcherDep, video_id: str = schema.VIDEO_ID) -> Response:
     rec = video_record(searcher, video_id)
     with searcher.lock:
-        media = searcher.library.media(rec.id)
+        media = searcher.catalog.media(rec.id)
     return JSON({"id": rec.id, **path_fields(rec.path), "kind": "image" if is_image_path(rec.path) else "video",
                  "size": rec.size, "duration": rec.duration, "n_frames": rec.n_frames, "sha256": rec.sha256,
                  "model_id": rec.model_id,
@@ -59,7 +59,7 @@ def thumbnail(searcher: SearcherDep, video_id: str = schema.VIDEO_ID,
     index = rec.n_frames // 2 if frame is None else frame
     with searcher.lock:
         try:
-            data = searcher.library.thumbnail(rec.id, index)
+            data = searcher.catalog.thumbnail(rec.id, index)
         except KeyError:
             raise HTTPException(404, f"video {rec.id} has no frame {index}") from None
     if data is None:

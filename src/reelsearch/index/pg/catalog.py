@@ -1,6 +1,7 @@
-"""PostgresLibrary: the shared catalog, one PostgreSQL database with pgvector holding everything an index holds.
+"""PostgresCatalog: the shared catalog, one PostgreSQL database with pgvector holding everything an index folder holds.
 
-The tables and the sync are ``reelsearch.index.tables``'s, as for the embedded index; what is PostgreSQL's own:
+The tables, the reads and the sync are ``reelsearch.index.tables``'s and ``reelsearch.index.sync``'s, as for the
+embedded catalog; what is PostgreSQL's own:
 
 * ``videos.vector`` is ``vector(D)`` (float32) with an HNSW index (inner product) over [vector, bias] cast to
   ``halfvec(D + 1)`` (float16: a third of the size, no recall lost; ``schema.hnsw_index``), made when the first
@@ -34,9 +35,10 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.pg.database import Database
 from reelsearch.index.pg.schema import FOLDED, HNSW_MAX_DIM, hnsw_index, migrate, schema_version
-from reelsearch.index.pg.textcues import PgTextCues
-from reelsearch.index.tables import FileChange, FileToSync, LibraryTables, StoredFile
-from reelsearch.index.textcues import Encoder
+from reelsearch.index.pg.textcues import PostgresTextCues
+from reelsearch.index.sync import FileChange, FileToSync, StoredFile
+from reelsearch.index.tables import SqlCatalog
+from reelsearch.index.textcue_records import Encoder
 from reelsearch.index.vectors import SCAN_CHUNK_ROWS
 
 #: Seconds a writer's claim of a file lasts unless renewed (renewed every third of it while the writer lives).
@@ -48,7 +50,7 @@ INLINE_BYTES = 8000
 #: The most candidates one HNSW search returns (pgvector's limit of hnsw.ef_search); more are found by a scan.
 MAX_EF_SEARCH = 1000
 
-log = logging.getLogger("reelsearch.index")
+logger = logging.getLogger(__name__)
 
 
 def vector_text(vector: np.ndarray) -> str:
@@ -65,7 +67,7 @@ def vectors_from_send(values: Sequence[bytes], dim: int) -> np.ndarray:
     return raw[:, 1:].astype(np.float32)
 
 
-class PostgresLibrary(LibraryTables):
+class PostgresCatalog(SqlCatalog):
     """The catalog in the PostgreSQL database at ``url`` (migrated to this reelsearch's schema on open).
 
     HNSW settings: ``hnsw_m`` and ``ef_construction`` (when the index is made), ``ef_search`` (per query, at least
@@ -124,15 +126,15 @@ class PostgresLibrary(LibraryTables):
             self._count = (gen, super().__len__())
         return self._count[1]
 
-    def text_cues(self, encoder: Encoder | None, create: bool = False) -> PgTextCues | None:
+    def text_cues(self, encoder: Encoder | None, create: bool = False) -> PostgresTextCues | None:
         """The text cues in this database, once ``index`` has stored any (always when ``create``)."""
         if not create and self._db.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None:
             return None
-        return PgTextCues(self._db, encoder=encoder)
+        return PostgresTextCues(self._db, encoder=encoder)
 
     # -- what the index folder's searcher.json holds, here in meta ------------------------------------------
     def settings(self) -> dict:
-        """What the library remembers of how it was built (``{"model": ...}``; {} before the first index)."""
+        """What the catalog remembers of how it was built (``{"model": ...}``; {} before the first index)."""
         value = self._meta("settings")
         return json.loads(value) if value else {}
 
@@ -192,7 +194,7 @@ class PostgresLibrary(LibraryTables):
             key = os.fsencode(self.media_roots.stored(change.file.path))
             if key in self._claimed and self._db.execute("DELETE FROM claims WHERE path = ? AND worker = ? "
                                                          "RETURNING 1", (key, self.worker)).fetchone() is None:
-                log.warning("%s: lost the claim of %s (its lease expired); another writer indexes it", self.location,
+                logger.warning("%s: lost the claim of %s (its lease expired); another writer indexes it", self.location,
                             change.file.path)
                 continue
             self._claimed.discard(key)
@@ -223,7 +225,7 @@ class PostgresLibrary(LibraryTables):
                     db.execute("UPDATE claims SET expires_at = now() + ? * interval '1 second' WHERE worker = ? "
                                "AND error IS NULL", (self.lease, self.worker))
                 except ReelsearchError as exc:  # the database away for a while: the next round tries again
-                    log.warning("%s", exc)
+                    logger.warning("%s", exc)
             if db is not None:
                 db.close()
 

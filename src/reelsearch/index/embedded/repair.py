@@ -1,4 +1,4 @@
-"""A damaged embedded index, checked and repaired (``reelsearch index --check`` / ``--repair``).
+"""A damaged embedded catalog (an index folder), checked and repaired (``reelsearch index --check`` / ``--repair``).
 
 ``check_index`` runs SQLite's integrity check on the index's two databases (``library.sqlite``, ``textcues.sqlite``).
 ``repair_index`` keeps every video still readable: it copies each video whose row, frames and frame vectors can
@@ -15,9 +15,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reelsearch.index.library import FAISS_NAME, SCHEMA_SQL, SCHEMA_VERSION, SQLITE_NAME
-from reelsearch.index.sqlite import integrity_problems
-from reelsearch.index.textcues import SQLITE_NAME as TEXTCUES_NAME
+from reelsearch.index.embedded.catalog import FAISS_NAME, SCHEMA_SQL, SCHEMA_VERSION, SQLITE_NAME
+from reelsearch.index.embedded.sqlite import integrity_problems
+from reelsearch.index.embedded.textcues import SQLITE_NAME as TEXTCUES_NAME
 
 #: Suffix of a damaged database moved aside by a repair.
 DAMAGED_SUFFIX = ".damaged"

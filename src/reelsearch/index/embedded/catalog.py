@@ -1,22 +1,21 @@
-"""LibraryIndex: the embedded catalog, a searchable library of videos and images in a folder, kept in sync with
-folders of files.
+"""EmbeddedCatalog: the catalog in a folder (an index folder), SQLite and FAISS, kept in sync with folders of files.
 
 Layout of an index directory::
 
     DIR/library.sqlite     metadata, per-frame embeddings and thumbnails, video vectors: the source of truth
     DIR/vectors.faiss.npz  the FAISS vector index of [row, bias] (D + 1), derived from the SQLite rows (rebuilt when
                            lost, damaged or of another width)
-    DIR/textcues.sqlite    the speech and on-screen-text segments (``reelsearch.index.textcues``)
+    DIR/textcues.sqlite    the speech and on-screen-text segments (``reelsearch.index.embedded.textcues``)
     DIR/searcher.json      what the index remembers of how it was built (the model: ``settings``)
     DIR/.writer.lock       flock held by the one process that syncs
 
 Every change is committed by one SQLite transaction (WAL) that bumps a generation counter; the vector index is
 brought up to that generation afterwards (upserts of rows with a newer generation, deletions from a tombstone
 table) and records the generation it reflects. A crash between the two leaves SQLite ahead; the next open replays
-the difference (idempotent), so the pair is always consistent as seen through this class. The tables and the sync
-are ``reelsearch.index.tables``'s, shared with the PostgreSQL catalog.
+the difference (idempotent), so the pair is always consistent as seen through this class. The tables, the reads and
+the sync are ``reelsearch.index.tables``'s and ``reelsearch.index.sync``'s, shared with the PostgreSQL catalog.
 
-Search reads it as a catalog (``reelsearch.index.catalog``): the vector index's top N for a query vector, rows and
+Search reads it as a ``Catalog`` (``reelsearch.index.catalog``): the vector index's top N for a query vector, rows and
 frame rows of given videos, their biases; ranking, fusion and moments are search's (``reelsearch.search``). Each
 video's bias is the vector index's last dimension, so one search ranks by row . q + bias ([row, bias] . [q, 1]) or by
 row . q alone ([q, 0]).
@@ -39,18 +38,15 @@ import numpy as np
 import platformdirs
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.index.catalog import CatalogError
+from reelsearch.index.embedded.sqlite import SqliteDb
+from reelsearch.index.embedded.textcues import SQLITE_NAME as TEXTCUES_NAME
+from reelsearch.index.embedded.textcues import EmbeddedTextCues
+from reelsearch.index.embedded.vectors import FaissIndex
 from reelsearch.index.paths import MediaRoots
-from reelsearch.index.sqlite import SqliteDb
-from reelsearch.index.tables import (  # noqa: F401 - the records are part of this module's interface
-    EmbedFn,
-    LibraryError,
-    LibraryTables,
-    SyncReport,
-    VideoRecord,
-)
-from reelsearch.index.textcues import SQLITE_NAME as TEXTCUES_NAME
-from reelsearch.index.textcues import Encoder, TextCueIndex
-from reelsearch.index.vectors import FaissIndex, VectorIndex
+from reelsearch.index.tables import SqlCatalog
+from reelsearch.index.textcue_records import Encoder
+from reelsearch.index.vectors import VectorIndex
 from reelsearch.io import atomic_write_json
 
 SQLITE_NAME = "library.sqlite"
@@ -63,9 +59,9 @@ CACHE_KIB = 65536
 #: The meta key of the generation the vector file reflects.
 VECTOR_KEY = "vector_gen:faiss"
 
-log = logging.getLogger("reelsearch.index")
+logger = logging.getLogger(__name__)
 
-#: The tables (``reelsearch.index.tables``) and what only the embedded index has (``tombstones``).
+#: The tables (``reelsearch.index.tables``) and what only the embedded catalog has (``tombstones``).
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS videos (
@@ -107,7 +103,7 @@ CREATE TABLE IF NOT EXISTS tombstones (id INTEGER PRIMARY KEY, gen INTEGER NOT N
 """
 
 
-class LibraryIndex(LibraryTables):
+class EmbeddedCatalog(SqlCatalog):
     """The embedded catalog: SQLite (the source of truth) and a FAISS vector index in ``directory`` (exact below
     ``threshold`` videos, HNSW above). ``vector_options`` go to :class:`FaissIndex` (``threshold``, ``hnsw_m``,
     ``ef_search``, ...). A damaged vector file is rebuilt from SQLite; a damaged SQLite file raises
@@ -141,7 +137,7 @@ class LibraryIndex(LibraryTables):
         has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
         version = self._meta("schema_version") if has_meta else None
         if version is not None and int(version) > SCHEMA_VERSION:
-            raise LibraryError(f"{self.dir / SQLITE_NAME}: written by a newer reelsearch (schema {version})")
+            raise CatalogError(f"{self.dir / SQLITE_NAME}: written by a newer reelsearch (schema {version})")
         for table, column, kind, since in (("videos", "bias", "REAL NOT NULL DEFAULT 0", 2),
                                            ("frame_vectors", "detail", "BLOB", 3), ("videos", "taken_at", "REAL", 4),
                                            ("videos", "taken_from", "TEXT", 4)):
@@ -164,7 +160,7 @@ class LibraryIndex(LibraryTables):
         self._db.close()
 
     def settings(self) -> dict:
-        """What the library remembers of how it was built (``{"model": ...}``; {} before the first index, or when the
+        """What the catalog remembers of how it was built (``{"model": ...}``; {} before the first index, or when the
         file is unreadable: these are only defaults)."""
         try:
             data = json.loads((self.dir / SETTINGS_NAME).read_text(encoding="utf-8"))
@@ -175,11 +171,11 @@ class LibraryIndex(LibraryTables):
     def remember(self, settings: dict) -> None:
         atomic_write_json(self.dir / SETTINGS_NAME, settings)
 
-    def text_cues(self, encoder: Encoder | None, create: bool = False) -> TextCueIndex | None:
-        """The text-cue index beside the library (``DIR/textcues.sqlite``), once ``index`` has made it."""
+    def text_cues(self, encoder: Encoder | None, create: bool = False) -> EmbeddedTextCues | None:
+        """The text cues beside the catalog (``DIR/textcues.sqlite``), once ``index`` has made them."""
         if not create and not (self.dir / TEXTCUES_NAME).is_file():
             return None
-        return TextCueIndex(self.dir, encoder=encoder)
+        return EmbeddedTextCues(self.dir, encoder=encoder)
 
     @contextlib.contextmanager
     def _writer_lock(self, wait: float | None) -> Iterator[None]:
@@ -187,7 +183,7 @@ class LibraryIndex(LibraryTables):
         try:
             fh = open(self.dir / LOCK_NAME, "a+")
         except OSError as exc:
-            raise LibraryError(f"{self.dir}: cannot write here ({exc.strerror}); the index can be searched but not "
+            raise CatalogError(f"{self.dir}: cannot write here ({exc.strerror}); the index can be searched but not "
                                "updated") from None
         try:
             deadline = None if wait is None else time.monotonic() + wait
@@ -200,10 +196,10 @@ class LibraryIndex(LibraryTables):
                     fh.seek(0)
                     holder = fh.read().strip() or "?"
                     if deadline is not None and time.monotonic() >= deadline:
-                        raise LibraryError(f"{self.dir}: another process (pid {holder}) is updating this index; "
+                        raise CatalogError(f"{self.dir}: another process (pid {holder}) is updating this index; "
                                            "try again when it is done") from None
                     if not told:
-                        log.warning("%s: waiting for another process (pid %s) that is updating this index", self.dir,
+                        logger.warning("%s: waiting for another process (pid %s) that is updating this index", self.dir,
                                     holder)
                         told = True
                     time.sleep(0.2)
@@ -230,18 +226,18 @@ class LibraryIndex(LibraryTables):
 
     @contextlib.contextmanager
     def _write_errors(self) -> Iterator[None]:
-        """A failed write (full or read-only disk, I/O error) becomes one LibraryError; what was committed stays."""
+        """A failed write (full or read-only disk, I/O error) becomes one CatalogError; what was committed stays."""
         try:
             yield
         except sqlite3.Error as exc:
-            raise LibraryError(f"{self.dir}: cannot write the index ({exc}); every batch committed before is kept "
+            raise CatalogError(f"{self.dir}: cannot write the index ({exc}); every batch committed before is kept "
                                "and the index stays usable: free some space (or fix the permissions) and run again") \
                 from exc
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT,
                                  errno.EIO):
                 raise
-            raise LibraryError(f"{self.dir}: cannot write the index ({exc.strerror}); every batch committed before "
+            raise CatalogError(f"{self.dir}: cannot write the index ({exc.strerror}); every batch committed before "
                                "is kept and the index stays usable: free some space (or fix the permissions) and run "
                                "again") from exc
 
@@ -285,7 +281,7 @@ class LibraryIndex(LibraryTables):
         try:
             index = FaissIndex(dim + 1, None if fresh else path, **self._vector_options)
         except ReelsearchError as exc:  # derived data: whatever its damage, it is rebuilt from SQLite
-            log.warning("%s; rebuilding it from %s", exc, self.dir / SQLITE_NAME)
+            logger.warning("%s; rebuilding it from %s", exc, self.dir / SQLITE_NAME)
             index = FaissIndex(dim + 1, None, **self._vector_options)
             self._loaded_gen = 0
         index.path = path
@@ -310,7 +306,7 @@ class LibraryIndex(LibraryTables):
         try:
             with self.writing():
                 self._catch_up(save=True)
-        except (LibraryError, OSError, sqlite3.Error):  # a writer at work, or a read-only or full disk: in memory
+        except (CatalogError, OSError, sqlite3.Error):  # a writer at work, or a read-only or full disk: in memory
             self._catch_up(save=False)
 
     def _catch_up(self, save: bool) -> None:
@@ -371,5 +367,5 @@ class LibraryIndex(LibraryTables):
 
 
 def default_index_dir() -> Path:
-    """Where the library index lives by default: ``<user data dir>/reelsearch/index``."""
+    """Where the embedded catalog lives by default: ``<user data dir>/reelsearch/index``."""
     return Path(platformdirs.user_data_dir("reelsearch")) / "index"
