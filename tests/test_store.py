@@ -9,6 +9,7 @@ import pytest
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.features import store as store_mod
+from reelsearch.features import store_files
 from reelsearch.features.store import FeatureNotFoundError, FeatureStore, FeatureStoreError
 
 
@@ -311,17 +312,17 @@ def test_interrupted_finalize_leaves_the_store_as_it_was(tmp_path, monkeypatch):
     write(st, "appearance", items, dtype="float32", commit_every=6)
     segments = tmp_path / "s" / "appearance" / "segments"
     before = sorted(p.name for p in segments.iterdir())
-    real = store_mod.atomic_write_json
+    real = store_files.atomic_write_json
 
     def fail_on_manifest(path, obj, indent=2):
         if path.name == "manifest.json":
             raise OSError("disk full")
         real(path, obj, indent=indent)
 
-    monkeypatch.setattr(store_mod, "atomic_write_json", fail_on_manifest)
+    monkeypatch.setattr(store_files, "atomic_write_json", fail_on_manifest)
     with pytest.raises(OSError, match="disk full"):
         st.finalize("appearance")
-    monkeypatch.setattr(store_mod, "atomic_write_json", real)
+    monkeypatch.setattr(store_files, "atomic_write_json", real)
     assert len(list(segments.iterdir())) == len(before) + 2  # the new segment was written but never committed
     check = FeatureStore(tmp_path / "s")
     assert check.info()["modalities"]["appearance"]["segments"] == 4
