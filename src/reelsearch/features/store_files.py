@@ -37,7 +37,6 @@ class FeatureNotFoundError(FeatureStoreError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-
 class Segment:
     """One committed segment: its rows file and, per item, key, row offset, row count and meta."""
 

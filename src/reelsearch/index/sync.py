@@ -91,12 +91,10 @@ class SyncPlan(NamedTuple):
     model_changed: bool
 
 
-
-
 def _under(path: bytes, roots: list[bytes]) -> bool:
+    """Whether the stored ``path`` is one of ``roots`` or inside one."""
     sep = os.fsencode(os.sep)
     return any(path == r or path.startswith(r.rstrip(sep) + sep) for r in roots)
-
 
 
 class CatalogSync(ABC):
@@ -424,7 +422,6 @@ class CatalogSync(ABC):
             with self._transaction() as db:
                 self._next_generation()  # a change: what other processes hold of the dates is out of date
                 db.executemany("UPDATE videos SET taken_at = ?, taken_from = ? WHERE id = ?", dates)
-
 
 
 class _Stat(NamedTuple):

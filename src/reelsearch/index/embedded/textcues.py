@@ -52,7 +52,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chars USING fts5(text, tokenize='trigram');
 """
 
 
-
 class EmbeddedTextCues(TextCues):
     """The text cues of the embedded catalog: ``DIR/textcues.sqlite`` (WAL), words found by FTS5 (Porter-stemmed words
     in ``words``, trigrams of OCR text in ``chars``).
