@@ -80,7 +80,8 @@ def _convert(tp, value, path: str, source: str | None):
         try:
             return tp(value)
         except ValueError:
-            raise ConfigError(f"{_where(source, path)}: {value!r} is not one of {_type_name(tp)}") from None
+            values = ", ".join(repr(m.value) for m in tp)
+            raise ConfigError(f"{_where(source, path)}: {value!r} is not one of {values}") from None
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value

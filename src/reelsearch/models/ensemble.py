@@ -192,7 +192,7 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         if sorted(names) != sorted(experts):
             raise DataFormatError(parts.manifest, f"expert parts {sorted(experts)} are not the experts "
                                                   f"{config_part.file} names ({names})")
-        fusion = from_dict(FusionConfig, meta["fusion"], str(config_part.path))
+        fusion = from_dict(FusionConfig, meta["fusion"], str(config_part.path), "fusion")
         return cls({k: experts[k] for k in names}, fusion, name=meta.get("name", ""))
 
 
