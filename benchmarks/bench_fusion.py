@@ -231,6 +231,7 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
     from reelsearch.features.cues import CueResult, CueSegment
     from reelsearch.index.embedded.textcues import EmbeddedTextCues
     from reelsearch.search import Searcher
+    from reelsearch.search import fusion as fusing
     from reelsearch.search import query as answering
     from reelsearch.search.experts import plan
     from reelsearch.text.minilm import shared_encoder
@@ -255,14 +256,14 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
         return np.stack([lookup[t] for t in batch])
 
     rounds: list[int] = []
-    fuse = answering.threshold_fusion
+    fuse = fusing.threshold_fusion
 
     def counted(*args, **kwargs):
         fused = fuse(*args, **kwargs)
         rounds.append(fused.rounds)
         return fused
 
-    answering.threshold_fusion = counted
+    fusing.threshold_fusion = counted
     out = []
     for n in sizes:
         folder = work / f"latency-{n}"
@@ -314,7 +315,7 @@ def latency(sizes: list[int], work: Path, n_queries: int = 50) -> list[dict]:
             row["same top 10"] = f"{agree}/{len(queries)}"
             print(json.dumps(row), flush=True)
             out.append(row)
-    answering.threshold_fusion = fuse
+    fusing.threshold_fusion = fuse
     return out
 
 

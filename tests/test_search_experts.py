@@ -5,12 +5,15 @@ visual sync, inside the library's writer lock; bad expert names and weights are 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 from scipy.stats import rankdata
 
 from cue_fixtures import HashEncoder, ScriptedExtractor
+from reelsearch.config.schema import FusionKind, Normalize
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.fusion import fuse_experts
 from reelsearch.extras import MissingExtraError
@@ -18,6 +21,7 @@ from reelsearch.index.catalog import CatalogError
 from reelsearch.index.embedded.catalog import EmbeddedCatalog
 from reelsearch.index.embedded.textcues import EmbeddedTextCues
 from reelsearch.index.media import EmbeddedMedia
+from reelsearch.models import MixtureOfExperts, SearchMode, load_model
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import SEMANTIC_FLOOR, floored
 from reelsearch.search.experts import DEFAULT_WEIGHTS, ExpertError, parse_experts, parse_weights, plan
@@ -207,6 +211,26 @@ def test_plan_and_weights():
 
 
 # ------------------------------------------------------------------------------------------- the cue stage
+def test_search_mode_is_decided_when_the_model_loads(tmp_path):
+    """The mode and the fusion are enums read once from the model folder; an unknown fusion kind names the file."""
+    moe = small_model("moe")
+    z = MixtureOfExperts(dict(moe.experts), {"kind": "score", "weights": {"object": 1.0, "scene": 0.5},
+                                             "normalize": "zscore"}, name="z")
+    assert z.search_mode is SearchMode.ZSCORE and z.search_mode.relative and z.fusion.normalize is Normalize.ZSCORE
+    visual = visual_sources(z, None)
+    assert visual.exhaustive and visual.kind is FusionKind.SCORE and visual.normalize is Normalize.ZSCORE
+    assert small_model("moe-rank").search_mode is SearchMode.RANK and not moe.search_mode.relative
+    z.save(tmp_path / "z")
+    loaded = load_model(tmp_path / "z")
+    assert loaded.search_mode is SearchMode.ZSCORE and loaded.fusion.kind is FusionKind.SCORE
+    document = json.loads((tmp_path / "z" / "moe.json").read_text())
+    assert document["fusion"]["kind"] == "score" and document["fusion"]["normalize"] == "zscore"
+    document["fusion"]["kind"] = "max"
+    (tmp_path / "z" / "moe.json").write_text(json.dumps(document))
+    with pytest.raises(ReelsearchError, match=r"moe\.json: fusion\.kind: 'max' is not one of 'score', 'rank'"):
+        load_model(tmp_path / "z")
+
+
 def test_cue_stage_reuses_prunes_reports_and_holds_the_writer_lock(tmp_path):
     rng = np.random.default_rng(0)
     model = small_model("cosine")

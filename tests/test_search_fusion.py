@@ -11,7 +11,7 @@ import pytest
 from reelsearch.index.textcue_records import CueScores
 from reelsearch.search import fusion
 from reelsearch.search.cues import KEYWORD_MEANING, SEMANTIC_FLOOR, CueSource
-from reelsearch.search.fusion import exhaustive_fusion, threshold_fusion
+from reelsearch.search.fusion import exhaustive_fusion, positive, threshold_fusion
 from reelsearch.search.sources import NearestSource, Top
 
 N = 200
@@ -128,7 +128,8 @@ def _run(case, total=None):
     cues = {c: sc for c, sc in cues.items() if c in weights}
     sources = _sources(catalog, query, cues, visual)
     w = {**({"visual": weights["visual"]} if visual else {}), **{c: weights[c] for c in cues}}
-    got = threshold_fusion(sources, w, k, len(catalog) if total is None else total, positive_only=not visual)
+    got = threshold_fusion(sources, w, k, len(catalog) if total is None else total,
+                           keep=None if visual else positive)
     return got, _brute(catalog, query, cues, weights, visual), catalog, k, not visual
 
 

@@ -28,7 +28,7 @@ from reelsearch.index.keyword import query_terms
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.textcue_records import TextCueError
 from reelsearch.search.cues import CueSource, cue_score
-from reelsearch.search.fusion import threshold_fusion
+from reelsearch.search.fusion import positive, threshold_fusion
 
 TESTS = Path(__file__).resolve().parent
 
@@ -76,7 +76,7 @@ def text_search(index, query, k, cues=("speech", "ocr")):
     segment)]."""
     sc = index.scores(query, cues=cues)
     sources = {c: CueSource(sc, c) for c in cues}
-    fused = threshold_fusion(sources, dict.fromkeys(cues, 1.0), k, len(sc.ids), positive_only=True)
+    fused = threshold_fusion(sources, dict.fromkeys(cues, 1.0), k, len(sc.ids), keep=positive)
     out = []
     for j, vid in enumerate(fused.ids):
         cue = max(cues, key=lambda c: fused.terms[c][j])

@@ -13,6 +13,7 @@ Version 2 (this one) moved the inputs into the feature recipe (``reelsearch.conf
 from __future__ import annotations
 
 import copy
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -204,13 +205,32 @@ class ModelConfig:
         return self.features.modalities
 
 
+class FusionKind(enum.StrEnum):
+    """How a mixture fuses its experts' scores (Mithun §3.5)."""
+
+    SCORE = "score"  # S = sum_k w_k S_k (Eq. 4)
+    RANK = "rank"  # weighted rank aggregation (Table 1 row 1.7)
+
+
+class Normalize(enum.StrEnum):
+    """What score fusion does to each expert's scores first."""
+
+    NONE = "none"  # adds the raw scores (the paper's choice)
+    ZSCORE = "zscore"  # standardises each expert's scores over every video first
+
+
 @dataclass
 class FusionConfig:
-    """Mithun §3.5: ``score`` = sum_k w_k S_k (``normalize: zscore`` standardises each S_k first), or ``rank``."""
+    """Mithun §3.5: ``score`` = sum_k w_k S_k (``normalize: zscore`` standardises each S_k first), or ``rank``. A
+    file keeps the values as text; they are members of :class:`FusionKind` / :class:`Normalize` once read (text
+    given to the constructor is made one: ValueError for an unknown value)."""
 
-    kind: Literal["score", "rank"]
+    kind: FusionKind
     weights: dict[str, float]
-    normalize: Literal["none", "zscore"] = "none"
+    normalize: Normalize = Normalize.NONE
+
+    def __post_init__(self):
+        self.kind, self.normalize = FusionKind(self.kind), Normalize(self.normalize)
 
 
 @dataclass

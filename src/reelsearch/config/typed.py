@@ -1,9 +1,10 @@
 """Strict dataclass configs: build them from plain dicts (YAML, JSON, overrides) and turn them back into dicts.
 
 ``from_dict(cls, data, source)`` checks every key against the dataclass fields (recursively, through ``Optional``,
-``Literal``, ``list``/``dict`` and nested dataclasses): an unknown or misspelt key, a missing required one or a
-value of the wrong type is a :class:`~reelsearch.errors.ConfigError` naming the key path and where the config came
-from (``configs/scde.yaml: train.lr_rate: unknown key; known: ...``).
+``Literal``, ``enum.Enum`` (the value as written, made a member), ``list``/``dict`` and nested dataclasses): an
+unknown or misspelt key, a missing required one or a value of the wrong type is a
+:class:`~reelsearch.errors.ConfigError` naming the key path and where the config came from
+(``configs/scde.yaml: train.lr_rate: unknown key; known: ...``). ``to_dict`` writes an enum member as its value.
 
 ``apply_overrides(data, ["train.lr=1e-4", ...])`` sets dotted paths in a config dict (values parsed as YAML
 scalars), the generic ``--set`` of the command line; :func:`apply_section` does the same for a config that is one
@@ -15,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import enum
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
@@ -33,6 +35,8 @@ def _type_name(tp) -> str:
     origin = get_origin(tp)
     if origin is Literal:
         return " | ".join(repr(a) for a in get_args(tp))
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return " | ".join(repr(m.value) for m in tp)
     if origin in (Union, types.UnionType):
         return " | ".join(_type_name(a) for a in get_args(tp))
     if tp is type(None):
@@ -72,6 +76,12 @@ def _convert(tp, value, path: str, source: str | None):
         if value not in get_args(tp):
             raise ConfigError(f"{_where(source, path)}: {value!r} is not one of {', '.join(map(repr, get_args(tp)))}")
         return value
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            values = ", ".join(repr(m.value) for m in tp)
+            raise ConfigError(f"{_where(source, path)}: {value!r} is not one of {values}") from None
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
@@ -163,6 +173,8 @@ def to_dict(obj, drop_defaults: bool = False) -> Any:
         return {k: to_dict(v, drop_defaults) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_dict(v, drop_defaults) for v in obj]
+    if isinstance(obj, enum.Enum):
+        return obj.value
     return obj
 
 

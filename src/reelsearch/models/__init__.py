@@ -2,7 +2,7 @@
 
 from .checkpoint import load_model, resolve_checkpoint
 from .ensemble import MixtureOfExperts
-from .interface import VideoEmbeddings
+from .interface import SearchMode, VideoEmbeddings
 from .joint import JointModel
 from .registry import create_model, list_models, model_config, resolve_config, text_processor_for
 from .text_processor import GloveTextProcessor, MiniLMTextProcessor, TextProcessor, VocabTextProcessor
@@ -12,6 +12,7 @@ __all__ = [
     "JointModel",
     "MiniLMTextProcessor",
     "MixtureOfExperts",
+    "SearchMode",
     "TextProcessor",
     "VideoEmbeddings",
     "VocabTextProcessor",

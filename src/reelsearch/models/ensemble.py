@@ -20,13 +20,13 @@ import numpy as np
 from torch import nn
 
 from reelsearch.config import config_to_dict
-from reelsearch.config.schema import FusionConfig, modalities_of
+from reelsearch.config.schema import FusionConfig, FusionKind, Normalize, modalities_of
 from reelsearch.config.typed import from_dict
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.evaluation.fusion import fuse_experts
 
 from .folder import Expert, model_kind, shared_parts
-from .interface import EmbeddingModel, VideoEmbeddings, as_rows
+from .interface import EmbeddingModel, SearchMode, VideoEmbeddings, as_rows
 from .joint import JointModel
 from .parts import MOE_FILE, ConfigPart
 
@@ -48,6 +48,7 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         self.fusion = fusion
         self.name = name
         self.feature_names = _feature_names(experts)
+        self._search_mode = _search_mode(experts.values(), fusion)
 
     # ---- properties
     @property
@@ -64,15 +65,13 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         return any(e.is_pairwise for e in self.experts.values())
 
     @property
-    def search_mode(self) -> str:
-        if self.is_pairwise:
+    def search_mode(self) -> SearchMode:
+        """How a catalog serves the fused score (decided when the mixture is built); ConfigError for a mixture with
+        a frame-attention expert, which no catalog serves."""
+        if self._search_mode is None:
             raise ConfigError(f"mixture {self.name!r} has a frame-attention expert: it cannot be served from an "
                               "index; use experts that score single vectors")
-        if self.fusion.kind == "rank":
-            return "rank"
-        if self.fusion.normalize == "none" and all(e.inner_product for e in self.experts.values()):
-            return "ann"
-        return "scan"
+        return self._search_mode
 
     @property
     def widths(self) -> dict[str, tuple[int, int]]:
@@ -193,8 +192,19 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         if sorted(names) != sorted(experts):
             raise DataFormatError(parts.manifest, f"expert parts {sorted(experts)} are not the experts "
                                                   f"{config_part.file} names ({names})")
-        fusion = from_dict(FusionConfig, meta["fusion"], str(config_part.path))
+        fusion = from_dict(FusionConfig, meta["fusion"], str(config_part.path), "fusion")
         return cls({k: experts[k] for k in names}, fusion, name=meta.get("name", ""))
+
+
+def _search_mode(experts, fusion: FusionConfig) -> SearchMode | None:
+    """How a catalog serves a mixture of ``experts`` fused by ``fusion`` (None: it has a frame-attention expert)."""
+    if any(e.is_pairwise for e in experts):
+        return None
+    if fusion.kind is FusionKind.RANK:
+        return SearchMode.RANK
+    if fusion.normalize is Normalize.ZSCORE:
+        return SearchMode.ZSCORE
+    return SearchMode.ANN if all(e.inner_product for e in experts) else SearchMode.SCAN
 
 
 def _feature_names(experts: dict[str, JointModel]) -> dict[str, dict[str, str]]:

@@ -13,10 +13,9 @@
     model.querybank, model.card             its querybank (or None) and model card text (or None)
     model.calibration                       its scores' confidence curve (or None; ``reelsearch calibrate``)
     model.save(dir), Model.load(dir)        the model folder with every part (``reelsearch.models.folder``)
-    model.search_mode                       how an index serves it: "ann" (inner product of ``ann_query`` with the
-                                            stored rows), "scan" (exact ``score`` over the rows), "rank" (rank fusion
-                                            needs every row) or "pairwise" (frame attention needs the frame rows)
-    model.inner_product                     whether the score is that inner product (search_mode "ann")
+    model.search_mode                       how an index serves it: a :class:`SearchMode`, decided when the model is
+                                            built or loaded
+    model.inner_product                     whether the score is that inner product (``SearchMode.ANN``)
 
 Rows: a video's row ``VideoEmbeddings.video[i]`` and its frame rows ``frames[i]`` are what an index stores; for a
 mixture they hold the experts' rows side by side; for a frame-attention model (Torabi M3) a frame row is the
@@ -25,6 +24,7 @@ frame's attention key and projected value, and the video row their mean (bookkee
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +37,22 @@ from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.features.pipeline import FeaturePipeline
 
 from .folder import read_model, write_model
+
+
+class SearchMode(enum.StrEnum):
+    """How a catalog serves a model's score (``model.search_mode``; its value is what ``/health`` shows)."""
+
+    ANN = "ann"  # the inner product of ``ann_query``'s rows with the stored rows: a vector index serves it
+    SCAN = "scan"  # ``score`` by an exact scan of the stored rows (order similarity; a score fusion with it)
+    RANK = "rank"  # rank fusion: each expert's rank among every video
+    ZSCORE = "zscore"  # score fusion of zscore-normalised experts: each expert's scores over every video
+    PAIRWISE = "pairwise"  # frame attention: each video's frame rows
+
+    @property
+    def relative(self) -> bool:
+        """Whether a score depends on the other videos scored with it (ranks, normalisation): then every video is
+        scored per expert, and a score alone cannot be calibrated."""
+        return self in (SearchMode.RANK, SearchMode.ZSCORE)
 
 
 @dataclass
@@ -99,7 +115,7 @@ class EmbeddingModel:
     def inner_product(self) -> bool:
         """Whether the score is the inner product of ``ann_query``'s rows with the stored rows (an ANN index serves
         it, a querybank normalises it)."""
-        return self.search_mode == "ann"
+        return self.search_mode is SearchMode.ANN
 
     def feature_pipeline(self, device: str | None = None):
         """The FeaturePipeline of this model's recipe (decode + extract), created once."""

@@ -13,7 +13,7 @@ video batch {"feats": [M, T, Dv], "lengths": [M]} for one modality, or {"feats":
 ``text_forward`` / ``video_forward`` give the [N, D] / [M, D] tensors and ``similarity`` the [N, M] matrix. With
 ``model.video.attention`` (Torabi M3) the video embedding depends on the sentence: ``video_forward`` returns
 ``FrameStates`` (per-frame keys and projected values) and ``similarity`` attends per (caption, video) pair in
-chunks; such a model is served by an exact scan over frames (``search_mode == "pairwise"``).
+chunks; such a model is served by an exact scan over frames (``SearchMode.PAIRWISE``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from reelsearch.text.towers import is_tower, tower_key
 
 from .encoders import FrameStates, SequenceEncoder, SoftFrameAttention
 from .folder import model_kind
-from .interface import EmbeddingModel, VideoEmbeddings, as_rows
+from .interface import EmbeddingModel, SearchMode, VideoEmbeddings, as_rows
 from .parts import CONFIG_FILE, TEXT_TAIL_FILE, CnnTail, ConfigPart, TextEncoder, TextTail, Weights
 from .projection import Projection
 from .text_processor import TextProcessor, VocabTextProcessor, processor_for_recipe
@@ -95,6 +95,9 @@ class JointModel(EmbeddingModel, nn.Module):
             self.attention = SoftFrameAttention(video_dim, self.text_projection.dim, m.video.attention.dim)
         if self.text_projection.dim != self.video_projection.dim:
             raise ConfigError(f"joint sizes differ: text {self.text_projection.dim}, video {self.video_projection.dim}")
+        #: how a catalog serves its score (``reelsearch.models.interface.SearchMode``)
+        self.search_mode = (SearchMode.PAIRWISE if self.attention is not None else
+                            SearchMode.ANN if self.similarity_name == "cosine" else SearchMode.SCAN)
 
     # ---- properties
     @property
@@ -120,12 +123,6 @@ class JointModel(EmbeddingModel, nn.Module):
     def is_pairwise(self) -> bool:
         """True when video embeddings depend on the sentence (Torabi M3)."""
         return self.attention is not None
-
-    @property
-    def search_mode(self) -> str:
-        if self.is_pairwise:
-            return "pairwise"
-        return "ann" if self.similarity_name == "cosine" else "scan"
 
     @property
     def device(self) -> torch.device:
@@ -302,7 +299,7 @@ class JointModel(EmbeddingModel, nn.Module):
         return self.similarity(t, torch.as_tensor(as_rows(frames), device=self.device))[0].cpu().numpy()
 
     def ann_query(self, text: np.ndarray) -> np.ndarray:
-        """Query rows whose inner product with stored rows is the score (``search_mode == "ann"`` only)."""
+        """Query rows whose inner product with stored rows is the score (``SearchMode.ANN`` only)."""
         if not self.inner_product:
             raise ConfigError(f"model {self.name!r} is searched by {self.search_mode}, not by inner product")
         return np.asarray(text, np.float32)

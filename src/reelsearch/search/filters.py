@@ -30,7 +30,7 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import Catalog, VideoFacts
 from reelsearch.index.textcues import TextCues
-from reelsearch.search.fusion import exhaustive_fusion, threshold_fusion
+from reelsearch.search.fusion import fuse
 from reelsearch.search.sources import Visual
 from reelsearch.search.subset import Selection
 
@@ -259,23 +259,15 @@ def _text_conditions(filt: Filter, cues: TextCues | None):
 def pictured(visual: Visual, query: np.ndarray, first: int = 64) -> set[str]:
     """The videos of ``visual``'s catalog whose picture matches a negative term well: the model's calibrated
     confidence of its own score for the term's embedding ``query`` [1, D] reaches :data:`NEGATIVE_CONFIDENCE` (none
-    without a calibration). The calibration is monotone, so the model's top is read, doubling, until its last falls
-    below."""
+    without a calibration). The calibration is monotone, so the model's top is read from ``first`` on, doubling, until
+    no video outside it can reach the confidence (the fusion's ``keep``)."""
     calibration = getattr(visual.model, "calibration", None)
     if calibration is None:
         return set()
-    sources, weights, total = visual.sources(query), visual.weights(1.0), len(visual.catalog)
-    k = first
-    while True:
-        if visual.exhaustive:
-            fused = exhaustive_fusion(sources, weights, total, visual.catalog.ids(), kind=visual.kind,
-                                      normalize=visual.normalize)
-        else:
-            fused = threshold_fusion(sources, weights, min(k, total), total)
-        confidence = np.asarray(calibration(fused.scores), np.float64)
-        if visual.exhaustive or len(fused.ids) < k or confidence[-1] < NEGATIVE_CONFIDENCE:
-            return {i for i, c in zip(fused.ids, confidence.tolist(), strict=True) if c >= NEGATIVE_CONFIDENCE}
-        k *= 2
+    catalog = visual.catalog
+    fused = fuse(visual.sources(query), visual.weights(1.0), len(catalog), catalog, visual,
+                 keep=lambda scores: np.asarray(calibration(scores)) >= NEGATIVE_CONFIDENCE, first=first)
+    return set(fused.ids)
 
 
 def in_folders(facts: VideoFacts, folder: str) -> np.ndarray:

@@ -16,23 +16,31 @@ normalisation every video's score: every source scores every video and ``reelsea
 (the fusion a mixture of experts uses) fuses them.
 
 Both give the ``k`` best ids (ties in candidate order), their fused scores, each source's score of them (``rows``)
-and each source's part of the fused score (``terms``). ``positive_only`` keeps videos whose fused score is above 0
-(text alone: only videos with evidence).
+and each source's part of the fused score (``terms``). ``keep`` keeps the videos that pass a test of their fused
+score that holds from some score up (:func:`positive`: above 0, text alone: only videos with evidence; a negative
+term's calibrated confidence, ``reelsearch.search.filters.pictured``): the threshold test then also stops once no
+video outside the candidates can pass it. :func:`fuse` picks the fusion: the model's kind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from reelsearch.config.schema import FusionKind, Normalize
 from reelsearch.evaluation.fusion import fuse_experts, score_fusion
-from reelsearch.search.sources import Source, Top
+from reelsearch.index.catalog import Catalog
+from reelsearch.search.sources import Source, Top, Visual, widened
 
 #: The first candidates of a search whose sources disagree: what an HNSW search at the default efSearch (128)
 #: visits anyway.
 FIRST_CANDIDATES = 128
+
+#: ``keep(fused scores) -> bool mask``: the videos a search keeps, non-decreasing in the score (all videos from some
+#: score up), so that a search can stop once no video outside its candidates can be kept (:func:`positive`).
+Keep = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -47,32 +55,46 @@ class Fused:
     rounds: int = 1
 
 
+def fuse(sources: Mapping[str, Source], weights: Mapping[str, float], k: int, catalog: Catalog,
+         model: Visual | None = None, *, keep: Keep | None = None, first: int | None = None) -> Fused:
+    """The ``k`` best videos of ``catalog`` (the one place the fusion is chosen): fused as ``model`` fuses its
+    experts when that needs every video (ranks, zscore normalisation: :func:`exhaustive_fusion`), else by weighted
+    scores (:func:`threshold_fusion`; also when ``model`` is None)."""
+    if model is not None and model.exhaustive:
+        return exhaustive_fusion(sources, weights, k, catalog.ids(), kind=model.kind, normalize=model.normalize,
+                                 keep=keep)
+    return threshold_fusion(sources, weights, k, len(catalog), keep=keep, first=first)
+
+
 def threshold_fusion(sources: Mapping[str, Source], weights: Mapping[str, float], k: int, total: int, *,
-                     positive_only: bool = False, first: int | None = None) -> Fused:
+                     keep: Keep | None = None, first: int | None = None) -> Fused:
     """The exact top ``k`` by the weighted sum of the sources' scores among ``total`` videos (module docstring);
     ``first``: the first n (default: k when one source alone varies, else max(2k, FIRST_CANDIDATES))."""
     varying = sum(not sources[s].constant for s in weights)
-    n = max(first, k) if first is not None else (k if varying <= 1 else max(2 * k, FIRST_CANDIDATES))
+    names = list(weights)
     rounds = 0
-    while True:
+
+    def attempt(n: int) -> Fused | None:
+        nonlocal rounds
         rounds += 1
-        tops = {s: sources[s].top(n) for s in weights}
+        tops = {s: sources[s].top(n) for s in names}
         ids = list(dict.fromkeys(i for t in tops.values() for i in t.ids))
-        rows = {s: _scores_of(ids, tops[s], sources[s]) for s in weights}
-        names = list(weights)
+        rows = {s: _scores_of(ids, tops[s], sources[s]) for s in names}
         fused = score_fusion([rows[s][None] for s in names], [weights[s] for s in names])[0] if ids else np.zeros(0)
-        order = _best(fused, k, positive_only)
+        order = _best(fused, k, keep)
         kth = float(fused[order[-1]]) if len(order) == k else -np.inf
         bound = _bound(tops, weights)
-        if kth >= bound or (positive_only and bound <= 0) or n >= total:
-            break
-        n *= 2
-    return Fused([ids[j] for j in order], fused[order], {s: r[order] for s, r in rows.items()},
-                 {s: weights[s] * rows[s][order] for s in names}, rounds)
+        if kth >= bound or (keep is not None and not keep(np.float64(bound))) or n >= total:
+            return Fused([ids[j] for j in order], fused[order], {s: r[order] for s, r in rows.items()},
+                         {s: weights[s] * rows[s][order] for s in names}, rounds)
+        return None
+
+    return widened(attempt, first if first is not None else (k if varying <= 1 else max(2 * k, FIRST_CANDIDATES)))
 
 
 def exhaustive_fusion(sources: Mapping[str, Source], weights: Mapping[str, float], k: int, ids: Sequence[str], *,
-                      kind: str = "score", normalize: str = "none", positive_only: bool = False) -> Fused:
+                      kind: FusionKind = FusionKind.SCORE, normalize: Normalize = Normalize.NONE,
+                      keep: Keep | None = None) -> Fused:
     """The top ``k`` of ``ids`` (every video) by ``fuse_experts(kind, normalize)`` of every source's score of each."""
     ids = list(ids)
     rows = {s: np.asarray(sources[s].scores(ids), np.float64) for s in weights}
@@ -80,9 +102,14 @@ def exhaustive_fusion(sources: Mapping[str, Source], weights: Mapping[str, float
         return Fused([], np.zeros(0), {s: np.zeros(0) for s in weights}, {s: np.zeros(0) for s in weights})
     fused = fuse_experts({s: r[None] for s, r in rows.items()}, weights, kind, normalize)[0]
     terms = {s: fuse_experts({s: rows[s][None]}, {s: weights[s]}, kind, normalize)[0] for s in weights}
-    order = _best(fused, k, positive_only)
+    order = _best(fused, k, keep)
     return Fused([ids[j] for j in order], np.asarray(fused[order], np.float64), {s: r[order] for s, r in rows.items()},
                  {s: np.asarray(t[order], np.float64) for s, t in terms.items()})
+
+
+def positive(scores: np.ndarray) -> np.ndarray:
+    """Whether each fused score is above 0 (text alone: the videos with evidence): a ``keep`` test."""
+    return scores > 0
 
 
 def _scores_of(ids: list[str], top: Top, source: Source) -> np.ndarray:
@@ -102,8 +129,8 @@ def _bound(tops: Mapping[str, Top], weights: Mapping[str, float]) -> float:
     return float(sum(weights[s] * t.bound for s, t in tops.items()))
 
 
-def _best(fused: np.ndarray, k: int, positive_only: bool) -> np.ndarray:
+def _best(fused: np.ndarray, k: int, keep: Keep | None) -> np.ndarray:
     order = np.argsort(-fused, kind="stable")
-    if positive_only:
-        order = order[fused[order] > 0]
+    if keep is not None:
+        order = order[keep(fused[order])]
     return order[:k]

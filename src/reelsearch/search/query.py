@@ -32,7 +32,7 @@ from reelsearch.index.textcues import TextCues
 from reelsearch.search.cues import CueSource
 from reelsearch.search.example import RESCORED, Example, candidates_with, rescore
 from reelsearch.search.experts import Plan
-from reelsearch.search.fusion import Fused, exhaustive_fusion, threshold_fusion
+from reelsearch.search.fusion import Fused, fuse, positive
 from reelsearch.search.results import FrameScore, Match, SearchResult
 from reelsearch.search.sources import LIKE, VISUAL, Source, Visual
 from reelsearch.search.subset import Selection, Subset
@@ -69,14 +69,12 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
         # alone (one source: its top n is cheap) or exhaustive, the first stage keeps RESCORED; with text, the
         # fusion's top k and the example's own top RESCORED are the candidates (candidates_with)
         n = k + len(example.exclude) if len(weights) > 1 else max(RESCORED, k + len(example.exclude))
-    positive_only = not p.visual and example is None
-    exhaustive = visual.exhaustive and (p.visual or bool(p.cues))  # a rank-fused model's kind, when text takes part
-    if exhaustive:
-        n = n if example is None else max(RESCORED, n)
-        fused = exhaustive_fusion(sources, weights, n, catalog.ids(), kind=visual.kind, normalize=visual.normalize,
-                                  positive_only=positive_only)
-    else:
-        fused = threshold_fusion(sources, weights, n, len(catalog), positive_only=positive_only, first=first)
+    model = visual if p.visual or p.cues else None  # a rank-fused model's kind, when text takes part
+    exhaustive = model is not None and model.exhaustive
+    if exhaustive and example is not None:
+        n = max(RESCORED, n)
+    fused = fuse(sources, weights, n, catalog, model, keep=None if p.visual or example is not None else positive,
+                 first=first)
     if example is not None:
         if not exhaustive and len(weights) > 1:
             fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids)

@@ -16,7 +16,7 @@ from reelsearch.index.media import sha256_file
 from reelsearch.index.textcues import TextCues
 from reelsearch.io import numbered_lines, read_text
 from reelsearch.models import load_model
-from reelsearch.models.interface import VideoEmbeddings
+from reelsearch.models.interface import SearchMode, VideoEmbeddings
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import sentence_encoder
 from reelsearch.search.duplicates import DEFAULT_THRESHOLD, MIN_COVERAGE, DuplicateGroup, find_duplicates
@@ -107,8 +107,9 @@ class Searcher:
         self.close()
 
     @property
-    def mode(self) -> str:
-        """How the model says it is searched: "ann", "scan", "rank" or "pairwise" (``model.search_mode``)."""
+    def mode(self) -> SearchMode:
+        """How the model says it is searched (``model.search_mode``: "ann", "scan", "rank", "zscore" or
+        "pairwise")."""
         return self.model.search_mode
 
     @property

@@ -20,12 +20,13 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
+from reelsearch.config.schema import FusionKind, Normalize
 from reelsearch.index.catalog import Catalog
-from reelsearch.models.interface import VideoEmbeddings
+from reelsearch.models.interface import SearchMode, VideoEmbeddings
 
 #: Name of the model's single source (a joint model's expert is shown under this name too).
 VISUAL = "visual"
@@ -33,6 +34,18 @@ VISUAL = "visual"
 LIKE = "like"
 #: Videos scored per block by frame attention (their frame rows are read in one query per block).
 SCAN_VIDEOS = 256
+
+T = TypeVar("T")
+
+
+def widened(ask: Callable[[int], T | None], n: int) -> T:
+    """``ask(n)``, ``ask(2n)``, ``ask(4n)``, ... until it answers (anything but None): the one way a search asks a
+    source for more (the fusion's threshold test, a filtered search's vector index). ``ask`` answers at the latest
+    when ``n`` reaches every video."""
+    n = max(n, 1)
+    while (answer := ask(n)) is None:
+        n *= 2
+    return answer
 
 
 @dataclass(frozen=True)
@@ -118,12 +131,12 @@ class Visual(ABC):
 
     ``exhaustive``: every video must be scored (the fusion ranks among all of them, or normalises over them);
     ``kind`` / ``normalize``: the fusion of the model's experts (``reelsearch.evaluation.fusion.fuse_experts``), used
-    for the whole search.
+    for the whole search (``reelsearch.search.fusion.fuse``).
     """
 
     exhaustive = False
-    kind = "score"
-    normalize = "none"
+    kind = FusionKind.SCORE
+    normalize = Normalize.NONE
 
     def __init__(self, model, catalog: Catalog):
         self.model, self.catalog = model, catalog
@@ -245,15 +258,14 @@ class ExpertScans(Visual):
         return {shown: rows[shown] for shown in self.experts}
 
 
+#: The model's part of a search for each of its search modes.
+VISUALS: dict[SearchMode, type[Visual]] = {
+    SearchMode.ANN: InnerProduct, SearchMode.SCAN: ExactScan, SearchMode.RANK: ExpertScans,
+    SearchMode.ZSCORE: ExpertScans, SearchMode.PAIRWISE: FrameAttention,
+}
+
+
 def visual_sources(model, catalog: Catalog) -> Visual:
     """How ``model`` is searched over ``catalog`` (the one place a model's search mode is read): by the vector
     index's inner product, an exact scan, frame attention, or one exhaustive source per expert."""
-    mode = model.search_mode
-    fusion = getattr(model, "fusion", None)
-    if mode == "pairwise":
-        return FrameAttention(model, catalog)
-    if mode == "rank" or (fusion is not None and fusion.normalize != "none"):
-        return ExpertScans(model, catalog)
-    if model.inner_product:
-        return InnerProduct(model, catalog)
-    return ExactScan(model, catalog)
+    return VISUALS[model.search_mode](model, catalog)

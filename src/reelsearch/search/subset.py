@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from reelsearch.index.catalog import Catalog, StoredVideo, VideoFacts
-from reelsearch.index.vectors import ScoreFn
+from reelsearch.index.scoring import inner_product_score
+from reelsearch.index.vectors import ScoreFn, scan_chunks
+from reelsearch.search.sources import widened
 
 #: Allowed videos up to which ``nearest`` scans their rows exactly (beyond: the catalog's vector index).
 EXACT_ROWS = 4096
@@ -96,31 +99,32 @@ class Subset:
         total = len(self.catalog)
         if score_fn is not None or len(self._given) <= EXACT_ROWS:
             return self._scan(query, n, score_fn, biased)
-        m = min(total, max(2 * n, -(-2 * n * total // len(self._given))))
-        while m < total:
+
+        def ask(m: int) -> tuple[list[str], np.ndarray] | None:
+            if m >= total:
+                return self._scan(query, n, None, biased)
             ids, scores = self.catalog.nearest(query, m, biased=biased)
             keep = [j for j, ok in enumerate(self._allows(ids)) if ok]
             if len(keep) >= n:
                 keep = keep[:n]
                 return [ids[j] for j in keep], np.asarray(scores)[keep]
             if len(ids) < m:  # the index answered fewer than asked (HNSW): scan instead
-                break
-            m *= 2
-        return self._scan(query, n, None, biased)
+                return self._scan(query, n, None, biased)
+            return None
+
+        return widened(ask, min(total, max(2 * n, -(-2 * n * total // len(self._given)))))
 
     def _scan(self, query: np.ndarray, n: int, score_fn: ScoreFn | None,
               biased: bool) -> tuple[list[str], np.ndarray]:
-        """The exact top ``n`` of the allowed rows by inner product or ``score_fn`` (+ bias when ``biased``)."""
-        q = np.asarray(query, np.float32).reshape(-1)
-        ids: list[str] = []
-        parts = []
-        for block, rows in self.chunks():
-            ids.extend(block)
-            part = rows @ q if score_fn is None else np.asarray(score_fn(q[None], rows))[0]
-            parts.append(part + self.catalog.biases(block) if biased else part)
-        scores = np.concatenate(parts).astype(np.float32)
-        order = np.argsort(-scores, kind="stable")[:n]
-        return [ids[j] for j in order], scores[order]
+        """The exact top ``n`` of the allowed rows by inner product or ``score_fn`` (+ bias when ``biased``): the
+        catalog's chunked scan (``reelsearch.index.vectors.scan_chunks``) over ``chunks``."""
+        chunks, fn = self.chunks(), score_fn or inner_product_score
+        if biased:  # each block's biases as one more column, as the catalog's own scan holds them
+            chunks = ((ids, np.column_stack([rows, self.catalog.biases(ids)]).astype(np.float32))
+                      for ids, rows in chunks)
+            fn = partial(_plus_bias, fn)
+        found, scores = scan_chunks(chunks, np.asarray(query, np.float32).reshape(1, -1), n, fn)
+        return found[0], scores[0][: len(found[0])]
 
     def nearest_many(self, queries: np.ndarray, n: int, score_fn: ScoreFn | None = None, *,
                      biased: bool = False) -> tuple[list[list[str]], list[np.ndarray]]:
@@ -141,3 +145,8 @@ class Subset:
         keep = [j for j, ok in enumerate(self._allows(every.ids)) if ok]
         return VideoFacts([every.ids[j] for j in keep], [every.paths[j] for j in keep], every.duration[keep],
                           every.taken_at[keep], [every.taken_from[j] for j in keep])
+
+
+def _plus_bias(score_fn: ScoreFn, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``score_fn`` of rows whose last column is their bias, plus that bias."""
+    return score_fn(queries, rows[:, :-1]) + rows[:, -1]

@@ -74,8 +74,7 @@ def make_calibration(checkpoint, data: str, out: str | Path, split: str = "dev",
     if hits < 1:
         raise ConfigError(f"hits must be at least 1, got {hits}")
     model = load_model(directory)
-    fusion = getattr(model, "fusion", None)
-    if model.search_mode == "rank" or (fusion is not None and fusion.normalize != "none"):
+    if model.search_mode.relative:
         raise ConfigError(f"model {model.name!r} fuses its experts by rank or normalised scores: a score means "
                           "nothing outside the videos it was ranked among, so it cannot be calibrated")
     source, _ = DatasetSource.open(data, features, **data_options)
