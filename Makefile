@@ -9,7 +9,7 @@ LOCK := requirements.lock
 PIP_VERSION := 26.3
 TORCH := torch==2.13.0
 
-.PHONY: setup demo test lint lock clean
+.PHONY: setup demo test test-other-cpu lint lock clean
 
 setup: $(STAMP)
 
@@ -39,6 +39,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile
+
+# The suite as another CPU would compute it (docs/testing.md): torch's and oneDNN's kernels without AVX, ONNX Runtime
+# without graph optimisations, and an empty cache so that every feature and export is made again under them.
+test-other-cpu: $(STAMP)
+	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 \
+		REELSEARCH_ORT_OPTIMIZATION=off REELSEARCH_CACHE_DIR="$$cache" $(PY) -m pytest -q -n 2 --dist loadfile $(TESTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

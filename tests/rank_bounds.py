@@ -38,19 +38,34 @@ def metric_ranges(sims: np.ndarray, cap2vid: np.ndarray, tol: float = 1e-4) -> d
     return out
 
 
+def undecided_share(sims: np.ndarray, cap2vid: np.ndarray, tol: float = 1e-4) -> dict:
+    """{"t2v": share, "v2t": share}: the share of each direction's queries whose R@1/5/10 a near-tie of ``tol`` could
+    change (their best and worst rank fall on two sides of a cutoff)."""
+    sims, cap2vid = np.asarray(sims, np.float64), np.asarray(cap2vid)
+    out = {}
+    for direction, queries in (("t2v", [(sims[i], np.arange(sims.shape[1]) == v) for i, v in enumerate(cap2vid)]),
+                               ("v2t", [(sims[:, v], cap2vid == v) for v in range(sims.shape[1])])):
+        ranks = np.array([_rank_range(s, c, tol) for s, c in queries])
+        out[direction] = float(np.mean([any((b <= k) != (w <= k) for k in RECALLS) for b, w in ranks]))
+    return out
+
+
 def assert_metrics_within(reported: dict, sims: np.ndarray, cap2vid: np.ndarray, tol: float = 1e-4,
-                          max_spread: float = 0.0, directions: tuple[str, ...] = ("t2v", "v2t")) -> None:
+                          max_undecided: float = 0.05, directions: tuple[str, ...] = ("t2v", "v2t")) -> None:
     """``reported`` (``retrieval_metrics``'s shape) lies within the ranges of ``sims`` in ``directions`` (and its
-    RSum, when both are checked), and those ranges are at most ``max_spread`` points wide (default: ``sims`` has no
-    near-ties, so the metrics are decided whatever the rounding, and the check is one of equality)."""
+    RSum, when both are checked), and at most ``max_undecided`` of each direction's queries are near-tied across a
+    recall cutoff, so the check stays nearly one of equality.
+
+    Whether a trained toy has a near-tie at all depends on the CPU it was trained on (its kernels' last bits move
+    every weight), so a test may not demand none: one or two undecided queries are allowed, not a matrix of them."""
     ranges = metric_ranges(sims, cap2vid, tol)
+    undecided = undecided_share(sims, cap2vid, tol)
     eps = 1e-9
     for d in directions:
-        low, high = sum(ranges[d][f"R@{k}"][0] for k in RECALLS), sum(ranges[d][f"R@{k}"][1] for k in RECALLS)
-        assert high - low <= max_spread, f"near-tied scores: rounding could move {d}'s recalls over {low}-{high}"
+        assert undecided[d] <= max_undecided, (f"near-tied scores: rounding could move {d}'s recalls for "
+                                               f"{100 * undecided[d]:.1f}% of its queries")
         for key, (low, high) in ranges[d].items():
             assert low - eps <= reported[d][key] <= high + eps, (d, key, reported[d][key], (low, high))
     if set(directions) == {"t2v", "v2t"}:
         assert ranges["RSum"][0] - eps <= reported["RSum"] <= ranges["RSum"][1] + eps, (reported["RSum"],
                                                                                          ranges["RSum"])
-

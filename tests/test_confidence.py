@@ -189,6 +189,19 @@ def test_page_says_no_good_match(library, tmp_path):
         assert not errors, errors
 
 
+def assert_same_confidence(curve, bundled) -> None:
+    """``curve`` gives the confidences ``bundled`` gives, as a function of the score: the model's features differ in
+    their last bits from one CPU's kernels to another's (an AVX-512 machine, ``make test-other-cpu``), which moves
+    isotonic breakpoints (an AVX-512 machine's knots differed by up to 0.014), so knots are not compared one by one.
+    Read on a fine grid over the scores both span: the mean gap (what a user sees on average) and the largest (one
+    moved step). Measured under `make test-other-cpu` against the bundled curve (made on an AVX2 CPU): mean 2.5e-5,
+    largest 0.010."""
+    lo, hi = max(curve.score[0], bundled.score[0]), min(curve.score[-1], bundled.score[-1])
+    grid = np.linspace(lo, hi, 4001)
+    gap = np.abs(curve(grid) - bundled(grid))
+    assert gap.mean() <= 0.002 and gap.max() <= 0.05, (gap.mean(), gap.max())
+
+
 def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):
     """`reelsearch calibrate default` on Flickr8k dev: the model with its curve in OUT/best, the report beside it; the
     curve is the bundled default's (the same command made it), the held-out check well calibrated."""
@@ -203,7 +216,9 @@ def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):
         "fit_queries"] == 5000
     assert json.loads((tmp_path / "cal" / "calibration.json").read_text())["curve"] == report["curve"]
     saved, bundled = load_model(tmp_path / "cal" / "best"), load_model("default")
-    np.testing.assert_allclose(saved.calibration.curve.score, bundled.calibration.curve.score, atol=1e-6)
-    np.testing.assert_allclose(saved.calibration.curve.right, bundled.calibration.curve.right, atol=1e-6)
+    assert_same_confidence(saved.calibration.curve, bundled.calibration.curve)
+    # the one decision confidence makes: "no good match" for 9.6% of dev captions (evaluation.calibration), give or
+    # take a few of the 5000 whose best hit sits at the threshold (9.64% under `make test-other-cpu`)
+    assert abs(report["no_good_match"]["share_of_queries"] - 0.096) <= 0.004, report["no_good_match"]
     again = runner.invoke(app, ["calibrate", "default", "--data", data, "--out", str(tmp_path / "cal")])
     assert isinstance(again.exception, ReelsearchError) and "exists and is not empty" in str(again.exception)

@@ -294,8 +294,8 @@ def test_to_json_and_format_table(tmp_path):
 
 def test_retrieval_evaluator_scores_any_model_through_its_interface(tmp_path):
     """RetrievalEvaluator(pairs)(model): a joint model's scores are those of its tensor path (to rounding) and so are
-    its metrics (the toy has no near-ties, asserted); a rank-fused mixture ranks videos per caption for t2v and
-    captions per video for v2t."""
+    its metrics (within the range near-ties allow; few near-ties, asserted); a rank-fused mixture ranks videos per
+    caption for t2v and captions per video for v2t."""
     import torch
 
     from rank_bounds import assert_metrics_within

@@ -6,6 +6,9 @@ weights and the torch and onnxruntime versions; a damaged cached file is made ag
 written the export is made in a temporary folder, loaded, and deleted. Exporting needs the ``onnx`` package, running
 needs ``onnxruntime``; without them, or on a GPU, the model runs in torch. Each user has its own environment
 variable that forces a runtime (``REELSEARCH_TEXT_RUNTIME``, ``REELSEARCH_CNN_RUNTIME``).
+``REELSEARCH_ORT_OPTIMIZATION`` sets ONNX Runtime's graph optimisations for every session (``all``, the default;
+``extended``, ``basic`` or ``off``): fused kernels give other last bits than unfused ones, so ``off`` stands in for
+another CPU's arithmetic when checking that nothing depends on them (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ import torch
 from reelsearch.errors import ReelsearchError
 
 RUNTIMES = ("auto", "onnxruntime", "torch")
+OPTIMIZATION_ENV = "REELSEARCH_ORT_OPTIMIZATION"
+#: ``$REELSEARCH_ORT_OPTIMIZATION`` values and the ``onnxruntime.GraphOptimizationLevel`` member each names.
+OPTIMIZATION_LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED", "basic": "ORT_ENABLE_BASIC",
+                       "off": "ORT_DISABLE_ALL"}
 
 
 def onnxruntime_unavailable(device="cpu") -> str | None:
@@ -54,10 +61,15 @@ def resolve_runtime(requested: str | None, device="cpu", env: str = "", what: st
 
 
 def session_options(threads: int | None = None):
-    """ONNX Runtime session options: ``threads`` intra-op threads (default: torch's), no spinning while idle."""
+    """ONNX Runtime session options: ``threads`` intra-op threads (default: torch's), no spinning while idle, the
+    graph optimisations ``$REELSEARCH_ORT_OPTIMIZATION`` names (default all)."""
     import onnxruntime as ort  # noqa: PLC0415 - optional package (media, text extras)
 
+    level = os.environ.get(OPTIMIZATION_ENV) or "all"
+    if level not in OPTIMIZATION_LEVELS:
+        raise ReelsearchError(f"${OPTIMIZATION_ENV} must be one of {', '.join(OPTIMIZATION_LEVELS)}; got {level!r}")
     options = ort.SessionOptions()
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS[level])
     options.intra_op_num_threads = int(threads or torch.get_num_threads())
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # leave idle cores to others
