@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from reelsearch.errors import MediaError
+from reelsearch.errors import MediaError, NoVideoStream
 from reelsearch.extras import extra_error
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jp2"})
@@ -77,7 +77,7 @@ def ffmpeg_message(exc: Exception) -> str:
 def video_stream(container, shown: str):
     if not container.streams.video:
         kinds = sorted({s.type for s in container.streams}) or ["none"]
-        raise MediaError(shown, f"no video stream (streams: {', '.join(kinds)})")
+        raise NoVideoStream(shown, f"no video stream (streams: {', '.join(kinds)})")
     vs = container.streams.video[0]
     cc = vs.codec_context
     if cc is None or not cc.name:
@@ -137,8 +137,10 @@ def target_size(w: int, h: int, short_side: int | None) -> tuple[int, int]:
     return max(1, round(w * scale)), max(1, round(h * scale))
 
 
-def to_rgb(frame, vs, short_side: int | None) -> tuple[np.ndarray, int]:
-    w, h = target_size(frame.width, frame.height, short_side)
+def to_rgb(frame, vs, short_side: int | None, size: tuple[int, int] | None = None) -> tuple[np.ndarray, int]:
+    """``frame`` as RGB uint8 [H, W, 3] as displayed (rotated), its shorter side at most ``short_side`` (area filter),
+    or resized to ``size`` = (width, height) before rotation; and the rotation applied (degrees)."""
+    w, h = size or target_size(frame.width, frame.height, short_side)
     if frame.width * frame.height > MAX_PIXELS:
         raise MediaError("", f"frame {frame.width}x{frame.height} is too large (limit {MAX_PIXELS} pixels)")
     img = frame.to_ndarray(width=w, height=h, format="rgb24", interpolation="AREA" if (w, h) != (
