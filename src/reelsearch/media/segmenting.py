@@ -2,9 +2,10 @@
 
 The cut is the partition of the frames into consecutive runs that minimises, over all partitions,
 
-    sum over runs of  sum_{t in run} || f_t - mean(run) ||^2   +   penalty x (number of runs)
+    sum over runs of  sum_{t in run} w_t || f_t - mean_w(run) ||^2   +   penalty x (number of runs)
 
-with each ``f_t`` the frame's feature vector scaled to unit length, and no run longer than ``max_seconds``
+with each ``f_t`` the frame's feature vector scaled to unit length, ``w_t`` the seconds it is on screen (so the
+cost does not depend on the sampling rate), ``mean_w`` the mean weighted so, and no run longer than ``max_seconds``
 (kernel temporal segmentation with a linear kernel, Potapov et al. 2014, ECCV, sec. 3, with the number of
 segments set by a fixed penalty instead of their criterion). A hard cut is a jump between two runs' means; a
 cross-fade or a slow change of content (a zoom from a landscape to a face) makes the frames drift away from the
@@ -32,10 +33,10 @@ _BLOCK = 4096  # frames whose costs are computed at once (memory: about (block +
 
 @dataclass(frozen=True)
 class SegmentPolicy:
-    """How frames are cut into segments: the cost of one more segment (``penalty``, in units of squared distance
+    """How frames are cut into segments: the cost of one more segment (``penalty``, in seconds x squared distance
     between unit feature vectors) and the longest a segment may be (``max_seconds``)."""
 
-    penalty: float = 1.0
+    penalty: float = 1.0  # tuned: docs/extraction.md, "Segments"
     max_seconds: float = 30.0
 
     def __post_init__(self):
@@ -50,7 +51,7 @@ class SegmentPolicy:
 
 @dataclass(frozen=True)
 class Segment:
-    """Frames ``[first, stop)`` of a video, on screen over ``[start, end)`` seconds."""
+    """Frames ``[first, stop)`` of a video, on screen over ``[start, end)`` seconds (see :func:`cut`)."""
 
     first: int
     stop: int
@@ -99,16 +100,18 @@ def cut_points(features: np.ndarray, times: np.ndarray, policy: SegmentPolicy = 
     lo = np.minimum(lo, np.arange(n))
     best = np.zeros(n + 1)  # best[j]: the least cost of frames [0, j)
     back = np.zeros(n + 1, np.int64)  # back[j]: where the last segment of that best cut starts
-    sq = np.concatenate([[0.0], np.cumsum(np.einsum("td,td->t", x, x))])  # prefix sums of squared norms
+    w = np.maximum(stops - times, 1e-6)  # each frame counts for the seconds it is on screen
+    wsq = np.concatenate([[0.0], np.cumsum(w * np.einsum("td,td->t", x, x))])  # prefix sums of w ||f||^2
+    wsum = np.concatenate([[0.0], np.cumsum(w)])
     for b0 in range(0, n, _BLOCK):
         b1 = min(n, b0 + _BLOCK)
         base = int(lo[b0:b1].min())
         prefix = np.zeros((b1 - base + 1, x.shape[1]))
-        np.cumsum(x[base:b1], axis=0, out=prefix[1:])  # prefix[k] = sum of frames [base, base + k)
+        np.cumsum(x[base:b1] * w[base:b1, None], axis=0, out=prefix[1:])  # prefix[k]: sum of w f over [base, +k)
         for j in range(b0 + 1, b1 + 1):
             i = np.arange(lo[j - 1], j)  # candidate starts of the segment ending at frame j - 1
             sums = prefix[j - base] - prefix[i - base]
-            scatter = sq[j] - sq[i] - np.einsum("id,id->i", sums, sums) / (j - i)
+            scatter = wsq[j] - wsq[i] - np.einsum("id,id->i", sums, sums) / (wsum[j] - wsum[i])
             cost = best[i] + scatter + policy.penalty
             k = int(np.argmin(cost))
             best[j], back[j] = cost[k], i[k]
@@ -120,9 +123,14 @@ def cut_points(features: np.ndarray, times: np.ndarray, policy: SegmentPolicy = 
 
 def cut(features: np.ndarray, times: np.ndarray, policy: SegmentPolicy = SegmentPolicy(),
         end: float | None = None) -> list[Segment]:
-    """The video's segments (see :func:`cut_points`), with their times: a segment starts at its first frame's time
-    and ends when the next one starts (the last: at ``end``)."""
+    """The video's segments (see :func:`cut_points`) with their times: a change between two sampled frames is
+    placed half way between them (the best guess, and within half a sampling interval of the truth for a hard cut),
+    so a segment runs from that time to the next change (the first from its first frame, the last to ``end``)."""
     times = np.asarray(times, dtype=np.float64)
     bounds = cut_points(features, times, policy, end)
+    if len(bounds) < 2:
+        return []
     stops = segment_ends(times, end)
-    return [Segment(int(a), int(b), float(times[a]), float(stops[b - 1])) for a, b in zip(bounds[:-1], bounds[1:])]
+    starts = [float(times[0])] + [float(times[b - 1] + times[b]) / 2 for b in bounds[1:-1]]
+    ends = starts[1:] + [float(stops[-1])]
+    return [Segment(int(a), int(b), s, e) for a, b, s, e in zip(bounds[:-1], bounds[1:], starts, ends, strict=True)]
