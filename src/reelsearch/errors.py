@@ -34,6 +34,10 @@ class MediaError(ReelsearchError):
         super().__init__(f"{self.path}: {problem}")
 
 
+class NoVideoStream(MediaError):
+    """A media file has no video stream (an audio file): nothing to see, its sound may still be indexed."""
+
+
 class ConfigError(ReelsearchError, ValueError):
     """A setting names something unknown or has an invalid value (e.g. a loss or similarity name)."""
 

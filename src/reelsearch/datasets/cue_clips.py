@@ -139,7 +139,7 @@ def load_photo(images_dir: str | Path, photo: str) -> np.ndarray:
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
 
 
-def _backdrop(photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+def backdrop(photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """The photo stretched over the whole frame, blurred and darkened."""
     import cv2  # noqa: PLC0415 - optional package (media extra)
 
@@ -152,7 +152,7 @@ def _backdrop(photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return (back.astype(np.float32) * 0.45).astype(np.uint8)
 
 
-def _shot_frame(photo: np.ndarray, back: np.ndarray, progress: float, zoom: tuple[float, float, float]) -> np.ndarray:
+def shot_frame(photo: np.ndarray, back: np.ndarray, progress: float, zoom: tuple[float, float, float]) -> np.ndarray:
     """One frame of a shot at ``progress`` in [0, 1]: the photo shown h x h in the middle of the backdrop, zoomed
     from ``zoom[0]`` to ``zoom[1]`` and panned sideways by ``zoom[2]`` (-1..1) of the slack the zoom leaves."""
     import cv2  # noqa: PLC0415 - optional package (media extra)
@@ -248,7 +248,7 @@ def render_frames(clip: CueClip, images_dir: str | Path, duration: float, fps: i
         photo = load_photo(images_dir, photo_id)
         zin = rng.random() < 0.5
         span = (1.0, 1.0 + clip.zoom) if zin else (1.0 + clip.zoom, 1.0)
-        shots.append((photo, _backdrop(photo, size), span, rng.uniform(-1, 1)))
+        shots.append((photo, backdrop(photo, size), span, rng.uniform(-1, 1)))
     n = int(round(duration * fps))
     per_shot = n / len(shots)
     still: dict[int, np.ndarray] = {}  # shot -> its frame, for shots without zoom
@@ -258,7 +258,7 @@ def render_frames(clip: CueClip, images_dir: str | Path, duration: float, fps: i
         photo, back, (z0, z1), pan = shots[s]
         frame = still.get(s)
         if frame is None:
-            frame = _shot_frame(photo, back, (i - s * per_shot) / per_shot, (z0, z1, pan))
+            frame = shot_frame(photo, back, (i - s * per_shot) / per_shot, (z0, z1, pan))
             if z0 == z1:
                 still[s] = frame
         for text in clip.texts:

@@ -1,0 +1,214 @@
+"""A video's frames sampled by time and streamed: one decode pass, bounded memory, whatever the length.
+
+:class:`FrameStream` decodes a file front to back once (no seek), reads each frame's time from its own timestamp
+(``pts`` x ``time_base``, so a variable frame rate samples right) and converts to RGB only the frames it keeps: at
+``rate`` frames a second, the frame *displayed* at 0, 1/rate, 2/rate, ... s (the last one whose time is <= the
+target; a frame on screen across several targets is kept once, at its own time). It holds at most two decoded
+frames, so a 10-hour file streams in the memory of a short one. An image is a one-frame video.
+
+A file that stops decoding part way (truncated, corrupt data) yields what decoded, then says where it stopped in
+:attr:`FrameStream.report` (:meth:`StreamReport.line` is the one line to show); so does a container whose declared
+duration is not what its frames cover. A file with no video stream raises :class:`~reelsearch.errors.NoVideoStream`
+when opened (its sound may still be indexed); an unreadable one, a :class:`~reelsearch.errors.MediaError`.
+
+``skip="nonref"`` asks the decoder to skip frames no other frame refers to (most B-frames): faster, and a kept frame
+is then the latest *decoded* frame at its target, at most a few frame intervals early (docs/extraction.md, measured).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reelsearch.errors import MediaError, ReelsearchError
+from reelsearch.media.container import (
+    display_path,
+    ffmpeg_message,
+    import_av,
+    is_image_path,
+    open_media,
+    stream_info,
+    target_size,
+    to_rgb,
+    video_stream,
+)
+from reelsearch.media.sampling import TIME_EPS
+
+SKIP_MODES = ("none", "nonref")
+#: Frames ending this much (seconds, or this share of the declared duration if larger) before the container's
+#: declared duration are reported as stopping early.
+SHORT_SECONDS, SHORT_SHARE = 2.0, 0.02
+
+
+@dataclass
+class StreamReport:
+    """What a :class:`FrameStream` found: the declared facts, how far frames went, and why they stopped.
+
+    ``declared``: the container's duration of the video stream (s; None when it declares none); ``end``: where the
+    decoded frames end (the last one's time + its duration); ``problem``: the decoder's error that stopped it early
+    (None when the data simply ended).
+    """
+
+    path: str
+    declared: float | None
+    fps: float
+    width: int = 0
+    height: int = 0
+    rotation: int = 0
+    is_image: bool = False
+    sampled: int = 0
+    decoded: int = 0
+    end: float = 0.0
+    finished: bool = False
+    problem: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def short(self) -> bool:
+        """Whether the frames end well before the declared duration (a truncated file, or a wrong duration)."""
+        if self.declared is None or self.is_image or not self.finished:
+            return False
+        return self.end < self.declared - max(SHORT_SECONDS, SHORT_SHARE * self.declared)
+
+    @property
+    def complete(self) -> bool:
+        """The stream was read to its end, without errors, and covers what the container declares."""
+        return self.finished and self.problem is None and not self.short
+
+    def line(self) -> str | None:
+        """One line saying what went wrong, naming the file and where frames stop; None when nothing did."""
+        if not self.finished:
+            return f"{self.path}: not read to its end (frames up to {self.end:.1f} s)"
+        of = f" of {self.declared:.1f} s declared" if self.declared is not None else ""
+        if self.problem is not None:
+            return f"{self.path}: frames stop at {self.end:.1f} s{of}: {self.problem}; indexed what decoded"
+        if self.short:
+            return (f"{self.path}: frames stop at {self.end:.1f} s{of} (truncated, or the container's duration is "
+                    "wrong); indexed what decoded")
+        return None
+
+
+class FrameStream:
+    """``for t, rgb in FrameStream(path, rate=1.0, short_side=256)``: the sampled frames, one decode pass.
+
+    ``t``: seconds from the start of the video stream; ``rgb``: uint8 [H, W, 3] as displayed (rotation applied),
+    the shorter side at most ``short_side`` (area filter; every frame at the first one's size). ``threads``:
+    decoder threads (0: FFmpeg's choice; frame and slice threads). ``skip``: ``"none"`` or ``"nonref"`` (see the
+    module). Opening raises MediaError (unreadable, not media, huge frames) or NoVideoStream (audio only);
+    iterating never raises for bad data: it stops, and :attr:`report` says where and why.
+    """
+
+    def __init__(self, path: str | os.PathLike, rate: float = 1.0, short_side: int | None = None, *,
+                 threads: int = 0, skip: str = "none"):
+        if not rate > 0:
+            raise ReelsearchError(f"sampling rate must be > 0 frames a second, got {rate}")
+        if skip not in SKIP_MODES:
+            raise ReelsearchError(f"unknown skip mode {skip!r}; use one of {', '.join(SKIP_MODES)}")
+        self.path, self.rate, self.short_side = path, float(rate), short_side
+        self.shown = display_path(path)
+        self.container = open_media(path)
+        try:
+            self.stream = video_stream(self.container, self.shown)
+            self.stream.thread_type = "AUTO"
+            if threads:
+                self.stream.codec_context.thread_count = threads
+            if skip != "none":
+                self.stream.codec_context.skip_frame = skip.upper()
+            self.s0, duration, fps = stream_info(self.container, self.stream)
+        except BaseException:
+            self.container.close()
+            raise
+        declared = None if math.isnan(duration) else duration
+        image = is_image_path(path) or (self.stream.frames == 1 and (declared is None or declared <= 0.1))
+        self.report = StreamReport(self.shown, None if image else declared, 0.0 if image else fps, is_image=image)
+        self._size: tuple[int, int] | None = None
+        self._started = False
+
+    def __enter__(self) -> FrameStream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.container.close()
+
+    def __iter__(self) -> Iterator[tuple[float, np.ndarray]]:
+        if self._started:
+            raise ReelsearchError(f"{self.shown}: a FrameStream is read once")
+        self._started = True
+        step = 1.0 / self.rate
+        k = 0  # the next target is k * step
+        pending = None  # (t, frame): the newest frame at or before the target, not yet kept
+        last_t = -math.inf
+        for frame in self._frames():
+            t = self._time(frame, last_t)
+            last_t = t
+            self.report.end = max(self.report.end, t + self._duration(frame))
+            if self.report.is_image:
+                yield self._keep(0.0, frame)
+                break
+            if pending is not None and t > k * step + TIME_EPS:
+                yield self._keep(*pending)  # pending is displayed at target k (and up to t)
+                pending = None
+            elif pending is None and self.report.sampled == 0 and t > TIME_EPS:
+                yield self._keep(t, frame)  # the first frame is displayed before it starts
+                k = math.floor(t * self.rate + TIME_EPS) + 1
+                continue
+            if pending is None:
+                k = max(k, math.ceil((t - TIME_EPS) * self.rate))
+            pending = (t, frame)
+        if pending is not None and pending[0] + self._duration(pending[1]) > k * step + TIME_EPS:
+            yield self._keep(*pending)
+        self.report.finished = True
+        if self.report.declared is not None and self.report.end > self.report.declared + max(
+                SHORT_SECONDS, SHORT_SHARE * self.report.declared):
+            self.report.notes.append(f"frames run to {self.report.end:.1f} s, past the {self.report.declared:.1f} s "
+                                     "the container declares")
+
+    # ------------------------------------------------------------------------------------------ internals
+    def _frames(self):
+        av = import_av()
+        frames = self.container.decode(self.stream)
+        while True:
+            try:
+                frame = next(frames)
+            except (StopIteration, av.error.EOFError):
+                return
+            except av.error.FFmpegError as exc:
+                self.report.problem = f"corrupt video data ({ffmpeg_message(exc)})"
+                return
+            self.report.decoded += 1
+            yield frame
+
+    def _time(self, frame, last_t: float) -> float:
+        """The frame's time (s from the stream's start): its pts, else the previous frame's + one frame; never
+        before the previous frame (a broken timestamp does not reorder the stream)."""
+        if frame.pts is not None and frame.time_base is not None:
+            t = float(frame.pts * frame.time_base) - self.s0
+        else:
+            t = last_t + 1.0 / (self.report.fps or 25.0) if last_t > -math.inf else 0.0
+        return max(t, last_t)
+
+    def _duration(self, frame) -> float:
+        if frame.duration and frame.time_base is not None:
+            return float(frame.duration * frame.time_base)
+        return 1.0 / self.report.fps if self.report.fps else 0.0
+
+    def _keep(self, t: float, frame) -> tuple[float, np.ndarray]:
+        if self._size is None:
+            self._size = target_size(frame.width, frame.height, self.short_side)
+        try:
+            img, rot = to_rgb(frame, self.stream, None, self._size)
+        except MediaError as exc:
+            raise MediaError(self.shown, exc.problem) from None
+        if self.report.sampled == 0:
+            self.report.rotation = rot
+            w, h = frame.width, frame.height
+            self.report.width, self.report.height = (h, w) if rot in (90, 270) else (w, h)
+        self.report.sampled += 1
+        return float(t), img
