@@ -17,7 +17,8 @@ MEDIA_ROOT_HELP = ("OLD=NEW: files stored under the folder OLD (as the indexing 
                    "on this host (repeatable; see docs/deploy.md).")
 MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
 #: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
-JSON_KEYS = ("id", "path", "path_b64", "score", "confidence", "moment", "experts", "match", "unavailable")
+JSON_KEYS = ("id", "path", "path_b64", "score", "confidence", "moment", "moments", "experts", "match",
+             "unavailable")
 INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
              "float32 (default: as trained; see docs/search.md).")
 POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
@@ -122,6 +123,8 @@ def search_cmd(
     db: str | None = typer.Option(None, "--db", help=DB_HELP),
     media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
     k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
+    moments: int = typer.Option(3, "--moments", min=0, max=100, help="Each result's best moments (segments: "
+                                "start, end, score) to give, best first."),
     as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
                                  '"confidence","moment","experts","match"} (path_b64: the exact bytes of the '
                                  'file name, base64; confidence: 0-1, calibrated; experts: each expert\'s score; '
@@ -165,7 +168,7 @@ def search_cmd(
     searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, int8_text=int8_text)
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
-                                  filters=options)
+                                  filters=options, moments=moments)
     if filt:
         typer.echo(f"filtered: {filt.describe()}", err=as_json)
     if no_good_match(results):

@@ -173,15 +173,17 @@ class Searcher:
     # -- text -> video ------------------------------------------------------------------------------------
     def search(self, text: str | None, k: int = 10, *, frames: bool = True,
                experts: Sequence[str] | str | None = None, weights: Mapping[str, float] | str | None = None,
-               like: str | os.PathLike | Example | None = None, filters: Filter | None = None
-               ) -> list[SearchResult]:
+               like: str | os.PathLike | Example | None = None, filters: Filter | None = None,
+               moments: int = 3) -> list[SearchResult]:
         """The ``k`` best videos for ``text``, best first (``reelsearch.search.results.SearchResult``).
 
         Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame, or the matched words
         when a text cue outweighs the picture), ``frame`` (its index), ``duration``; with ``frames`` also ``frames``
         (each frame's score: the per-frame similarity strip); ``experts`` = {name: score} (each expert's own score)
         for a mixture or when text cues take part; ``match`` = the transcript or on-screen text segment behind the
-        strongest text cue (cue, start, end, text, score, how, moment, highlights).
+        strongest text cue (cue, start, end, text, score, how, moment, highlights); ``moments``: its best
+        ``moments`` segments (start, end, score, confidence), best first, when the picture takes part (a video
+        scores by its best segment, and ``moment`` lies in it).
 
         ``experts``: some of "visual" (the model), "speech", "ocr" (default: visual and every cue the index holds);
         ``weights``: {expert: weight} over the Searcher's and ``reelsearch.search.experts.DEFAULT_WEIGHTS``.
@@ -225,7 +227,7 @@ class Searcher:
             if only_filters:
                 return listed(self.catalog, allowed.ids[:k])
             return run_query(self.catalog, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
-                             example=example, allowed=allowed)
+                             example=example, allowed=allowed, moments=moments)
 
     def _allowed(self, filt: Filter, negatives: list[np.ndarray]) -> Selection:
         """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those

@@ -15,7 +15,15 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reelsearch.index.embedded.catalog import FAISS_NAME, SCHEMA_SQL, SCHEMA_VERSION, SQLITE_NAME
+from reelsearch.index.embedded.catalog import (
+    FAISS_NAME,
+    ONE_SEGMENT_EACH,
+    SCHEMA_SQL,
+    SCHEMA_VERSION,
+    SEGMENTS_FAISS_NAME,
+    SEGMENTS_SQL,
+    SQLITE_NAME,
+)
 from reelsearch.index.embedded.sqlite import integrity_problems
 from reelsearch.index.embedded.textcues import SQLITE_NAME as TEXTCUES_NAME
 
@@ -64,6 +72,7 @@ def repair_index(directory: str | Path) -> RepairReport:
         report.moved.append(_move_aside(library))
         os.replace(fresh, library)
         _remove(directory / FAISS_NAME)  # derived: rebuilt from the new database
+        _remove(directory / SEGMENTS_FAISS_NAME)
     cues = directory / TEXTCUES_NAME
     if problems.get(str(cues)):
         report.moved.append(_move_aside(cues))
@@ -74,7 +83,7 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
     """Copy every fully readable video of ``damaged`` into a new index database at ``fresh``: (kept, lost)."""
     out = sqlite3.connect(fresh, isolation_level=None)
     try:
-        out.executescript(SCHEMA_SQL)
+        out.executescript(SCHEMA_SQL + SEGMENTS_SQL)
         try:
             src = sqlite3.connect(f"file:{damaged.resolve()}?mode=ro", uri=True)
         except sqlite3.Error:
@@ -102,8 +111,13 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
                 out.executemany("INSERT INTO frames VALUES (?, ?, ?, ?)", frames)
                 # detail NULL: measured again from the thumbnails by the sync that follows the repair
                 out.execute("INSERT INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)", vectors)
+                with contextlib.suppress(sqlite3.DatabaseError):  # unreadable segments: one, as schema 4's were
+                    out.executemany("INSERT INTO video_segments VALUES (?, ?, ?, ?, ?, ?, ?, ?)", src.execute(
+                        "SELECT video_id, ordinal, start, stop, first_frame, n_frames, vector, bias FROM "
+                        "video_segments WHERE video_id = ?", (vid,)).fetchall())
                 dim, model = len(row[11]) // 4, row[7]
                 kept += 1
+            out.execute(ONE_SEGMENT_EACH)
             meta = {"schema_version": SCHEMA_VERSION, "gen": 1}
             if dim is not None:
                 meta |= {"dim": dim, "model_id": model}
