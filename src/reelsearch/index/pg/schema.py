@@ -11,8 +11,9 @@ The tables mirror the embedded catalog's (``reelsearch.index.tables``, ``reelsea
 model sets D: ``PostgresCatalog``),
 ``frames``, ``frame_vectors``, ``meta``; ``video_segments`` (a video's segments, each with its vector: what a
 text query ranks; an HNSW index over [vector, bias] as the videos'); ``segments`` (``words``: the segment's words
-as ``tsvector``, GIN-indexed; ``folded``: lower-cased OCR text, trigram-indexed), ``runs``, ``cue_meta``; and ``claims``, one row per file a worker
-is indexing, with the lease that expires when the worker dies (for cooperating index workers).
+as ``tsvector``, GIN-indexed; ``folded``: lower-cased OCR text, trigram-indexed), ``runs``, ``cue_meta``; and
+``claims``, one row per file a worker is indexing, with the lease that expires when the worker dies (for
+cooperating index workers).
 """
 
 from __future__ import annotations
