@@ -18,6 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("__main__",),  # python -m reelsearch
     ("cli",),  # the command line
     ("service", "api"),  # the HTTP service; the Python API
+    ("indexing",),  # fill a library: its location and model, folders, Ray workers, watch (on search's Searcher)
     ("search", "training"),  # the two products' orchestration: search a library; train / tune / fuse
     ("index",),  # the catalog: media, frames, vectors, cues
     ("models", "losses"),  # encoders, joint spaces, mixtures, querybank; ranking losses
@@ -138,9 +139,9 @@ def test_the_layer_check_reports_an_upward_or_sideways_import():
              "reelsearch.cli.main": {"reelsearch"}, "reelsearch.similarity": {"reelsearch.errors"}}
     assert layer_violations(legal) == []
     assert layer_violations({"reelsearch.config.recipe": {"reelsearch.features.extractors"}}) == [
-        "reelsearch.config.recipe (layer 7) imports reelsearch.features.extractors (layer 6)"]
+        "reelsearch.config.recipe (layer 8) imports reelsearch.features.extractors (layer 7)"]
     assert layer_violations({"reelsearch.losses.base": {"reelsearch.models.joint"}}) == [
-        "reelsearch.losses.base (layer 5) imports reelsearch.models.joint (layer 5)"]  # one row, two packages
+        "reelsearch.losses.base (layer 6) imports reelsearch.models.joint (layer 6)"]  # one row, two packages
     assert layer_violations({"reelsearch.plugins.x": {"reelsearch.errors"}}) == [
         "reelsearch.plugins.x: its package 'plugins' is in no layer of LAYERS"]
 

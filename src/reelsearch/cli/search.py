@@ -64,8 +64,8 @@ def index_cmd(
 
     Exit status: 0 all done, 2 bad input (or a damaged index), 3 some files or cues failed (listed on stderr; the
     rest are indexed)."""
-    from reelsearch.search.index_folder import check_library, index_paths, migrate_index, requested_cues
-    from reelsearch.search.watch import end_now, watch_folders
+    from reelsearch.indexing.index_folder import check_library, index_paths, migrate_index, requested_cues
+    from reelsearch.indexing.watch import end_now, watch_folders
 
     if from_ is not None:
         typer.echo(migrate_index(from_, index, db=db, media_roots=media_root, progress=not quiet).line())
@@ -94,7 +94,7 @@ def index_cmd(
             end_now()
         return
     if ray is not None:
-        from reelsearch.search.index_ray import index_on_ray
+        from reelsearch.indexing.index_ray import index_on_ray
 
         run, nodes = index_on_ray(paths, ray, workers, index, model, db=db, media_roots=media_root, cues=cues,
                                   progress=not quiet)
@@ -155,8 +155,8 @@ def search_cmd(
     each hit's confidence (says "no good match" when the best one is below the threshold of docs/search.md).
     TEXT may hold filters (after:2023-07 before:2024 folder:holiday kind:video duration:>60 has:speech -people
     "exact phrase"); filters alone list the matching videos, newest first."""
+    from reelsearch.indexing.index_folder import open_searcher
     from reelsearch.search.filters import Filter, filter_pairs, read_box
-    from reelsearch.search.index_folder import open_searcher
     from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, no_good_match
 
     options = Filter.of(filter_pairs({"after": after, "before": before, "folder": folder, "kind": kind,
@@ -196,7 +196,7 @@ def duplicates_cmd(
     """Group the indexed files that are the same footage: re-encodes, other resolutions, crops, trims, copies with a
     caption burnt in, stills taken from a clip. Frames are matched in order at one time offset; black, flat or
     faded frames are no evidence, so clips that share only an opening are not grouped."""
-    from reelsearch.search.index_folder import open_searcher
+    from reelsearch.indexing.index_folder import open_searcher
 
     searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True)
     with searcher:
@@ -223,8 +223,8 @@ def annotate_cmd(
     int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
 ) -> None:
     """Rank candidate captions for a video, best first."""
+    from reelsearch.indexing.index_folder import annotate_file
     from reelsearch.search import read_captions
-    from reelsearch.search.index_folder import annotate_file
 
     ranked = annotate_file(file, read_captions(captions), index, model, db=db, media_roots=media_root,
                            int8_text=int8_text)

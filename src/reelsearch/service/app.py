@@ -16,8 +16,8 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
+from reelsearch.indexing.watch import FolderWatcher
 from reelsearch.search.searcher import Searcher
-from reelsearch.search.watch import FolderWatcher
 from reelsearch.service import schema
 from reelsearch.service.auth import key_checker
 from reelsearch.service.http import EXCEPTION_HANDLERS, JSON, AccessLog, BodyLimit

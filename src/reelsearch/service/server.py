@@ -22,10 +22,10 @@ import uvicorn
 from reelsearch.errors import ConfigError
 from reelsearch.index import MediaRoots
 from reelsearch.index.pg import masked
+from reelsearch.indexing.settings import library_location, model_setting, remembered_model, require_index
+from reelsearch.indexing.watch import SETTLE, FolderWatcher, end_now, watch_roots
 from reelsearch.search import Searcher
 from reelsearch.search.experts import parse_weights
-from reelsearch.search.settings import library_location, model_setting, remembered_model, require_index
-from reelsearch.search.watch import SETTLE, FolderWatcher, end_now, watch_roots
 from reelsearch.service.app import create_app
 from reelsearch.service.auth import API_KEY_ENV, check_api_key
 
@@ -78,7 +78,7 @@ def serve_settings(index: str | Path | None, model: str | None, *, db: str | Non
     """The settings :func:`run` takes, for the library at ``db`` or ``index`` (default: the user's folder) with
     ``model`` (default: the one the library was built with); ReelsearchError, before anything starts, for bad
     ``weights``, no index (unless ``watch`` will make it), a database that cannot be reached or a ``watch`` path that
-    is not a folder. ``watch``: folders to keep the library in line with (``reelsearch.search.watch``), scanned
+    is not a folder. ``watch``: folders to keep the library in line with (``reelsearch.indexing.watch``), scanned
     every ``poll`` seconds instead of by inotify when given."""
     parse_weights(weights)
     where = library_location(index, db)

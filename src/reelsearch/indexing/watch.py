@@ -28,10 +28,10 @@ from typing import NoReturn
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.extras import require
 from reelsearch.index.paths import display_path
+from reelsearch.indexing.index_folder import IndexRun, index_with, open_searcher
+from reelsearch.indexing.settings import model_setting
 from reelsearch.media.decode import MEDIA_EXTENSIONS
-from reelsearch.search.index_folder import IndexRun, index_with, open_searcher
 from reelsearch.search.searcher import Searcher
-from reelsearch.search.settings import model_setting
 
 #: Seconds a file's size and modification time must stay unchanged before it is indexed.
 SETTLE = 2.0
