@@ -24,7 +24,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("models", "losses"),  # encoders, joint spaces, mixtures, querybank; ranking losses
     ("features", "mc"),  # extractors, FeatureStore, pipelines, cues; the multiple-choice test
     ("config",),  # typed configs and feature recipes, and the names they may use (config.names)
-    ("media", "datasets", "text", "evaluation", "similarity"),  # decoding; readers; text features; metrics; S(c, v)
+    ("media", "datasets", "text", "evaluation"),  # decoding; readers; word and token features; metrics
+    ("similarity", "scoring"),  # S(c, v); what ranking needs at run time: score matrices, fusion, calibration curve
     ("io", "cache", "extras", "onnx_runtime"),  # atomic files, the cache folder, optional packages, ONNX Runtime
     ("errors", ""),  # the errors every layer raises; the package root
 )
@@ -151,3 +152,12 @@ def test_every_import_goes_down_the_layers():
     assert {layer_of(m)[1] for m in graph} == {name for row in LAYERS for name in row}  # no row names a ghost
     found = layer_violations(graph)
     assert not found, "imports against the layers (docs/architecture.md):\n" + "\n".join(found)
+
+
+def test_run_time_code_takes_nothing_from_evaluation():
+    """Models, the catalog, search, indexing and the service rank with ``reelsearch.scoring``; the metrics
+    (``reelsearch.evaluation``) are for training and ``reelsearch eval``/``metrics`` only."""
+    run_time = ("models", "index", "search", "indexing", "service", "api")
+    found = [f"{module} imports {target}" for module, targets in sorted(import_graph().items())
+             if layer_of(module)[1] in run_time for target in sorted(targets) if layer_of(target)[1] == "evaluation"]
+    assert not found, "\n".join(found)

@@ -12,11 +12,11 @@ from scipy.stats import rankdata
 
 from cue_fixtures import HashEncoder, ScriptedExtractor
 from reelsearch.errors import ReelsearchError
-from reelsearch.evaluation.fusion import fuse_experts
 from reelsearch.extras import MissingExtraError
 from reelsearch.index.library import LibraryError, LibraryIndex
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.textcues import TextCueIndex
+from reelsearch.scoring.fusion import fuse_experts
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import SEMANTIC_FLOOR, floored
 from reelsearch.search.experts import DEFAULT_WEIGHTS, ExpertError, parse_experts, parse_weights, plan

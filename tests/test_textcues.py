@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 from cue_fixtures import HashEncoder, ScriptedExtractor
-from reelsearch.evaluation.fusion import rank_fusion, score_fusion
 from reelsearch.features.cues import CueResult, CueSegment
 from reelsearch.index.keyword import query_terms
 from reelsearch.index.pg import PostgresLibrary
 from reelsearch.index.textcues import SQLITE_NAME, TextCueError, TextCueIndex
+from reelsearch.scoring.fusion import rank_fusion, score_fusion
 from reelsearch.search.cues import CueSource, cue_score
 from reelsearch.search.fusion import threshold_fusion
 

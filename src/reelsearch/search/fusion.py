@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reelsearch.evaluation.fusion import fuse_experts, score_fusion
+from reelsearch.scoring.fusion import fuse_experts, score_fusion
 from reelsearch.search.sources import Source, Top
 
 #: The first candidates of a search whose sources disagree: what an HNSW search at the default efSearch (128)

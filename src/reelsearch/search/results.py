@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from reelsearch.evaluation.calibration import NO_GOOD_MATCH
 from reelsearch.index.paths import display_path, path_b64
 from reelsearch.media.decode import is_image_path
+from reelsearch.scoring.calibration import NO_GOOD_MATCH
 
 
 def doc(text: str, **kwargs):
