@@ -181,8 +181,8 @@ def tuned(tmp_path_factory):
 
 def test_the_tuned_model_carries_its_tail_and_runs_the_trained_network(tuned):
     from reelsearch.datasets import load_dataset
+    from reelsearch.features.jobs import Job
     from reelsearch.features.pipeline import FeaturePipeline
-    from reelsearch.features.sources import Job
     from reelsearch.models import load_model
 
     root, manifest, cache = tuned

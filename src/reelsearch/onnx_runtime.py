@@ -1,4 +1,4 @@
-"""Running torch models in ONNX Runtime on a CPU: the one policy that MiniLM (``reelsearch.text.onnx_runtime``) and
+"""Running torch models in ONNX Runtime on a CPU: the one policy that MiniLM (``reelsearch.text.minilm_onnx``) and
 the frame CNNs (``reelsearch.features.extractors.appearance``) share.
 
 A model is exported once by ``torch.onnx`` and cached in ``<cache>/onnx/`` (``reelsearch.cache``) under a key of its

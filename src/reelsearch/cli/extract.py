@@ -52,7 +52,7 @@ def extract(
     """
     from reelsearch.features.distributed_extract import dist_env, extract_distributed
     from reelsearch.features.extract import ERRORS_FILE, ExtractConfig, run_extraction
-    from reelsearch.features.sources import collect_jobs
+    from reelsearch.features.jobs import collect_jobs
 
     if executor not in ("thread", "process"):
         raise ReelsearchError(f"--executor must be thread or process, got {executor!r}")

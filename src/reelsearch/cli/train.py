@@ -112,7 +112,7 @@ def fuse(
 ) -> None:
     """Fuse separately trained models into one mixture of experts (Mithun et al. §3.5); with --data, report
     each expert alone and the fusion, optionally tuning the weights."""
-    from reelsearch.training import fusion
+    from reelsearch.training import fuse as fusing
 
     set_threads(threads)
     try:
@@ -122,9 +122,9 @@ def fuse(
     if kind not in ("score", "rank") or normalize not in ("none", "zscore"):
         raise ReelsearchError("--kind is score or rank; --normalize is none or zscore")
     opts = {"protocol": protocol} if protocol else {}
-    rep = fusion.fuse(checkpoints, out, kind=kind, weights=w, normalize=normalize, data=data, split=split,
+    rep = fusing.fuse(checkpoints, out, kind=kind, weights=w, normalize=normalize, data=data, split=split,
                       features=features, tune=tune, device=device, progress=not json_out, **opts)
-    typer.echo(json.dumps(rep) if json_out else fusion.report_text(rep, out))
+    typer.echo(json.dumps(rep) if json_out else fusing.report_text(rep, out))
 
 
 @app.command("tune-cnn")
@@ -209,7 +209,7 @@ def querybank(
     """Querybank normalisation (Bogolin et al. 2022): embed a bank of training captions and videos, save it
     with the model, and report the raw and the normalised metrics; `eval` then ranks by the inverted
     softmax over the bank."""
-    from reelsearch.training import querybank as bank
+    from reelsearch.training import build_querybank as bank
 
     set_threads(threads)
     rep = bank.make_querybank(checkpoint, data, out, split=split, beta=beta, max_captions=max_captions,

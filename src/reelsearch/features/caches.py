@@ -24,9 +24,9 @@ from reelsearch.config.recipe import ModalityRecipe, check_compatible
 from reelsearch.datasets import load_dataset, parse_data_spec
 from reelsearch.errors import ReelsearchError
 from reelsearch.features.extract import ExtractConfig, run_extraction
+from reelsearch.features.jobs import Job
 from reelsearch.features.pairs import build_pair_data
 from reelsearch.features.pipeline import FeaturePipeline, unavailable_message
-from reelsearch.features.sources import Job
 from reelsearch.features.store import FeatureStore
 from reelsearch.text.mlm import minilm_features_name
 

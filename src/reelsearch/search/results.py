@@ -1,5 +1,5 @@
 """The one result type of a search: what ``Searcher.search`` returns, ``reelsearch search --json`` prints and the HTTP
-API answers (its OpenAPI model is derived from these dataclasses: ``reelsearch.service.schema``)."""
+API answers (its OpenAPI model is derived from these dataclasses: ``reelsearch.service.contract``)."""
 
 from __future__ import annotations
 

@@ -46,8 +46,8 @@ from reelsearch.features.extractors.appearance import (
     load_tail,
     resize_center_crop,
 )
+from reelsearch.features.jobs import Job
 from reelsearch.features.pipeline import FeaturePipeline
-from reelsearch.features.sources import Job
 from reelsearch.features.store import FeatureStore
 from reelsearch.io import atomic_write_json
 from reelsearch.losses import train_losses
