@@ -11,7 +11,6 @@ from reelsearch.index.library import LibraryIndex, default_index_dir
 from reelsearch.index.media import EmbeddedMedia, make_thumbnail, sha256_file, walk_media
 from reelsearch.index.open import is_database_url, open_library
 from reelsearch.index.paths import MediaRoots
-from reelsearch.index.scoring import inner_product_score
 from reelsearch.index.sqlite import DamagedIndexError
 from reelsearch.index.tables import LibraryError, LibraryTables, SyncReport, VideoRecord
 from reelsearch.index.vectors import FaissIndex, ScoreFn, VectorIndex, VectorIndexError, top_k
@@ -32,7 +31,6 @@ __all__ = [
     "VectorIndex",
     "VideoRecord",
     "default_index_dir",
-    "inner_product_score",
     "is_database_url",
     "make_thumbnail",
     "open_library",
