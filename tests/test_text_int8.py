@@ -269,7 +269,8 @@ def test_first_quantisation_prints_only_our_line(tmp_path):
     import sys
 
     _needs_int8()
-    code = ("import logging; from reelsearch.text.minilm import MiniLMEncoder;"
+    code = ("import logging; from reelsearch.cli.options import set_output; set_output();"  # the CLI's output
+            "from reelsearch.text.minilm import MiniLMEncoder;"
             "e = MiniLMEncoder(int8=True); e.encode(['a dog']); assert e.int8;"
             "print(len(logging.getLogger().handlers))")
     env = {**os.environ, "REELSEARCH_CACHE_DIR": str(tmp_path)}

@@ -100,21 +100,21 @@ def test_first_export_under_inference_mode(encoders, tmp_path, monkeypatch, laye
     assert np.abs(got - want).max() < 1e-5
 
 
-def test_export_is_cached_reused_and_remade_when_damaged(encoders, cache, capfd, monkeypatch):
+def test_export_is_cached_reused_and_remade_when_damaged(encoders, cache, messages, monkeypatch):
     folder = minilm.package_model_dir()
     path = cache / "onnx" / f"minilm-{minilm_onnx.export_key(folder, 6)}.onnx"
     assert path.is_file() and minilm_onnx.export_key(folder, 3) != minilm_onnx.export_key(folder, 6)
     before = path.stat().st_mtime_ns
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
-    capfd.readouterr()
+    messages()
     expected = encoders[1].encode(["a second process loads the cached export"])[1]
     again = minilm.MiniLMEncoder()
     assert np.abs(again.encode(["a second process loads the cached export"])[1] - expected).max() < 1e-5
-    assert "exporting" not in capfd.readouterr().err and path.stat().st_mtime_ns == before
+    assert "exporting" not in messages() and path.stat().st_mtime_ns == before
     path.write_bytes(b"not an onnx model")  # damaged (a disk error, another tool): exported again, not fatal
     third = minilm.MiniLMEncoder()
     assert np.abs(third.encode(["a second process loads the cached export"])[1] - expected).max() < 1e-5
-    err = capfd.readouterr().err
+    err = messages()
     assert f"{path}: cannot load" in err and "exporting" in err
     assert third.runtime == "onnxruntime" and path.stat().st_size > 1_000_000
 

@@ -11,8 +11,8 @@ variable that forces a runtime (``REELSEARCH_TEXT_RUNTIME``, ``REELSEARCH_CNN_RU
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
-import sys
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 
 from reelsearch.errors import ReelsearchError
+
+logger = logging.getLogger(__name__)
 
 RUNTIMES = ("auto", "onnxruntime", "torch")
 
@@ -79,7 +81,7 @@ def cached_session(path: Path, make: Callable[[Path, bool], object], options):
         try:
             return load(path), path
         except Exception as exc:  # noqa: BLE001 (a damaged or foreign file: made again below)
-            print(f"reelsearch: {path}: cannot load ({exc}); exporting again", file=sys.stderr)
+            logger.warning("%s: cannot load (%s); exporting again", path, exc)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         make(path, True)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from reelsearch.cli.options import QUIET_HELP, command_quiet
 from reelsearch.errors import EXIT_BAD_INPUT, EXIT_PARTIAL_FAILURE
 
 INDEX_HELP = "Index directory (default: <user data dir>/reelsearch/index)."
@@ -37,7 +38,7 @@ def index_cmd(
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     db: str | None = typer.Option(None, "--db", help=DB_HELP),
     media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     wait: float = typer.Option(-1, "--wait", help="Seconds to wait while another `reelsearch index` updates "
                                "the same index (default: as long as it takes; 0: fail at once)."),
     speech: bool = typer.Option(True, "--speech/--no-speech", help="Transcribe speech (Whisper tiny.en) for "
@@ -67,8 +68,10 @@ def index_cmd(
     from reelsearch.indexing.index_folder import check_library, index_paths, migrate_index, requested_cues
     from reelsearch.indexing.watch import end_now, watch_folders
 
+    progress = command_quiet(quiet)
+
     if from_ is not None:
-        typer.echo(migrate_index(from_, index, db=db, media_roots=media_root, progress=not quiet).line())
+        typer.echo(migrate_index(from_, index, db=db, media_roots=media_root, progress=progress).line())
         return
     if check:
         lines, sound = check_library(index, db)
@@ -97,10 +100,10 @@ def index_cmd(
         from reelsearch.indexing.index_ray import index_on_ray
 
         run, nodes = index_on_ray(paths, ray, workers, index, model, db=db, media_roots=media_root, cues=cues,
-                                  progress=not quiet)
+                                  progress=progress)
     else:
         run = index_paths(paths, index, model, db=db, media_roots=media_root, cues=cues,
-                          wait=None if wait < 0 else wait, progress=not quiet, repair=repair)
+                          wait=None if wait < 0 else wait, progress=progress, repair=repair)
     _echo_run(run)
     if ray is not None:
         typer.echo(f"{len(nodes)} Ray workers on {len(set(nodes))} node{'s' * (len(set(nodes)) != 1)}")
