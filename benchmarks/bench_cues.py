@@ -202,7 +202,7 @@ WEIGHTINGS = {"keyword only": (1.0, 0.0), "meaning only": (0.0, 1.0), "1 : 1": (
 
 def _rank_rows(index, queries, ids, cues) -> dict[str, np.ndarray]:
     """weighting -> rank of each query's target video (1 = first; ties count against the target)."""
-    from reelsearch.evaluation.fusion import score_fusion
+    from reelsearch.scoring.fusion import score_fusion
     from reelsearch.search.cues import cue_score
 
     ranks = {name: [] for name in WEIGHTINGS}

@@ -70,8 +70,8 @@ def bench_decode(paths: list[Path], repeat: int) -> list[dict]:
 def bench_workers(images: list[Path], repeat: int) -> dict:
     from reelsearch.config.recipe import frame_recipe
     from reelsearch.features.extract import ExtractConfig, _decoded_stream
+    from reelsearch.features.jobs import Job
     from reelsearch.features.pipeline import FeaturePipeline
-    from reelsearch.features.sources import Job
 
     pending = [(Job(p.stem, p), ["appearance"]) for p in images]
     pipeline = FeaturePipeline({"appearance": frame_recipe("efficientnet-lite0")})  # decoding only: no model runs
@@ -93,8 +93,8 @@ def bench_workers(images: list[Path], repeat: int) -> dict:
 
 def bench_extractors(images: list[Path], videos: list[Path], names: list[str]) -> dict:
     from reelsearch.features.extract import ExtractConfig, run_extraction
+    from reelsearch.features.jobs import collect_jobs
     from reelsearch.features.pipeline import FeaturePipeline
-    from reelsearch.features.sources import collect_jobs
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,8 +135,8 @@ def bench_extractors(images: list[Path], videos: list[Path], names: list[str]) -
 def bench_model(videos: list[Path], model_name: str, repeat: int) -> dict:
     """Video frames/s of the model's own feature pipeline over ``videos``, per frame-CNN runtime (fresh stores)."""
     from reelsearch.features.extract import ExtractConfig, run_extraction
+    from reelsearch.features.jobs import collect_jobs
     from reelsearch.features.pipeline import FeaturePipeline
-    from reelsearch.features.sources import collect_jobs
     from reelsearch.features.store import FeatureStore
     from reelsearch.models import load_model
 

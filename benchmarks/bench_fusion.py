@@ -178,7 +178,7 @@ def expert_rows(searcher, queries):
 
 def fused_rank(row: dict, w_speech: float, w_ocr: float, floor: float, visual: bool = True):
     """The fused score of every video under one weighting (the searcher's formula, by ``fuse_experts``)."""
-    from reelsearch.evaluation.fusion import fuse_experts
+    from reelsearch.scoring.fusion import fuse_experts
     from reelsearch.search.cues import KEYWORD_MEANING, floored
 
     scores, weights = {}, {}

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.evaluation import EmbeddingScores, rank_metrics, retrieval_metrics, summarize
+from reelsearch.evaluation import rank_metrics, retrieval_metrics, summarize
+from reelsearch.scoring import EmbeddingScores
 
 
 def naive_direction(sims: np.ndarray, positives: list[np.ndarray]) -> dict:

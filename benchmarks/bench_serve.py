@@ -41,7 +41,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 
-from reelsearch.text.onnx_runtime import RUNTIME_ENV
+from reelsearch.text.minilm_onnx import RUNTIME_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

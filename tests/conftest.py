@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -22,6 +23,20 @@ def shared_path(*parts: str) -> Path:
 @pytest.fixture
 def shared_data() -> Path:
     return shared_path()
+
+
+@pytest.fixture
+def messages(caplog):
+    """``messages()``: what reelsearch logged (INFO and above) since the last call, as one text; the CLI shows these
+    lines on stderr (``reelsearch.cli.options``)."""
+    caplog.set_level(logging.INFO, logger="reelsearch")
+
+    def take() -> str:
+        text = caplog.text
+        caplog.clear()
+        return text
+
+    return take
 
 
 # session fixtures of the speech / on-screen-text tests (generated clips, extracted cues), made once per run

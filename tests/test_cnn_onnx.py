@@ -38,31 +38,31 @@ def cache(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("variant", ["efficientnet-lite0", "efficientnet-lite2"])
-def test_onnxruntime_gives_torchs_features(variant, photos, cache, capfd):
+def test_onnxruntime_gives_torchs_features(variant, photos, cache, messages):
     fast, slow = appearance.EfficientNetLite(variant), appearance.EfficientNetLite(variant, runtime="torch")
     assert fast.runtime == "onnxruntime" and slow.runtime == "torch"
     got, want = fast.extract_frames(photos), slow.extract_frames(photos)
     assert got.shape == want.shape == (len(photos), 1280) and got.dtype == np.float32
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
-    assert "exporting" in capfd.readouterr().err and fast.onnx_path.parent == cache / "onnx"
+    assert "exporting" in messages() and fast.onnx_path.parent == cache / "onnx"
     # row i depends on frame i only, whatever the batch (the graph's batch axis is dynamic)
     assert np.abs(fast.extract_frames(photos[3:4]) - want[3:4]).max() < 1e-4 * np.abs(want).max()
     assert fast.extract_frames(photos[:0]).shape == (0, 1280)
 
 
-def test_export_is_cached_reused_and_remade_when_damaged(photos, cache, capfd):
+def test_export_is_cached_reused_and_remade_when_damaged(photos, cache, messages):
     first = appearance.EfficientNetLite("efficientnet-lite0")
     want = first.extract_frames(photos[:4])
     path = first.onnx_path
     before = path.stat().st_mtime_ns
-    capfd.readouterr()
+    messages()
     second = appearance.EfficientNetLite("efficientnet-lite0")
     assert np.array_equal(second.extract_frames(photos[:4]), want)
-    assert "exporting" not in capfd.readouterr().err and path.stat().st_mtime_ns == before
+    assert "exporting" not in messages() and path.stat().st_mtime_ns == before
     path.write_bytes(b"not an onnx model")  # damaged: exported again, not fatal
     third = appearance.EfficientNetLite("efficientnet-lite0")
     assert np.array_equal(third.extract_frames(photos[:4]), want)
-    err = capfd.readouterr().err
+    err = messages()
     assert f"{path}: cannot load" in err and "exporting" in err and third.runtime == "onnxruntime"
 
 

@@ -181,8 +181,8 @@ def tuned(tmp_path_factory):
 
 def test_the_tuned_model_carries_its_tail_and_runs_the_trained_network(tuned):
     from reelsearch.datasets import load_dataset
+    from reelsearch.features.jobs import Job
     from reelsearch.features.pipeline import FeaturePipeline
-    from reelsearch.features.sources import Job
     from reelsearch.models import load_model
 
     root, manifest, cache = tuned
@@ -382,7 +382,7 @@ def test_only_cosine_models_over_one_lite_cnn_are_tunable():
         _check_tunable("m", model)
 
 
-def test_a_photo_that_cannot_be_decoded_is_left_out_and_named(tmp_path, monkeypatch, capsys):
+def test_a_photo_that_cannot_be_decoded_is_left_out_and_named(tmp_path, monkeypatch, messages):
     from reelsearch.datasets.item import Item
     from reelsearch.features.caches import DatasetSource
     from reelsearch.training.cnn_tail import TrunkCache
@@ -399,4 +399,4 @@ def test_a_photo_that_cannot_be_decoded_is_left_out_and_named(tmp_path, monkeypa
     kept, rows = TrunkCache(source, recipe, lite0, 12, 2, 0).rows(items, progress=False)
     assert [it.id for it in kept] == [items[0].id, items[2].id, items[3].id]
     assert rows.shape == (3, 2, 192, 7, 7)
-    assert str(bad) in capsys.readouterr().err
+    assert str(bad) in messages()

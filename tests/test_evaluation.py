@@ -8,21 +8,10 @@ import statistics
 import numpy as np
 import pytest
 
-from reelsearch.evaluation import (
-    METRIC_KEYS,
-    MITHUN2018_WEIGHTS,
-    EmbeddingScores,
-    EvaluationInputError,
-    average_ranks,
-    format_table,
-    query_ranks,
-    rank_fusion,
-    rank_metrics,
-    retrieval_metrics,
-    score_fusion,
-    to_json,
-)
+from reelsearch.errors import EvaluationInputError
+from reelsearch.evaluation import METRIC_KEYS, format_table, query_ranks, rank_metrics, retrieval_metrics, to_json
 from reelsearch.evaluation.counting import count_ge
+from reelsearch.scoring import MITHUN2018_WEIGHTS, EmbeddingScores, average_ranks, rank_fusion, score_fusion
 
 # --- independent reference: one query at a time, straight from the definitions -----------------------------------
 

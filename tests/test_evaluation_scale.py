@@ -16,7 +16,8 @@ import pytest
 SCRIPT = r"""
 import json, sys, time
 import numpy as np
-from reelsearch.evaluation import EmbeddingScores, rank_metrics
+from reelsearch.evaluation import rank_metrics
+from reelsearch.scoring import EmbeddingScores
 
 def status():
     d = {l.split(':')[0]: int(l.split()[1]) for l in open('/proc/self/status') if l.startswith(('VmRSS', 'VmHWM'))}

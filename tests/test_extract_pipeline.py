@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT, shared_path
 from reelsearch.errors import ReelsearchError
 from reelsearch.features.extract import ExtractConfig, run_extraction
-from reelsearch.features.sources import Job, collect_jobs, shard
+from reelsearch.features.jobs import Job, collect_jobs, shard
 from test_media_decode import make_clip, make_huge_png, make_image, make_wav, read_index
 
 pytest.importorskip("av")
@@ -177,7 +177,7 @@ import sys, time
 sys.path.insert(0, {tests!r})
 from test_extract_pipeline import IndexExtractor, pipeline_of
 from reelsearch.features.extract import ExtractConfig, run_extraction
-from reelsearch.features.sources import collect_jobs
+from reelsearch.features.jobs import collect_jobs
 cfg = ExtractConfig(workers=1, progress=False, commit_every=2, call_frames=1)
 run_extraction(collect_jobs([{media!r}]).jobs, {store!r}, pipeline_of({{"appearance": IndexExtractor(0.15)}}), cfg)
 """

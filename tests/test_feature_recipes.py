@@ -13,8 +13,8 @@ from conftest import shared_path
 from reelsearch.config.recipe import PACKAGE_WEIGHTS, ModalityRecipe, frame_recipe
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.features.extract import ExtractConfig, run_extraction
+from reelsearch.features.jobs import collect_jobs
 from reelsearch.features.pipeline import FeaturePipeline
-from reelsearch.features.sources import collect_jobs
 from reelsearch.features.store import FeatureStore
 
 pytest.importorskip("efficientnet_lite_pytorch")

@@ -16,7 +16,7 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.evaluator import RetrievalEvaluator
 from reelsearch.features.caches import DatasetSource
 from reelsearch.models import load_model
-from reelsearch.training.fusion import fuse
+from reelsearch.training.fuse import fuse
 from reelsearch.training.run import evaluate, model_pairs, train
 from train_fixtures import make_dataset, small
 

@@ -18,12 +18,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("__main__",),  # python -m reelsearch
     ("cli",),  # the command line
     ("service", "api"),  # the HTTP service; the Python API
+    ("indexing",),  # fill a library: its location and model, folders, Ray workers, watch (on search's Searcher)
     ("search", "training"),  # the two products' orchestration: search a library; train / tune / fuse
     ("index",),  # the catalog: media, frames, vectors, cues
     ("models", "losses"),  # encoders, joint spaces, mixtures, querybank; ranking losses
     ("features", "mc"),  # extractors, FeatureStore, pipelines, cues; the multiple-choice test
     ("config",),  # typed configs and feature recipes, and the names they may use (config.names)
-    ("media", "datasets", "text", "evaluation", "similarity"),  # decoding; readers; text features; metrics; S(c, v)
+    ("media", "datasets", "text", "evaluation"),  # decoding; readers; word and token features; metrics
+    ("similarity", "scoring"),  # S(c, v); what ranking needs at run time: score matrices, fusion, calibration curve
     ("io", "cache", "extras", "onnx_runtime"),  # atomic files, the cache folder, optional packages, ONNX Runtime
     ("errors", ""),  # the errors every layer raises; the package root
 )
@@ -138,9 +140,9 @@ def test_the_layer_check_reports_an_upward_or_sideways_import():
              "reelsearch.cli.main": {"reelsearch"}, "reelsearch.similarity": {"reelsearch.errors"}}
     assert layer_violations(legal) == []
     assert layer_violations({"reelsearch.config.recipe": {"reelsearch.features.extractors"}}) == [
-        "reelsearch.config.recipe (layer 7) imports reelsearch.features.extractors (layer 6)"]
+        "reelsearch.config.recipe (layer 8) imports reelsearch.features.extractors (layer 7)"]
     assert layer_violations({"reelsearch.losses.base": {"reelsearch.models.joint"}}) == [
-        "reelsearch.losses.base (layer 5) imports reelsearch.models.joint (layer 5)"]  # one row, two packages
+        "reelsearch.losses.base (layer 6) imports reelsearch.models.joint (layer 6)"]  # one row, two packages
     assert layer_violations({"reelsearch.plugins.x": {"reelsearch.errors"}}) == [
         "reelsearch.plugins.x: its package 'plugins' is in no layer of LAYERS"]
 
@@ -150,3 +152,12 @@ def test_every_import_goes_down_the_layers():
     assert {layer_of(m)[1] for m in graph} == {name for row in LAYERS for name in row}  # no row names a ghost
     found = layer_violations(graph)
     assert not found, "imports against the layers (docs/architecture.md):\n" + "\n".join(found)
+
+
+def test_run_time_code_takes_nothing_from_evaluation():
+    """Models, the catalog, search, indexing and the service rank with ``reelsearch.scoring``; the metrics
+    (``reelsearch.evaluation``) are for training and ``reelsearch eval``/``metrics`` only."""
+    run_time = ("models", "index", "search", "indexing", "service", "api")
+    found = [f"{module} imports {target}" for module, targets in sorted(import_graph().items())
+             if layer_of(module)[1] in run_time for target in sorted(targets) if layer_of(target)[1] == "evaluation"]
+    assert not found, "\n".join(found)

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from reelsearch.cli.main import app
 from reelsearch.errors import ConfigError
-from reelsearch.search.index_ray import index_on_ray
+from reelsearch.indexing.index_ray import index_on_ray
 from test_search_support import CAPTIONS, make_media, small_model, write_image
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="the ray extra (a dev dependency) is missing")

@@ -20,8 +20,8 @@ import psycopg
 from conftest import shared_path
 from reelsearch.index.pg import LATEST, PostgresCatalog
 from reelsearch.index.sync import SyncReport
-from reelsearch.search.index_folder import IndexRun
-from reelsearch.search.index_ray import merge_runs
+from reelsearch.indexing.index_folder import IndexRun
+from reelsearch.indexing.index_ray import merge_runs
 
 TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"

@@ -26,6 +26,7 @@ from reelsearch.models import (
 )
 from reelsearch.models import joint as joint_module
 from reelsearch.models.encoders import FrameStates
+from reelsearch.scoring import MITHUN2018_WEIGHTS
 
 torch.set_num_threads(1)
 
@@ -241,7 +242,6 @@ def feature_items(dims: dict, m=3, T=9, seed=1) -> list[dict]:
 def test_mixture_of_experts_fuses_by_score_and_round_trips(tmp_path):
     from dataclasses import replace
 
-    evaluation = pytest.importorskip("reelsearch.evaluation")
     torch.manual_seed(4)
     moe = small("mithun-moe").eval()
     assert isinstance(moe, MixtureOfExperts) and moe.fusion.weights == {"object": 1.0, "activity": 1.0, "place": 0.5}
@@ -266,7 +266,7 @@ def test_mixture_of_experts_fuses_by_score_and_round_trips(tmp_path):
     by_rank = MixtureOfExperts(dict(moe.experts), replace(moe.fusion, kind="rank"), "r").score(text, video)
     ranks = {k: (-torch.as_tensor(p)).argsort(1).argsort(1).float() + 1 for k, p in parts.items()}  # no ties
     np.testing.assert_allclose(by_rank, -(ranks["object"] + ranks["activity"] + 0.5 * ranks["place"]).numpy())
-    assert evaluation.MITHUN2018_WEIGHTS == tuple(moe.fusion.weights.values())
+    assert MITHUN2018_WEIGHTS == tuple(moe.fusion.weights.values())
     moe.save(tmp_path / "moe")
     loaded = MixtureOfExperts.load(tmp_path / "moe")
     for e in loaded.experts.values():

@@ -15,13 +15,13 @@ from scipy.stats import rankdata
 from cue_fixtures import HashEncoder, ScriptedExtractor
 from reelsearch.config.schema import FusionKind, Normalize
 from reelsearch.errors import ReelsearchError
-from reelsearch.evaluation.fusion import fuse_experts
 from reelsearch.extras import MissingExtraError
 from reelsearch.index.catalog import CatalogError
 from reelsearch.index.embedded.catalog import EmbeddedCatalog
 from reelsearch.index.embedded.textcues import EmbeddedTextCues
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.models import MixtureOfExperts, SearchMode, load_model
+from reelsearch.scoring.fusion import fuse_experts
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import SEMANTIC_FLOOR, floored
 from reelsearch.search.experts import DEFAULT_WEIGHTS, ExpertError, parse_experts, parse_weights, plan

@@ -38,13 +38,13 @@ def test_files_other_than_the_package_s_are_refused(tmp_path):
         e5.checked(tmp_path, "e5.h")
 
 
-def test_the_engine_is_built_once_and_embeds_languages_into_one_space(tmp_path, monkeypatch, capfd):
+def test_the_engine_is_built_once_and_embeds_languages_into_one_space(tmp_path, monkeypatch, messages):
     folder = installed()
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
     encoder = e5.E5Encoder(folder, threads=1)
     assert encoder.library.parent == tmp_path / "cache" / "e5"
-    assert "compiling the e5 engine (once)" in capfd.readouterr().err
-    assert e5.build_engine(folder) == encoder.library and "compiling" not in capfd.readouterr().err
+    assert "compiling the e5 engine (once)" in messages()
+    assert e5.build_engine(folder) == encoder.library and "compiling" not in messages()
     texts = ["a dog runs on the grass", "ein Hund rennt auf dem Gras", "un chien court sur l'herbe",
              "一只狗在草地上奔跑", "a man cooks dinner in the kitchen"]
     rows = encoder.sentence_features(texts)

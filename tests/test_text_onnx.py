@@ -1,4 +1,4 @@
-"""MiniLM in ONNX Runtime (reelsearch.text.onnx_runtime) against torch on real captions: the same features (last
+"""MiniLM in ONNX Runtime (reelsearch.text.minilm_onnx) against torch on real captions: the same features (last
 layer, inner layers, sentence embeddings), the export cached once and reused, a read-only cache or a damaged export
 still served, and the runtime chosen as documented (auto, $REELSEARCH_TEXT_RUNTIME, fallbacks with a warning)."""
 
@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("sentence_transformers")
 minilm = pytest.importorskip("reelsearch.text.minilm")
 from reelsearch.onnx_runtime import onnxruntime_unavailable  # noqa: E402
-from reelsearch.text import onnx_runtime  # noqa: E402
+from reelsearch.text import minilm_onnx  # noqa: E402
 
 FALLBACK_CAPTIONS = ["a dog catches a frisbee in the park", "A man talks on the phone while driving.",
                      "two kids", "ein Hund läuft über die Wiese", "x", "a " * 300 + "very long caption"]
@@ -54,7 +54,7 @@ def encoders(cache):
     _needs_onnx()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("REELSEARCH_CACHE_DIR", str(cache))
-        mp.delenv(onnx_runtime.RUNTIME_ENV, raising=False)
+        mp.delenv(minilm_onnx.RUNTIME_ENV, raising=False)
         fast, reference = minilm.MiniLMEncoder(), minilm.MiniLMEncoder(runtime="torch")
         assert (fast.runtime, reference.runtime) == ("onnxruntime", "torch")
         fast.encode(["warm up"])
@@ -100,21 +100,21 @@ def test_first_export_under_inference_mode(encoders, tmp_path, monkeypatch, laye
     assert np.abs(got - want).max() < 1e-5
 
 
-def test_export_is_cached_reused_and_remade_when_damaged(encoders, cache, capfd, monkeypatch):
+def test_export_is_cached_reused_and_remade_when_damaged(encoders, cache, messages, monkeypatch):
     folder = minilm.package_model_dir()
-    path = cache / "onnx" / f"minilm-{onnx_runtime.export_key(folder, 6)}.onnx"
-    assert path.is_file() and onnx_runtime.export_key(folder, 3) != onnx_runtime.export_key(folder, 6)
+    path = cache / "onnx" / f"minilm-{minilm_onnx.export_key(folder, 6)}.onnx"
+    assert path.is_file() and minilm_onnx.export_key(folder, 3) != minilm_onnx.export_key(folder, 6)
     before = path.stat().st_mtime_ns
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
-    capfd.readouterr()
+    messages()
     expected = encoders[1].encode(["a second process loads the cached export"])[1]
     again = minilm.MiniLMEncoder()
     assert np.abs(again.encode(["a second process loads the cached export"])[1] - expected).max() < 1e-5
-    assert "exporting" not in capfd.readouterr().err and path.stat().st_mtime_ns == before
+    assert "exporting" not in messages() and path.stat().st_mtime_ns == before
     path.write_bytes(b"not an onnx model")  # damaged (a disk error, another tool): exported again, not fatal
     third = minilm.MiniLMEncoder()
     assert np.abs(third.encode(["a second process loads the cached export"])[1] - expected).max() < 1e-5
-    err = capfd.readouterr().err
+    err = messages()
     assert f"{path}: cannot load" in err and "exporting" in err
     assert third.runtime == "onnxruntime" and path.stat().st_size > 1_000_000
 
@@ -151,22 +151,22 @@ def test_full_cache_still_serves(encoders, tmp_path, monkeypatch):
 
 
 def test_runtime_choice(monkeypatch):
-    monkeypatch.delenv(onnx_runtime.RUNTIME_ENV, raising=False)
-    resolve = onnx_runtime.resolve_runtime
+    monkeypatch.delenv(minilm_onnx.RUNTIME_ENV, raising=False)
+    resolve = minilm_onnx.resolve_runtime
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the default choices never warn
         if onnxruntime_unavailable() is None:
             assert resolve(None) == resolve("auto") == resolve("onnxruntime") == "onnxruntime"
         assert resolve("torch") == "torch"
         assert resolve(None, "cuda") == "torch"  # a GPU runs torch
-    monkeypatch.setenv(onnx_runtime.RUNTIME_ENV, "torch")
+    monkeypatch.setenv(minilm_onnx.RUNTIME_ENV, "torch")
     assert resolve(None) == "torch"  # the environment decides when the caller does not
     if onnxruntime_unavailable() is None:
         assert resolve("auto") == "onnxruntime"  # an explicit choice beats it
-    monkeypatch.setenv(onnx_runtime.RUNTIME_ENV, "tensorflow")
+    monkeypatch.setenv(minilm_onnx.RUNTIME_ENV, "tensorflow")
     with pytest.raises(ReelsearchError, match=r"one of auto, onnxruntime, torch; got 'tensorflow' \(from \$REELSEARCH"):
         resolve(None)
-    monkeypatch.delenv(onnx_runtime.RUNTIME_ENV)
+    monkeypatch.delenv(minilm_onnx.RUNTIME_ENV)
     import importlib.util
 
     real = importlib.util.find_spec
@@ -184,7 +184,7 @@ def test_a_failing_export_falls_back_to_torch_with_a_warning(tmp_path, monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError("exporter exploded")
 
-    monkeypatch.setattr(onnx_runtime, "_export", broken)
+    monkeypatch.setattr(minilm_onnx, "_export", broken)
     encoder = minilm.MiniLMEncoder()
     with pytest.warns(RuntimeWarning, match="MiniLM in ONNX Runtime failed, using torch: RuntimeError: exporter"):
         tokens, sentences = encoder.encode(["still answered"])

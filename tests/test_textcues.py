@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 
 from cue_fixtures import HashEncoder, ScriptedExtractor
-from reelsearch.evaluation.fusion import rank_fusion, score_fusion
 from reelsearch.features.cues import CueResult, CueSegment
 from reelsearch.index.embedded.textcues import SQLITE_NAME, EmbeddedTextCues
 from reelsearch.index.keyword import query_terms
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.textcue_records import TextCueError
+from reelsearch.scoring.fusion import rank_fusion, score_fusion
 from reelsearch.search.cues import CueSource, cue_score
 from reelsearch.search.fusion import positive, threshold_fusion
 

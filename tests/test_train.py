@@ -201,7 +201,7 @@ def test_bf16_training_learns_and_tracks_fp32(dataset, tmp_path, monkeypatch):
         assert abs(a - b) <= 0.05 * b + 1.0, loss
 
 
-def test_bf16_without_native_support_falls_back_to_fp32_with_a_warning(dataset, tmp_path, monkeypatch, capsys):
+def test_bf16_without_native_support_falls_back_to_fp32_with_a_warning(dataset, tmp_path, monkeypatch, messages):
     """Emulated bfloat16 runs many times slower than float32 (25x measured here): without native support the
     trainer says so in one line and trains in float32, exactly as a float32 run."""
     import reelsearch.training.trainer as trainer
@@ -213,7 +213,7 @@ def test_bf16_without_native_support_falls_back_to_fp32_with_a_warning(dataset, 
     runs = {p: train("torabi-m1", f"manifest:{manifest}", tmp_path / p, features=store,
                      overrides=small("torabi-m1", epochs=1, train__precision=p), progress=False)
             for p in ("fp32", "bf16")}
-    err = capsys.readouterr().err
+    err = messages()
     assert err.count("no native bfloat16") == 1 and "training in float32" in err
     assert runs["bf16"]["best"]["RSum"] == runs["fp32"]["best"]["RSum"]
     with pytest.raises(ConfigError, match="train.precision"):
@@ -284,7 +284,7 @@ def test_several_datasets_need_one_store_each(dataset, tmp_path):
         train("torabi-m1", [f"manifest:{manifest}"] * 2, tmp_path / "x", features=[store], progress=False)
 
 
-def test_items_without_features_or_media_are_left_out(dataset, tmp_path, capsys):
+def test_items_without_features_or_media_are_left_out(dataset, tmp_path, messages):
     """A dataset only partly on disk (e.g. two MSR-VTT clips of 10,000) trains on what it has."""
     manifest, store = dataset
     partial = tmp_path / "partial.jsonl"
@@ -294,7 +294,7 @@ def test_items_without_features_or_media_are_left_out(dataset, tmp_path, capsys)
     summary = train("torabi-m1", f"manifest:{partial}", tmp_path / "run", features=store,
                     overrides=small("torabi-m1", epochs=1), progress=False)
     assert summary["epochs_run"] == 1
-    err = capsys.readouterr().err
+    err = messages()
     assert "3 items of" in err and "left out" in err
 
 

@@ -28,8 +28,9 @@ from reelsearch.errors import ConfigError
 from reelsearch.index import EmbeddedCatalog
 from reelsearch.index.catalog import CatalogError
 from reelsearch.index.embedded.catalog import SQLITE_NAME
-from reelsearch.search import Searcher, watch
-from reelsearch.search.watch import FolderWatcher
+from reelsearch.indexing import watch
+from reelsearch.indexing.watch import FolderWatcher
+from reelsearch.search import Searcher
 from reelsearch.service.server import build_app
 from test_search_support import ServerThread, small_model, write_clip
 
@@ -228,7 +229,7 @@ def test_index_watch_resumes_after_kill_9(media, tmp_path):
 #: shutdown, if it comes to one, says so on stderr; Ctrl-C waits STOP_WAIT = 1 s for it.
 _HANGING_SYNC = """
 import atexit, sys, time
-from reelsearch.search import watch
+from reelsearch.indexing import watch
 def hang(self, paths, full):
     print("sync started", file=sys.stderr, flush=True)
     time.sleep(120)

@@ -41,3 +41,16 @@ class NoVideoStream(MediaError):
 class ConfigError(ReelsearchError, ValueError):
     """A setting names something unknown or has an invalid value (e.g. a loss or similarity name)."""
 
+
+
+class EvaluationInputError(ReelsearchError, ValueError):
+    """Bad scores or ground truth given to the metrics or to a fusion.
+
+    ``subject`` says which input is at fault: ``"positives"`` (the ground truth) or ``"scores"`` (the similarity
+    matrix), so that a caller reading them from files can name the right file.
+    """
+
+    def __init__(self, problem: str, subject: str):
+        self.problem = problem
+        self.subject = subject
+        super().__init__(problem)

@@ -1,4 +1,4 @@
-"""Running torch models in ONNX Runtime on a CPU: the one policy that MiniLM (``reelsearch.text.onnx_runtime``) and
+"""Running torch models in ONNX Runtime on a CPU: the one policy that MiniLM (``reelsearch.text.minilm_onnx``) and
 the frame CNNs (``reelsearch.features.extractors.appearance``) share.
 
 A model is exported once by ``torch.onnx`` and cached in ``<cache>/onnx/`` (``reelsearch.cache``) under a key of its
@@ -14,8 +14,8 @@ another CPU's arithmetic when checking that nothing depends on them (docs/testin
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
-import sys
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 
 from reelsearch.errors import ReelsearchError
+
+logger = logging.getLogger(__name__)
 
 RUNTIMES = ("auto", "onnxruntime", "torch")
 OPTIMIZATION_ENV = "REELSEARCH_ORT_OPTIMIZATION"
@@ -91,7 +93,7 @@ def cached_session(path: Path, make: Callable[[Path, bool], object], options):
         try:
             return load(path), path
         except Exception as exc:  # noqa: BLE001 (a damaged or foreign file: made again below)
-            print(f"reelsearch: {path}: cannot load ({exc}); exporting again", file=sys.stderr)
+            logger.warning("%s: cannot load (%s); exporting again", path, exc)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         make(path, True)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from reelsearch.cli.options import show_progress
 from reelsearch.errors import EXIT_PARTIAL_FAILURE, ReelsearchError
 
 app = typer.Typer()
@@ -52,14 +53,14 @@ def extract(
     """
     from reelsearch.features.distributed_extract import dist_env, extract_distributed
     from reelsearch.features.extract import ERRORS_FILE, ExtractConfig, run_extraction
-    from reelsearch.features.sources import collect_jobs
+    from reelsearch.features.jobs import collect_jobs
 
     if executor not in ("thread", "process"):
         raise ReelsearchError(f"--executor must be thread or process, got {executor!r}")
     pipeline = _pipeline(recipe, modality, appearance, motion, audio, appearance_option, sampling, max_frames,
                          short_side, motion_input, dtype, device, batch_size)
     config = ExtractConfig(workers=workers, executor=executor, batch_size=batch_size, device=device,
-                           commit_every=commit_every, progress=progress)
+                           commit_every=commit_every, progress=show_progress(progress))
     collected = collect_jobs(paths, split=split)
     root = Path(out)
     rank, world = dist_env()
@@ -85,7 +86,7 @@ def extract_merge(
     """Merge the STORE/rank-<r> shards of a distributed extraction into STORE (resumes; skips merged keys)."""
     from reelsearch.features.distributed_extract import merge_shards
 
-    merged = merge_shards(store, progress=progress)
+    merged = merge_shards(store, progress=show_progress(progress))
     added = ", ".join(f"{m} {n}" for m, n in merged["added"].items()) or "nothing"
     typer.echo(f"extract-merge: {len(merged['shards'])} shards into {store}: added {added}; "
                f"{len(merged['errors'])} errors in {store}/errors.jsonl")

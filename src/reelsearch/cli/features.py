@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from reelsearch.cli.options import show_progress
 from reelsearch.errors import EXIT_PARTIAL_FAILURE
 
 app = typer.Typer(name="features", help="Feature stores: inspect them, import precomputed features, merge stores.",
@@ -68,6 +69,6 @@ def merge(
     """Merge feature stores (e.g. written by distributed extraction ranks) into one; resumes."""
     from reelsearch.features.store import FeatureStore
 
-    added = FeatureStore.merge(sources, dest, progress=True)
+    added = FeatureStore.merge(sources, dest, progress=show_progress())
     for modality, n in added.items():
         typer.echo(f"{dest}: {modality!r}: added {n}")

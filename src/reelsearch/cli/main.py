@@ -8,6 +8,7 @@ import sys
 import typer
 from typer.core import TyperGroup
 
+from reelsearch.cli.options import set_output
 from reelsearch.errors import EXIT_BAD_INPUT, ReelsearchError
 
 #: The command modules, in the order `reelsearch --help` lists their commands. Each defines ``app``, a typer.Typer
@@ -82,8 +83,11 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+                                       help="Print the version and exit."),
+          quiet: bool = typer.Option(False, "--quiet", "-q", help="Warnings and errors only; no progress bars."),
+          verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug messages too.")) -> None:
     """Search video with natural language and describe video with sentences."""
+    set_output(quiet=quiet, verbose=verbose)
 
 
 for _name in COMMAND_MODULES:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from reelsearch.cli.options import QUIET_HELP, command_quiet
 from reelsearch.errors import ReelsearchError
 
 app = typer.Typer(name="mc", help="Multiple-choice test: 5 candidate captions per video, distractors with other "
@@ -36,12 +37,13 @@ def build(
     seed: int = typer.Option(0, "--seed", help="Seed of the ground-truth, distractor and answer-position draws."),
     protocol: str | None = typer.Option(None, "--protocol", help="Dataset protocol (msrvtt full|1k-a|..., msvd all|5)"),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Build one question per item of a split: its caption + 4 distractors sharing no activity word with it."""
     from reelsearch.mc.build import build_mc_file, summary_text
 
-    _, summary = build_mc_file(data, _split_of(data, split), out, seed=seed, protocol=protocol, progress=not quiet)
+    _, summary = build_mc_file(data, _split_of(data, split), out, seed=seed, protocol=protocol,
+                               progress=command_quiet(quiet))
     typer.echo(json.dumps(summary) if as_json else summary_text(summary))
 
 
@@ -70,11 +72,11 @@ def evaluate(
     batch_size: int = typer.Option(64, "--batch-size", help="Questions scored per batch."),
     device: str | None = typer.Option(None, "--device", help="cpu, cuda (default: GPU when present)."),
     as_json: bool = typer.Option(False, "--json", help='Print {"accuracy": percent, "items": N, ...}.'),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Accuracy of a model: each video gets the candidate with the highest model similarity (order for Torabi)."""
     from reelsearch.training.mc_eval import evaluate_mc
 
     result = evaluate_mc(checkpoint, mc_file, data, features=features, protocol=protocol, choices=choices,
-                         batch_size=batch_size, device=device, progress=not quiet)
+                         batch_size=batch_size, device=device, progress=command_quiet(quiet))
     typer.echo(json.dumps(result.to_json()) if as_json else result.line())

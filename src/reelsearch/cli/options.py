@@ -1,6 +1,69 @@
-"""What several commands share: option handling that is not a command."""
+"""What several commands share: option handling that is not a command.
+
+Library modules log (``logging.getLogger(__name__)``); the CLI decides what a user sees: one handler on the
+``reelsearch`` logger writes each message to stderr as a line (``warning: ``/``error: `` in front of those levels).
+``--quiet`` (global, or on a command that has it): warnings and errors only, and no progress bars; ``--verbose``:
+debug messages too; neither: informational messages as well.
+"""
 
 from __future__ import annotations
+
+import logging
+import sys
+
+_state = {"quiet": False}
+
+
+class _Lines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if record.levelno >= logging.ERROR:
+            return f"error: {text}"
+        return f"warning: {text}" if record.levelno >= logging.WARNING else text
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stderr`` is when a message comes (a test's capture, a redirect)."""
+
+    def __init__(self):
+        super().__init__()
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+_handler = _Stderr()
+_handler.setFormatter(_Lines())
+
+
+def set_output(quiet: bool = False, verbose: bool = False) -> None:
+    """Configure what the user sees (module docstring); called by the root command and by a command's --quiet."""
+    logger = logging.getLogger("reelsearch")
+    if _handler not in logger.handlers:
+        logger.addHandler(_handler)
+    _state["quiet"] = quiet
+    logger.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+
+
+#: The help of a command's own --quiet (the same as the global one's).
+QUIET_HELP = "Warnings and errors only; no progress bars (as `reelsearch --quiet`)."
+
+
+def command_quiet(quiet: bool) -> bool:
+    """A command's own ``--quiet``: applied as the global one is; returns whether progress bars are shown."""
+    if quiet:
+        set_output(quiet=True)
+    return show_progress()
+
+
+def show_progress(wanted: bool = True) -> bool:
+    """Whether a progress bar is shown: ``wanted`` (a command's own choice) and not ``--quiet``."""
+    return wanted and not _state["quiet"]
 
 
 def set_threads(threads: int | None) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from reelsearch.cli.options import QUIET_HELP, command_quiet
 from reelsearch.errors import EXIT_BAD_INPUT, EXIT_PARTIAL_FAILURE
 
 INDEX_HELP = "Index directory (default: <user data dir>/reelsearch/index)."
@@ -38,7 +39,7 @@ def index_cmd(
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     db: str | None = typer.Option(None, "--db", help=DB_HELP),
     media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     wait: float = typer.Option(-1, "--wait", help="Seconds to wait while another `reelsearch index` updates "
                                "the same index (default: as long as it takes; 0: fail at once)."),
     speech: bool = typer.Option(True, "--speech/--no-speech", help="Transcribe speech (Whisper tiny.en) for "
@@ -65,11 +66,13 @@ def index_cmd(
 
     Exit status: 0 all done, 2 bad input (or a damaged index), 3 some files or cues failed (listed on stderr; the
     rest are indexed)."""
-    from reelsearch.search.index_folder import check_library, index_paths, migrate_index, requested_cues
-    from reelsearch.search.watch import end_now, watch_folders
+    from reelsearch.indexing.index_folder import check_library, index_paths, migrate_index, requested_cues
+    from reelsearch.indexing.watch import end_now, watch_folders
+
+    progress = command_quiet(quiet)
 
     if from_ is not None:
-        typer.echo(migrate_index(from_, index, db=db, media_roots=media_root, progress=not quiet).line())
+        typer.echo(migrate_index(from_, index, db=db, media_roots=media_root, progress=progress).line())
         return
     if check:
         lines, sound = check_library(index, db)
@@ -95,13 +98,13 @@ def index_cmd(
             end_now()
         return
     if ray is not None:
-        from reelsearch.search.index_ray import index_on_ray
+        from reelsearch.indexing.index_ray import index_on_ray
 
         run, nodes = index_on_ray(paths, ray, workers, index, model, db=db, media_roots=media_root, cues=cues,
-                                  progress=not quiet)
+                                  progress=progress)
     else:
         run = index_paths(paths, index, model, db=db, media_roots=media_root, cues=cues,
-                          wait=None if wait < 0 else wait, progress=not quiet, repair=repair)
+                          wait=None if wait < 0 else wait, progress=progress, repair=repair)
     _echo_run(run)
     if ray is not None:
         typer.echo(f"{len(nodes)} Ray workers on {len(set(nodes))} node{'s' * (len(set(nodes)) != 1)}")
@@ -158,8 +161,8 @@ def search_cmd(
     each hit's confidence (says "no good match" when the best one is below the threshold of docs/search.md).
     TEXT may hold filters (after:2023-07 before:2024 folder:holiday kind:video duration:>60 has:speech -people
     "exact phrase"); filters alone list the matching videos, newest first."""
+    from reelsearch.indexing.index_folder import open_searcher
     from reelsearch.search.filters import Filter, filter_pairs, read_box
-    from reelsearch.search.index_folder import open_searcher
     from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, no_good_match
 
     options = Filter.of(filter_pairs({"after": after, "before": before, "folder": folder, "kind": kind,
@@ -199,7 +202,7 @@ def duplicates_cmd(
     """Group the indexed files that are the same footage: re-encodes, other resolutions, crops, trims, copies with a
     caption burnt in, stills taken from a clip. Frames are matched in order at one time offset; black, flat or
     faded frames are no evidence, so clips that share only an opening are not grouped."""
-    from reelsearch.search.index_folder import open_searcher
+    from reelsearch.indexing.index_folder import open_searcher
 
     searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True)
     with searcher:
@@ -226,8 +229,8 @@ def annotate_cmd(
     int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
 ) -> None:
     """Rank candidate captions for a video, best first."""
+    from reelsearch.indexing.index_folder import annotate_file
     from reelsearch.search import read_captions
-    from reelsearch.search.index_folder import annotate_file
 
     ranked = annotate_file(file, read_captions(captions), index, model, db=db, media_roots=media_root,
                            int8_text=int8_text)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from reelsearch.cli.options import set_threads
+from reelsearch.cli.options import set_threads, show_progress
 from reelsearch.errors import ReelsearchError
 
 app = typer.Typer()
@@ -40,5 +40,5 @@ def adapt_text(
     if split and spec_split and split != spec_split:
         raise ReelsearchError(f"two different splits given: {spec_split!r} in --data and --split {split!r}")
     report = adaptation.adapt_text(data, out, split, protocol, overrides=list(set_), device=device,
-                                   progress=not json_out)
+                                   progress=show_progress(not json_out))
     typer.echo(json.dumps(report, indent=2) if json_out else adaptation.report_text(report, out))

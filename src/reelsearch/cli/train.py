@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from reelsearch.cli.options import set_threads
+from reelsearch.cli.options import set_threads, show_progress
 from reelsearch.errors import ReelsearchError
 
 app = typer.Typer()
@@ -79,7 +79,7 @@ def evaluate(
 
     set_threads(threads)
     opts = {"protocol": protocol} if protocol else {}
-    res = run(checkpoint, data, split=split, features=features, device=device, progress=not json_out,
+    res = run(checkpoint, data, split=split, features=features, device=device, progress=show_progress(not json_out),
               int8_text=int8_text, querybank=querybank, **opts)
     target = out or Path(result_file_name(res, querybank))
     try:
@@ -112,7 +112,7 @@ def fuse(
 ) -> None:
     """Fuse separately trained models into one mixture of experts (Mithun et al. §3.5); with --data, report
     each expert alone and the fusion, optionally tuning the weights."""
-    from reelsearch.training import fusion
+    from reelsearch.training import fuse as fusing
 
     set_threads(threads)
     try:
@@ -122,9 +122,9 @@ def fuse(
     if kind not in ("score", "rank") or normalize not in ("none", "zscore"):
         raise ReelsearchError("--kind is score or rank; --normalize is none or zscore")
     opts = {"protocol": protocol} if protocol else {}
-    rep = fusion.fuse(checkpoints, out, kind=kind, weights=w, normalize=normalize, data=data, split=split,
-                      features=features, tune=tune, device=device, progress=not json_out, **opts)
-    typer.echo(json.dumps(rep) if json_out else fusion.report_text(rep, out))
+    rep = fusing.fuse(checkpoints, out, kind=kind, weights=w, normalize=normalize, data=data, split=split,
+                      features=features, tune=tune, device=device, progress=show_progress(not json_out), **opts)
+    typer.echo(json.dumps(rep) if json_out else fusing.report_text(rep, out))
 
 
 @app.command("tune-cnn")
@@ -152,7 +152,7 @@ def tune_cnn(
 
     set_threads(threads)
     rep = cnn_tail.tune_cnn(checkpoint, data, out, experts=list(expert) or None, overrides=list(set_),
-                            train_split=train_split, val_split=val_split, progress=not json_out)
+                            train_split=train_split, val_split=val_split, progress=show_progress(not json_out))
     typer.echo(json.dumps(rep, default=str) if json_out else cnn_tail.report_text(rep, out))
 
 
@@ -180,7 +180,7 @@ def tune_text(
 
     set_threads(threads)
     rep = text_tail.tune_text(checkpoint, data, out, overrides=list(set_), train_split=train_split,
-                              val_split=val_split, progress=not json_out)
+                              val_split=val_split, progress=show_progress(not json_out))
     typer.echo(json.dumps(rep, default=str) if json_out else text_tail.report_text(rep, out))
 
 
@@ -209,12 +209,12 @@ def querybank(
     """Querybank normalisation (Bogolin et al. 2022): embed a bank of training captions and videos, save it
     with the model, and report the raw and the normalised metrics; `eval` then ranks by the inverted
     softmax over the bank."""
-    from reelsearch.training import querybank as bank
+    from reelsearch.training import build_querybank as bank
 
     set_threads(threads)
     rep = bank.make_querybank(checkpoint, data, out, split=split, beta=beta, max_captions=max_captions,
                               max_videos=max_videos, val_split=val_split, features=features, seed=seed,
-                              progress=not json_out)
+                              progress=show_progress(not json_out))
     typer.echo(json.dumps(rep, default=str) if json_out else bank.report_text(rep, out))
 
 
@@ -241,5 +241,5 @@ def calibrate(
 
     set_threads(threads)
     rep = cal.make_calibration(checkpoint, data, out, split=split, hits=hits, seed=seed, features=features,
-                               progress=not json_out)
+                               progress=show_progress(not json_out))
     typer.echo(json.dumps(rep, default=str) if json_out else cal.report_text(rep, out))

@@ -35,10 +35,8 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "yellow": (235, 215, 40),
 }
 SHAPES = ("square", "circle", "triangle")
-#: Actions and their time-reversed counterparts ("appears" played backwards is "disappears").
+#: Actions, in pairs that are each other played backwards ("appears" played backwards is "disappears").
 ACTIONS = ("appears", "disappears", "moves left", "moves right", "moves up", "moves down")
-REVERSED_ACTION = {"appears": "disappears", "disappears": "appears", "moves left": "moves right",
-                   "moves right": "moves left", "moves up": "moves down", "moves down": "moves up"}
 _MOVES = {"moves left": (-1, 0), "moves right": (1, 0), "moves up": (0, -1), "moves down": (0, 1)}
 BACKGROUND = (24, 24, 28)
 NOISE_STD = 6.0

@@ -1,8 +1,7 @@
-"""Evaluation: retrieval metrics over full similarity matrices, score/rank fusion, reports, an evaluator object."""
+"""Evaluation: retrieval metrics over full similarity matrices, reports, an evaluator object (the score matrices and
+their fusion are ``reelsearch.scoring``)."""
 
-from reelsearch.evaluation.errors import EvaluationInputError
 from reelsearch.evaluation.evaluator import RetrievalEvaluator
-from reelsearch.evaluation.fusion import MITHUN2018_WEIGHTS, average_ranks, fuse_experts, rank_fusion, score_fusion
 from reelsearch.evaluation.positives import Positives
 from reelsearch.evaluation.ranking import (
     METRIC_KEYS,
@@ -13,24 +12,16 @@ from reelsearch.evaluation.ranking import (
     summarize,
 )
 from reelsearch.evaluation.report import format_table, to_json
-from reelsearch.evaluation.sources import EmbeddingScores
 
 __all__ = [
     "METRIC_KEYS",
-    "MITHUN2018_WEIGHTS",
     "RECALL_AT",
-    "EmbeddingScores",
-    "EvaluationInputError",
     "Positives",
     "RetrievalEvaluator",
-    "average_ranks",
     "format_table",
-    "fuse_experts",
     "query_ranks",
-    "rank_fusion",
     "rank_metrics",
     "retrieval_metrics",
-    "score_fusion",
     "summarize",
     "to_json",
 ]

@@ -1,4 +1,5 @@
-"""Calibrated confidence: a score mapped to the share of hits at that score that were right.
+"""Fitting a calibrated confidence: a score mapped to the share of hits at that score that were right (the curve
+itself, and the "no good match" threshold, are ``reelsearch.scoring.calibration``).
 
 The hits are each development query's top ``k`` (text-to-video: a hit is right when it is a video the caption
 describes). Isotonic regression (pool-adjacent-violators) fits the probability of being right as a non-decreasing
@@ -9,38 +10,12 @@ held-out queries: per confidence bin, the mean confidence beside the share that 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-#: A search whose best hit's confidence is below this says "no good match" (docs/search.md): the closest videos are
-#: still shown, but not presented as an answer. On Flickr8k dev (the bundled model) 9.6% of captions fall below it,
-#: their best hit right 14.5% of the time (38% above it); captions of things the photos never show fall below it.
-NO_GOOD_MATCH = 0.05
+from reelsearch.scoring.calibration import Curve
+
 #: Hits per development query the calibration counts (what `reelsearch search` shows by default).
 HITS = 10
-
-
-@dataclass
-class Curve:
-    """A non-decreasing map from a score to a probability: ``score`` [n] increasing knots, ``right`` [n] in [0, 1]."""
-
-    score: np.ndarray
-    right: np.ndarray
-
-    def __post_init__(self):
-        self.score = np.asarray(self.score, np.float64)
-        self.right = np.asarray(self.right, np.float64)
-        if self.score.ndim != 1 or self.score.shape != self.right.shape or len(self.score) == 0:
-            raise ValueError(f"a curve needs matching non-empty knots, got {self.score.shape} {self.right.shape}")
-        if np.any(np.diff(self.score) < 0) or np.any(np.diff(self.right) < 0):
-            raise ValueError("a curve's knots must be non-decreasing in score and probability")
-        if self.right[0] < 0 or self.right[-1] > 1:
-            raise ValueError("a curve's probabilities must lie in [0, 1]")
-
-    def __call__(self, scores) -> np.ndarray:
-        """The confidence of each score (float64, same shape)."""
-        return np.interp(np.asarray(scores, np.float64), self.score, self.right)
 
 
 def isotonic(scores, right) -> Curve:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.errors import DataFormatError
-from reelsearch.evaluation.errors import EvaluationInputError
+from reelsearch.errors import DataFormatError, EvaluationInputError
 from reelsearch.evaluation.positives import Positives
 from reelsearch.evaluation.ranking import rank_metrics
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reelsearch.evaluation.errors import EvaluationInputError
+from reelsearch.errors import EvaluationInputError
 
 
 def _fail(problem: str) -> EvaluationInputError:

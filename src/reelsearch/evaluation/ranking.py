@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 from tqdm import tqdm
 
+from reelsearch.errors import EvaluationInputError
 from reelsearch.evaluation.counting import count_ge
-from reelsearch.evaluation.errors import EvaluationInputError
 from reelsearch.evaluation.positives import Positives
-from reelsearch.evaluation.sources import ScoreSource, to_work_array
+from reelsearch.scoring.matrices import ScoreSource, to_work_array
 
 RECALL_AT = (1, 5, 10, 50)
 METRIC_KEYS = ("R@1", "R@5", "R@10", "R@50", "MedR", "MeanR", "mAP")

@@ -11,7 +11,7 @@ command works on a cold cache. Token features of captions (MiniLM) are computed 
 from __future__ import annotations
 
 import hashlib
-import sys
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,19 +24,16 @@ from reelsearch.config.recipe import ModalityRecipe, check_compatible
 from reelsearch.datasets import load_dataset, parse_data_spec
 from reelsearch.errors import ReelsearchError
 from reelsearch.features.extract import ExtractConfig, run_extraction
+from reelsearch.features.jobs import Job
 from reelsearch.features.pairs import build_pair_data
 from reelsearch.features.pipeline import FeaturePipeline, unavailable_message
-from reelsearch.features.sources import Job
 from reelsearch.features.store import FeatureStore
 from reelsearch.text.mlm import minilm_features_name
 
+logger = logging.getLogger(__name__)
+
 VAL_SPLITS = ("val", "dev", "validate", "valid")
 TOKENS = "tokens"
-
-
-def note(message: str) -> None:
-    """A one-line note for the user on stderr (stdout stays clean for --json)."""
-    print(f"note: {message}", file=sys.stderr)
 
 
 def dataset_cache_dir(fmt: str, root: str | Path) -> Path:
@@ -131,8 +128,8 @@ class DatasetSource:
         if not todo:
             return
         for m in [m for m in todo if not recipes[m].available]:
-            note(f"{len(todo.pop(m))} items of {self.label} have no {m!r} features in {store.root} (they cannot be "
-                 "extracted here); they are left out")
+            logger.warning(f"{len(todo.pop(m))} items of {self.label} have no {m!r} features in {store.root} (they "
+                           "cannot be extracted here); they are left out")
         jobs = {}
         for its in todo.values():
             for it in its:
@@ -144,8 +141,8 @@ class DatasetSource:
             if all(len(its) == len(items) for its in todo.values()) and not any(m in store.modalities() for m in todo):
                 raise ReelsearchError(f"{self.root}: the items lack {', '.join(todo)} features and the dataset has "
                                       "no media files to extract them from; pass --features with precomputed features")
-            note(f"{len({it.key for its in todo.values() for it in its})} items of {self.root} have no features in "
-                 f"{store.root} and no media file; they are left out")
+            logger.warning(f"{len({it.key for its in todo.values() for it in its})} items of {self.root} have no "
+                           f"features in {store.root} and no media file; they are left out")
             return
         pipeline_groups: dict[tuple, dict[str, ModalityRecipe]] = {}
         for m in todo:  # one decode per item for the features that sample frames alike
@@ -154,8 +151,8 @@ class DatasetSource:
             summary = run_extraction(list(jobs.values()), store.root, FeaturePipeline(group, device=device),
                                      ExtractConfig(device=device, progress=progress))
             if summary.failed_items:
-                note(f"{summary.failed_items} items failed extraction (see {store.root}/errors.jsonl); they are "
-                     "left out")
+                logger.warning(f"{summary.failed_items} items failed extraction (see {store.root}/errors.jsonl); they "
+                               "are left out")
         store.refresh()
 
     def pairs(self, recipes: Mapping[str, ModalityRecipe], split: str, processor=None, device: str | None = None,
@@ -167,7 +164,8 @@ class DatasetSource:
         data = build_pair_data(items, stores, desc=f"loading {split}", progress=progress)
         data.text_features = caption_features(data.captions, processor, progress)
         if data.skipped:
-            note(f"{len(data.skipped)} {split} items of {self.label} without captions or features were left out")
+            logger.warning(f"{len(data.skipped)} {split} items of {self.label} without captions or features were left "
+                           "out")
         return data
 
 

@@ -25,7 +25,7 @@ from reelsearch.features.extract import (
     run_extraction,
     write_errors,
 )
-from reelsearch.features.sources import Collected, shard
+from reelsearch.features.jobs import Collected, shard
 from reelsearch.features.store import FeatureStore
 from reelsearch.io import atomic_write_json
 

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.features.extractors import EXTRACTORS, create_extractor
-from reelsearch.features.sources import Job
+from reelsearch.features.jobs import Job
 from reelsearch.features.store import FeatureStore, FeatureStoreError
 from reelsearch.io import atomic_write_text
 from reelsearch.media.decode import SamplingPolicy, decode_audio, decode_frames

@@ -26,7 +26,7 @@ import numpy as np
 from reelsearch.config.recipe import ModalityRecipe
 from reelsearch.errors import ConfigError, MediaError, ReelsearchError
 from reelsearch.features.extract import decode_job, make_extractor, motion_of_pairs
-from reelsearch.features.sources import Job
+from reelsearch.features.jobs import Job
 from reelsearch.media.decode import display_path, parse_policy
 
 
@@ -142,7 +142,7 @@ class FeaturePipeline:
 
     # ---------------------------------------------------------------- decode + compute
     def decode(self, job, names: list[str] | None = None, threads: int = 0):
-        """Decode what ``names`` (default: all) need of ``job`` (a ``features.sources.Job``): a ``Decoded``."""
+        """Decode what ``names`` (default: all) need of ``job`` (a ``features.jobs.Job``): a ``Decoded``."""
         names = list(self.recipes) if names is None else names
         need_frames = any(n in self.frame_names for n in names)
         rate = self.audio_rate if any(n in self.audio_names for n in names) else None

@@ -13,7 +13,6 @@ from reelsearch.index.media import EmbeddedMedia, make_thumbnail, sha256_file, w
 from reelsearch.index.open import open_catalog
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.pg import PostgresCatalog, is_database_url
-from reelsearch.index.scoring import inner_product_score
 from reelsearch.index.sync import SyncReport
 from reelsearch.index.tables import SqlCatalog, VideoRecord
 from reelsearch.index.vectors import ScoreFn, VectorIndex, VectorIndexError, top_k
@@ -36,7 +35,6 @@ __all__ = [
     "VectorIndexError",
     "VideoRecord",
     "default_index_dir",
-    "inner_product_score",
     "is_database_url",
     "make_thumbnail",
     "open_catalog",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.media.decode import AUDIO_EXTENSIONS, MEDIA_EXTENSIONS
+from reelsearch.media.decode import MEDIA_EXTENSIONS
 
 #: Long side of a stored thumbnail, pixels.
 THUMBNAIL_SIZE = 96
@@ -139,11 +139,6 @@ def walk_media(paths: Iterable[str | os.PathLike]) -> Walk:
 def absolute(path: str | os.PathLike) -> str:
     """``path`` with ``~`` expanded, made absolute (symbolic links are kept as named)."""
     return os.path.abspath(os.path.expanduser(os.fspath(path)))
-
-
-def is_media_name(path: str) -> bool:
-    """Whether ``path`` has an image, video or audio extension."""
-    return os.path.splitext(path)[1].lower() in MEDIA_EXTENSIONS | AUDIO_EXTENSIONS
 
 
 def sha256_file(path: str | Path) -> str:

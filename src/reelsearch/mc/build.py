@@ -17,6 +17,7 @@ distractors (or no captions) gets no question and is listed in ``BuildResult.too
 from __future__ import annotations
 
 import hashlib
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -30,6 +31,8 @@ from reelsearch.datasets import load_dataset, parse_data_spec
 from reelsearch.datasets.item import Item
 from reelsearch.mc.mcfile import N_CHOICES, Question, write_mc_file
 from reelsearch.mc.phrases import ActivityTagger, Tagged
+
+logger = logging.getLogger(__name__)
 
 N_DISTRACTORS = N_CHOICES - 1
 
@@ -71,9 +74,9 @@ def build_mc_file(data: str, split: str, out: str | Path, seed: int = 0, protoco
     items = load_dataset(fmt, root, **({"protocol": protocol} if protocol else {})).items(split)
     result = build_questions(items, seed=seed, progress=progress)
     for item_id, n in result.too_small:
-        print(f"warning: {item_id}: only {n} eligible distractor(s), no question built", file=sys.stderr)
+        logger.warning("%s: only %d eligible distractor(s), no question built", item_id, n)
     for item_id in result.no_captions:
-        print(f"warning: {item_id}: no caption, no question built", file=sys.stderr)
+        logger.warning("%s: no caption, no question built", item_id)
     write_mc_file(out, result.questions)
     return result, {"file": str(out), "data": f"{fmt}:{root}", "split": split, "seed": seed, "items": len(items),
                     **result.summary()}

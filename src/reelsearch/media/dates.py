@@ -14,8 +14,6 @@ from datetime import UTC, datetime
 
 from reelsearch.media.decode import is_image_path, probe
 
-#: Where a stored date came from.
-SOURCES = ("container", "exif", "file")
 _EXIF_IFD = 0x8769
 _DATE_TIME_ORIGINAL = 36867
 _DATE_TIME = 306

@@ -4,7 +4,7 @@ Each expert has its own video modalities, feature recipes and text processor. Fu
   score  S = sum_k w_k S_k (Eq. 4; weights object 1, activity 1, place 0.5); ``fusion.normalize = "zscore"``
          standardises each matrix first (experts scoring on different scales, e.g. cosine and order)
   rank   weighted rank aggregation of the experts' rankings (Table 1 row 1.7)
-both delegated to ``reelsearch.evaluation.score_fusion`` / ``rank_fusion``.
+both delegated to ``reelsearch.scoring.score_fusion`` / ``rank_fusion``.
 
 It has the interface of every model (``reelsearch.models.interface``): caption embeddings and video rows are the
 experts' side by side. Features are named by modality; when two experts read the same modality made differently
@@ -23,7 +23,7 @@ from reelsearch.config import config_to_dict
 from reelsearch.config.schema import FusionConfig, FusionKind, Normalize, modalities_of
 from reelsearch.config.typed import from_dict
 from reelsearch.errors import ConfigError, DataFormatError
-from reelsearch.evaluation.fusion import fuse_experts
+from reelsearch.scoring.fusion import fuse_experts
 
 from .folder import Expert, model_kind, shared_parts
 from .interface import EmbeddingModel, SearchMode, VideoEmbeddings, as_rows

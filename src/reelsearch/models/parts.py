@@ -17,8 +17,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from reelsearch.errors import DataFormatError
-from reelsearch.evaluation.calibration import Curve
 from reelsearch.io import atomic_path, atomic_write_json, atomic_write_text, file_identity, read_text
+from reelsearch.scoring.calibration import Curve
 from reelsearch.text.mlm import BUNDLED_NAME, bundle_encoder
 from reelsearch.text.tail import tail_first_layer
 
@@ -219,7 +219,7 @@ class ModelCard:
 class Calibration:
     """The model's confidence curve (``reelsearch calibrate``): its score of a hit, as a search ranks by it (the
     querybank's offset subtracted), mapped to the share of development hits at that score that were right
-    (``reelsearch.evaluation.calibration``). Tied to the model's fingerprint and querybank, like the bank to the
+    (``reelsearch.scoring.calibration.Curve``). Tied to the model's fingerprint and querybank, like the bank to the
     model; ``source`` the data it was fitted on, ``hits`` the hits per query it counted, ``queries`` how many."""
 
     kind: ClassVar[str] = "calibration"

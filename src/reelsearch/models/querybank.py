@@ -9,7 +9,7 @@ so each gallery item gets one offset, computed from the bank alone (no test quer
 bank holds training captions and the offsets belong to the videos; for video-to-text it holds training videos and
 the offsets belong to the captions. The bank is a part of the model (``model.querybank``, saved in its folder as
 ``querybank.safetensors``), tied to its fingerprint, and ``reelsearch eval`` applies it; ``reelsearch querybank``
-builds it (``reelsearch.training.querybank``). Only models scored by an inner product of their rows
+builds it (``reelsearch.training.build_querybank``). Only models scored by an inner product of their rows
 (``model.inner_product``) take a bank: there the offsets are exact and cheap.
 """
 

@@ -4,15 +4,17 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from reelsearch.config import AnyConfig, MixtureConfig
 from reelsearch.config.recipe import ModalityRecipe
 from reelsearch.errors import ReelsearchError
-from reelsearch.features.caches import note
 from reelsearch.features.pipeline import FeaturePipeline, unavailable_message
 from reelsearch.models.checkpoint import DEFAULT_MODEL, load_model
 from reelsearch.models.registry import resolve_config
+
+logger = logging.getLogger(__name__)
 
 
 def config_recipes(cfg: AnyConfig, spec: str) -> dict[str, ModalityRecipe]:
@@ -32,7 +34,7 @@ def recipe_pipeline(spec: str, device: str | None = None, batch_size: int | None
     """The pipeline extracting what model ``spec`` reads.
 
     A saved model (a model or run folder, ``default``): every recipe it reads. A named model or a config file: the
-    recipes reelsearch can extract here; each other one is left out with a note on stderr saying what to import
+    recipes reelsearch can extract here; each other one is left out with a warning (logged) saying what to import
     instead (``unavailable_message``); ReelsearchError when none can be extracted."""
     if spec == DEFAULT_MODEL or Path(spec).is_dir():
         return FeaturePipeline(load_model(spec).recipes, device=device, batch_size=batch_size)
@@ -41,6 +43,6 @@ def recipe_pipeline(spec: str, device: str | None = None, batch_size: int | None
     if len(cannot) == len(recipes):
         raise ReelsearchError(f"--recipe {spec}: " + "; ".join(unavailable_message(m, r) for m, r in cannot.items()))
     for m, r in cannot.items():  # extract what can be, say what must be imported
-        note(unavailable_message(m, r))
+        logger.warning(unavailable_message(m, r))
     return FeaturePipeline({m: r for m, r in recipes.items() if m not in cannot}, device=device,
                            batch_size=batch_size)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from reelsearch.errors import ReelsearchError
-from reelsearch.evaluation.fusion import score_fusion
 from reelsearch.index.textcue_records import CueScores, SegmentMatch
+from reelsearch.scoring.fusion import score_fusion
 from reelsearch.search.sources import Top
 from reelsearch.text.minilm import shared_encoder
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 from reelsearch.cache import cache_root
 from reelsearch.datasets.cue_clips import cue_script, espeak_available, make_clips
 from reelsearch.errors import ReelsearchError
-from reelsearch.features.caches import note
 from reelsearch.index import default_index_dir
 from reelsearch.search.cue_indexing import cues_to_run
 from reelsearch.search.searcher import Searcher
+
+logger = logging.getLogger(__name__)
 
 #: One query per sample clip, each naming what its frames show. carphone_pristine.mp4 is the first 4 s of the "carphone"
 #: test sequence: a man in a bow tie talking in a car; no phone is in any of its frames, so it is asked for as such.
@@ -53,12 +55,12 @@ def demo_lines(shared: Path, extra: Path | None = None, index: Path | None = Non
     paths = [str(p) for p in sample_clips()]
     clip, why = cue_clip(shared)
     if clip is None:
-        note(f"no speech and text clip in the demo: {why}")
+        logger.info(f"no speech and text clip in the demo: {why}")
     else:
         paths.append(str(clip))
     cues, off = cues_to_run(None)
     for cue, reason in off.items():
-        note(f"the {cue} cue is off ({reason})")
+        logger.info(f"the {cue} cue is off ({reason})")
     clips = shared / "data" / "msrvtt" / "clips"
     if clips.is_dir():
         paths.append(str(clips))

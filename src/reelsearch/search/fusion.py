@@ -12,7 +12,7 @@ max(2k, FIRST_CANDIDATES). A visual-only search is the one-source case, a search
 with more sources.
 
 **Ranks, or normalised scores: exhaustive.** Rank fusion needs each source's rank among *all* videos and zscore
-normalisation every video's score: every source scores every video and ``reelsearch.evaluation.fusion.fuse_experts``
+normalisation every video's score: every source scores every video and ``reelsearch.scoring.fusion.fuse_experts``
 (the fusion a mixture of experts uses) fuses them.
 
 Both give the ``k`` best ids (ties in candidate order), their fused scores, each source's score of them (``rows``)
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from reelsearch.config.schema import FusionKind, Normalize
-from reelsearch.evaluation.fusion import fuse_experts, score_fusion
 from reelsearch.index.catalog import Catalog
+from reelsearch.scoring.fusion import fuse_experts, score_fusion
 from reelsearch.search.sources import Source, Top, Visual, widened
 
 #: The first candidates of a search whose sources disagree: what an HNSW search at the default efSearch (128)

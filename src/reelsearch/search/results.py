@@ -1,5 +1,5 @@
 """The one result type of a search: what ``Searcher.search`` returns, ``reelsearch search --json`` prints and the HTTP
-API answers (its OpenAPI model is derived from these dataclasses: ``reelsearch.service.schema``)."""
+API answers (its OpenAPI model is derived from these dataclasses: ``reelsearch.service.contract``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from reelsearch.evaluation.calibration import NO_GOOD_MATCH
 from reelsearch.index.paths import display_path, path_b64
 from reelsearch.media.decode import is_image_path
+from reelsearch.scoring.calibration import NO_GOOD_MATCH
 
 
 def doc(text: str, **kwargs):

@@ -180,7 +180,7 @@ class Visual(ABC):
     query and their weights, each expert's own score, and the per-frame scores that place the best moment.
 
     ``exhaustive``: every video must be scored (the fusion ranks among all of them, or normalises over them);
-    ``kind`` / ``normalize``: the fusion of the model's experts (``reelsearch.evaluation.fusion.fuse_experts``), used
+    ``kind`` / ``normalize``: the fusion of the model's experts (``reelsearch.scoring.fusion.fuse_experts``), used
     for the whole search (``reelsearch.search.fusion.fuse``).
     """
 

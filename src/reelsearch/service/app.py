@@ -16,13 +16,13 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
+from reelsearch.indexing.watch import FolderWatcher
 from reelsearch.search.searcher import Searcher
-from reelsearch.search.watch import FolderWatcher
-from reelsearch.service import schema
+from reelsearch.service import contract
 from reelsearch.service.auth import key_checker
+from reelsearch.service.contract import MAX_UPLOAD_BYTES
 from reelsearch.service.http import EXCEPTION_HANDLERS, JSON, AccessLog, BodyLimit
 from reelsearch.service.routes import ROUTERS
-from reelsearch.service.schema import MAX_UPLOAD_BYTES
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 #: Where the local Swagger UI's files are served (``_local_swagger_ui``).
@@ -40,15 +40,15 @@ def create_app(searcher: Searcher, *, api_key: str | None = None, access_log: bo
     """
     swagger = _local_swagger_ui()
     app = FastAPI(title="reelsearch", version="0.1.0", docs_url=None if swagger else "/docs", redoc_url=None,
-                  default_response_class=JSON, description=schema.DESCRIPTION,
-                  responses={413: schema.error("request body too large")}, exception_handlers=EXCEPTION_HANDLERS)
+                  default_response_class=JSON, description=contract.DESCRIPTION,
+                  responses={413: contract.error("request body too large")}, exception_handlers=EXCEPTION_HANDLERS)
     app.state.searcher = searcher
     app.state.watcher = watcher
     if swagger:  # the API docs page from local files, not a CDN
         app.mount(DOCS_ASSETS, StaticFiles(directory=swagger), name="docs-assets")
         app.add_api_route("/docs", docs, include_in_schema=False)
     api = APIRouter(dependencies=[Depends(key_checker(api_key))] if api_key else [],
-                    responses={401: schema.error("missing or wrong API key")} if api_key else {})
+                    responses={401: contract.error("missing or wrong API key")} if api_key else {})
     for router in ROUTERS:
         api.include_router(router)
     app.include_router(api)

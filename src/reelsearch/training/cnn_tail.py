@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -35,7 +36,7 @@ from reelsearch.config.recipe import file_identity
 from reelsearch.config.typed import apply_section
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.evaluation.ranking import retrieval_metrics
-from reelsearch.features.caches import caption_features, dataset_cache_dir, note
+from reelsearch.features.caches import caption_features, dataset_cache_dir
 from reelsearch.features.extract import decode_job
 from reelsearch.features.extractors.appearance import (
     LITE_VARIANTS,
@@ -46,8 +47,8 @@ from reelsearch.features.extractors.appearance import (
     load_tail,
     resize_center_crop,
 )
+from reelsearch.features.jobs import Job
 from reelsearch.features.pipeline import FeaturePipeline
-from reelsearch.features.sources import Job
 from reelsearch.features.store import FeatureStore
 from reelsearch.io import atomic_write_json
 from reelsearch.losses import train_losses
@@ -57,6 +58,8 @@ from reelsearch.training.run import evaluate as evaluate_checkpoint
 from reelsearch.training.run import open_tuning, saved_lines
 from reelsearch.training.task import RetrievalTask, Validation, epoch_batches, parameter_groups, retrieval_validation
 from reelsearch.training.trainer import Trainer
+
+logger = logging.getLogger(__name__)
 
 TAIL_FILE = "tail-{modality}.safetensors"
 
@@ -112,9 +115,9 @@ class TrunkCache:
                         writer.add(it.key, self.trunk(x).reshape(self.views, -1).float().numpy())
             self.store.refresh()
         for reason in list(failed.values())[:5]:
-            note(f"left out: {reason}")
+            logger.warning(f"left out: {reason}")
         if len(failed) > 5:
-            note(f"... and {len(failed) - 5} more items left out")
+            logger.warning(f"... and {len(failed) - 5} more items left out")
         kept = [it for it in items if it.key not in failed]
         if not kept:
             raise ReelsearchError(f"{desc}: no item could be decoded")
@@ -281,7 +284,7 @@ def tune_cnn(checkpoint: str | Path, data: str, out: str | Path, experts: Sequen
     if mixture:
         summaries = {}
         for name in names:
-            note(f"tuning expert {name!r}")
+            logger.info(f"tuning expert {name!r}")
             task = TailTask(name, model.experts[name], source, cfg, train_split, val_split, progress)
             summaries[name] = Trainer(task, out / "experts" / name, progress).fit()
         tuned = {k: load_model(out / "experts" / k / "best") if k in summaries else e

@@ -4,7 +4,7 @@ model scores highest (Torabi et al. 2016, section 3)."""
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +17,8 @@ from reelsearch.mc import mc_accuracy, read_mc_file
 from reelsearch.mc.model_scores import model_scores
 from reelsearch.models import load_model
 from reelsearch.training.run import resolve_device
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -58,7 +60,7 @@ def evaluate_mc(checkpoint: str | Path, mc_file: str | Path, data: str, features
         (usable if ok else missing).append(q)
     for q in missing:
         where = "the dataset" if q.id not in by_id else f"the features ({', '.join(stores)})"
-        print(f"warning: {q.id}: not in {where}; question skipped", file=sys.stderr)
+        logger.warning("%s: not in %s; question skipped", q.id, where)
     if not usable:
         raise ReelsearchError(f"none of the {len(questions)} questions of {mc_file} has its video's features")
 

@@ -7,6 +7,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,8 @@ from reelsearch.models.registry import resolve_config
 from reelsearch.training.distributed import init_distributed, shutdown
 from reelsearch.training.joint_task import JointTask
 from reelsearch.training.trainer import Trainer
+
+logger = logging.getLogger(__name__)
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -153,7 +156,7 @@ def _train_experts(cfg: MixtureConfig, sources, val_split, out: Path, info, prog
     """Mithun et al. 2018 §3.5: each expert is trained separately, then fused."""
     summaries = {}
     for name, ecfg in cfg.experts.items():
-        print(f"training expert {name!r} on {', '.join(ecfg.modalities)}")
+        logger.info("training expert %r on %s", name, ", ".join(ecfg.modalities))
         summaries[name] = _fit(_new_model(ecfg, sources, info), ecfg, sources, val_split, out / "experts" / name,
                                info, progress)
     experts = {k: load_model(out / "experts" / k / "best") for k in cfg.experts}

@@ -24,6 +24,7 @@ once, beside its experts) and its text recipe names them, so evaluation, indexin
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from reelsearch.config.recipe import combined_identity, file_identity, minilm_te
 from reelsearch.config.typed import apply_section
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.evaluator import fused_metrics
-from reelsearch.features.caches import caption_features, note
+from reelsearch.features.caches import caption_features
 from reelsearch.features.pairs import pad_sequences
 from reelsearch.io import atomic_write_json
 from reelsearch.losses import train_losses
@@ -49,6 +50,8 @@ from reelsearch.training.run import evaluate as evaluate_checkpoint
 from reelsearch.training.run import open_tuning, saved_lines
 from reelsearch.training.task import TrainingTask, Validation, epoch_batches, parameter_groups, retrieval_validation
 from reelsearch.training.trainer import Trainer
+
+logger = logging.getLogger(__name__)
 
 EVAL_BATCH = 512
 
@@ -170,7 +173,7 @@ class TextTask(TrainingTask):
                                       "the model's, so another joint space: start from the teacher itself with "
                                       "tune_text.tower set")
         captions = self.train_data.captions
-        note(f"teacher {teacher_dir}: embedding {len(captions)} training captions")
+        logger.info(f"teacher {teacher_dir}: embedding {len(captions)} training captions")
         processor, top = _shared_tower(teacher), None
         if processor.tail:  # its tuned layers on its cached states below them: a fraction of the whole tower's cost
             first = tail_first_layer(processor.tail)
@@ -317,8 +320,8 @@ def tune_text(checkpoint: str | Path, data: str, out: str | Path, overrides: dic
               **Trainer(task, out, progress).fit()}
     if model.querybank is not None:
         report["querybank_dropped"] = True
-        note(f"{checkpoint}'s querybank was made with the untuned tower and is not in the tuned model: make its own "
-             f"with `reelsearch querybank {out} --data {data} --out NEW_RUN`")
+        logger.warning(f"{checkpoint}'s querybank was made with the untuned tower and is not in the tuned model: make "
+                       f"its own with `reelsearch querybank {out} --data {data} --out NEW_RUN`")
     if evaluate:
         report["result"] = evaluate_checkpoint(out, data, split=val_split, progress=progress, **options)
     atomic_write_json(out / "summary.json", report)

@@ -10,6 +10,7 @@ uninterrupted run.
 
 from __future__ import annotations
 
+import logging
 import math
 import shutil
 import sys
@@ -29,6 +30,8 @@ from reelsearch.training.logs import TrainLog
 from reelsearch.training.schedule import LRSchedule
 from reelsearch.training.state import load_training_state, save_training_state
 from reelsearch.training.task import TrainingTask, Validation
+
+logger = logging.getLogger(__name__)
 
 #: ``optimizer`` of a training config.
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
@@ -67,8 +70,8 @@ class Trainer:
         self.bf16 = cfg.precision == "bf16"
         if self.bf16 and not native_bf16(self.dist.device):
             if self.dist.is_main:
-                print(f"warning: precision bf16 asked for, but this {self.dist.device.type} has no native bfloat16 "
-                      "(emulated bf16 runs many times slower): training in float32", file=sys.stderr)
+                logger.warning("precision bf16 asked for, but this %s has no native bfloat16 (emulated bf16 runs "
+                               "many times slower): training in float32", self.dist.device.type)
             self.bf16 = False
         groups = task.parameter_groups()
         self.params = [p for g in groups for p in g["params"]]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
-import sys
+import logging
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +29,8 @@ from reelsearch.cache import cache_root
 from reelsearch.config.recipe import combined_identity, file_identity
 from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path
+
+logger = logging.getLogger(__name__)
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -369,7 +371,7 @@ class EfficientNetLite(_FrameCNN):
 
     def _export(self, path: Path, atomic: bool) -> None:
         """The CNN (frames in, pooled features out, any batch size) as an ONNX graph at ``path``."""
-        print(f"reelsearch: exporting {self.name} to ONNX (once): {path}", file=sys.stderr)
+        logger.info("reelsearch: exporting %s to ONNX (once): %s", self.name, path)
         x = torch.zeros(1, 3, self.input_size, self.input_size)
         with contextlib.ExitStack() as stack:
             stack.enter_context(warnings.catch_warnings())

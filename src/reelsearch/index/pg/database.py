@@ -146,11 +146,6 @@ class Database:
     def in_transaction(self) -> bool:
         return self._depth > 0
 
-    def is_error(self, exc: BaseException, name: str) -> bool:
-        """Whether ``exc`` (or what it was raised from) is psycopg's ``errors.<name>``."""
-        kind = getattr(self.psycopg.errors, name)
-        return isinstance(exc, kind) or isinstance(exc.__cause__, kind) or isinstance(exc.__context__, kind)
-
     def close(self) -> None:
         if self._conn is not None:
             with contextlib.suppress(Exception):

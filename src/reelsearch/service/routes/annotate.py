@@ -13,18 +13,18 @@ from starlette.concurrency import run_in_threadpool
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import display_path, path_from_b64
 from reelsearch.search.searcher import Searcher
-from reelsearch.service import schema
+from reelsearch.service import contract
+from reelsearch.service.contract import MAX_CAPTIONS, MAX_JSON_BYTES, MAX_QUERY_CHARS
 from reelsearch.service.http import JSON, error_text
 from reelsearch.service.routes.common import SearcherDep, save_upload, video_record
-from reelsearch.service.schema import MAX_CAPTIONS, MAX_JSON_BYTES, MAX_QUERY_CHARS
 
 router = APIRouter()
 _NOT_INDEXED = "that path is not in the index (only indexed files can be named)"
 
 
 @router.post("/annotate", summary="Rank captions for a video (indexed id or path, or an uploaded file)",
-             responses=schema.ok(schema.AnnotateResponse, 400, 404, 415, 422),
-             openapi_extra={"requestBody": schema.annotate_body()})
+             responses=contract.ok(contract.AnnotateResponse, 400, 404, 415, 422),
+             openapi_extra={"requestBody": contract.annotate_body()})
 async def annotate(request: Request, searcher: SearcherDep) -> Response:
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind == "application/json":
@@ -40,7 +40,7 @@ async def _annotate_indexed(request: Request, searcher: Searcher) -> list[dict]:
     if len(body) > MAX_JSON_BYTES:
         raise HTTPException(413, f"a JSON body may have at most {MAX_JSON_BYTES >> 20} MiB")
     try:
-        req = schema.AnnotateRequest.model_validate_json(body)
+        req = contract.AnnotateRequest.model_validate_json(body)
     except ValidationError as exc:
         raise HTTPException(422, error_text(exc.errors())) from None
     captions = _captions(req.captions)

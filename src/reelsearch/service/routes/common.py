@@ -14,10 +14,10 @@ from fastapi import Depends, HTTPException, Request
 from reelsearch.index.paths import display_path
 from reelsearch.media.decode import MEDIA_EXTENSIONS
 from reelsearch.search.searcher import Searcher
-from reelsearch.service import schema
-from reelsearch.service.schema import MAX_UPLOAD_BYTES
+from reelsearch.service import contract
+from reelsearch.service.contract import MAX_UPLOAD_BYTES
 
-_ID = re.compile(schema.ID_PATTERN)
+_ID = re.compile(contract.ID_PATTERN)
 
 
 async def app_searcher(request: Request) -> Searcher:

@@ -7,7 +7,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from reelsearch.search.duplicates import DEFAULT_THRESHOLD
-from reelsearch.service import schema
+from reelsearch.service import contract
 from reelsearch.service.http import JSON
 from reelsearch.service.routes.common import SearcherDep
 
@@ -18,7 +18,7 @@ router = APIRouter()
             description="Re-encodes, other resolutions, crops, trims, copies with a caption burnt in and stills "
                         "taken from a clip are grouped: their frames match in order at one time offset (black, "
                         "flat or faded frames are no evidence, so clips that share only an opening are not).",
-            responses=schema.ok(schema.DuplicatesResponse, 422))
+            responses=contract.ok(contract.DuplicatesResponse, 422))
 async def duplicates(searcher: SearcherDep,
                      threshold: float = Query(DEFAULT_THRESHOLD, ge=0.01, le=1.0,
                                               description="Cosine from which two frames show the same picture.")

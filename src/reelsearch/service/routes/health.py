@@ -5,14 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from reelsearch.service import schema
+from reelsearch.service import contract
 from reelsearch.service.http import JSON
 from reelsearch.service.routes.common import SearcherDep
 
 router = APIRouter()
 
 
-@router.get("/health", summary="Liveness and what is served", responses=schema.ok(schema.Health))
+@router.get("/health", summary="Liveness and what is served", responses=contract.ok(contract.Health))
 def health(searcher: SearcherDep, request: Request) -> Response:
     watcher = request.app.state.watcher
     watch = {"watch": watcher.status()} if watcher is not None else {}

@@ -14,10 +14,10 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import display_path
 from reelsearch.search.filters import Filter, filter_pairs, read_box
 from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, SearchResult, no_good_match
-from reelsearch.service import schema
+from reelsearch.service import contract
+from reelsearch.service.contract import MAX_JSON_BYTES, MAX_K, MAX_QUERY_CHARS
 from reelsearch.service.http import JSON, error_text
 from reelsearch.service.routes.common import SearcherDep, save_upload, video_record
-from reelsearch.service.schema import MAX_JSON_BYTES, MAX_K, MAX_QUERY_CHARS
 
 router = APIRouter()
 
@@ -31,28 +31,28 @@ router = APIRouter()
                         "copies of its file are left out). Filters, in `q` (`beach after:2023-07 folder:holiday "
                         "-people \"exact phrase\"`) or as parameters, restrict the ranking to the videos that pass "
                         "them; filters alone list those, newest first; a malformed filter is 422.",
-            responses=schema.ok(schema.SearchResponse, 400, 404, 422))
+            responses=contract.ok(contract.SearchResponse, 400, 404, 422))
 def search(searcher: SearcherDep,
-           q: str | None = Query(None, min_length=1, max_length=MAX_QUERY_CHARS, pattern=schema.NON_BLANK,
+           q: str | None = Query(None, min_length=1, max_length=MAX_QUERY_CHARS, pattern=contract.NON_BLANK,
                                  description="What to look for (not blank; optional with `like`).",
                                  examples=["a dog catches a frisbee"]),
            k: int = Query(10, ge=1, le=MAX_K, description="Number of results."),
            moments: int = Query(3, ge=0, le=100, description="Each result's best moments (segments) to give."),
-           experts: str | None = Query(None, pattern=schema.EXPERTS_PATTERN, max_length=64,
+           experts: str | None = Query(None, pattern=contract.EXPERTS_PATTERN, max_length=64,
                                        description="Experts to fuse, comma-separated (default: all the index "
                                                    "holds; a cue the index lacks is 400).",
                                        examples=["visual,speech,ocr"]),
-           like: str | None = Query(None, pattern=schema.ID_PATTERN, description="Videos like this indexed video "
+           like: str | None = Query(None, pattern=contract.ID_PATTERN, description="Videos like this indexed video "
                                     "(its id; unknown: 404)."),
-           t: float | None = Query(None, ge=0, le=schema.MAX_SECONDS, description="With `like`: like its moment at "
+           t: float | None = Query(None, ge=0, le=contract.MAX_SECONDS, description="With `like`: like its moment at "
                                    "this many seconds (beyond the video: 400)."),
-           after: str | None = schema.filter_query("after"), before: str | None = schema.filter_query("before"),
-           folder: list[str] = schema.filter_query("folder", many=True),
-           kind: str | None = schema.filter_query("kind"),
-           duration: list[str] = schema.filter_query("duration", many=True),
-           has: list[str] = schema.filter_query("has", many=True),
-           exclude: list[str] = schema.filter_query("exclude", many=True),
-           phrase: list[str] = schema.filter_query("phrase", many=True)) -> Response:
+           after: str | None = contract.filter_query("after"), before: str | None = contract.filter_query("before"),
+           folder: list[str] = contract.filter_query("folder", many=True),
+           kind: str | None = contract.filter_query("kind"),
+           duration: list[str] = contract.filter_query("duration", many=True),
+           has: list[str] = contract.filter_query("has", many=True),
+           exclude: list[str] = contract.filter_query("exclude", many=True),
+           phrase: list[str] = contract.filter_query("phrase", many=True)) -> Response:
     if t is not None and like is None:
         raise HTTPException(400, "t needs like (a video's id)")
     options = Filter.of(filter_pairs({"after": after, "before": before, "folder": folder, "kind": kind,
@@ -69,15 +69,15 @@ def search(searcher: SearcherDep,
 @router.post("/search/like", summary="Videos like an uploaded video or image, best first",
              description="The upload is decoded and embedded (not added to the index); indexed copies of it "
                          "(same content) are left out.",
-             responses=schema.ok(schema.SearchResponse, 400, 415, 422),
-             openapi_extra={"requestBody": schema.like_body()})
+             responses=contract.ok(contract.SearchResponse, 400, 415, 422),
+             openapi_extra={"requestBody": contract.like_body()})
 async def search_like(request: Request, searcher: SearcherDep) -> Response:
     form = await request.form(max_files=1, max_fields=4, max_part_size=MAX_JSON_BYTES)
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
         raise HTTPException(422, "multipart body needs a file field")
     try:
-        fields = schema.LikeFields.model_validate({key: value for key, value in form.items() if key != "file"})
+        fields = contract.LikeFields.model_validate({key: value for key, value in form.items() if key != "file"})
     except ValidationError as exc:
         raise HTTPException(422, error_text(exc.errors())) from None
     label = display_path(upload.filename or "upload", one_line=True)

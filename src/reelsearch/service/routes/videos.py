@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from reelsearch.features.cues import CUES
 from reelsearch.index.paths import path_fields, unreachable
 from reelsearch.media.decode import is_image_path
-from reelsearch.service import schema
+from reelsearch.service import contract
 from reelsearch.service.http import JSON, MediaResponse
 from reelsearch.service.routes.common import SearcherDep, video_record
 
@@ -20,8 +20,8 @@ router = APIRouter()
 
 
 @router.get("/videos/{video_id}", summary="Metadata of one indexed video",
-            responses=schema.ok(schema.VideoInfo, 404, 422))
-def video(searcher: SearcherDep, video_id: str = schema.VIDEO_ID) -> Response:
+            responses=contract.ok(contract.VideoInfo, 404, 422))
+def video(searcher: SearcherDep, video_id: str = contract.VIDEO_ID) -> Response:
     rec = video_record(searcher, video_id)
     with searcher.lock:
         media = searcher.catalog.media(rec.id)
@@ -33,8 +33,8 @@ def video(searcher: SearcherDep, video_id: str = schema.VIDEO_ID) -> Response:
 
 
 @router.get("/videos/{video_id}/transcript", summary="What is said and written in one video: timed segments",
-            responses=schema.ok(schema.Transcript, 404, 422))
-def transcript(searcher: SearcherDep, video_id: str = schema.VIDEO_ID,
+            responses=contract.ok(contract.Transcript, 404, 422))
+def transcript(searcher: SearcherDep, video_id: str = contract.VIDEO_ID,
                cue: Literal["speech", "ocr"] | None = Query(None, description="Only this cue's segments.")
                ) -> Response:
     rec = video_record(searcher, video_id)
@@ -51,9 +51,9 @@ def transcript(searcher: SearcherDep, video_id: str = schema.VIDEO_ID,
 
 
 @router.get("/videos/{video_id}/thumbnail", summary="JPEG thumbnail of one sampled frame (default: the middle)",
-            response_class=Response, responses={**schema.image_ok(), 404: schema.error("no such video or frame"),
-                                                422: schema.error("invalid parameters")})
-def thumbnail(searcher: SearcherDep, video_id: str = schema.VIDEO_ID,
+            response_class=Response, responses={**contract.image_ok(), 404: contract.error("no such video or frame"),
+                                                422: contract.error("invalid parameters")})
+def thumbnail(searcher: SearcherDep, video_id: str = contract.VIDEO_ID,
               frame: int | None = Query(None, ge=0, le=1_000_000, description="Frame index.")) -> Response:
     rec = video_record(searcher, video_id)
     index = rec.n_frames // 2 if frame is None else frame
@@ -68,14 +68,14 @@ def thumbnail(searcher: SearcherDep, video_id: str = schema.VIDEO_ID,
     return Response(data, media_type=kind, headers={"Cache-Control": "max-age=3600"})
 
 
-_MEDIA = {"response_class": Response, "responses": schema.media_responses(),
+_MEDIA = {"response_class": Response, "responses": contract.media_responses(),
           "summary": "The video file itself (by id only); honours Range and If-Range (206 Partial Content)"}
 
 
 @router.head("/videos/{video_id}/media", operation_id="media_head", **_MEDIA)
 @router.get("/videos/{video_id}/media", operation_id="media_get", **_MEDIA)
-def media(searcher: SearcherDep, video_id: str = schema.VIDEO_ID, range_: str | None = schema.RANGE,
-          if_range: str | None = schema.IF_RANGE) -> Response:
+def media(searcher: SearcherDep, video_id: str = contract.VIDEO_ID, range_: str | None = contract.RANGE,
+          if_range: str | None = contract.IF_RANGE) -> Response:
     # the headers are declared for the schema; MediaResponse reads them from the request (starlette's FileResponse)
     rec = video_record(searcher, video_id)
     why = unreachable(rec.path)

@@ -1,5 +1,5 @@
 """A library as the commands use it (a folder, or a PostgreSQL catalog: ``--index`` / ``--db``): a Searcher opened
-with the model the library remembers (``reelsearch.search.settings``), indexing that remembers it and names what
+with the model the library remembers (``reelsearch.indexing.settings``), indexing that remembers it and names what
 failed, and captions ranked for a file with or without an index."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from reelsearch.errors import ConfigError
 from reelsearch.index import MediaRoots, SyncReport, is_database_url, open_catalog
 from reelsearch.index.embedded.repair import RepairReport, check_index, repair_index
 from reelsearch.index.paths import display_path
+from reelsearch.indexing.settings import index_exists, library_location, model_setting, require_index
 from reelsearch.search.cue_indexing import cues_to_run
 from reelsearch.search.searcher import Searcher
-from reelsearch.search.settings import index_exists, library_location, model_setting, require_index
 
 
 def open_searcher(index: str | Path | None, model: str | None, *, db: str | None = None,

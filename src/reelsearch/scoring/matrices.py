@@ -1,4 +1,5 @@
-"""Score sources: a similarity matrix given as an array, a memmap, a torch tensor or a row-computing callable."""
+"""Score matrices however they are given (``ScoreSource``): an array, a memmap, a torch tensor or a row-computing
+callable; and scores computed on demand from embeddings (``EmbeddingScores``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from reelsearch.evaluation.errors import EvaluationInputError
+from reelsearch.errors import EvaluationInputError
 
 RowFunction = Callable[[slice], Any]
 

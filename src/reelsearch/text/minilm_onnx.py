@@ -12,7 +12,7 @@ onnxruntime versions: a tuned tower's export holds its tuned weights. Without ``
 from __future__ import annotations
 
 import hashlib
-import sys
+import logging
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -24,6 +24,8 @@ import torch
 from reelsearch import onnx_runtime as _ort
 from reelsearch.cache import cache_root
 from reelsearch.io import atomic_path
+
+logger = logging.getLogger(__name__)
 
 RUNTIME_ENV = "REELSEARCH_TEXT_RUNTIME"
 OPSET = 17
@@ -111,7 +113,7 @@ def _export(bert, path: Path, hidden: int, heads: int, atomic: bool = True) -> N
     fusions."""
     from onnxruntime.transformers.optimizer import optimize_model  # noqa: PLC0415 - optional package (text extra)
 
-    print(f"reelsearch: exporting MiniLM to ONNX (once): {path}", file=sys.stderr)
+    logger.info("reelsearch: exporting MiniLM to ONNX (once): %s", path)
     axes = {"0": "batch", "1": "tokens"}
     # callers often encode under torch.inference_mode(): trace outside it, without autograd
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), torch.inference_mode(False), \

@@ -17,6 +17,7 @@ shares where inotify sees nothing); the index is changed only through ``Searcher
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -28,10 +29,12 @@ from typing import NoReturn
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.extras import require
 from reelsearch.index.paths import display_path
+from reelsearch.indexing.index_folder import IndexRun, index_with, open_searcher
+from reelsearch.indexing.settings import model_setting
 from reelsearch.media.decode import MEDIA_EXTENSIONS
-from reelsearch.search.index_folder import IndexRun, index_with, open_searcher
 from reelsearch.search.searcher import Searcher
-from reelsearch.search.settings import model_setting
+
+logger = logging.getLogger(__name__)
 
 #: Seconds a file's size and modification time must stay unchanged before it is indexed.
 SETTLE = 2.0
@@ -275,7 +278,7 @@ def end_now() -> NoReturn:
     """End this process at once with exit status 0, as a kill would, saying so on stderr: for a watcher whose sync
     is still under way once stopped, since the interpreter's shutdown under a thread inside SQLite can crash. The
     sync's committed batches are kept; the next start continues it."""
-    print("stopped: the sync under way is cut short (its committed batches are kept; the next start continues it)",
-          file=sys.stderr, flush=True)
+    logger.warning("stopped: the sync under way is cut short (its committed batches are kept; the next start "
+                   "continues it)")
     sys.stdout.flush()
     os._exit(0)

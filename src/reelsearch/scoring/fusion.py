@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from reelsearch.evaluation.errors import EvaluationInputError
-from reelsearch.evaluation.sources import ScoreSource, to_work_array
+from reelsearch.errors import EvaluationInputError
+from reelsearch.scoring.matrices import ScoreSource, to_work_array
 
 # Mithun et al. 2018, §3.5 below Eq. 4: w1 = 1 (object-text), w2 = 1 (activity-text), w3 = 0.5 (place-text).
 MITHUN2018_WEIGHTS = (1.0, 1.0, 0.5)
