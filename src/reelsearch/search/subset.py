@@ -20,8 +20,7 @@ from functools import partial
 import numpy as np
 
 from reelsearch.index.catalog import Catalog, StoredVideo, VideoFacts
-from reelsearch.index.scoring import inner_product_score
-from reelsearch.index.vectors import ScoreFn, scan_chunks
+from reelsearch.index.vectors import ScoreFn, inner_product_score, scan_chunks
 from reelsearch.search.sources import widened
 
 #: Allowed videos up to which ``nearest`` scans their rows exactly (beyond: the catalog's vector index).
