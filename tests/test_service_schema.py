@@ -23,11 +23,11 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reelsearch.service.contract import FILTER_PATTERNS, NON_BLANK
 
 from reelsearch.search import Searcher
 from reelsearch.search.filters import Filter, FilterError
 from reelsearch.service import create_app
+from reelsearch.service.contract import FILTER_PATTERNS, NON_BLANK
 from test_search_support import ServerThread, make_media, small_model, write_clip
 
 pytest.importorskip("schemathesis", reason="schemathesis is a dev dependency (pip install -e '.[dev]')")
