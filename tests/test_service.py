@@ -163,11 +163,32 @@ def test_search_like_validation(served, params, status, detail):
     ({"files": {"file": ("a.mp4", b"\0", "video/mp4")}, "data": {"k": "0"}}, 422, None),
     ({"files": {"file": ("a.mp4", b"\0", "video/mp4")}, "data": {"q": "  "}}, 422, None),
     ({"files": {"file": ("a.mp4", b"\0", "video/mp4")}, "data": {"captions": "x"}}, 422, "captions"),
+    ({"files": {"file": ("a.mp4", b"\0", "video/mp4")}, "data": {"k": ["3", "4"]}}, 422, "at most once"),
 ])
 def test_search_like_upload_validation(served, kwargs, status, detail):
     resp = served[0].post("/search/like", **kwargs)
     assert resp.status_code == status, resp.text
     assert detail is None or detail in resp.json()["detail"]
+
+
+def test_upload_problems_name_the_upload(served):
+    """An upload the service cannot use is 400 naming the upload (never the temporary file it was saved to); a
+    malformed filter in the text beside it is the query's problem: 422, as for GET /search."""
+    client, _, paths = served
+    broken = {"file": ("broken.mp4", b"\0" * 64, "video/mp4")}
+    for url, data in (("/annotate", {"captions": "a car"}), ("/search/like", {})):
+        resp = client.post(url, files=broken, data=data)
+        assert resp.status_code == 400 and resp.json()["detail"].startswith("broken.mp4: not a readable media file"), \
+            resp.text
+        assert "reelsearch-upload" not in resp.text
+    clip = next(p for p in paths if p.name == "red-green-blue.mp4")
+    resp = client.post("/search/like", files={"file": ("mine.mp4", clip.read_bytes(), "video/mp4")},
+                       data={"t": "99"})
+    assert resp.status_code == 400 and resp.json()["detail"].startswith("mine.mp4: 99 s is outside the video"), \
+        resp.text
+    resp = client.post("/search/like", files={"file": ("mine.mp4", clip.read_bytes(), "video/mp4")},
+                       data={"q": "car after:2023-13"})
+    assert resp.status_code == 422 and resp.json()["detail"].startswith("after:2023-13: not a date"), resp.text
 
 
 def test_video_metadata_and_thumbnails(served):

@@ -17,6 +17,11 @@ from reelsearch.errors import ReelsearchError
 #: score_fn(queries [Q, D], vectors [N, D]) -> scores [Q, N], higher is better (e.g. order similarity).
 ScoreFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
+
+def inner_product_score(queries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """The exact scan's default ``ScoreFn``: q . v for every pair (cosine similarity on unit-norm vectors)."""
+    return np.asarray(queries, np.float32) @ np.asarray(vectors, np.float32).T
+
 #: Rows per block of the exact scan (16 Ki rows x 1024 dims x 4 bytes = 64 MiB).
 SCAN_CHUNK_ROWS = 16384
 

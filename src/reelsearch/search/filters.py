@@ -46,8 +46,8 @@ HAS = {"speech": "speech", "text": "ocr"}
 NEGATIVE_CONFIDENCE = 0.5
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 _KEY = re.compile(r"([A-Za-z]+):(.*)", re.S)
-_DATE = re.compile(r"(\d{4})(?:-(\d{1,2}))?(?:-(\d{1,2}))?")
-_DURATION = re.compile(r"(>=|<=|>|<|=)?\s*([\d.]+)\s*([smh]?)")
+_DATE = re.compile(r"([0-9]{4})(?:-([0-9]{1,2}))?(?:-([0-9]{1,2}))?")
+_DURATION = re.compile(r"(>=|<=|>|<|=)?\s*([0-9.]+)\s*([smh]?)")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 _COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "=": operator.eq}
 

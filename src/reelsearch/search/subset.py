@@ -20,7 +20,7 @@ from functools import partial
 import numpy as np
 
 from reelsearch.index.catalog import Catalog, StoredSegments, StoredVideo, VideoFacts, segment_key
-from reelsearch.index.vectors import ScoreFn, scan_chunks
+from reelsearch.index.vectors import ScoreFn, inner_product_score, scan_chunks
 from reelsearch.search.sources import widened
 
 #: Allowed videos up to which ``nearest`` scans their rows exactly (beyond: the catalog's vector index).
@@ -117,7 +117,7 @@ class Subset:
               biased: bool) -> tuple[list[str], np.ndarray]:
         """The exact top ``n`` of the allowed rows by inner product or ``score_fn`` (+ bias when ``biased``): the
         catalog's chunked scan (``reelsearch.index.vectors.scan_chunks``) over ``chunks``."""
-        chunks, fn = self.chunks(), score_fn or _inner_product
+        chunks, fn = self.chunks(), score_fn or inner_product_score
         if biased:  # each block's biases as one more column, as the catalog's own scan holds them
             chunks = ((ids, np.column_stack([rows, self.catalog.biases(ids)]).astype(np.float32))
                       for ids, rows in chunks)
@@ -173,7 +173,7 @@ class Subset:
                     rows = np.concatenate([s.rows for s in segs.values()])
                     yield keys, np.column_stack([rows, np.concatenate([s.biases for s in segs.values()])])
 
-        fn = partial(_plus_bias if biased else _without_bias, score_fn or _inner_product)
+        fn = partial(_plus_bias if biased else _without_bias, score_fn or inner_product_score)
         found, scores = scan_chunks(chunks(), np.asarray(query, np.float32).reshape(1, -1), n, fn)
         return found[0], scores[0][: len(found[0])]
 
@@ -191,11 +191,6 @@ class Subset:
         keep = [j for j, ok in enumerate(self._allows(every.ids)) if ok]
         return VideoFacts([every.ids[j] for j in keep], [every.paths[j] for j in keep], every.duration[keep],
                           every.taken_at[keep], [every.taken_from[j] for j in keep])
-
-
-def _inner_product(queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """[Q, m] inner products of ``queries`` [Q, D] with ``rows`` [m, D] (the vector index's score)."""
-    return queries @ rows.T
 
 
 def _without_bias(score_fn: ScoreFn, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -27,12 +27,38 @@ MAX_UPLOAD_BYTES = 512 << 20
 MAX_JSON_BYTES = 8 << 20
 #: Longest moment (``t``) accepted, seconds: a day.
 MAX_SECONDS = 86400.0
-#: At least one character that is not white space (the same set as Python's str.isspace, spelled out so that every
-#: regex engine — Python's, Rust's in pydantic, ECMA's in a browser — reads it alike).
-NON_BLANK = "[^\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+#: White space: the characters of Python's str.isspace (what str.strip removes), spelled out so that every regex
+#: engine — Python's, Rust's in pydantic, ECMA's in a browser — reads them alike.
+SPACE = "\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: At least one character that is not white space.
+NON_BLANK = f"[^{SPACE}]"
 ID_PATTERN = "^[0-9]{1,18}$"
 EXPERTS_PATTERN = "^(visual|speech|ocr)(,(visual|speech|ocr))*$"
 B64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$"
+
+
+def _padded(pattern: str) -> str:
+    """``pattern`` as a whole value, white space around it allowed (filter values are stripped)."""
+    return f"^[{SPACE}]*(?:{pattern})[{SPACE}]*$"
+
+
+def _any_case(*words: str) -> str:
+    return "|".join("".join(f"[{c.upper()}{c}]" for c in word) for word in words)
+
+
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_SECONDS = f"{_NUMBER}[{SPACE}]*[smh]?"
+#: What each filter parameter accepts (``reelsearch.search.filters``), declared, not enforced by FastAPI: the filter
+#: parser checks them and names what is wrong (422). A date may still be 422 when it does not exist (2023-02-30) or
+#: starts in the future, which no pattern can say. Years 0001-9999.
+FILTER_PATTERNS = {
+    "after": _padded("(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"
+                     "(?:-(?:0?[1-9]|1[0-2])(?:-(?:0?[1-9]|[12][0-9]|3[01]))?)?"),
+    "kind": _padded(_any_case("video", "image")),
+    "duration": _padded(f"(?:>=|<=|>|<|=)?[{SPACE}]*{_SECONDS}|{_SECONDS}[{SPACE}]*-[{SPACE}]*{_SECONDS}"),
+    "has": _padded(_any_case("speech", "text")),
+}
+FILTER_PATTERNS["before"] = FILTER_PATTERNS["after"]
 
 DESCRIPTION = f"""Search videos with sentences; rank sentences for a video.
 
@@ -106,7 +132,10 @@ def filter_query(key: str, many: bool = False):
     what = {**KEYS, "exclude": "leave out what shows, says or writes this word", "phrase": "words that must be "
             "said or written, word for word"}[key]
     description = f"Filter: {what} (as `{key}:` in `q`{'; repeatable' if many else ''}; malformed: 422)."
-    return Query([], description=description) if many else Query(None, max_length=200, description=description)
+    pattern = FILTER_PATTERNS.get(key, NON_BLANK)
+    if many:
+        return Query([], description=description, json_schema_extra={"items": {"type": "string", "pattern": pattern}})
+    return Query(None, max_length=200, description=description, json_schema_extra={"pattern": pattern})
 
 
 class LikeFields(BaseModel):
@@ -243,9 +272,11 @@ def error(description: str) -> dict:
     return {"model": Error, "description": description}
 
 
-def ok(model: type[BaseModel], *codes: int) -> dict:
-    """Declared responses: 200 with ``model`` plus the error codes (a JSON ``{"detail"}`` each)."""
-    return {200: {"model": model}, **{c: error(_DEFAULT_REASONS[c]) for c in codes}}
+def ok(model: type[BaseModel], *codes: int, reasons: dict[int, str] | None = None) -> dict:
+    """Declared responses: 200 with ``model`` plus the error codes (a JSON ``{"detail"}`` each), each described by
+    ``reasons`` (when the route says when it answers that code) or in general."""
+    reasons = {**_DEFAULT_REASONS, **(reasons or {})}
+    return {200: {"model": model}, **{c: error(reasons[c]) for c in codes}}
 
 
 def _binary(*types: str) -> dict:

@@ -11,19 +11,22 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from reelsearch.errors import ReelsearchError
-from reelsearch.index.paths import display_path, path_from_b64
+from reelsearch.index.paths import path_from_b64
 from reelsearch.search.searcher import Searcher
 from reelsearch.service import contract
 from reelsearch.service.contract import MAX_CAPTIONS, MAX_JSON_BYTES, MAX_QUERY_CHARS
 from reelsearch.service.http import JSON, error_text
-from reelsearch.service.routes.common import SearcherDep, save_upload, video_record
+from reelsearch.service.routes.common import SearcherDep, save_upload, upload_problem, video_record
 
 router = APIRouter()
 _NOT_INDEXED = "that path is not in the index (only indexed files can be named)"
 
 
 @router.post("/annotate", summary="Rank captions for a video (indexed id or path, or an uploaded file)",
-             responses=contract.ok(contract.AnnotateResponse, 400, 404, 415, 422),
+             responses=contract.ok(contract.AnnotateResponse, 400, 404, 415, 422, reasons={
+                 400: "the upload is not a decodable video or image; a malformed multipart body",
+                 404: "no video with that id, or that path is not in the index",
+                 422: "invalid body: no video named, unknown fields, no captions, too many or too long ones"}),
              openapi_extra={"requestBody": contract.annotate_body()})
 async def annotate(request: Request, searcher: SearcherDep) -> Response:
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -68,9 +71,8 @@ async def _annotate_upload(request: Request, searcher: Searcher) -> list[dict]:
     path = await save_upload(upload)
     try:
         return await run_in_threadpool(searcher.annotate, path, captions)
-    except ReelsearchError as exc:  # name the upload, not our temporary file
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise HTTPException(400, f"{display_path(upload.filename or 'upload', one_line=True)}: {problem}") from None
+    except ReelsearchError as exc:
+        raise upload_problem(exc, path, upload) from None
     finally:
         os.unlink(path)
 

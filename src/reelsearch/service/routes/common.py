@@ -1,4 +1,5 @@
-"""What the routes share: the app's Searcher (a dependency), an indexed video looked up by id, an upload saved."""
+"""What the routes share: the app's Searcher (a dependency), an indexed video looked up by id, an upload saved and
+its problems told."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
+from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import display_path
 from reelsearch.media.decode import MEDIA_EXTENSIONS
 from reelsearch.search.searcher import Searcher
@@ -66,3 +68,16 @@ async def save_upload(upload) -> str:
         os.unlink(path)
         raise
     return path
+
+
+def upload_problem(exc: ReelsearchError, path: str, upload) -> HTTPException:
+    """The 400 of an upload the searcher cannot use (undecodable, a moment beyond its end), naming the upload, never
+    the temporary file ``path`` it was saved to."""
+    label = upload_label(upload)
+    problem = str(exc).replace(f"{path}: ", "").replace(path, label)
+    return HTTPException(400, problem if problem.startswith(label) else f"{label}: {problem}")
+
+
+def upload_label(upload) -> str:
+    """How an upload is named in answers: its file name on one line."""
+    return display_path(upload.filename or "upload", one_line=True)

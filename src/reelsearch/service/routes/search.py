@@ -11,13 +11,13 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from reelsearch.errors import ReelsearchError
-from reelsearch.index.paths import display_path
-from reelsearch.search.filters import Filter, filter_pairs, read_box
+from reelsearch.search.filters import Filter, FilterError, filter_pairs, read_box
 from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, SearchResult, no_good_match
+from reelsearch.search.searcher import QueryError
 from reelsearch.service import contract
 from reelsearch.service.contract import MAX_JSON_BYTES, MAX_K, MAX_QUERY_CHARS
 from reelsearch.service.http import JSON, error_text
-from reelsearch.service.routes.common import SearcherDep, save_upload, video_record
+from reelsearch.service.routes.common import SearcherDep, save_upload, upload_label, upload_problem, video_record
 
 router = APIRouter()
 
@@ -31,7 +31,12 @@ router = APIRouter()
                         "copies of its file are left out). Filters, in `q` (`beach after:2023-07 folder:holiday "
                         "-people \"exact phrase\"`) or as parameters, restrict the ranking to the videos that pass "
                         "them; filters alone list those, newest first; a malformed filter is 422.",
-            responses=contract.ok(contract.SearchResponse, 400, 404, 422))
+            responses=contract.ok(contract.SearchResponse, 400, 404, 422, reasons={
+                400: "neither `q`, `like` nor a filter given; `t` without `like`; `t` beyond the end of video "
+                     "`like`; an expert the index lacks",
+                404: "no video `like`",
+                422: "invalid parameters; a malformed filter (in `q` or a filter parameter: the filter is named), "
+                     "a date that does not exist or that is in the future"}))
 def search(searcher: SearcherDep,
            q: str | None = Query(None, min_length=1, max_length=MAX_QUERY_CHARS, pattern=contract.NON_BLANK,
                                  description="What to look for (not blank; optional with `like`).",
@@ -69,26 +74,33 @@ def search(searcher: SearcherDep,
 @router.post("/search/like", summary="Videos like an uploaded video or image, best first",
              description="The upload is decoded and embedded (not added to the index); indexed copies of it "
                          "(same content) are left out.",
-             responses=contract.ok(contract.SearchResponse, 400, 415, 422),
+             responses=contract.ok(contract.SearchResponse, 400, 415, 422, reasons={
+                 400: "the upload is not a decodable video or image, or `t` is beyond its end; a malformed "
+                      "multipart body",
+                 422: "no file; a field given twice or unknown; an invalid `q`, `k` or `t`; a malformed filter in "
+                      "`q`"}),
              openapi_extra={"requestBody": contract.like_body()})
 async def search_like(request: Request, searcher: SearcherDep) -> Response:
     form = await request.form(max_files=1, max_fields=4, max_part_size=MAX_JSON_BYTES)
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
         raise HTTPException(422, "multipart body needs a file field")
+    given = [(key, value) for key, value in form.multi_items() if key != "file"]
+    if len(given) != len(dict(given)):
+        raise HTTPException(422, "give each field (q, k, t) at most once")
     try:
-        fields = contract.LikeFields.model_validate({key: value for key, value in form.items() if key != "file"})
+        fields = contract.LikeFields.model_validate(dict(given))
     except ValidationError as exc:
         raise HTTPException(422, error_text(exc.errors())) from None
-    label = display_path(upload.filename or "upload", one_line=True)
     path = await save_upload(upload)
     try:
-        example = await run_in_threadpool(searcher.example_file, path, fields.t, label)
+        example = await run_in_threadpool(searcher.example_file, path, fields.t, upload_label(upload))
         results = await run_in_threadpool(searcher.search, fields.q, fields.k, frames=True, like=example)
         filt = read_box(fields.q)[1]
-    except ReelsearchError as exc:  # name the upload, not our temporary file
-        problem = str(exc).replace(path, label)
-        raise HTTPException(400, problem if label in problem else f"{label}: {problem}") from None
+    except (QueryError, FilterError):
+        raise  # the query's own problem: 422, as for GET /search
+    except ReelsearchError as exc:
+        raise upload_problem(exc, path, upload) from None
     finally:
         os.unlink(path)
     return _answer(results, fields.q, fields.k, example, filt)
