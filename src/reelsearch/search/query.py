@@ -99,8 +99,8 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
     score, the text segment behind the strongest cue (its moment when it outweighs the picture)."""
     stored = catalog.stored(fused.ids)
     spans = _moments(catalog, visual, fused, p, query) if query is not None and p.visual else {}
-    best = None
-    if spans and all(i in spans for i in fused.ids):
+    best = None  # each hit's best segment (row, bias): what a segment-ranked video's score is made of
+    if visual.segmented and spans and all(i in spans for i in fused.ids):
         best = (np.stack([spans[i][0] for i in fused.ids]), np.array([spans[i][1] for i in fused.ids]))
     shown = {}  # each expert's own score, shown for a mixture or when text cues take part
     if p.visual and (cues or example is not None or len(visual.experts) > 1):

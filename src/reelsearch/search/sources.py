@@ -312,8 +312,9 @@ class ExpertScans(Visual):
     def bias_of(self, ids: list[str]) -> np.ndarray:
         return np.zeros(len(ids))  # the rank or zscore fusion of the experts has no bias
 
-    def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {shown: rows[shown] for shown in self.experts}
+    def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray],
+                      best: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        return {shown: rows[shown] for shown in self.experts}  # the experts' scan of the video rows (no segments)
 
 
 #: The model's part of a search for each of its search modes.
