@@ -41,12 +41,15 @@ def test_search_json_contract(setup):
     res = runner.invoke(app, ["search", CAPTIONS[0], "--index", str(root / "index"), "-k", "3", "--json"])
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)
-    assert len(got) == 3 and all(list(r) == ["id", "path", "path_b64", "score", "moment"] for r in got)
+    assert len(got) == 3 and all(list(r) == ["id", "path", "path_b64", "score", "moment", "moments"] for r in got)
     assert all(os.fsdecode(base64.b64decode(r["path_b64"])) == r["path"] for r in got)  # plain names: same path
     with Searcher(root / "index", str(model_dir)) as searcher:  # the model the index remembers (searcher.json)
         want = searcher.search(CAPTIONS[0], 3, frames=False)
     assert [(r["id"], r["path"], r["moment"]) for r in got] == [(r.id, r.path, r.moment) for r in want]
     assert [r["score"] for r in got] == pytest.approx([r.score for r in want])
+    # each result's best segments (at most --moments, default 3), best first, the first holding the moment
+    assert [r["moments"] for r in got] == [[vars(m) for m in r.moments] for r in want]
+    assert all(r["moments"][0]["start"] <= r["moment"] <= r["moments"][0]["end"] for r in got)
 
 
 def test_search_human_readable(setup):

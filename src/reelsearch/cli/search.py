@@ -129,9 +129,10 @@ def search_cmd(
     moments: int = typer.Option(3, "--moments", min=0, max=100, help="Each result's best moments (segments: "
                                 "start, end, score) to give, best first."),
     as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
-                                 '"confidence","moment","experts","match"} (path_b64: the exact bytes of the '
-                                 'file name, base64; confidence: 0-1, calibrated; experts: each expert\'s score; '
-                                 'match: the words said or written that matched, with their time); "no good '
+                                 '"confidence","moment","moments","experts","match"} (path_b64: the exact bytes '
+                                 'of the file name, base64; confidence: 0-1, calibrated; moments: the best '
+                                 'segments; experts: each expert\'s score; match: the words said or written that '
+                                 'matched, with their time); "no good '
                                  'match" goes to stderr.'),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     experts: str | None = typer.Option(None, "--experts", help="Experts to fuse, comma-separated, among visual "

@@ -103,15 +103,18 @@ class SearchResult:
         self.kind = "image" if is_image_path(self.path) else "video"
 
     def lines(self, rank: int) -> str:
-        """The result as ``reelsearch search`` prints it: rank, score, moment and path, then the match if any."""
+        """The result as ``reelsearch search`` prints it: rank, score, moment and path, then the match if any, then
+        its moments (when more than one) and why its file is unavailable here (if it is)."""
         sure = "" if self.confidence is None else f"  {100 * self.confidence:3.0f}%"
         out = f"{rank:3d}. {self.score:+.4f}{sure}  {clock(self.moment)}  {display_path(self.path, one_line=True)}"
+        if self.match is not None:
+            out += f"\n     {self.match.line()}"
         if self.moments and len(self.moments) > 1:
             out += "\n     moments: " + ", ".join(f"{clock(m.start)}-{clock(m.end)} {m.score:+.3f}"
                                              for m in self.moments)
         if self.unavailable is not None:
             out += f"\n     unavailable here: {self.unavailable}"
-        return out if self.match is None else f"{out}\n     {self.match.line()}"
+        return out
 
     def to_json(self) -> dict:
         """A JSON-safe dict: the path in display form, None parts left out (built field by field: ``asdict`` of
