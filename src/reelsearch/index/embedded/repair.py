@@ -17,7 +17,6 @@ from pathlib import Path
 
 from reelsearch.index.embedded.catalog import (
     FAISS_NAME,
-    ONE_SEGMENT_EACH,
     SCHEMA_SQL,
     SCHEMA_VERSION,
     SEGMENTS_FAISS_NAME,
@@ -100,10 +99,13 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
                                          (vid,)).fetchall()
                     vectors = src.execute("SELECT video_id, vectors, times FROM frame_vectors WHERE video_id = ?",
                                           (vid,)).fetchone()
+                    segments = src.execute("SELECT video_id, ordinal, start, stop, first_frame, n_frames, vector, "
+                                           "bias FROM video_segments WHERE video_id = ?", (vid,)).fetchall()
                 except sqlite3.DatabaseError:
                     lost += 1
                     continue
-                if row is None or vectors is None or len(frames) != row[6]:
+                # a video is kept whole or not at all: its segments must cover its frames
+                if row is None or vectors is None or len(frames) != row[6] or sum(s[5] for s in segments) != row[6]:
                     lost += 1
                     continue
                 out.execute(f"INSERT INTO videos ({_VIDEO_COLUMNS}) VALUES ({', '.join('?' * 13)})",
@@ -111,13 +113,9 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
                 out.executemany("INSERT INTO frames VALUES (?, ?, ?, ?)", frames)
                 # detail NULL: measured again from the thumbnails by the sync that follows the repair
                 out.execute("INSERT INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)", vectors)
-                with contextlib.suppress(sqlite3.DatabaseError):  # unreadable segments: one, as schema 4's were
-                    out.executemany("INSERT INTO video_segments VALUES (?, ?, ?, ?, ?, ?, ?, ?)", src.execute(
-                        "SELECT video_id, ordinal, start, stop, first_frame, n_frames, vector, bias FROM "
-                        "video_segments WHERE video_id = ?", (vid,)).fetchall())
+                out.executemany("INSERT INTO video_segments VALUES (?, ?, ?, ?, ?, ?, ?, ?)", segments)
                 dim, model = len(row[11]) // 4, row[7]
                 kept += 1
-            out.execute(ONE_SEGMENT_EACH)
             meta = {"schema_version": SCHEMA_VERSION, "gen": 1}
             if dim is not None:
                 meta |= {"dim": dim, "model_id": model}
