@@ -40,10 +40,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
-# The suite as another CPU would compute it (docs/testing.md): torch's and oneDNN's kernels without AVX, ONNX Runtime
+# The suite as another CPU would compute it (docs/testing.md): torch's kernels without AVX, ONNX Runtime
 # without graph optimisations, and an empty cache so that every feature and export is made again under them.
 test-other-cpu: $(STAMP)
-	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 \
+	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && ATEN_CPU_CAPABILITY=default \
 		REELSEARCH_ORT_OPTIMIZATION=off REELSEARCH_CACHE_DIR="$$cache" $(PY) -m pytest -q -n 2 --dist loadfile $(TESTS)
 
 lint: $(STAMP)
