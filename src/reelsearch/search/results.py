@@ -128,7 +128,7 @@ class SearchResult:
         if self.frames is not None:
             out["frames"] = [{"index": f.index, "t": f.t, "score": f.score} for f in self.frames]
         if self.moments is not None:
-            out["moments"] = [vars(m).copy() for m in self.moments]
+            out["moments"] = [{k: v for k, v in vars(m).items() if v is not None} for m in self.moments]  # no null
         if self.match is not None:
             out["match"] = {**vars(self.match), "highlights": [list(h) for h in self.match.highlights]}
         return out
