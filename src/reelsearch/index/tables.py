@@ -35,7 +35,7 @@ from reelsearch.index.paths import MediaRoots
 from reelsearch.index.sync import CatalogSync
 from reelsearch.index.textcue_records import Encoder
 from reelsearch.index.textcues import TextCues
-from reelsearch.index.vectors import ScoreFn, scan_chunks
+from reelsearch.index.vectors import ScoreFn, scan_chunks, with_biases
 
 
 @dataclass
@@ -269,8 +269,7 @@ class SqlCatalog(CatalogSync, ABC):
             return self._nearest_inner(q, n, biased)
         chunks, fn = self.chunks(), score_fn
         if biased:
-            chunks = ((ids, np.column_stack([rows, self.biases(ids)]).astype(np.float32)) for ids, rows in chunks)
-            fn = lambda qs, rows: score_fn(qs, rows[:, :-1]) + rows[:, -1]  # noqa: E731
+            chunks, fn = with_biases(chunks, self.biases, score_fn)
         found, scores = scan_chunks(chunks, q, n, fn)
         return [list(f) for f in found], [s[: len(f)] for s, f in zip(scores, found, strict=True)]
 
