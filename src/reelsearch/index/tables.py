@@ -39,7 +39,7 @@ from reelsearch.index.paths import MediaRoots
 from reelsearch.index.sync import CatalogSync
 from reelsearch.index.textcue_records import Encoder
 from reelsearch.index.textcues import TextCues
-from reelsearch.index.vectors import ScoreFn, scan_chunks
+from reelsearch.index.vectors import ScoreFn, scan_chunks, with_biases
 
 
 @dataclass
@@ -286,8 +286,7 @@ class SqlCatalog(CatalogSync, ABC):
             return self._nearest_inner(q, n, biased)
         chunks, fn = self.chunks(), score_fn
         if biased:
-            chunks = ((ids, np.column_stack([rows, self.biases(ids)]).astype(np.float32)) for ids, rows in chunks)
-            fn = lambda qs, rows: score_fn(qs, rows[:, :-1]) + rows[:, -1]  # noqa: E731
+            chunks, fn = with_biases(chunks, self.biases, score_fn)
         found, scores = scan_chunks(chunks, q, n, fn)
         return [list(f) for f in found], [s[: len(f)] for s, f in zip(scores, found, strict=True)]
 
@@ -303,9 +302,7 @@ class SqlCatalog(CatalogSync, ABC):
             return ids[0], scores[0]
         chunks, fn = self.segment_chunks(), score_fn
         if biased:
-            chunks = ((ids, np.column_stack([rows, self._segment_biases(ids)]).astype(np.float32))
-                      for ids, rows in chunks)
-            fn = lambda qs, rows: score_fn(qs, rows[:, :-1]) + rows[:, -1]  # noqa: E731
+            chunks, fn = with_biases(chunks, self._segment_biases, score_fn)
         found, scores = scan_chunks(chunks, q, n, fn)
         return list(found[0]), scores[0][: len(found[0])]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -107,6 +108,19 @@ class VectorIndex(ABC):
         bounded by one block's scores. Same return convention as :meth:`search`.
         """
         return scan_chunks(self.iter_chunks(rows), as_matrix(queries, self.dim, "queries"), k, score_fn)
+
+
+def with_biases(chunks: Iterable[tuple[list[str], np.ndarray]], biases: Callable[[list[str]], np.ndarray],
+                score_fn: ScoreFn) -> tuple[Iterable[tuple[list[str], np.ndarray]], ScoreFn]:
+    """(``chunks`` with each block's ``biases(ids)`` as one more column, a score function that adds it to
+    ``score_fn``'s): what :func:`scan_chunks` takes to rank by score + bias."""
+    return (((ids, np.column_stack([rows, biases(ids)]).astype(np.float32)) for ids, rows in chunks),
+            partial(_plus_bias, score_fn))
+
+
+def _plus_bias(score_fn: ScoreFn, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``score_fn`` of rows whose last column is their bias, plus that bias."""
+    return score_fn(queries, rows[:, :-1]) + rows[:, -1]
 
 
 def scan_chunks(chunks: Iterable[tuple[list[str], np.ndarray]], queries: np.ndarray, k: int,

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
 from reelsearch.index.catalog import Catalog, StoredSegments, StoredVideo, VideoFacts, segment_key
-from reelsearch.index.vectors import ScoreFn, inner_product_score, scan_chunks
+from reelsearch.index.vectors import ScoreFn, inner_product_score, scan_chunks, with_biases
 from reelsearch.search.sources import widened
 
 #: Allowed videos up to which ``nearest`` scans their rows exactly (beyond: the catalog's vector index).
@@ -119,9 +118,7 @@ class Subset:
         catalog's chunked scan (``reelsearch.index.vectors.scan_chunks``) over ``chunks``."""
         chunks, fn = self.chunks(), score_fn or inner_product_score
         if biased:  # each block's biases as one more column, as the catalog's own scan holds them
-            chunks = ((ids, np.column_stack([rows, self.catalog.biases(ids)]).astype(np.float32))
-                      for ids, rows in chunks)
-            fn = partial(_plus_bias, fn)
+            chunks, fn = with_biases(chunks, self.catalog.biases, fn)
         found, scores = scan_chunks(chunks, np.asarray(query, np.float32).reshape(1, -1), n, fn)
         return found[0], scores[0][: len(found[0])]
 
@@ -164,17 +161,22 @@ class Subset:
     def _scan_segments(self, query: np.ndarray, n: int, score_fn: ScoreFn | None,
                        biased: bool) -> tuple[list[str], np.ndarray]:
         """The exact top ``n`` of the allowed videos' segments (their rows read ``BLOCK`` videos at a time)."""
+        bias_of: dict[str, float] = {}
+
         def chunks():
             ids = self._ids()
             for start in range(0, len(ids), BLOCK):
                 segs = self.catalog.segments(ids[start:start + BLOCK])
                 keys = [f"{v}:{o}" for v, s in segs.items() for o in range(len(s))]
                 if keys:
-                    rows = np.concatenate([s.rows for s in segs.values()])
-                    yield keys, np.column_stack([rows, np.concatenate([s.biases for s in segs.values()])])
+                    if biased:
+                        bias_of.update(zip(keys, np.concatenate([s.biases for s in segs.values()]).tolist()))
+                    yield keys, np.concatenate([s.rows for s in segs.values()])
 
-        fn = partial(_plus_bias if biased else _without_bias, score_fn or inner_product_score)
-        found, scores = scan_chunks(chunks(), np.asarray(query, np.float32).reshape(1, -1), n, fn)
+        blocks, fn = chunks(), score_fn or inner_product_score
+        if biased:  # a block's segment biases, read with its rows
+            blocks, fn = with_biases(blocks, lambda keys: np.array([bias_of.pop(k) for k in keys], np.float32), fn)
+        found, scores = scan_chunks(blocks, np.asarray(query, np.float32).reshape(1, -1), n, fn)
         return found[0], scores[0][: len(found[0])]
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
@@ -191,13 +193,3 @@ class Subset:
         keep = [j for j, ok in enumerate(self._allows(every.ids)) if ok]
         return VideoFacts([every.ids[j] for j in keep], [every.paths[j] for j in keep], every.duration[keep],
                           every.taken_at[keep], [every.taken_from[j] for j in keep])
-
-
-def _without_bias(score_fn: ScoreFn, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``score_fn`` of rows whose last column is their bias, which it leaves out."""
-    return score_fn(queries, rows[:, :-1])
-
-
-def _plus_bias(score_fn: ScoreFn, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``score_fn`` of rows whose last column is their bias, plus that bias."""
-    return score_fn(queries, rows[:, :-1]) + rows[:, -1]
