@@ -1,10 +1,11 @@
 """A damaged embedded catalog (an index folder), checked and repaired (``reelsearch index --check`` / ``--repair``).
 
 ``check_index`` runs SQLite's integrity check on the index's two databases (``library.sqlite``, ``textcues.sqlite``).
-``repair_index`` keeps every video still readable: it copies each video whose row, frames and frame vectors can
-all be read into a new ``library.sqlite`` (a video with any part unreadable is left out, so the next sync indexes
-its file again), moves the damaged file aside (``library.sqlite.damaged``), and drops the derived files (the vector
-file, rebuilt from the new database on open; a damaged text-cue database, whose cues are extracted again).
+``repair_index`` keeps every video still readable: it copies each video whose row, frames (thumbnails whole),
+frame vectors and segments can all be read into a new ``library.sqlite`` (a video with any part unreadable is left
+out, so the next sync indexes its file again), moves the damaged file aside (``library.sqlite.damaged``), and drops
+the derived files (the vector files, rebuilt from the new database on open; a damaged text-cue database, whose
+cues are extracted again).
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
                     lost += 1
                     continue
                 # a video is kept whole or not at all: its segments must cover its frames
-                if row is None or vectors is None or len(frames) != row[6] or sum(s[5] for s in segments) != row[6]:
+                if (row is None or vectors is None or len(frames) != row[6] or sum(s[5] for s in segments) != row[6]
+                        or not all(_whole_image(f[3]) for f in frames)):
                     lost += 1
                     continue
                 out.execute(f"INSERT INTO videos ({_VIDEO_COLUMNS}) VALUES ({', '.join('?' * 13)})",
@@ -127,6 +129,19 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
             src.close()
     finally:
         out.close()
+
+
+def _whole_image(blob: bytes | None) -> bool:
+    """Whether a stored thumbnail ends as its format says (JPEG's end-of-image marker, PNG's IEND chunk): SQLite keeps
+    no checksum, so a thumbnail's lost last page reads back as garbage without an error; this finds it."""
+    if blob is None:
+        return True
+    blob = bytes(blob)
+    if blob.startswith(b"\xff\xd8"):
+        return blob.endswith(b"\xff\xd9")
+    if blob.startswith(b"\x89PNG"):
+        return blob.endswith(b"IEND\xaeB`\x82")
+    return False
 
 
 def _readable_ids(src: sqlite3.Connection) -> list[int]:
