@@ -26,6 +26,7 @@ import threading
 
 import numpy as np
 
+from reelsearch.errors import MediaError
 from reelsearch.features.pipeline import round_to
 from reelsearch.index.media import EmbeddedMedia, frame_detail, make_thumbnail, shrink
 from reelsearch.media.segmenting import SegmentPolicy, cut
@@ -90,7 +91,7 @@ class MediaEmbedder:
                 flush()
             report = stream.report
         if not times:
-            raise ValueError(f"{report.line() or path}: no frame decoded")
+            raise MediaError(path, f"no frame decoded ({report.problem})" if report.problem else "no frame decoded")
         feats = {n: np.concatenate(p) for n, p in parts.items()}
         end = None if report.is_image else max(report.end, times[-1])
         return feats, np.asarray(times, np.float64), small, end, report.line()
