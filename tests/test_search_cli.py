@@ -48,7 +48,11 @@ def test_search_json_contract(setup):
     assert [(r["id"], r["path"], r["moment"]) for r in got] == [(r.id, r.path, r.moment) for r in want]
     assert [r["score"] for r in got] == pytest.approx([r.score for r in want])
     # each result's best segments (at most --moments, default 3), best first, the first holding the moment
-    assert [r["moments"] for r in got] == [[vars(m) for m in r.moments] for r in want]
+    assert [[(m["start"], m["end"]) for m in r["moments"]] for r in got] == \
+        [[(m.start, m.end) for m in r.moments] for r in want]
+    assert [m["score"] for r in got for m in r["moments"]] == pytest.approx([m.score for r in want for m in r.moments])
+    assert all(("confidence" in m) == (w.confidence is not None)  # never null in JSON
+               for r, x in zip(got, want, strict=True) for m, w in zip(r["moments"], x.moments, strict=True))
     assert all(r["moments"][0]["start"] <= r["moment"] <= r["moments"][0]["end"] for r in got)
 
 
