@@ -96,6 +96,30 @@ def test_reindex_reports_changes(setup, tmp_path):
     bad.unlink()
 
 
+def test_frames_per_second_is_remembered_and_a_new_rate_re_embeds(setup, tmp_path):
+    root, _, model_dir, runner = setup
+    media = tmp_path / "media"
+    make_media(media)
+    index = ["--index", str(tmp_path / "index"), "--quiet", "--no-speech", "--no-ocr"]
+    res = runner.invoke(app, ["index", str(media), *index, "--model", str(model_dir), "--frames-per-second", "2"])
+    assert res.exit_code == 0 and "5 added" in res.output, res.output
+    with Searcher(tmp_path / "index", str(model_dir)) as searcher:  # the rate the index remembers
+        assert searcher.frames_per_second == 2.0 and ";frames=2/s;" in searcher.model_id
+        clip = searcher.catalog.find(media / "yellow.mp4")
+        times = searcher.catalog.stored([clip])[clip].times
+        assert list(times) == pytest.approx([0.0, 0.5, 1.0, 1.5], abs=0.06)  # a 2 s clip, every half second
+    res = runner.invoke(app, ["index", str(media), *index])
+    assert res.exit_code == 0 and "0 added, 0 updated, 0 removed, 5 unchanged" in res.output, res.output
+    res = runner.invoke(app, ["index", str(media), *index, "--frames-per-second", "1"])
+    assert res.exit_code == 0 and "frames=2/s" in res.output and "re-embedding every file" in res.output, res.output
+    assert "5 added, 0 updated, 0 removed, 0 unchanged, 0 failed; 5 in" in res.output
+    with Searcher(tmp_path / "index", str(model_dir)) as searcher:
+        clip = searcher.catalog.find(media / "yellow.mp4")
+        assert list(searcher.catalog.stored([clip])[clip].times) == pytest.approx([0.0, 1.0], abs=0.06)
+    res = runner.invoke(app, ["index", str(media), *index, "--frames-per-second", "0"])
+    assert res.exit_code == 2 and "--frames-per-second" in res.output
+
+
 def test_a_failed_cue_is_reported_and_loses_nothing_else(tmp_path, monkeypatch):
     """The speech cue fails on one file: `index` lists it (file, cue, problem), exits 3, and keeps that file's visual
     entry and every other file's cues; the next run retries only that cue."""

@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from reelsearch.errors import MediaError
+from reelsearch.errors import ConfigError, MediaError
 from reelsearch.features.pipeline import round_to
 from reelsearch.index.media import EmbeddedMedia, frame_detail, make_thumbnail, shrink
 from reelsearch.media.segmenting import SegmentPolicy, cut
@@ -34,14 +34,20 @@ from reelsearch.media.timeline import FrameStream
 
 #: Frames whose features are extracted at once (memory: this many decoded frames).
 FRAME_BATCH = 32
+#: Frames an index samples a second of video by default (``Searcher(frames_per_second=...)``, ``index
+#: --frames-per-second``); the most it takes.
+DEFAULT_FRAMES_PER_SECOND = 1.0
+MAX_FRAMES_PER_SECOND = 30.0
 
 
 class MediaEmbedder:
     """``embed(path) -> EmbeddedMedia``: the library index's ``embed_fn`` for one model; ``rate``: frames sampled a
     second; ``policy``: how frames are cut into segments."""
 
-    def __init__(self, model, device: str | None = None, *, rate: float = 1.0,
+    def __init__(self, model, device: str | None = None, *, rate: float = DEFAULT_FRAMES_PER_SECOND,
                  policy: SegmentPolicy = SegmentPolicy()):
+        if not 0 < rate <= MAX_FRAMES_PER_SECOND:
+            raise ConfigError(f"frames per second must be above 0 and at most {MAX_FRAMES_PER_SECOND:g}, got {rate:g}")
         self.model = model
         self.pipeline = model.feature_pipeline(device)
         self.rate, self.policy = float(rate), policy
