@@ -11,6 +11,7 @@ from conftest import shared_path
 from reelsearch.datasets.long_videos import LongVideo, Shot, write_video
 from reelsearch.index import EmbeddedCatalog, PostgresCatalog
 from reelsearch.search import Searcher
+from reelsearch.search import example as example_module
 
 torch.set_num_threads(1)
 
@@ -73,6 +74,26 @@ def test_a_caption_finds_its_video_and_moment(slideshow, where):
             right += start - 1.0 <= hit.moment <= start + shot.duration + 1.0
             assert "moments" in hit.to_json()
         assert right >= PHOTOS - 1  # the photo's own interval, for (nearly) every caption
+
+
+def test_a_clip_cut_from_the_long_video_finds_it_at_its_time(slideshow, tmp_path, monkeypatch):
+    """``--like`` a clip of one of the slideshow's photos: the long video comes first with its moment in that photo's
+    time, found by its best segment's score (its whole-video row, the mean of six photos, scores far lower), even
+    when the first stage keeps one candidate."""
+    folder, video, _ = slideshow
+    shot, start = video.shots[3], video.starts[3]
+    clip = write_video(LongVideo("cutout", (Shot("photo", shot.source, 8.0),), (320, 240), 10), tmp_path,
+                       FLICKR / "images", threads=1)
+    with Searcher(tmp_path / "index", "default") as searcher:
+        searcher.index([folder], progress=False, cues=())
+        slides = searcher.catalog.find(folder / "slideshow.mp4")
+        example = searcher.example(str(clip))
+        source = example.source(searcher.catalog, searcher.visual)
+        segs = searcher.catalog.segments([slides])[slides]
+        assert source.scores([slides])[0] == pytest.approx(float((segs.rows @ example.row).max()), abs=1e-5)
+        monkeypatch.setattr(example_module, "RESCORED", 1)
+        hit = searcher.search(None, 1, like=str(clip))[0]
+        assert hit.id == slides and start - 1.0 <= hit.moment <= start + shot.duration + 1.0
 
 
 def test_an_index_of_another_sampling_re_embeds(slideshow, tmp_path):

@@ -148,6 +148,31 @@ class SegmentSource:
                          for i in ids], np.float64)
 
 
+class BestOfSource:
+    """Each video's higher score of several sources (a video row and its best segment): the top n among the
+    sources' own tops, each scored by every source; a video outside all of them scores at most the highest bound."""
+
+    constant = False
+
+    def __init__(self, *parts: Source):
+        self.parts = parts
+
+    def top(self, n: int) -> Top:
+        tops = [p.top(n) for p in self.parts]
+        ids = list(dict.fromkeys(i for t in tops for i in t.ids))
+        scores = self.scores(ids)
+        order = np.argsort(-scores, kind="stable")
+        bound = max((t.bound for t in tops), default=-np.inf)
+        if len(order) > n:  # those left out of the top n: no higher than the n-th, but the bound covers them
+            bound = max(bound, float(scores[order[n]]))
+        return Top([ids[j] for j in order[:n]], scores[order[:n]], bound)
+
+    def scores(self, ids: Sequence[str]) -> np.ndarray:
+        if not ids:
+            return np.zeros(0)
+        return np.max([p.scores(ids) for p in self.parts], axis=0)
+
+
 class ScoredSource:
     """Scores of every video, computed once (``score_all() -> (ids, scores)``) and looked up: an exhaustive source,
     whose top n is every video."""
