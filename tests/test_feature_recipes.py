@@ -16,6 +16,7 @@ from reelsearch.features.extract import ExtractConfig, run_extraction
 from reelsearch.features.jobs import collect_jobs
 from reelsearch.features.pipeline import FeaturePipeline
 from reelsearch.features.store import FeatureStore
+from reelsearch.media.timeline import FrameStream
 
 pytest.importorskip("efficientnet_lite_pytorch")
 torch.set_num_threads(1)
@@ -49,7 +50,8 @@ def test_training_path_and_search_path_give_the_same_features(tmp_path, dtype, t
 
 def test_the_index_embeds_with_the_models_own_recipe(tmp_path):
     """A model trained on EfficientNet-Lite2 features is served with Lite2 at its decode size (not Lite0, whose
-    1280-d features would fit its input without an error), and what it indexes equals its training features."""
+    1280-d features would fit its input without an error), and what it indexes equals the recipe's features of the
+    index's frames (sampled by time, one a second)."""
     from reelsearch.models import create_model
     from reelsearch.search import Searcher
 
@@ -64,8 +66,11 @@ def test_the_index_embeds_with_the_models_own_recipe(tmp_path):
     report = searcher.index([str(clip())], progress=False, cues=())
     assert not report.failed
     stored = searcher.catalog.media(searcher.catalog.find(str(clip())))
-    features = FeaturePipeline({"appearance": lite2}).extract(clip()).features
-    want = model.encode_video([features])
+    with FrameStream(clip(), 1.0, 292, skip="nonref") as stream:
+        times, frames = zip(*stream, strict=True)
+    np.testing.assert_allclose(stored.timestamps, times)
+    features = FeaturePipeline({"appearance": lite2}).extractor("appearance").extract_frames(np.stack(frames))
+    want = model.encode_video([{"appearance": features}])
     np.testing.assert_allclose(stored.video_vector, want.video[0], atol=2e-3)  # stored as float16
     searcher.close()
 

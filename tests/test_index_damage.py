@@ -133,8 +133,8 @@ def test_a_damaged_catalog_is_a_clear_error_then_repaired(copy, how, capsys):
 
 
 def test_repair_keeps_the_readable_videos(copy, capsys):
-    """The last page lost (rows written last): the videos whose rows are intact are kept, not embedded again; the
-    others are indexed again from their files; search answers as before."""
+    """The last page lost (a thumbnail written last: its end reads back as garbage): the videos whose rows are intact
+    are kept, not embedded again; the others are indexed again from their files; search answers as before."""
     media, index, expected = copy
     path = index / SQLITE_NAME
     data = bytearray(path.read_bytes())

@@ -14,7 +14,7 @@ import torch
 from conftest import shared_path
 from reelsearch.errors import ReelsearchError
 from reelsearch.search import QueryError, Searcher
-from test_search_support import CAPTIONS, frame_features, make_media, reference_scores, small_model, write_clip
+from test_search_support import CAPTIONS, make_media, reference, reference_scores, small_model, write_clip
 
 torch.set_num_threads(1)
 
@@ -23,6 +23,18 @@ torch.set_num_threads(1)
 def media(tmp_path_factory):
     folder = tmp_path_factory.mktemp("media")
     return folder, sorted(make_media(folder))
+
+
+@pytest.fixture(scope="module")
+def media_with_cuts(media, tmp_path_factory):
+    """The media and a 16 s clip of four colours that the index cuts into segments (two: frames alike in features
+    stay together), so a video's score is its best segment's, not the whole video's."""
+    folder = tmp_path_factory.mktemp("cuts")
+    for p in media[1]:
+        shutil.copy2(p, folder / p.name)
+    write_clip(folder / "cuts.mp4", [((210, 30, 30), 4.0), ((30, 40, 200), 4.0), ((245, 245, 245), 4.0),
+                                     ((12, 12, 12), 4.0)], seed=5)
+    return folder, sorted(folder.iterdir())
 
 
 def _ranks(scores: list[float]) -> np.ndarray:
@@ -46,39 +58,42 @@ def _expected(model, kind, ref):
     return ref
 
 
-def model_recipe(model):
-    """The appearance recipe of a model (a mixture's first expert's: the test mixtures' experts share it)."""
-    return model.recipes["appearance"]
-
-
 MODES = {"cosine": "ann", "order": "scan", "pairwise": "pairwise", "moe": "ann", "moe-rank": "rank",
          "moe-mixed": "scan"}
 
 
 @pytest.mark.parametrize("kind", list(MODES))
-def test_search_matches_brute_force(kind, media, tmp_path):
-    folder, paths = media
+def test_search_matches_brute_force(kind, media_with_cuts, tmp_path):
+    folder, paths = media_with_cuts
     model = small_model(kind)
     with Searcher(tmp_path / "index", model) as searcher:
         assert searcher.mode == MODES[kind]
         report = searcher.index([folder], progress=False, cues=())
         assert sorted(report.added) == [str(p) for p in paths] and not report.failed
         for query in CAPTIONS[:3]:
-            results = searcher.search(query, k=10)
-            ref, ref_frames = reference_scores(model, query, paths)
+            results = searcher.search(query, k=10, moments=10)
+            refs = reference(model, query, paths)
+            ref = [f.score for f in refs]
             want = dict(zip(map(str, paths), _expected(model, kind, ref)))
             assert [r.path for r in results] == sorted(want, key=lambda p: -want[p])
             tol = 2e-2 if kind == "pairwise" else 1e-4  # pairwise scores come from float16 frame rows
             for r in results:
                 assert r.score == pytest.approx(want[r.path], abs=tol)
                 i = paths.index(type(paths[0])(r.path))
-                fs = ref_frames[i]
-                _, times = frame_features(paths[i], model_recipe(model))
-                assert len(r.frames) == len(times)
-                assert [f.t for f in r.frames] == pytest.approx(times.tolist())
-                assert [f.score for f in r.frames] == pytest.approx(fs.tolist(), abs=2e-2)
-                assert fs[r.frame] >= fs.max() - 2e-2  # the best moment (up to float16 near-ties)
-                assert r.moment == pytest.approx(times[r.frame])
+                f = refs[i]
+                assert len(r.frames) == len(f.times)
+                assert [fr.t for fr in r.frames] == pytest.approx(f.times.tolist())
+                assert [fr.score for fr in r.frames] == pytest.approx(f.frames.tolist(), abs=2e-2)
+                # the segments, best first, and the best moment: the best frame inside the best segment
+                order = np.argsort(-f.segment_scores, kind="stable")
+                assert len(f.segments) == (2 if r.path.endswith("cuts.mp4") else 1)
+                assert [t for m in r.moments for t in (m.start, m.end)] == pytest.approx(
+                    [t for o in order for t in f.segments[o][2:]], abs=1e-6)
+                assert [m.score for m in r.moments] == pytest.approx(f.segment_scores[order].tolist(), abs=2e-2)
+                first, stop = f.segments[f.best][:2]
+                assert first <= r.frame < stop
+                assert f.frames[r.frame] >= f.frames[first:stop].max() - 2e-2  # up to float16 near-ties
+                assert r.moment == pytest.approx(f.times[r.frame])
                 if kind.startswith("moe"):
                     assert r.experts == pytest.approx(ref[i], abs=1e-4)
             top2 = searcher.search(query, k=2, frames=False)
@@ -130,7 +145,7 @@ def test_reindex_add_change_delete(media, tmp_path):
         assert by_path[str(changed)].id == ids[str(changed)]  # same id, new embedding
         ref, _ = reference_scores(model, "green grass in a field", [changed])
         assert by_path[str(changed)].score == pytest.approx(ref[0], abs=1e-4)
-        assert len(by_path[str(changed)].frames) == 4  # 2 s sampled every 0.5 s
+        assert len(by_path[str(changed)].frames) == 2  # 2 s sampled at 1 frame a second
 
 
 def test_annotate_ranks_captions_like_brute_force(media, tmp_path):
@@ -143,7 +158,7 @@ def test_annotate_ranks_captions_like_brute_force(media, tmp_path):
             searcher.index([clip], progress=False, cues=())
             stored = searcher.annotate(clip, CAPTIONS)  # indexed: stored embeddings
             by_id = searcher.annotate_id(searcher.catalog.find(clip), CAPTIONS)
-        want = {c: reference_scores(model, c, [clip])[0][0] for c in CAPTIONS}
+        want = {c: reference(model, c, [clip])[0].whole for c in CAPTIONS}  # all frames as one video
         if kind in ("moe", "moe-mixed"):
             want = {c: sum(model.fusion.weights[k] * v for k, v in s.items()) for c, s in want.items()}
         assert [r["caption"] for r in fresh] == sorted(CAPTIONS, key=lambda c: -want[c])
@@ -211,13 +226,17 @@ def test_real_msrvtt_clips(tmp_path):
         assert len(report.added) == len(paths) == 2 and not report.failed
         query = captions[paths[0].stem][0]
         results = searcher.search(query, k=5)
-        ref, ref_frames = reference_scores(model, query, paths)
+        refs = reference(model, query, paths)
+        ref = [f.score for f in refs]
         assert [r.path for r in results] == [str(paths[i]) for i in np.argsort(-np.array(ref), kind="stable")]
         for r in results:
             assert 0 <= r.moment <= r.duration
             i = [str(p) for p in paths].index(r.path)
-            assert [f.score for f in r.frames] == pytest.approx(ref_frames[i].tolist(), abs=2e-2)
-            assert len(r.frames) == 8  # both clips are longer than 4 s: the cap spreads 8 frames
+            assert r.score == pytest.approx(ref[i], abs=1e-4)
+            assert [f.score for f in r.frames] == pytest.approx(refs[i].frames.tolist(), abs=2e-2)
+            # the recipe's cap (8) does not bound the index: 1 frame a second, the whole clip
+            assert len(r.frames) == len(refs[i].times) > 8
+            assert [f.t for f in r.frames] == pytest.approx(refs[i].times.tolist(), abs=1e-6)
         ranked = searcher.annotate(paths[0], captions[paths[0].stem] + captions[paths[1].stem])
     assert len(ranked) == 40 and ranked == sorted(ranked, key=lambda r: -r["score"])
 

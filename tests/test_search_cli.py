@@ -41,12 +41,19 @@ def test_search_json_contract(setup):
     res = runner.invoke(app, ["search", CAPTIONS[0], "--index", str(root / "index"), "-k", "3", "--json"])
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)
-    assert len(got) == 3 and all(list(r) == ["id", "path", "path_b64", "score", "moment"] for r in got)
+    assert len(got) == 3 and all(list(r) == ["id", "path", "path_b64", "score", "moment", "moments"] for r in got)
     assert all(os.fsdecode(base64.b64decode(r["path_b64"])) == r["path"] for r in got)  # plain names: same path
     with Searcher(root / "index", str(model_dir)) as searcher:  # the model the index remembers (searcher.json)
         want = searcher.search(CAPTIONS[0], 3, frames=False)
     assert [(r["id"], r["path"], r["moment"]) for r in got] == [(r.id, r.path, r.moment) for r in want]
     assert [r["score"] for r in got] == pytest.approx([r.score for r in want])
+    # each result's best segments (at most --moments, default 3), best first, the first holding the moment
+    assert [[(m["start"], m["end"]) for m in r["moments"]] for r in got] == \
+        [[(m.start, m.end) for m in r.moments] for r in want]
+    assert [m["score"] for r in got for m in r["moments"]] == pytest.approx([m.score for r in want for m in r.moments])
+    assert all(("confidence" in m) == (w.confidence is not None)  # never null in JSON
+               for r, x in zip(got, want, strict=True) for m, w in zip(r["moments"], x.moments, strict=True))
+    assert all(r["moments"][0]["start"] <= r["moment"] <= r["moments"][0]["end"] for r in got)
 
 
 def test_search_human_readable(setup):
@@ -87,6 +94,30 @@ def test_reindex_reports_changes(setup, tmp_path):
                               "--no-ocr"])
     assert res.exit_code == 3 and f"failed: {bad}" in res.output  # partial failure: 3 (0 ok, 2 bad input)
     bad.unlink()
+
+
+def test_frames_per_second_is_remembered_and_a_new_rate_re_embeds(setup, tmp_path):
+    root, _, model_dir, runner = setup
+    media = tmp_path / "media"
+    make_media(media)
+    index = ["--index", str(tmp_path / "index"), "--quiet", "--no-speech", "--no-ocr"]
+    res = runner.invoke(app, ["index", str(media), *index, "--model", str(model_dir), "--frames-per-second", "2"])
+    assert res.exit_code == 0 and "5 added" in res.output, res.output
+    with Searcher(tmp_path / "index", str(model_dir)) as searcher:  # the rate the index remembers
+        assert searcher.frames_per_second == 2.0 and ";frames=2/s;" in searcher.model_id
+        clip = searcher.catalog.find(media / "yellow.mp4")
+        times = searcher.catalog.stored([clip])[clip].times
+        assert list(times) == pytest.approx([0.0, 0.5, 1.0, 1.5], abs=0.06)  # a 2 s clip, every half second
+    res = runner.invoke(app, ["index", str(media), *index])
+    assert res.exit_code == 0 and "0 added, 0 updated, 0 removed, 5 unchanged" in res.output, res.output
+    res = runner.invoke(app, ["index", str(media), *index, "--frames-per-second", "1"])
+    assert res.exit_code == 0 and "frames=2/s" in res.output and "re-embedding every file" in res.output, res.output
+    assert "5 added, 0 updated, 0 removed, 0 unchanged, 0 failed; 5 in" in res.output
+    with Searcher(tmp_path / "index", str(model_dir)) as searcher:
+        clip = searcher.catalog.find(media / "yellow.mp4")
+        assert list(searcher.catalog.stored([clip])[clip].times) == pytest.approx([0.0, 1.0], abs=0.06)
+    res = runner.invoke(app, ["index", str(media), *index, "--frames-per-second", "0"])
+    assert res.exit_code == 2 and "--frames-per-second" in res.output
 
 
 def test_a_failed_cue_is_reported_and_loses_nothing_else(tmp_path, monkeypatch):

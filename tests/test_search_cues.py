@@ -141,8 +141,11 @@ def test_cli_finds_the_spoken_and_the_written_words(built, searcher):
     res = CliRunner().invoke(app, ["search", "quarterly revenue", "--index", str(index), "-k", "3"])
     assert res.exit_code == 0, res.output
     lines = [line for line in res.stdout.splitlines() if not line.startswith(NO_GOOD_MATCH_MESSAGE)]
-    assert Path(lines[0].split()[-1]).stem in WRITTEN["quarterly revenue"]
-    assert lines[1].strip() == "written at 0:01.0: [Quarterly] [revenue]"
+    top = Path(lines[0].split()[-1]).stem
+    assert top in WRITTEN["quarterly revenue"]
+    # the words where that clip shows them ("report": from 1 s, "slides": from 2 s; which of the two ranks first
+    # is the picture's call: by its best segment, the slide itself may outscore the other clip's photo)
+    assert lines[1].strip() == f"written at 0:0{1 if top == 'report' else 2}.0: [Quarterly] [revenue]"
     res = CliRunner().invoke(app, ["search", "quarterly revenue", "--index", str(index), "--experts", "visual",
                                    "--json"])
     assert res.exit_code == 0 and all("match" not in r and "ocr" not in r.get("experts", {})

@@ -3,6 +3,7 @@ small real models (untrained, from the registry), and the brute-force reference 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -100,55 +101,161 @@ def small_model(kind: str = "cosine", seed: int = 0, dim: int = 24, max_frames: 
     return model.eval()
 
 
-_FEATURES: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+#: The index's sampling and segment policy as docs/index.md states them ("Segments: the unit of retrieval").
+RATE, PENALTY, MAX_SECONDS = 1.0, 1.0, 30.0
+_EPS = 1e-6  # seconds: times closer than this are the same time
+
+_FEATURES: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
 
 
-def frame_features(path: Path, recipe) -> tuple[np.ndarray, np.ndarray]:
-    """(features [T, D], timestamps [T]) of a file as ``recipe`` (a ModalityRecipe) says, computed here without the
-    FeaturePipeline: decode with its sampling and size, its extractor, float16 rounding when it stores float16."""
+def sample_by_time(path: Path, short_side: int | None, rate: float = RATE) -> tuple[list[np.ndarray], np.ndarray,
+                                                                                    float]:
+    """(RGB frames, their times [T], where the frames end) of a file sampled by time as the index documents it,
+    with plain PyAV: at each target 0, 1/rate, 2/rate, ... before the frames end, the frame displayed then (the last
+    decoded one whose time is at or before it; the first frame for targets before it), each frame kept once, at its
+    own time. Like the index, the decoder skips frames no other frame refers to; an image is one frame at 0 s."""
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        image = path.suffix.lower() in (".png", ".jpg", ".jpeg")
+        if not image:
+            stream.codec_context.skip_frame = "NONREF"
+        decoded = []  # (time, frame)
+        for frame in container.decode(stream):
+            decoded.append((float(frame.pts * frame.time_base) if frame.pts is not None else 0.0, frame))
+            if image:
+                break
+    first, last = decoded[0][1], decoded[-1][1]
+    w, h = first.width, first.height
+    if short_side and min(w, h) > short_side:
+        scale = short_side / min(w, h)
+        w, h = max(1, round(w * scale)), max(1, round(h * scale))
+    t0 = decoded[0][0]
+    times = np.array([t - t0 for t, _ in decoded])
+    if image:
+        picked, end = [0], 0.0
+    else:
+        end = float(times[-1] + (last.duration * last.time_base if last.duration else 1.0 / float(stream.average_rate)))
+        targets = np.arange(0.0, end - _EPS, 1.0 / rate)
+        picked = sorted({max(0, int(np.searchsorted(times, t + _EPS, side="right")) - 1) for t in targets})
+    images = [decoded[j][1].to_ndarray(width=w, height=h, format="rgb24",
+                                       interpolation="AREA" if (w, h) != (first.width, first.height) else None)
+              for j in picked]
+    return images, times[picked], end
+
+
+def frame_features(path: Path, recipe) -> tuple[np.ndarray, np.ndarray, float]:
+    """(features [T, D], timestamps [T], end) of a file as the index samples it (``sample_by_time``) and the recipe's
+    extractor sees it, computed here without the code under test: float16 in memory, as the index holds them."""
     from reelsearch.features.extractors import create_extractor
-    from reelsearch.media.decode import decode_frames, parse_policy
 
-    key = f"{path}:{path.stat().st_mtime_ns}:{recipe.key}:{recipe.dtype}"
+    key = f"{path}:{path.stat().st_mtime_ns}:{recipe.extractor}:{recipe.short_side}"
     if key not in _FEATURES:
-        frames = decode_frames(path, parse_policy(recipe.sampling, recipe.max_frames), short_side=recipe.short_side)
-        feats = create_extractor(recipe.extractor).extract_frames(frames.images)
-        if recipe.dtype == "float16":
-            feats = feats.astype(np.float16).astype(np.float32)
-        _FEATURES[key] = (feats, np.asarray(frames.timestamps, np.float64))
+        images, times, end = sample_by_time(path, recipe.short_side)
+        feats = create_extractor(recipe.extractor).extract_frames(np.stack(images))
+        _FEATURES[key] = (np.asarray(feats, np.float32).astype(np.float16).astype(np.float32), times, end)
     return _FEATURES[key]
 
 
-@torch.no_grad()
-def reference_scores(model, query: str, paths: list[Path]) -> tuple[list, list[np.ndarray]]:
-    """Brute force with the model's tensor path, file by file: (video scores [N], per-frame scores per file).
+def reference_segments(features: np.ndarray, times: np.ndarray, end: float) -> list[tuple[int, int, float, float]]:
+    """The documented cut, by plain dynamic programming over every partition into runs: minimise the sum over runs
+    of sum_t w_t ||f_t - mean_w||^2 (unit-length features, w_t = seconds on screen) + PENALTY per run, no run longer
+    than MAX_SECONDS. Returns (first, stop, start s, end s) per segment: a change half way between two frames."""
+    x = np.asarray(features, np.float64)
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-300)
+    n = len(x)
+    stops = [float(times[t + 1]) if t + 1 < n else max(end, float(times[-1])) for t in range(n)]
+    w = np.maximum(np.array(stops) - times, 1e-6)
 
-    Per-frame scores: each frame as a one-frame video; for a frame-attention model, the attention weights. A mixture's
-    video scores are {expert: score}; its per-frame scores are fused as its fusion says.
-    """
+    def cost(i: int, j: int) -> float:  # frames [i, j) as one run
+        mean = (w[i:j, None] * x[i:j]).sum(0) / w[i:j].sum()
+        return float((w[i:j] * ((x[i:j] - mean) ** 2).sum(1)).sum()) + PENALTY
+
+    best, back = [0.0] + [np.inf] * n, [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):
+            if stops[j - 1] - times[i] > MAX_SECONDS + 1e-9 and i < j - 1:
+                continue
+            c = best[i] + cost(i, j)
+            if c < best[j]:
+                best[j], back[j] = c, i
+    bounds = [n]
+    while bounds[-1] > 0:
+        bounds.append(back[bounds[-1]])
+    bounds = bounds[::-1]
+    starts = [float(times[0])] + [float(times[b - 1] + times[b]) / 2 for b in bounds[1:-1]]
+    ends = starts[1:] + [stops[-1]]
+    return [(a, b, s, e) for a, b, s, e in zip(bounds[:-1], bounds[1:], starts, ends, strict=True)]
+
+
+@dataclass
+class FileReference:
+    """One file's brute-force answer to one query. ``score``: the video's score as its search mode ranks it (the
+    best segment's, or the whole video's for frame attention and rank / zscore fusion; a mixture's: {expert:
+    score}); ``whole``: the score of all frames as one video (what annotate ranks); ``frames``: per-frame scores
+    (fused as the mixture fuses); ``times``: the frames' times; ``segments``: (first, stop, start, end) per segment;
+    ``segment_scores``: each segment's score (fused; for a whole-video mode the best of its frames' scores);
+    ``best``: the best segment's index."""
+
+    score: float | dict[str, float]
+    whole: float | dict[str, float]
+    frames: np.ndarray
+    times: np.ndarray
+    segments: list[tuple[int, int, float, float]]
+    segment_scores: np.ndarray
+    best: int
+
+
+@torch.no_grad()
+def reference(model, query: str, paths: list[Path]) -> list[FileReference]:
+    """Brute force with the model's tensor path, file by file, as docs/index.md and docs/search.md describe search:
+    frames at 1/s, cut into segments, each segment's vector the model's video encoder over its frames, a video's score
+    its best segment's (no querybank here: no bias). Frame attention and rank / zscore fusion score the whole video,
+    and order its segments by their frames' best scores. Per-frame scores: each frame as a one-frame video; for a
+    frame-attention model, the attention weights."""
     from reelsearch.models import MixtureOfExperts
 
-    scores, per_frame = [], []
-    experts = model.experts if isinstance(model, MixtureOfExperts) else {"": model}
+    mixture = isinstance(model, MixtureOfExperts)
+    experts = model.experts if mixture else {"": model}
+    whole_video = model.search_mode in ("pairwise", "rank", "zscore")
+    out = []
     for p in paths:
-        video, frames = {}, {}
+        feats, times, end = frame_features(p, next(iter(experts.values())).recipes["appearance"])
+        segments = reference_segments(feats, times, end) if len(feats) > 1 else [(0, 1, float(times[0]), end)]
+        whole, per_seg, frames = {}, {}, {}
         for name, m in experts.items():
-            feats, _ = frame_features(p, m.recipes["appearance"])
+            f, _, _ = frame_features(p, m.recipes["appearance"])
             c = m.text_forward(m.text_processor([query]))
-            whole = m.video_forward({"feats": torch.from_numpy(feats[None]), "lengths": torch.tensor([len(feats)])})
-            video[name] = float(m.similarity(c, whole)[0, 0])
+            video = m.video_forward({"feats": torch.from_numpy(f[None]), "lengths": torch.tensor([len(f)])})
+            whole[name] = float(m.similarity(c, video)[0, 0])
             if m.is_pairwise:
-                frames[name] = m.attention_weights(c, whole)[0, 0].numpy()
+                frames[name] = m.attention_weights(c, video)[0, 0].numpy()
+                per_seg[name] = np.zeros(len(segments))  # unused: frame attention scores the whole video
             else:
-                alone = m.video_forward({"feats": torch.from_numpy(feats[:, None, :])})  # T one-frame videos
+                alone = m.video_forward({"feats": torch.from_numpy(f[:, None, :])})  # T one-frame videos
                 frames[name] = m.similarity(c, alone)[0].numpy()
-        if isinstance(model, MixtureOfExperts):
-            scores.append(video)
-            per_frame.append(model.fuse({k: f[None] for k, f in frames.items()}, axis=1)[0])
+                per_seg[name] = np.array([float(m.similarity(c, m.video_forward(
+                    {"feats": torch.from_numpy(f[None, a:b]), "lengths": torch.tensor([b - a])}))[0, 0])
+                    for a, b, _, _ in segments])
+        if mixture:
+            fused_frames = model.fuse({k: v[None] for k, v in frames.items()}, axis=1)[0]
+            fused_segs = sum(model.fusion.weights[k] * v for k, v in per_seg.items())
         else:
-            scores.append(video[""])
-            per_frame.append(frames[""])
-    return scores, per_frame
+            fused_frames, fused_segs = frames[""], per_seg[""]
+        if whole_video:
+            fused_segs = np.array([fused_frames[a:b].max() for a, b, _, _ in segments])
+        best = int(np.argmax(fused_segs))
+        score = whole if whole_video else {k: float(v[best]) for k, v in per_seg.items()}
+        out.append(FileReference(score if mixture else score[""], whole if mixture else whole[""],
+                                 np.asarray(fused_frames), times, segments, np.asarray(fused_segs), best))
+    return out
+
+
+def reference_scores(model, query: str, paths: list[Path]) -> tuple[list, list[np.ndarray]]:
+    """(video scores [N], per-frame scores per file) of ``reference``."""
+    refs = reference(model, query, paths)
+    return [r.score for r in refs], [r.frames for r in refs]
 
 
 from reelsearch.service.background import ServerThread, free_port  # noqa: E402,F401  (re-exported)

@@ -11,10 +11,13 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image, ImageDraw
 
 from browser import chromium_page
+from reelsearch.datasets.long_videos import LongVideo, Shot, write_video
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
 from test_search_support import ServerThread, make_media, small_model
@@ -24,8 +27,26 @@ DOCS_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "img" / "search
 torch.set_num_threads(1)
 
 
+def shapes_slideshow(folder: Path, images: Path) -> Path:
+    """An 18 s H.264 slideshow of three drawn pictures (stripes, a checkerboard, dots), 6 s each: three segments."""
+    images.mkdir(parents=True, exist_ok=True)
+    h, w = 120, 160
+    stripes = np.zeros((h, w, 3), np.uint8)
+    stripes[..., 0] = 200
+    stripes[(np.arange(h) % 16) < 4] = 255
+    board = (np.indices((h, w)).sum(0) // 20 % 2 * 255).astype(np.uint8)
+    dots = Image.new("RGB", (w, h), (20, 20, 90))
+    for i in range(6):
+        ImageDraw.Draw(dots).ellipse((10 + 22 * i, 20 + 10 * i, 40 + 22 * i, 50 + 10 * i), fill=(250, 240, 60))
+    Image.fromarray(stripes).save(images / "stripes.jpg")
+    Image.fromarray(np.stack([board * 0, board, board // 2], -1)).save(images / "board.jpg")
+    dots.save(images / "dots.jpg")
+    video = LongVideo("shapes", tuple(Shot("photo", p, 6.0) for p in ("stripes", "board", "dots")), (w, h), 10)
+    return write_video(video, folder, images, threads=1)
+
+
 def test_search_page_in_headless_chromium(tmp_path):
-    paths = make_media(tmp_path / "media")
+    paths = [*make_media(tmp_path / "media"), shapes_slideshow(tmp_path / "media", tmp_path / "pictures")]
     with Searcher(tmp_path / "index", small_model("moe")) as searcher:
         searcher.index([tmp_path / "media"], progress=False, cues=())
         want = searcher.search("a red car drives on the road", 20, frames=False)
@@ -57,13 +78,27 @@ def test_search_page_in_headless_chromium(tmp_path):
             assert moment - 0.05 <= t <= moment + 1.0, (t, moment)
 
             # click a frame of its similarity strip: playback jumps to that frame's time
-            frame = cards.nth(clip).locator(".strip .frame").nth(3)
+            frame = cards.nth(clip).locator(".strip .frame").nth(2)  # one frame a second: 0, 1, 2 s
             target = float(frame.get_attribute("data-t"))
-            assert target == pytest.approx(1.5, abs=0.06)
+            assert target == pytest.approx(2.0, abs=0.06)
             frame.click()
             _wait_started(page, target)
             t = page.evaluate("document.getElementById('video').currentTime")
             assert target - 0.05 <= t <= target + 1.0, (t, target)
+
+            # a video's best moments on a timeline under its thumbnail, as long as the video; a click plays from one
+            slides = next(i for i, r in enumerate(want) if r.path.endswith("shapes.mp4"))
+            moments = want[slides].moments
+            bars = cards.nth(slides).locator(".timeline .moment")
+            assert bars.count() == len(moments) >= 2
+            assert [float(bars.nth(i).get_attribute("data-start")) for i in range(bars.count())] == \
+                [m.start for m in moments]
+            assert "best" in bars.nth(0).get_attribute("class")
+            box, line = bars.nth(1).bounding_box(), cards.nth(slides).locator(".timeline").bounding_box()
+            assert box["x"] - line["x"] == pytest.approx(line["width"] * moments[1].start / want[slides].duration,
+                                                         abs=2)
+            bars.nth(1).click()
+            _wait_started(page, moments[1].start)
             shot = tmp_path / "search-page.png"
             page.evaluate("document.getElementById('video').pause()")
             page.screenshot(path=str(shot), full_page=True)

@@ -18,7 +18,8 @@ MEDIA_ROOT_HELP = ("OLD=NEW: files stored under the folder OLD (as the indexing 
                    "on this host (repeatable; see docs/deploy.md).")
 MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
 #: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
-JSON_KEYS = ("id", "path", "path_b64", "score", "confidence", "moment", "experts", "match", "unavailable")
+JSON_KEYS = ("id", "path", "path_b64", "score", "confidence", "moment", "moments", "experts", "match",
+             "unavailable")
 INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
              "float32 (default: as trained; see docs/search.md).")
 POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
@@ -58,9 +59,13 @@ def index_cmd(
     ray: str | None = typer.Option(None, "--ray", metavar="ADDRESS", help=RAY_HELP),
     workers: int | None = typer.Option(None, "--workers", min=1, help="With --ray: how many index workers (Ray "
                                        "tasks of one CPU each; default: one per CPU of the cluster)."),
+    frames_per_second: float | None = typer.Option(None, "--frames-per-second", min=0.01, max=30, help="Frames "
+                                                   "sampled a second of video (default: what the index remembers, "
+                                                   "else 1); a new rate re-embeds every video."),
 ) -> None:
-    """Add new files to the index, re-embed changed ones and drop deleted ones; frames are sampled and their
-    features extracted as the model's feature recipe says; then what is said (speech) and written (on-screen
+    """Add new files to the index, re-embed changed ones and drop deleted ones; a video's frames are sampled by
+    time (one a second by default), their features extracted as the model's feature recipe says, and the video is
+    cut into segments (shots, scenes) that search ranks; then what is said (speech) and written (on-screen
     text) in them is extracted for search too. With --watch, go on following the folders (one line per update).
 
     Exit status: 0 all done, 2 bad input (or a damaged index), 3 some files or cues failed (listed on stderr; the
@@ -86,13 +91,18 @@ def index_cmd(
         raise typer.BadParameter("goes with --ray", param_hint="--workers")
     if ray is not None and (watch or repair):
         raise typer.BadParameter("indexes PATHS once: not with --watch or --repair", param_hint="--ray")
+    if ray is not None and frames_per_second is not None:
+        raise typer.BadParameter("the workers sample as the catalog remembers: set --frames-per-second in an "
+                                 "index run without --ray", param_hint="--ray")
     cues, off = requested_cues(speech, ocr)
     for cue, why in off.items():
         typer.echo(f"note: the {cue} cue is off ({why})", err=True)
     if watch:
+        def ready(w) -> None:
+            typer.echo(f"watching {', '.join(w.status()['roots'])} (Ctrl-C to stop)", err=True)
+
         ended = watch_folders(paths, index, model, db=db, media_roots=media_root, cues=cues, poll=poll, settle=settle,
-                              on_sync=_echo_run, ready=lambda w: typer.echo(f"watching {', '.join(w.status()['roots'])}"
-                                                                            " (Ctrl-C to stop)", err=True))
+                              frames_per_second=frames_per_second, on_sync=_echo_run, ready=ready)
         if not ended:  # a sync under way: not through an interpreter shutdown it could crash
             end_now()
         return
@@ -103,7 +113,8 @@ def index_cmd(
                                   progress=progress)
     else:
         run = index_paths(paths, index, model, db=db, media_roots=media_root, cues=cues,
-                          wait=None if wait < 0 else wait, progress=progress, repair=repair)
+                          wait=None if wait < 0 else wait, progress=progress, repair=repair,
+                          frames_per_second=frames_per_second)
     _echo_run(run)
     if ray is not None:
         typer.echo(f"{len(nodes)} Ray workers on {len(set(nodes))} node{'s' * (len(set(nodes)) != 1)}")
@@ -125,10 +136,13 @@ def search_cmd(
     db: str | None = typer.Option(None, "--db", help=DB_HELP),
     media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
     k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
+    moments: int = typer.Option(3, "--moments", min=0, max=100, help="Each result's best moments (segments: "
+                                "start, end, score) to give, best first."),
     as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
-                                 '"confidence","moment","experts","match"} (path_b64: the exact bytes of the '
-                                 'file name, base64; confidence: 0-1, calibrated; experts: each expert\'s score; '
-                                 'match: the words said or written that matched, with their time); "no good '
+                                 '"confidence","moment","moments","experts","match"} (path_b64: the exact bytes '
+                                 'of the file name, base64; confidence: 0-1, calibrated; moments: the best '
+                                 'segments; experts: each expert\'s score; match: the words said or written that '
+                                 'matched, with their time); "no good '
                                  'match" goes to stderr.'),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     experts: str | None = typer.Option(None, "--experts", help="Experts to fuse, comma-separated, among visual "
@@ -168,7 +182,7 @@ def search_cmd(
     searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, int8_text=int8_text)
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
-                                  filters=options)
+                                  filters=options, moments=moments)
     if filt:
         typer.echo(f"filtered: {filt.describe()}", err=as_json)
     if no_good_match(results):

@@ -7,7 +7,8 @@ run on any of them unchanged.
 
 Ids are strings; a video's *row* is its stored video-level embedding, its *frame rows* one per sampled frame (what
 a row holds is the model's business: ``reelsearch.models.interface``); its *bias* is added to every query's score of
-it (a querybank offset, negated; 0 without one).
+it (a querybank offset, negated; 0 without one). Its *segments* (runs of alike frames, the unit of retrieval) each
+have a row and a bias too, with ids ``"VIDEO:ORDINAL"`` in the segments' vector index.
 """
 
 from __future__ import annotations
@@ -36,6 +37,28 @@ class StoredVideo:
     frame_rows: np.ndarray
     times: np.ndarray
     detail: np.ndarray | None = None
+
+
+@dataclass
+class StoredSegments:
+    """One video's segments in time order: ``starts``, ``ends`` [S] (seconds), ``firsts``, ``counts`` [S] (their
+    frames: ``firsts[s]`` to ``firsts[s] + counts[s] - 1``), ``rows`` [S, D] float32 and ``biases`` [S]."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    firsts: np.ndarray
+    counts: np.ndarray
+    rows: np.ndarray
+    biases: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+def segment_key(segment_id: str) -> tuple[str, int]:
+    """(video id, ordinal) of a segment id ``"VIDEO:ORDINAL"``."""
+    video, _, ordinal = segment_id.rpartition(":")
+    return video, int(ordinal)
 
 
 @dataclass
@@ -114,6 +137,16 @@ class Catalog(Protocol):
 
     def biases(self, ids: Sequence[str]) -> np.ndarray:
         """Each video's bias, in the order of ``ids`` (0 for an id no longer stored)."""
+
+    def nearest_segments(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None, *,
+                         biased: bool = False) -> tuple[list[str], np.ndarray]:
+        """``nearest`` over the segments' rows: (segment ids ``"VIDEO:ORDINAL"``, scores best first)."""
+
+    def segment_count(self) -> int:
+        """How many segments there are (over every video)."""
+
+    def segments(self, ids: Sequence[str]) -> dict[str, StoredSegments]:
+        """The segments of ``ids`` (those still stored), in one read."""
 
     def facts(self) -> VideoFacts:
         """Every video's path, duration and date, in one read (what search filters select by)."""

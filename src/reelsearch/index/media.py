@@ -28,6 +28,11 @@ class EmbeddedMedia:
     locate the best moment of a hit; ``thumbnails`` (T encoded JPEG/PNG images, or None) are shown with it.
     ``bias`` is added to every query's score of the video (a querybank's offset, negated; 0 without one).
     ``detail`` [T]: how much each frame shows (:func:`frame_detail`; None: not measured).
+
+    Segments (the unit of retrieval, S >= 1): ``segment_vectors`` [S, D] (what ranking reads: a video scores by its
+    best segment), ``segment_frames`` [S, 2] (each one's frames ``[first, stop)``), ``segment_times`` [S, 2] (start
+    and end, seconds), ``segment_biases`` [S]; None: one segment of every frame, the video's row and bias (what an
+    ``embed_fn`` without segments gives). ``warning``: one line for the sync report (a truncated file's).
     """
 
     video_vector: np.ndarray
@@ -37,6 +42,11 @@ class EmbeddedMedia:
     thumbnails: list[bytes] | None = None
     bias: float = 0.0
     detail: np.ndarray | None = None
+    segment_vectors: np.ndarray | None = None
+    segment_frames: np.ndarray | None = None
+    segment_times: np.ndarray | None = None
+    segment_biases: np.ndarray | None = None
+    warning: str | None = None
 
     def checked(self, dim: int | None) -> EmbeddedMedia:
         """Self with arrays of the right dtypes, or ValueError naming what is inconsistent."""
@@ -61,7 +71,28 @@ class EmbeddedMedia:
             raise ValueError(f"frame detail must be {f.shape[0]} finite values, got {tuple(np.shape(self.detail))}")
         duration = None if self.duration is None else float(self.duration)
         thumbs = None if self.thumbnails is None else [bytes(b) for b in self.thumbnails]
-        return EmbeddedMedia(v, f, t, duration, thumbs, bias, detail)
+        return EmbeddedMedia(v, f, t, duration, thumbs, bias, detail, *self._segments_checked(v, t, bias, duration),
+                             warning=self.warning)
+
+    def _segments_checked(self, v: np.ndarray, t: np.ndarray, bias: float, duration: float | None):
+        """(vectors [S, D] float32, frames [S, 2] int64, times [S, 2] float64, biases [S] float64), the defaults
+        filled in (one segment: every frame, the video's row and bias), or ValueError."""
+        if self.segment_vectors is None:
+            end = max(float(t[-1]), duration or 0.0)
+            return (v[None, :].copy(), np.array([[0, len(t)]], np.int64), np.array([[float(t[0]), end]]),
+                    np.array([bias]))
+        sv = np.asarray(self.segment_vectors, np.float32)
+        sf = np.asarray(self.segment_frames, np.int64).reshape(-1, 2)
+        st = np.asarray(self.segment_times, np.float64).reshape(-1, 2)
+        sb = (np.zeros(len(sv)) if self.segment_biases is None
+              else np.asarray(self.segment_biases, np.float64).reshape(-1))
+        if sv.ndim != 2 or sv.shape[1] != v.shape[0] or not len(sv) == len(sf) == len(st) == len(sb) or not len(sv):
+            raise ValueError(f"segments must be [S>=1, {v.shape[0]}] vectors with S frame ranges, times and biases")
+        if sf[0, 0] != 0 or sf[-1, 1] != len(t) or np.any(sf[1:, 0] != sf[:-1, 1]) or np.any(sf[:, 1] <= sf[:, 0]):
+            raise ValueError(f"segments' frames must cover the {len(t)} frames in order, each at least one")
+        if not (np.isfinite(sv).all() and np.isfinite(st).all() and np.isfinite(sb).all()):
+            raise ValueError("segment vectors, times or biases contain NaN or infinite values")
+        return sv, sf, st, sb
 
 
 @dataclass

@@ -12,6 +12,7 @@ cooperate (PostgreSQL) — is the hooks below, filled in by each catalog.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from abc import ABC, abstractmethod
@@ -28,6 +29,8 @@ from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, thumbna
 from reelsearch.index.textcue_records import CueReport
 from reelsearch.media.dates import taken_at
 
+logger = logging.getLogger(__name__)
+
 #: What sync calls to embed a new or changed file (the model's job: ``reelsearch.search.embed.MediaEmbedder``).
 EmbedFn = Callable[[str], EmbeddedMedia]
 
@@ -42,12 +45,15 @@ class SyncReport:
     unchanged: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     reused: int = 0  # added/updated files whose embeddings were copied from an identical file already indexed
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, line): indexed, but not all of it
     cues: CueReport | None = None  # the text-cue stage after the sync (``reelsearch.search.cue_indexing``)
     cues_off: dict[str, str] = field(default_factory=dict)  # cue -> why it did not run
 
     def summary(self) -> str:
         out = (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
                f"{len(self.unchanged)} unchanged, {len(self.failed)} failed")
+        if self.warnings:
+            out += f", {len(self.warnings)} indexed in part"
         if self.cues is not None:
             out += f"; speech/text: {self.cues.summary()}"
         return out
@@ -236,6 +242,9 @@ class CatalogSync(ABC):
             self._exclusive()
             if self.model_id in (None, model_id):
                 return  # another writer started over already
+            logger.warning("%s: embedded by %s, not %s (the model, its feature recipe, the frames sampled a second "
+                           "or the segmenting changed): re-embedding every file", self.location, self.model_id,
+                           model_id)
             gen = self._next_generation()
             self._forget([s.id for s in stored], gen)
             self._db.execute("DELETE FROM videos")
@@ -275,6 +284,8 @@ class CatalogSync(ABC):
                             if not isinstance(media, EmbeddedMedia):
                                 raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
                         media = media.checked(self.dim or _first_dim(changes))
+                        if media.warning:
+                            report.warnings.append((item.path, media.warning))
                         report.reused += reused
                         changes.append(FileChange(item, digest, media))
                         (report.updated if item.stored is not None else report.added).append(item.path)
@@ -389,6 +400,13 @@ class CatalogSync(ABC):
                          "detail = excluded.detail",
                          (vid, media.frame_vectors.astype(np.float16).tobytes(),
                           media.timestamps.astype(np.float64).tobytes(), detail))
+        self._db.execute("DELETE FROM video_segments WHERE video_id = ?", (vid,))
+        self._db.executemany(
+            "INSERT INTO video_segments (video_id, ordinal, start, stop, first_frame, n_frames, vector, bias) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(vid, s, float(t[0]), float(t[1]), int(f[0]), int(f[1] - f[0]), self._vector_param(v), float(b))
+             for s, (v, f, t, b) in enumerate(zip(media.segment_vectors, media.segment_frames, media.segment_times,
+                                                  media.segment_biases, strict=True))])
 
     def _fill_detail(self, batch: int = 256) -> None:
         """Measure on their stored thumbnails the frames' detail of the videos indexed before the detail column

@@ -11,6 +11,10 @@ Tables (same names and columns in both databases)::
     frame_vectors(video_id, vectors, times, detail) float16 [T, D], float64 [T] and float32 [T] (how much each
                                                     frame shows; empty: not measurable; NULL: indexed before the
                                                     detail column, measured from the thumbnails by the next sync)
+    video_segments(video_id, ordinal, start, stop, first_frame, n_frames, vector, bias)
+                                                    one row per segment (frames first_frame .. + n_frames - 1, on
+                                                    screen over [start, stop) s), its vector in the segments'
+                                                    vector index: what a text query ranks
     meta(key, value)                                dim, model_id, gen (the last committed change), ...
 
 Reads are here; how a catalog is filled (``sync``, ``copy_from``) is ``reelsearch.index.sync``'s. SQL is written
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reelsearch.index.catalog import CatalogError, StoredVideo, VideoFacts
+from reelsearch.index.catalog import CatalogError, StoredSegments, StoredVideo, VideoFacts
 from reelsearch.index.media import EmbeddedMedia, absolute
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.sync import CatalogSync
@@ -115,6 +119,19 @@ class SqlCatalog(CatalogSync, ABC):
     def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
         """The vector index's top ``n`` of each row of ``queries`` [Q, D] (float32, of the index's width) by the inner
         product with the rows, plus each video's bias when ``biased`` (ids, scores best first)."""
+
+    @abstractmethod
+    def _nearest_segments_inner(self, queries: np.ndarray, n: int,
+                                biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
+        """``_nearest_inner`` over the segments' rows (ids ``"VIDEO:ORDINAL"``)."""
+
+    @abstractmethod
+    def segment_count(self) -> int:
+        """``Catalog.segment_count``."""
+
+    @abstractmethod
+    def segment_chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every (segment ids, rows [m, D]), in blocks."""
 
     @abstractmethod
     def rows(self, ids: Sequence[str]) -> np.ndarray:
@@ -273,6 +290,46 @@ class SqlCatalog(CatalogSync, ABC):
         found, scores = scan_chunks(chunks, q, n, fn)
         return [list(f) for f in found], [s[: len(f)] for s, f in zip(scores, found, strict=True)]
 
+    def nearest_segments(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None, *,
+                         biased: bool = False) -> tuple[list[str], np.ndarray]:
+        """``Catalog.nearest_segments``: the segments' vector index by inner product (+ bias), or ``score_fn`` by an
+        exact chunked scan of ``segment_chunks`` (+ their biases)."""
+        q = self._queries(np.asarray(query, np.float32).reshape(1, -1))
+        if self.dim is None or n < 1:
+            return [], np.empty(0, np.float32)
+        if score_fn is None:
+            ids, scores = self._nearest_segments_inner(q, n, biased)
+            return ids[0], scores[0]
+        chunks, fn = self.segment_chunks(), score_fn
+        if biased:
+            chunks, fn = with_biases(chunks, self._segment_biases, score_fn)
+        found, scores = scan_chunks(chunks, q, n, fn)
+        return list(found[0]), scores[0][: len(found[0])]
+
+    def _segment_biases(self, segment_ids: Sequence[str]) -> np.ndarray:
+        """The biases of some segments (ids ``"VIDEO:ORDINAL"``)."""
+        videos = sorted({i.rpartition(":")[0] for i in segment_ids})
+        by = {f"{vid}:{o}": b for vid, segs in self.segments(videos).items() for o, b in enumerate(segs.biases)}
+        return np.array([by.get(i, 0.0) for i in segment_ids], np.float64)
+
+    def segments(self, ids: Sequence[str]) -> dict[str, StoredSegments]:
+        """``Catalog.segments``: one query."""
+        keys = [int(i) for i in ids]
+        if not keys:
+            return {}
+        rows = self._db.execute(
+            f"SELECT s.video_id, s.start, s.stop, s.first_frame, s.n_frames, {self.VECTOR_SQL.replace('v.', 's.')}, "
+            f"s.bias FROM video_segments s WHERE s.video_id IN ({','.join('?' * len(keys))}) "
+            "ORDER BY s.video_id, s.ordinal", keys).fetchall()
+        out: dict[str, list] = {}
+        for r in rows:
+            out.setdefault(str(r[0]), []).append(r)
+        return {vid: StoredSegments(np.array([r[1] for r in rs], np.float64), np.array([r[2] for r in rs], np.float64),
+                                    np.array([r[3] for r in rs], np.int64), np.array([r[4] for r in rs], np.int64),
+                                    np.stack([self._vector(r[5]) for r in rs]).astype(np.float32),
+                                    np.array([r[6] for r in rs], np.float64))
+                for vid, rs in out.items()}
+
     def _queries(self, queries: np.ndarray) -> np.ndarray:
         """``queries`` [Q, D] as float32, or CatalogError when their width is not the catalog's."""
         q = np.asarray(queries, np.float32)
@@ -364,8 +421,12 @@ class SqlCatalog(CatalogSync, ABC):
             raise KeyError(id_)
         thumbs = [None if r[0] is None else bytes(r[0]) for r in
                   self._db.execute("SELECT thumbnail FROM frames WHERE video_id = ? ORDER BY idx", (int(id_),))]
+        segs = self.segments([id_]).get(str(int(id_)))
+        parts = {} if segs is None else dict(
+            segment_vectors=segs.rows, segment_frames=np.column_stack([segs.firsts, segs.firsts + segs.counts]),
+            segment_times=np.column_stack([segs.starts, segs.ends]), segment_biases=segs.biases)
         return EmbeddedMedia(self._vector(row[0]).copy(), video.frame_rows, video.times.copy(), video.duration,
-                             None if any(t is None for t in thumbs) else thumbs, float(row[1]), video.detail)
+                             None if any(t is None for t in thumbs) else thumbs, float(row[1]), video.detail, **parts)
 
     def thumbnail(self, id_: str, frame: int) -> bytes | None:
         """The stored thumbnail of one frame (None when the embedder gave none)."""

@@ -75,17 +75,21 @@ class IndexRun:
 
 def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = None, model: str | None = None, *,
                 db: str | None = None, media_roots: Sequence[str] | MediaRoots | None = None, cues: Sequence[str] = (),
-                wait: float | None = None, progress: bool = True, repair: bool = False) -> IndexRun:
+                wait: float | None = None, progress: bool = True, repair: bool = False,
+                frames_per_second: float | None = None) -> IndexRun:
     """Bring the library at ``db`` or ``index`` in line with ``paths`` (``Searcher.index``) and extract the text
     ``cues`` of their files, then remember the model in the library. ``wait``: seconds to wait while another process
     writes the library (None: as long as it takes). ``repair``: first rebuild a damaged embedded index from what is
-    still readable (``reelsearch.index.embedded.repair``); the sync then indexes the rest again."""
+    still readable (``reelsearch.index.embedded.repair``); the sync then indexes the rest again.
+    ``frames_per_second``: the sampling (None: what the library remembers, else one a second); a new rate re-embeds
+    every video."""
     repaired = repair_index(_embedded(library_location(index, db), "--repair")) if repair else None
-    searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots)
+    searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots,
+                                         frames_per_second=frames_per_second)
     with searcher:
         searcher.catalog.writer_wait = wait
         run = index_with(searcher, paths, cues=cues, progress=progress)
-        searcher.catalog.remember(model_setting(model_name))
+        searcher.catalog.remember(model_setting(model_name, searcher.frames_per_second))
         run.repaired = repaired
         return run
 

@@ -59,8 +59,9 @@ def remembered_model(where: str | Path, model: str | None) -> str:
         return catalog.settings().get("model") or "default"
 
 
-def model_setting(model: str) -> dict:
-    """What a library remembers of the model that built it (an absolute path, or a name such as "default")."""
+def model_setting(model: str, frames_per_second: float | None = None) -> dict:
+    """What a library remembers of how it was built: the model (an absolute path, or a name such as "default") and
+    the frames sampled a second (``Searcher.frames_per_second``, when given)."""
     if model != "default" and Path(model).exists():
         model = str(Path(model).resolve())
-    return {"model": model}
+    return {"model": model} | ({} if frames_per_second is None else {"frames_per_second": frames_per_second})

@@ -245,15 +245,17 @@ class FolderWatcher:
 def watch_folders(paths: Sequence[str | os.PathLike], index: str | Path | None = None, model: str | None = None,
                   *, db: str | None = None, media_roots: Sequence[str] | None = None, cues: Sequence[str] = (),
                   poll: float | None = None, settle: float = SETTLE, on_sync: Callable[[IndexRun], None] | None = None,
-                  ready: Callable[[FolderWatcher], None] | None = None) -> bool:
+                  ready: Callable[[FolderWatcher], None] | None = None,
+                  frames_per_second: float | None = None) -> bool:
     """`reelsearch index DIR --watch`: follow the folders ``paths`` into the library at ``db`` or ``index`` until
     interrupted (Ctrl-C), remembering the model in the library as ``index`` does; ``on_sync`` gets each sync's run
     (the first covers the whole folders), ``ready`` the watcher once it started. Returns whether the watcher
     ended: False when a sync was still under way ``STOP_WAIT`` seconds after Ctrl-C (then :func:`end_now`)."""
     roots = watch_roots(paths)
-    searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots)
+    searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots,
+                                         frames_per_second=frames_per_second)
     try:
-        searcher.catalog.remember(model_setting(model_name))
+        searcher.catalog.remember(model_setting(model_name, searcher.frames_per_second))
         watcher = FolderWatcher(searcher, roots, poll=poll, settle=settle, cues=cues, on_sync=on_sync,
                                 owns_searcher=True)
     except BaseException:

@@ -1,16 +1,23 @@
-"""From a media file to what the library index stores: the model's FeaturePipeline, then its embeddings.
+"""From a media file to what the library index stores: frames sampled by time, the model's features, segments and
+their embeddings.
 
-Frames are decoded and their features extracted exactly as the model's feature recipe says (the same pipeline
-made its training features), then the model embeds:
+A video is sampled by time (``rate`` frames a second, default 1, no cap: ``reelsearch.media.timeline.FrameStream``,
+one streaming decode pass) and its frames' features extracted in batches by the extractors of the model's feature
+recipe (the same extractors, weights and options that made its training features; only the sampling is the index's,
+so a long film is seen whole). The frames are cut into segments where their features change (a shot, a scene:
+``reelsearch.media.segmenting.cut`` on the first frame feature), and the model embeds:
 
-* the video row: ``encode_video`` of all frames (what ranking uses);
-* one row per frame: each frame alone as a one-frame video (what the best moment and the UI strip use), with its
-  thumbnail and its detail (how much it shows: near-uniform frames are no evidence of near-duplicates);
-* with a querybank (``reelsearch.models.querybank``), the video's bias: minus its offset, added to every query's
-  score of it at search time.
+* each segment: ``encode_video`` over that segment's frames (the model's own video encoder: mean, bi-GRU, ...);
+  these rows are what ranking uses (a video scores by its best segment);
+* the video row: ``encode_video`` of all frames (what query by example and near-duplicates compare);
+* one row per frame: each frame alone as a one-frame video (the best moment, the UI strip), with its thumbnail and
+  detail (how much it shows: near-uniform frames are no evidence of near-duplicates);
+* with a querybank (``reelsearch.models.querybank``), each segment's bias and the video's: minus their offsets.
 
-What a row holds (one joint space, experts' spaces side by side, or attention keys and values) is the model's
-business (``reelsearch.models.interface``).
+A recipe the time sampling cannot serve (audio features, motion from frame pairs) falls back to the recipe's own
+sampling, one segment per file (``timeline`` False). An image is a one-frame video, one segment. A file whose frames
+stop early (truncated) is indexed as far as it decodes, with the stream's one line as a warning; an audio-only file
+raises ``NoVideoStream``.
 """
 
 from __future__ import annotations
@@ -19,31 +26,110 @@ import threading
 
 import numpy as np
 
+from reelsearch.errors import ConfigError, MediaError
+from reelsearch.features.pipeline import round_to
 from reelsearch.index.media import EmbeddedMedia, frame_detail, make_thumbnail, shrink
+from reelsearch.media.segmenting import SegmentPolicy, cut
+from reelsearch.media.timeline import FrameStream
+
+#: Frames whose features are extracted at once (memory: this many decoded frames).
+FRAME_BATCH = 32
+#: Frames an index samples a second of video by default (``Searcher(frames_per_second=...)``, ``index
+#: --frames-per-second``); the most it takes.
+DEFAULT_FRAMES_PER_SECOND = 1.0
+MAX_FRAMES_PER_SECOND = 30.0
 
 
 class MediaEmbedder:
-    """``embed(path) -> EmbeddedMedia``: the library index's ``embed_fn`` for one model."""
+    """``embed(path) -> EmbeddedMedia``: the library index's ``embed_fn`` for one model; ``rate``: frames sampled a
+    second; ``policy``: how frames are cut into segments."""
 
-    def __init__(self, model, device: str | None = None):
+    def __init__(self, model, device: str | None = None, *, rate: float = DEFAULT_FRAMES_PER_SECOND,
+                 policy: SegmentPolicy = SegmentPolicy()):
+        if not 0 < rate <= MAX_FRAMES_PER_SECOND:
+            raise ConfigError(f"frames per second must be above 0 and at most {MAX_FRAMES_PER_SECOND:g}, got {rate:g}")
         self.model = model
         self.pipeline = model.feature_pipeline(device)
+        self.rate, self.policy = float(rate), policy
+        self.timeline = not self.pipeline.audio_names and all(
+            self.pipeline.recipes[n].motion_input is None for n in self.pipeline.frame_names)
         self._lock = threading.Lock()
 
     def describe(self) -> str:
         """What, besides the model weights, determines the embeddings (part of the index's model id): the feature
-        recipe, and the querybank whose offsets become the videos' biases."""
+        recipe, the index's sampling and segmenting, and the querybank whose offsets become the biases."""
         bank = getattr(self.model, "querybank", None)
-        return self.pipeline.describe() + (f";querybank={bank.digest()}" if bank is not None else "")
+        sampled = f";frames={self.rate:g}/s;segments={self.policy.key}" if self.timeline else ";segments=one"
+        return self.pipeline.describe() + sampled + (f";querybank={bank.digest()}" if bank is not None else "")
 
     def __call__(self, path: str) -> EmbeddedMedia:
-        media = self.pipeline.extract(path)
+        if not self.timeline:
+            media = self.pipeline.extract(path)
+            return self._embed(media.features, np.asarray(media.timestamps, np.float64), media.duration,
+                               media.images if media.images is not None else [], None)
+        feats, times, small, end, warning = self._stream(path)
+        return self._embed(feats, times, end, small, warning)
+
+    def _stream(self, path: str):
+        """Every sampled frame's features (float16 in memory), times, thumbnail-size frames, where the frames end,
+        and the stream's warning line (None when it read to the end)."""
+        names = self.pipeline.frame_names
+        parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        times: list[float] = []
+        small: list[np.ndarray] = []
+        batch: list[np.ndarray] = []
+
+        def flush() -> None:
+            images = np.stack(batch)
+            for n in names:
+                out = self.pipeline.extractor(n).extract_frames(images)
+                parts[n].append(round_to(out, self.pipeline.recipes[n].dtype).astype(np.float16))
+            batch.clear()
+
+        with FrameStream(path, self.rate, self.pipeline.short_side, skip="nonref") as stream:
+            for t, rgb in stream:
+                times.append(t)
+                small.append(shrink(rgb))
+                batch.append(rgb)
+                if len(batch) >= FRAME_BATCH:
+                    flush()
+            if batch:
+                flush()
+            report = stream.report
+        if not times:
+            raise MediaError(path, f"no frame decoded ({report.problem})" if report.problem else "no frame decoded")
+        feats = {n: np.concatenate(p) for n, p in parts.items()}
+        end = None if report.is_image else max(report.end, times[-1])
+        return feats, np.asarray(times, np.float64), small, end, report.line()
+
+    def _embed(self, feats: dict[str, np.ndarray], times: np.ndarray, end: float | None, images, warning):
+        """The embeddings of one file's frame features (see the module)."""
+        first = feats[self.pipeline.frame_names[0]] if self.pipeline.frame_names else None
+        if first is not None and self.timeline and len(times) > 1:
+            segments = cut(first, times, self.policy, end)
+        else:
+            segments = None
+        as32 = {n: np.asarray(f, np.float32) for n, f in feats.items()}
         with self._lock:
-            emb = self.model.encode_video([media.features])
-        small = [shrink(img) for img in media.images] if media.images is not None else []
+            emb = self.model.encode_video([as32])
+            if segments is not None and len(segments) > 1:
+                pieces = [{n: f[s.first:s.stop] for n, f in as32.items()} for s in segments]
+                seg_rows = self.model.encode_video(pieces, frames=False).video
+            else:
+                seg_rows = emb.video[:1]
+        if segments is not None:
+            bounds = np.array([[s.first, s.stop] for s in segments], np.int64)
+            spans = np.array([[s.start, s.end] for s in segments], np.float64)
+        else:
+            bounds = np.array([[0, len(times)]], np.int64)
+            spans = np.array([[float(times[0]), float(end) if end else float(times[-1])]], np.float64)
+        small = [shrink(img) for img in images]
         thumbs = [make_thumbnail(img) for img in small]
         detail = np.array([frame_detail(img) for img in small], np.float32) if small else None
         bank = getattr(self.model, "querybank", None)
         bias = -float(bank.video_offsets(emb.video[:1])[0]) if bank is not None else 0.0
-        return EmbeddedMedia(emb.video[0], emb.frames[0], np.asarray(media.timestamps, np.float64), media.duration,
-                             thumbs, bias, detail)
+        seg_bias = (-np.asarray(bank.video_offsets(seg_rows), np.float64) if bank is not None
+                    else np.zeros(len(seg_rows)))
+        return EmbeddedMedia(emb.video[0], emb.frames[0], times, end, thumbs or None, bias, detail,
+                             segment_vectors=np.asarray(seg_rows, np.float32), segment_frames=bounds,
+                             segment_times=spans, segment_biases=seg_bias, warning=warning)

@@ -7,7 +7,9 @@ An example is a clip or an image (a one-frame video), or one moment of one (``FI
 1. **Candidates**: the example's row — its video row for a clip or an image, the moment's frame row for a moment —
    is a :class:`~reelsearch.search.sources.NearestSource` (the inner product with the stored video rows through the
    vector index, or their cosine by an exact scan for a model whose rows no index serves; the threshold test's
-   bound is the source's own: no stored row outside its top n scores above its n-th). Alone, the candidates are its
+   bound is the source's own: no stored row outside its top n scores above its n-th), and where the catalog has
+   segments each video scores the higher of its row's and its best segment's (``BestOfSource``), so a clip cut
+   from a long video finds the segment it was cut from. Alone, the candidates are its
    exact top ``max(RESCORED, k + excluded)``. With text (weight :data:`~reelsearch.search.experts.DEFAULT_WEIGHTS`
    ``like``), they are the fusion's exact top ``k + excluded`` by the fused score and the example source's own top
    RESCORED, every source scoring each (:func:`candidates_with`): asking the fusion itself for a top RESCORED of two
@@ -36,7 +38,7 @@ from reelsearch.index.catalog import Catalog
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.search.frames import FrameSequence, cosine_scores, frame_match, sequence_similarities, unit_rows
 from reelsearch.search.fusion import Fused
-from reelsearch.search.sources import LIKE, NearestSource, Source, Visual
+from reelsearch.search.sources import LIKE, BestOfSource, NearestSource, SegmentSource, Source, Visual
 
 #: Candidates of the first stage re-scored by sequence similarity (at least k + the excluded ids).
 RESCORED = 100
@@ -73,10 +75,15 @@ class Example:
         one.informative[:] = True  # the moment asked for is evidence, however plain
         return cls(np.asarray(media.frame_vectors[i], np.float32), one, frozenset(exclude), f"{label}@{at:g}")
 
-    def source(self, catalog: Catalog, visual: Visual) -> NearestSource:
+    def source(self, catalog: Catalog, visual: Visual) -> Source:
         """The first stage's source: the row's inner product with the stored rows through the vector index when
-        the model scores by one, else their cosine by an exact scan."""
-        return NearestSource(catalog, self.row, None if visual.model.inner_product else cosine_scores)
+        the model scores by one, else their cosine by an exact scan; with segments, each video's higher score of
+        its row and its best segment (a clip cut from a long video matches the segment it was cut from)."""
+        score_fn = None if visual.model.inner_product else cosine_scores
+        whole = NearestSource(catalog, self.row, score_fn)
+        if not catalog.segment_count():
+            return whole
+        return BestOfSource(whole, SegmentSource(catalog, self.row, score_fn))
 
     def frame_scores(self, frame_rows: np.ndarray) -> np.ndarray:
         """[T]: how well each stored frame matches the example (a result's strip; its best is the moment)."""

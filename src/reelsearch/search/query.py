@@ -33,7 +33,7 @@ from reelsearch.search.cues import CueSource
 from reelsearch.search.example import RESCORED, Example, candidates_with, rescore
 from reelsearch.search.experts import Plan
 from reelsearch.search.fusion import Fused, fuse, positive
-from reelsearch.search.results import FrameScore, Match, SearchResult
+from reelsearch.search.results import FrameScore, Match, Moment, SearchResult
 from reelsearch.search.sources import LIKE, VISUAL, Source, Visual
 from reelsearch.search.subset import Selection, Subset
 
@@ -41,13 +41,14 @@ from reelsearch.search.subset import Selection, Subset
 def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text: str | None,
               query: np.ndarray | None, cue_query: np.ndarray | None, p: Plan, k: int, *, frames: bool = True,
               first: int | None = None, example: Example | None = None,
-              allowed: Selection | Sequence[str] | None = None) -> list[SearchResult]:
+              allowed: Selection | Sequence[str] | None = None, moments: int = 3) -> list[SearchResult]:
     """The ``k`` best videos of ``catalog`` for ``text`` and/or ``example`` under plan ``p``, best first.
 
     ``query``: the model's query embedding [1, D] (None without text); ``cue_query``: the sentence embedding of
     ``text`` for the text cues (when ``p`` has cues); ``frames``: give each result's per-frame scores; ``first``: the
     fusion's first candidate count (``threshold_fusion``); ``example``: a query by example (its source weighs
-    ``p.weights["like"]``); ``allowed``: rank only these videos (a filter's selection)."""
+    ``p.weights["like"]``); ``allowed``: rank only these videos (a filter's selection); ``moments``: each result's
+    best segments given (``SearchResult.moments``)."""
     if allowed is not None:
         catalog = Subset(catalog, allowed)
         visual = visual.on(catalog)
@@ -79,7 +80,7 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
         if not exhaustive and len(weights) > 1:
             fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids)
         fused = rescore(catalog, fused, example, weights[LIKE], k, sequence=not exhaustive)
-    return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames, example)
+    return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames, example, moments)
 
 
 def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:
@@ -91,20 +92,26 @@ def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:
 
 def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused: Fused, text: str | None,
              query: np.ndarray | None, p: Plan, cues: dict[str, CueSource], frames: bool,
-             example: Example | None) -> list[SearchResult]:
-    """The fused top k as results: the best moment from the frame rows (read for all of them in one query; each
-    frame's score is the weighted sum of its text score and its match with the example), each expert's score, the
-    text segment behind the strongest cue (its moment when it outweighs the picture)."""
+             example: Example | None, moments: int = 3) -> list[SearchResult]:
+    """The fused top k as results: the best segments (``moments``, scored as the visual source scores them: a video
+    scores by its best), the best moment from the frame rows inside the best segment (read for all of them in one
+    query; each frame's score is the weighted sum of its text score and its match with the example), each expert's
+    score, the text segment behind the strongest cue (its moment when it outweighs the picture)."""
     stored = catalog.stored(fused.ids)
+    spans = _moments(catalog, visual, fused, p, query) if query is not None and p.visual else {}
+    best = None  # each hit's best segment (row, bias): what a segment-ranked video's score is made of
+    if visual.segmented and spans and all(i in spans for i in fused.ids):
+        best = (np.stack([spans[i][0] for i in fused.ids]), np.array([spans[i][1] for i in fused.ids]))
     shown = {}  # each expert's own score, shown for a mixture or when text cues take part
     if p.visual and (cues or example is not None or len(visual.experts) > 1):
-        shown = visual.expert_scores(query, fused.ids, fused.rows)
+        shown = visual.expert_scores(query, fused.ids, fused.rows, best)
     shown.update({c: fused.rows[c] for c in cues})
     if example is not None and (p.visual or cues):
         shown[LIKE] = fused.rows[LIKE]
     picture = sum((fused.terms[s] for s in fused.terms if s not in cues), np.zeros(len(fused.ids)))
     if p.visual:
-        picture = picture - p.weights[VISUAL] * visual.bias_of(fused.ids)  # the picture's match, without the bias
+        bias = visual.bias_of(fused.ids) if best is None else best[1]
+        picture = picture - p.weights[VISUAL] * bias  # the picture's match, without the bias
     confidence = _confidence(visual, fused, p)
     text_frames = visual.frame_scorer(query) if query is not None else None
 
@@ -120,7 +127,14 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
         if video is None:  # committed away after it was ranked
             continue
         fs = frame_scores(video.frame_rows)
-        frame = int(np.argmax(fs))
+        found_moments = None
+        if id_ in spans:
+            found_moments = spans[id_][2][:max(moments, 1)]
+            first, stop = spans[id_][3]
+            frame = first + int(np.argmax(fs[first:stop])) if stop > first else int(np.argmax(fs))
+            found_moments = found_moments if moments > 0 else None
+        else:
+            frame = int(np.argmax(fs))
         moment = float(video.times[frame])
         match = None
         evidence = [c for c in cues if fused.rows[c][j] > 0]
@@ -137,7 +151,39 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
         out.append(SearchResult(id_, video.path, float(fused.scores[j]), moment, frame, video.duration,
                                 strip if frames else None,
                                 {name: float(s[j]) for name, s in shown.items()} if shown else None, match,
-                                None if confidence is None else float(confidence[j]), unreachable(video.path)))
+                                None if confidence is None else float(confidence[j]), found_moments,
+                                unreachable(video.path)))
+    return out
+
+
+def _moments(catalog: Catalog, visual: Visual, fused: Fused, p: Plan,
+             query: np.ndarray) -> dict[str, tuple[np.ndarray, float, list[Moment], tuple[int, int]]]:
+    """{id: (its best segment's row, its bias, its segments as moments best first, the best one's frames [first,
+    stop))} of the fused hits, their segments read in one query: scored by the model's own score (the segment
+    source's), or, where the model does not rank segments (ranks, frame attention), in the order of their frames'
+    best scores."""
+    segs = catalog.segments(fused.ids)
+    if not segs:
+        return {}
+    calibration = getattr(visual.model, "calibration", None)
+    source = visual.sources(query)[VISUAL] if visual.segmented else None
+    frames_of = None if source is not None else visual.frame_scorer(query)
+    stored = catalog.stored(list(segs)) if frames_of is not None else {}
+    out = {}
+    for id_, s in segs.items():
+        if source is not None:
+            scores = source.segment_scores(s.rows, s.biases)
+        elif id_ in stored:
+            fs = np.asarray(frames_of(stored[id_].frame_rows), np.float64)
+            scores = np.array([fs[a:a + c].max() if c else -np.inf for a, c in zip(s.firsts, s.counts, strict=True)])
+        else:
+            continue
+        sure = calibration(scores) if calibration is not None and source is not None else None
+        order = np.argsort(-scores, kind="stable")
+        listed = [Moment(float(s.starts[o]), float(s.ends[o]), float(scores[o]),
+                         None if sure is None else float(sure[o])) for o in order]
+        b = int(order[0])
+        out[id_] = (s.rows[b], float(s.biases[b]), listed, (int(s.firsts[b]), int(s.firsts[b] + s.counts[b])))
     return out
 
 

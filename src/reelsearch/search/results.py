@@ -28,6 +28,17 @@ class FrameScore:
 
 
 @dataclass
+class Moment:
+    """One segment of a found video (a shot, a scene) and its match with the query."""
+
+    start: float = doc("Seconds: the segment's start.")
+    end: float = doc("Seconds: the segment's end.")
+    score: float = doc("The segment's score (the model's, its bias included); the video's is its best segment's.")
+    confidence: float | None = doc("0-1: the calibrated confidence of the segment's score (None without a "
+                                   "calibration).", default=None)
+
+
+@dataclass
 class Match:
     """The words said or written that match best."""
 
@@ -79,6 +90,9 @@ class SearchResult:
     confidence: float | None = doc("0-1: the share of development hits at this picture score that were right (the "
                                    "model's calibration, `reelsearch calibrate`; docs/search.md). Given when the "
                                    "model has a calibration and the picture takes part.", default=None)
+    moments: list[Moment] | None = doc("The video's best segments for the query, best first (at most `moments` of "
+                                       "them; the first holds `moment`). Given when the picture takes part.",
+                                       default=None)
     unavailable: str | None = doc("Why this host cannot read the file (not reachable, not readable): the video is "
                                   "still found, its thumbnails shown, its file not served. Absent when it can.",
                                   default=None)
@@ -89,12 +103,18 @@ class SearchResult:
         self.kind = "image" if is_image_path(self.path) else "video"
 
     def lines(self, rank: int) -> str:
-        """The result as ``reelsearch search`` prints it: rank, score, moment and path, then the match if any."""
+        """The result as ``reelsearch search`` prints it: rank, score, moment and path, then the match if any, then
+        its moments (when more than one) and why its file is unavailable here (if it is)."""
         sure = "" if self.confidence is None else f"  {100 * self.confidence:3.0f}%"
         out = f"{rank:3d}. {self.score:+.4f}{sure}  {clock(self.moment)}  {display_path(self.path, one_line=True)}"
+        if self.match is not None:
+            out += f"\n     {self.match.line()}"
+        if self.moments and len(self.moments) > 1:
+            out += "\n     moments: " + ", ".join(f"{clock(m.start)}-{clock(m.end)} {m.score:+.3f}"
+                                             for m in self.moments)
         if self.unavailable is not None:
             out += f"\n     unavailable here: {self.unavailable}"
-        return out if self.match is None else f"{out}\n     {self.match.line()}"
+        return out
 
     def to_json(self) -> dict:
         """A JSON-safe dict: the path in display form, None parts left out (built field by field: ``asdict`` of
@@ -107,6 +127,8 @@ class SearchResult:
         out["path"] = display_path(self.path)
         if self.frames is not None:
             out["frames"] = [{"index": f.index, "t": f.t, "score": f.score} for f in self.frames]
+        if self.moments is not None:
+            out["moments"] = [{k: v for k, v in vars(m).items() if v is not None} for m in self.moments]  # no null
         if self.match is not None:
             out["match"] = {**vars(self.match), "highlights": [list(h) for h in self.match.highlights]}
         return out

@@ -20,7 +20,7 @@ from reelsearch.models.interface import SearchMode, VideoEmbeddings
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import sentence_encoder
 from reelsearch.search.duplicates import DEFAULT_THRESHOLD, MIN_COVERAGE, DuplicateGroup, find_duplicates
-from reelsearch.search.embed import MediaEmbedder
+from reelsearch.search.embed import DEFAULT_FRAMES_PER_SECOND, MediaEmbedder
 from reelsearch.search.example import Example, ExampleError, split_like
 from reelsearch.search.experts import parse_experts, parse_weights, plan
 from reelsearch.search.filters import Filter, pictured, read_box, select
@@ -65,21 +65,24 @@ class Searcher:
 
     def __init__(self, index: str | Path | SqlCatalog | None = None, model="default", *,
                  media_roots: MediaRoots | Sequence[str] | None = None, device: str | None = None,
-                 weights: Mapping[str, float] | str | None = None, int8_text: bool | None = None):
+                 weights: Mapping[str, float] | str | None = None, int8_text: bool | None = None,
+                 frames_per_second: float | None = None):
         self.catalog = open_catalog(index, media_roots=media_roots)
         try:
-            self._load(model, device, weights, int8_text)
+            if frames_per_second is None:
+                frames_per_second = self.catalog.settings().get("frames_per_second", DEFAULT_FRAMES_PER_SECOND)
+            self._load(model, device, weights, int8_text, float(frames_per_second))
         except BaseException:
             self.catalog.close()
             raise
 
-    def _load(self, model, device: str | None, weights, int8_text: bool | None) -> None:
+    def _load(self, model, device: str | None, weights, int8_text: bool | None, frames_per_second: float) -> None:
         if isinstance(model, (str, os.PathLike)):
             model = load_model(model)
         self.model = model.eval()
         if int8_text is not None:
             self.model.use_int8_text(int8_text)
-        self.embedder = MediaEmbedder(self.model, device=device)
+        self.embedder = MediaEmbedder(self.model, device=device, rate=frames_per_second)
         name = getattr(self.model, "name", "") or "model"
         self.model_id = f"{name}@{self.model.fingerprint()};{self.embedder.describe()}"
         self.lock = threading.RLock()
@@ -105,6 +108,11 @@ class Searcher:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    @property
+    def frames_per_second(self) -> float:
+        """Frames sampled a second of video when a file is indexed (remembered by the index; default 1)."""
+        return self.embedder.rate
 
     @property
     def mode(self) -> SearchMode:
@@ -173,15 +181,17 @@ class Searcher:
     # -- text -> video ------------------------------------------------------------------------------------
     def search(self, text: str | None, k: int = 10, *, frames: bool = True,
                experts: Sequence[str] | str | None = None, weights: Mapping[str, float] | str | None = None,
-               like: str | os.PathLike | Example | None = None, filters: Filter | None = None
-               ) -> list[SearchResult]:
+               like: str | os.PathLike | Example | None = None, filters: Filter | None = None,
+               moments: int = 3) -> list[SearchResult]:
         """The ``k`` best videos for ``text``, best first (``reelsearch.search.results.SearchResult``).
 
         Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame, or the matched words
         when a text cue outweighs the picture), ``frame`` (its index), ``duration``; with ``frames`` also ``frames``
         (each frame's score: the per-frame similarity strip); ``experts`` = {name: score} (each expert's own score)
         for a mixture or when text cues take part; ``match`` = the transcript or on-screen text segment behind the
-        strongest text cue (cue, start, end, text, score, how, moment, highlights).
+        strongest text cue (cue, start, end, text, score, how, moment, highlights); ``moments``: its best
+        ``moments`` segments (start, end, score, confidence), best first, when the picture takes part (a video
+        scores by its best segment, and ``moment`` lies in it).
 
         ``experts``: some of "visual" (the model), "speech", "ocr" (default: visual and every cue the index holds);
         ``weights``: {expert: weight} over the Searcher's and ``reelsearch.search.experts.DEFAULT_WEIGHTS``.
@@ -225,7 +235,7 @@ class Searcher:
             if only_filters:
                 return listed(self.catalog, allowed.ids[:k])
             return run_query(self.catalog, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
-                             example=example, allowed=allowed)
+                             example=example, allowed=allowed, moments=moments)
 
     def _allowed(self, filt: Filter, negatives: list[np.ndarray]) -> Selection:
         """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those

@@ -25,7 +25,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from reelsearch.config.schema import FusionKind, Normalize
-from reelsearch.index.catalog import Catalog
+from reelsearch.index.catalog import Catalog, segment_key
 from reelsearch.models.interface import SearchMode, VideoEmbeddings
 
 #: Name of the model's single source (a joint model's expert is shown under this name too).
@@ -98,6 +98,81 @@ class NearestSource:
         return scores + self.catalog.biases(ids) if self.biased else scores
 
 
+class SegmentSource:
+    """A query vector's score with each video's best segment (the unit of retrieval): top n videos from the segments'
+    vector index (inner product, or ``score_fn`` by an exact scan), asked for more segments until n distinct videos
+    are among them (``widened``); ``biased``: each segment's own bias added. A video missing from the answer has
+    every segment at most the last segment's score, so that is the bound (or the next video's best, if higher)."""
+
+    constant = False
+
+    def __init__(self, catalog: Catalog, vector: np.ndarray, score_fn=None, *, biased: bool = False):
+        self.catalog, self.vector, self.score_fn = catalog, np.asarray(vector, np.float32).reshape(-1), score_fn
+        self.biased = biased
+
+    def top(self, n: int) -> Top:
+        total = self.catalog.segment_count()
+
+        def ask(m: int) -> Top | None:
+            m = min(m, total)
+            keys, scores = self.catalog.nearest_segments(self.vector, m, self.score_fn, biased=self.biased)
+            exhausted = m >= total or len(keys) < m
+            best: dict[str, float] = {}
+            for key, score in zip(keys, np.asarray(scores, np.float64).tolist(), strict=True):
+                best.setdefault(segment_key(key)[0], score)
+            if len(best) < n and not exhausted:
+                return None
+            ids = list(best)
+            out = np.array([best[i] for i in ids[:n]], np.float64)
+            if len(ids) <= n:
+                bound = -np.inf if exhausted or not keys else float(scores[-1])
+            else:
+                bound = best[ids[n]] if exhausted else max(best[ids[n]], float(scores[-1]))
+            return Top(ids[:n], out, bound)
+
+        return widened(ask, 2 * n) if total else Top([], np.zeros(0), -np.inf)
+
+    def segment_scores(self, rows: np.ndarray, biases: np.ndarray) -> np.ndarray:
+        """The scores of some segments' ``rows`` [S, D] with their ``biases`` [S]."""
+        if self.score_fn is None:
+            scores = (rows @ self.vector).astype(np.float64)
+        else:
+            scores = np.asarray(self.score_fn(self.vector[None], rows), np.float64)[0]
+        return scores + biases if self.biased else scores
+
+    def scores(self, ids: Sequence[str]) -> np.ndarray:
+        if not ids:
+            return np.zeros(0)
+        segs = self.catalog.segments(ids)
+        return np.array([self.segment_scores(segs[i].rows, segs[i].biases).max() if i in segs else -np.inf
+                         for i in ids], np.float64)
+
+
+class BestOfSource:
+    """Each video's higher score of several sources (a video row and its best segment): the top n among the
+    sources' own tops, each scored by every source; a video outside all of them scores at most the highest bound."""
+
+    constant = False
+
+    def __init__(self, *parts: Source):
+        self.parts = parts
+
+    def top(self, n: int) -> Top:
+        tops = [p.top(n) for p in self.parts]
+        ids = list(dict.fromkeys(i for t in tops for i in t.ids))
+        scores = self.scores(ids)
+        order = np.argsort(-scores, kind="stable")
+        bound = max((t.bound for t in tops), default=-np.inf)
+        if len(order) > n:  # those left out of the top n: no higher than the n-th, but the bound covers them
+            bound = max(bound, float(scores[order[n]]))
+        return Top([ids[j] for j in order[:n]], scores[order[:n]], bound)
+
+    def scores(self, ids: Sequence[str]) -> np.ndarray:
+        if not ids:
+            return np.zeros(0)
+        return np.max([p.scores(ids) for p in self.parts], axis=0)
+
+
 class ScoredSource:
     """Scores of every video, computed once (``score_all() -> (ids, scores)``) and looked up: an exhaustive source,
     whose top n is every video."""
@@ -135,6 +210,7 @@ class Visual(ABC):
     """
 
     exhaustive = False
+    segmented = False  # the VISUAL source ranks a video by its best segment (``SegmentSource``)
     kind = FusionKind.SCORE
     normalize = Normalize.NONE
 
@@ -162,12 +238,15 @@ class Visual(ABC):
         """The part of each of ``ids``' ``VISUAL`` score that is its stored bias (a querybank offset, negated)."""
         return np.asarray(self.catalog.biases(ids), np.float64) if ids else np.zeros(0)
 
-    def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray],
+                      best: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """{shown name: each expert's own score of ``ids``, without the stored bias} (``rows``: the fusion's source
-        scores of them)."""
+        scores of them; ``best``: each one's best segment's row [N, D] and bias [N], scored instead of the video's
+        row when the source ranks segments)."""
         if len(self.experts) == 1:
-            return {VISUAL: rows[VISUAL] - self.bias_of(ids)}
-        scores = self.model.expert_scores(query, self.catalog.rows(ids)) if ids else {}
+            return {VISUAL: rows[VISUAL] - (self.bias_of(ids) if best is None else best[1])}
+        video_rows = self.catalog.rows(ids) if best is None else best[0]
+        scores = self.model.expert_scores(query, video_rows) if ids else {}
         return {shown: np.asarray(scores[name], np.float64)[0] if ids else np.zeros(0)
                 for shown, name in self.experts.items()}
 
@@ -178,10 +257,12 @@ class Visual(ABC):
 
 class InnerProduct(Visual):
     """A model scored by an inner product of its query rows (``ann_query``) with the stored rows: a cosine joint
-    model or a score-fused mixture of them. Top n by the vector index."""
+    model or a score-fused mixture of them. Top n videos by their best segment, from the segments' vector index."""
+
+    segmented = True
 
     def sources(self, query: np.ndarray) -> dict[str, Source]:
-        return {VISUAL: NearestSource(self.catalog, self.model.ann_query(query)[0], biased=True)}
+        return {VISUAL: SegmentSource(self.catalog, self.model.ann_query(query)[0], biased=True)}
 
     def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         vector = np.asarray(self.model.ann_query(query)[0], np.float32)
@@ -190,10 +271,12 @@ class InnerProduct(Visual):
 
 class ExactScan(Visual):
     """A model whose score no vector index serves (order similarity; a score fusion with such an expert): top n by
-    an exact scan of every stored row with ``model.score``."""
+    an exact scan of every stored segment row with ``model.score`` (a video scores by its best segment)."""
+
+    segmented = True
 
     def sources(self, query: np.ndarray) -> dict[str, Source]:
-        return {VISUAL: NearestSource(self.catalog, query[0], self.model.score, biased=True)}
+        return {VISUAL: SegmentSource(self.catalog, query[0], self.model.score, biased=True)}
 
     def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         return lambda frame_rows: np.asarray(self.model.score(query[:1], frame_rows), np.float32)[0]
@@ -254,8 +337,9 @@ class ExpertScans(Visual):
     def bias_of(self, ids: list[str]) -> np.ndarray:
         return np.zeros(len(ids))  # the rank or zscore fusion of the experts has no bias
 
-    def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {shown: rows[shown] for shown in self.experts}
+    def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray],
+                      best: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        return {shown: rows[shown] for shown in self.experts}  # the experts' scan of the video rows (no segments)
 
 
 #: The model's part of a search for each of its search modes.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reelsearch.index.catalog import Catalog, StoredVideo, VideoFacts
+from reelsearch.index.catalog import Catalog, StoredSegments, StoredVideo, VideoFacts, segment_key
 from reelsearch.index.vectors import ScoreFn, inner_product_score, scan_chunks, with_biases
 from reelsearch.search.sources import widened
 
@@ -126,6 +126,58 @@ class Subset:
                      biased: bool = False) -> tuple[list[list[str]], list[np.ndarray]]:
         found = [self.nearest(q, n, score_fn, biased=biased) for q in np.asarray(queries, np.float32)]
         return [f[0] for f in found], [f[1] for f in found]
+
+    def segment_count(self) -> int:
+        """At most this many segments (the catalog's: a bound is all ``SegmentSource`` needs)."""
+        return self.catalog.segment_count()
+
+    def segments(self, ids: Sequence[str]) -> dict[str, StoredSegments]:
+        return self.catalog.segments(ids)
+
+    def nearest_segments(self, query: np.ndarray, n: int, score_fn: ScoreFn | None = None, *,
+                         biased: bool = False) -> tuple[list[str], np.ndarray]:
+        """The allowed videos' best ``n`` segments: an exact scan of their segments (a selective filter, or a score
+        no vector index serves), else the catalog's, asked for more until ``n`` allowed ones are among them."""
+        total = self.catalog.segment_count()
+        n = min(n, total)
+        if n <= 0:
+            return [], np.zeros(0, np.float32)
+        if score_fn is not None or len(self._given) <= EXACT_ROWS:
+            return self._scan_segments(query, n, score_fn, biased)
+
+        def ask(m: int) -> tuple[list[str], np.ndarray] | None:
+            if m >= total:
+                return self._scan_segments(query, n, None, biased)
+            keys, scores = self.catalog.nearest_segments(query, m, biased=biased)
+            keep = [j for j, ok in enumerate(self._allows([segment_key(k)[0] for k in keys])) if ok]
+            if len(keep) >= n:
+                return [keys[j] for j in keep[:n]], np.asarray(scores)[keep[:n]]
+            if len(keys) < m:
+                return self._scan_segments(query, n, None, biased)
+            return None
+
+        return widened(ask, min(total, max(2 * n, -(-2 * n * len(self.catalog) // len(self._given)))))
+
+    def _scan_segments(self, query: np.ndarray, n: int, score_fn: ScoreFn | None,
+                       biased: bool) -> tuple[list[str], np.ndarray]:
+        """The exact top ``n`` of the allowed videos' segments (their rows read ``BLOCK`` videos at a time)."""
+        bias_of: dict[str, float] = {}
+
+        def chunks():
+            ids = self._ids()
+            for start in range(0, len(ids), BLOCK):
+                segs = self.catalog.segments(ids[start:start + BLOCK])
+                keys = [f"{v}:{o}" for v, s in segs.items() for o in range(len(s))]
+                if keys:
+                    if biased:
+                        bias_of.update(zip(keys, np.concatenate([s.biases for s in segs.values()]).tolist()))
+                    yield keys, np.concatenate([s.rows for s in segs.values()])
+
+        blocks, fn = chunks(), score_fn or inner_product_score
+        if biased:  # a block's segment biases, read with its rows
+            blocks, fn = with_biases(blocks, lambda keys: np.array([bias_of.pop(k) for k in keys], np.float32), fn)
+        found, scores = scan_chunks(blocks, np.asarray(query, np.float32).reshape(1, -1), n, fn)
+        return found[0], scores[0][: len(found[0])]
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         return self.catalog.rows(ids)

@@ -113,7 +113,7 @@ def start_watcher(searcher: Searcher, settings: dict) -> FolderWatcher | None:
     if not settings.get("watch"):
         return None
     writer = Searcher(settings["index"], searcher.model, media_roots=settings.get("media_roots"))
-    writer.catalog.remember(model_setting(settings["model"]))
+    writer.catalog.remember(model_setting(settings["model"], writer.frames_per_second))
     return FolderWatcher(writer, settings["watch"], poll=settings.get("poll"), settle=settings.get("settle", SETTLE),
                          cues=settings.get("cues"), owns_searcher=True).start()
 

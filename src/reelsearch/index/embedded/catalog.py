@@ -3,8 +3,9 @@
 Layout of an index directory::
 
     DIR/library.sqlite     metadata, per-frame embeddings and thumbnails, video vectors: the source of truth
-    DIR/vectors.faiss.npz  the FAISS vector index of [row, bias] (D + 1), derived from the SQLite rows (rebuilt when
-                           lost, damaged or of another width)
+    DIR/vectors.faiss.npz  the FAISS vector index of the videos' [row, bias] (D + 1), derived from the SQLite rows
+                           (rebuilt when lost, damaged or of another width)
+    DIR/segments.faiss.npz the same of the segments' rows (ids "VIDEO:ORDINAL"): what a text query ranks
     DIR/textcues.sqlite    the speech and on-screen-text segments (``reelsearch.index.embedded.textcues``)
     DIR/searcher.json      what the index remembers of how it was built (the model: ``settings``)
     DIR/.writer.lock       flock held by the one process that syncs
@@ -51,9 +52,10 @@ from reelsearch.io import atomic_write_json
 
 SQLITE_NAME = "library.sqlite"
 FAISS_NAME = "vectors.faiss.npz"
+SEGMENTS_FAISS_NAME = "segments.faiss.npz"
 LOCK_NAME = ".writer.lock"
 SETTINGS_NAME = "searcher.json"
-SCHEMA_VERSION = 4  # 2: videos.bias; 3: frame_vectors.detail; 4: videos.taken_at, taken_from
+SCHEMA_VERSION = 5  # 2: videos.bias; 3: frame_vectors.detail; 4: videos.taken_at, taken_from; 5: video_segments
 MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
 CACHE_KIB = 65536
 #: The meta key of the generation the vector file reflects.
@@ -101,6 +103,26 @@ CREATE TABLE IF NOT EXISTS frame_vectors (
 );
 CREATE TABLE IF NOT EXISTS tombstones (id INTEGER PRIMARY KEY, gen INTEGER NOT NULL);
 """
+#: Schema 5: each video's segments (the unit of retrieval).
+SEGMENTS_SQL = """
+CREATE TABLE IF NOT EXISTS video_segments (
+    video_id INTEGER NOT NULL REFERENCES videos (id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,           -- 0, 1, ... in time order
+    start REAL NOT NULL,                -- seconds: on screen over [start, stop)
+    stop REAL NOT NULL,
+    first_frame INTEGER NOT NULL,       -- its frames are frames.idx first_frame .. first_frame + n_frames - 1
+    n_frames INTEGER NOT NULL,
+    vector BLOB NOT NULL,               -- float32 [D], the model's video encoder over the segment's frames
+    bias REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (video_id, ordinal)
+) WITHOUT ROWID;
+"""
+#: Schema 4 -> 5: each video stored before segments is one segment (its row and bias, all its frames) until the
+#: next sync re-embeds it (the index's model id records the sampling and segmenting: docs/index.md).
+ONE_SEGMENT_EACH = """
+INSERT OR IGNORE INTO video_segments (video_id, ordinal, start, stop, first_frame, n_frames, vector, bias)
+SELECT id, 0, 0, COALESCE(duration, 0), 0, n_frames, vector, bias FROM videos
+"""
 
 
 class EmbeddedCatalog(SqlCatalog):
@@ -127,6 +149,7 @@ class EmbeddedCatalog(SqlCatalog):
             self._db.close()
             raise
         self.vectors: VectorIndex | None = None
+        self.segment_vectors: VectorIndex | None = None  # the segments' [row, bias], ids "VIDEO:ORDINAL"
         self._loaded_gen = 0  # generation the in-memory vector index reflects
         self.refresh()
 
@@ -144,7 +167,10 @@ class EmbeddedCatalog(SqlCatalog):
             if version is not None and int(version) < since:
                 if column not in {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}:
                     self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-        self._db.executescript(SCHEMA_SQL)
+        self._db.executescript(SCHEMA_SQL + SEGMENTS_SQL)
+        if version is not None and int(version) < 5:
+            with self._transaction():
+                self._db.execute(ONE_SEGMENT_EACH)
         if version is None or int(version) < SCHEMA_VERSION:
             self._set_meta("schema_version", SCHEMA_VERSION)
 
@@ -154,9 +180,10 @@ class EmbeddedCatalog(SqlCatalog):
 
     def close(self) -> None:
         """Close the vector index and the database."""
-        if self.vectors is not None:
-            self.vectors.close()
-            self.vectors = None
+        for index in (self.vectors, self.segment_vectors):
+            if index is not None:
+                index.close()
+        self.vectors = self.segment_vectors = None
         self._db.close()
 
     def settings(self) -> dict:
@@ -259,25 +286,34 @@ class EmbeddedCatalog(SqlCatalog):
         """Nothing to prepare: the vector index is opened after the commit (``_synced``)."""
 
     def _vectors_dropped(self) -> None:
-        if self.vectors is not None:
-            self.vectors.close()
-            self.vectors = None
+        for index in (self.vectors, self.segment_vectors):
+            if index is not None:
+                index.close()
+        self.vectors = self.segment_vectors = None
         self._loaded_gen = 0
         self._set_meta(VECTOR_KEY, 0)
-        with contextlib.suppress(FileNotFoundError):
-            (self.dir / FAISS_NAME).unlink()
+        for name in (FAISS_NAME, SEGMENTS_FAISS_NAME):
+            with contextlib.suppress(FileNotFoundError):
+                (self.dir / name).unlink()
 
     def _synced(self) -> None:
         if self.dim is not None:
             if self.vectors is None:
-                self.vectors = self._open_vectors(self.dim, fresh=True)
-                self._loaded_gen = 0
+                self._open_both(self.dim, fresh=True)
             self._catch_up(save=True)
 
-    def _open_vectors(self, dim: int, fresh: bool) -> VectorIndex:
-        """The FAISS index of the vector file, rows of ``dim`` + their bias (a fresh one replaces the file at its
+    def _open_both(self, dim: int, fresh: bool) -> None:
+        """Open the videos' and the segments' vector files (fresh: empty, replacing the files at their first save);
+        a damaged or missing one is rebuilt from SQLite (both then are)."""
+        if fresh or not all((self.dir / name).is_file() for name in (FAISS_NAME, SEGMENTS_FAISS_NAME)):
+            self._loaded_gen, fresh = 0, True
+        self.vectors = self._open_vectors(dim, FAISS_NAME, fresh)
+        self.segment_vectors = self._open_vectors(dim, SEGMENTS_FAISS_NAME, fresh)
+
+    def _open_vectors(self, dim: int, name: str, fresh: bool) -> VectorIndex:
+        """The FAISS index of a vector file, rows of ``dim`` + their bias (a fresh one replaces the file at its
         first save)."""
-        path = self.dir / FAISS_NAME
+        path = self.dir / name
         try:
             index = FaissIndex(dim + 1, None if fresh else path, **self._vector_options)
         except ReelsearchError as exc:  # derived data: whatever its damage, it is rebuilt from SQLite
@@ -297,10 +333,11 @@ class EmbeddedCatalog(SqlCatalog):
             return
         stored = int(self._meta(VECTOR_KEY) or 0)
         if self.vectors is None or self.vectors.dim != dim + 1 or stored > self._loaded_gen:
-            if self.vectors is not None:
-                self.vectors.close()
+            for index in (self.vectors, self.segment_vectors):
+                if index is not None:
+                    index.close()
             self._loaded_gen = stored
-            self.vectors = self._open_vectors(dim, fresh=stored == 0)
+            self._open_both(dim, fresh=stored == 0)
         if self._loaded_gen == self.generation and len(self.vectors) == len(self):
             return
         try:
@@ -322,16 +359,26 @@ class EmbeddedCatalog(SqlCatalog):
             known = {str(r[0]) for r in self._db.execute("SELECT id FROM videos")}
             stale = [i for i in self.vectors.ids() if i not in known]
             self.vectors.remove(stale)
+            self.segment_vectors.remove(self.segment_vectors.ids())
         else:
             dead = [str(r[0]) for r in self._db.execute("SELECT id FROM tombstones WHERE gen > ?", (synced,))]
             self.vectors.remove(dead)
+            changed = set(dead) | {str(r[0]) for r in self._db.execute("SELECT id FROM videos WHERE gen > ?",
+                                                                       (synced,))}
+            self.segment_vectors.remove([k for k in self.segment_vectors.ids() if k.split(":")[0] in changed])
         cur = self._db.execute("SELECT id, vector, bias FROM videos WHERE gen > ? ORDER BY id", (synced,))
         while rows := cur.fetchmany(4096):
             self.vectors.add([str(r[0]) for r in rows], np.stack([np.append(np.frombuffer(r[1], np.float32), r[2])
                                                                   for r in rows]))
+        cur = self._db.execute("SELECT s.video_id, s.ordinal, s.vector, s.bias FROM video_segments s JOIN videos v ON "
+                               "v.id = s.video_id WHERE v.gen > ? ORDER BY s.video_id, s.ordinal", (synced,))
+        while rows := cur.fetchmany(4096):
+            self.segment_vectors.add([f"{r[0]}:{r[1]}" for r in rows],
+                                     np.stack([np.append(np.frombuffer(r[2], np.float32), r[3]) for r in rows]))
         self._loaded_gen = gen
         if save:
             self.vectors.save()
+            self.segment_vectors.save()
             with self._transaction():
                 self._set_meta(VECTOR_KEY, gen)
                 self._db.execute("DELETE FROM tombstones WHERE gen <= ?", (gen,))
@@ -346,6 +393,26 @@ class EmbeddedCatalog(SqlCatalog):
         found, scores = self.vectors.search(folded, n)
         ids = [list(f) for f in found]
         return ids, [s[: len(i)] for s, i in zip(scores, ids, strict=True)]
+
+    def _nearest_segments_inner(self, queries: np.ndarray, n: int,
+                                biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
+        """``_nearest_inner`` of the segments' vector index (ids "VIDEO:ORDINAL")."""
+        if self.segment_vectors is None or len(self.segment_vectors) == 0:
+            return [[] for _ in queries], [np.empty(0, np.float32) for _ in queries]
+        folded = np.column_stack([queries, np.full(len(queries), 1.0 if biased else 0.0, np.float32)])
+        found, scores = self.segment_vectors.search(folded, n)
+        ids = [list(f) for f in found]
+        return ids, [s[: len(i)] for s, i in zip(scores, ids, strict=True)]
+
+    def segment_count(self) -> int:
+        """The number of segments in the vector index."""
+        return 0 if self.segment_vectors is None else len(self.segment_vectors)
+
+    def segment_chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every (segment ids "VIDEO:ORDINAL", their vectors [m, D]), in the vector index's blocks."""
+        if self.segment_vectors is not None:
+            for ids, block in self.segment_vectors.iter_chunks():
+                yield ids, block[:, :-1]
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""

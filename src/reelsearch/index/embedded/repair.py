@@ -1,10 +1,11 @@
 """A damaged embedded catalog (an index folder), checked and repaired (``reelsearch index --check`` / ``--repair``).
 
 ``check_index`` runs SQLite's integrity check on the index's two databases (``library.sqlite``, ``textcues.sqlite``).
-``repair_index`` keeps every video still readable: it copies each video whose row, frames and frame vectors can
-all be read into a new ``library.sqlite`` (a video with any part unreadable is left out, so the next sync indexes
-its file again), moves the damaged file aside (``library.sqlite.damaged``), and drops the derived files (the vector
-file, rebuilt from the new database on open; a damaged text-cue database, whose cues are extracted again).
+``repair_index`` keeps every video still readable: it copies each video whose row, frames (thumbnails whole),
+frame vectors and segments can all be read into a new ``library.sqlite`` (a video with any part unreadable is left
+out, so the next sync indexes its file again), moves the damaged file aside (``library.sqlite.damaged``), and drops
+the derived files (the vector files, rebuilt from the new database on open; a damaged text-cue database, whose
+cues are extracted again).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reelsearch.index.embedded.catalog import FAISS_NAME, SCHEMA_SQL, SCHEMA_VERSION, SQLITE_NAME
+from reelsearch.index.embedded.catalog import (
+    FAISS_NAME,
+    SCHEMA_SQL,
+    SCHEMA_VERSION,
+    SEGMENTS_FAISS_NAME,
+    SEGMENTS_SQL,
+    SQLITE_NAME,
+)
 from reelsearch.index.embedded.sqlite import integrity_problems
 from reelsearch.index.embedded.textcues import SQLITE_NAME as TEXTCUES_NAME
 
@@ -64,6 +72,7 @@ def repair_index(directory: str | Path) -> RepairReport:
         report.moved.append(_move_aside(library))
         os.replace(fresh, library)
         _remove(directory / FAISS_NAME)  # derived: rebuilt from the new database
+        _remove(directory / SEGMENTS_FAISS_NAME)
     cues = directory / TEXTCUES_NAME
     if problems.get(str(cues)):
         report.moved.append(_move_aside(cues))
@@ -74,7 +83,7 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
     """Copy every fully readable video of ``damaged`` into a new index database at ``fresh``: (kept, lost)."""
     out = sqlite3.connect(fresh, isolation_level=None)
     try:
-        out.executescript(SCHEMA_SQL)
+        out.executescript(SCHEMA_SQL + SEGMENTS_SQL)
         try:
             src = sqlite3.connect(f"file:{damaged.resolve()}?mode=ro", uri=True)
         except sqlite3.Error:
@@ -91,10 +100,14 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
                                          (vid,)).fetchall()
                     vectors = src.execute("SELECT video_id, vectors, times FROM frame_vectors WHERE video_id = ?",
                                           (vid,)).fetchone()
+                    segments = src.execute("SELECT video_id, ordinal, start, stop, first_frame, n_frames, vector, "
+                                           "bias FROM video_segments WHERE video_id = ?", (vid,)).fetchall()
                 except sqlite3.DatabaseError:
                     lost += 1
                     continue
-                if row is None or vectors is None or len(frames) != row[6]:
+                # a video is kept whole or not at all: its segments must cover its frames
+                if (row is None or vectors is None or len(frames) != row[6] or sum(s[5] for s in segments) != row[6]
+                        or not all(_whole_image(f[3]) for f in frames)):
                     lost += 1
                     continue
                 out.execute(f"INSERT INTO videos ({_VIDEO_COLUMNS}) VALUES ({', '.join('?' * 13)})",
@@ -102,6 +115,7 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
                 out.executemany("INSERT INTO frames VALUES (?, ?, ?, ?)", frames)
                 # detail NULL: measured again from the thumbnails by the sync that follows the repair
                 out.execute("INSERT INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)", vectors)
+                out.executemany("INSERT INTO video_segments VALUES (?, ?, ?, ?, ?, ?, ?, ?)", segments)
                 dim, model = len(row[11]) // 4, row[7]
                 kept += 1
             meta = {"schema_version": SCHEMA_VERSION, "gen": 1}
@@ -115,6 +129,19 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
             src.close()
     finally:
         out.close()
+
+
+def _whole_image(blob: bytes | None) -> bool:
+    """Whether a stored thumbnail ends as its format says (JPEG's end-of-image marker, PNG's IEND chunk): SQLite keeps
+    no checksum, so a thumbnail's lost last page reads back as garbage without an error; this finds it."""
+    if blob is None:
+        return True
+    blob = bytes(blob)
+    if blob.startswith(b"\xff\xd8"):
+        return blob.endswith(b"\xff\xd9")
+    if blob.startswith(b"\x89PNG"):
+        return blob.endswith(b"IEND\xaeB`\x82")
+    return False
 
 
 def _readable_ids(src: sqlite3.Connection) -> list[int]:

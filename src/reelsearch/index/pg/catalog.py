@@ -34,7 +34,14 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.pg.database import Database
-from reelsearch.index.pg.schema import FOLDED, HNSW_MAX_DIM, hnsw_index, migrate, schema_version
+from reelsearch.index.pg.schema import (
+    FOLDED,
+    HNSW_MAX_DIM,
+    hnsw_index,
+    migrate,
+    schema_version,
+    segments_hnsw_index,
+)
 from reelsearch.index.pg.textcues import PostgresTextCues
 from reelsearch.index.sync import FileChange, FileToSync, StoredFile
 from reelsearch.index.tables import SqlCatalog
@@ -257,29 +264,35 @@ class PostgresCatalog(SqlCatalog):
         if 4 * dim + 512 < INLINE_BYTES:  # kept in the row, not compressed out of line: a scan reads it directly
             self._db.execute("ALTER TABLE videos ALTER COLUMN vector SET STORAGE PLAIN")
         hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
+        self._db.execute(f"ALTER TABLE video_segments ALTER COLUMN vector TYPE vector({int(dim)})")
+        segments_hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
 
     def _vectors_dropped(self) -> None:
         with self._transaction():
             self._db.execute("DROP INDEX IF EXISTS videos_hnsw")
+            self._db.execute("DROP INDEX IF EXISTS video_segments_hnsw")
             self._db.execute("ALTER TABLE videos ALTER COLUMN vector TYPE vector")
             self._db.execute("ALTER TABLE videos ALTER COLUMN vector SET STORAGE EXTENDED")
+            self._db.execute("ALTER TABLE video_segments ALTER COLUMN vector TYPE vector")
 
     def _synced(self) -> None:
         """Nothing to do: the vectors are committed with their videos."""
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
-        """The ``n`` best of each query by inner product (+ bias when ``biased``): HNSW above ``threshold`` videos,
-        exact below or when more than MAX_EF_SEARCH are asked for; one query each, in one transaction."""
+    def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool, *,
+                       segments: bool = False) -> tuple[list[list[str]], list[np.ndarray]]:
+        """The ``n`` best of each query by inner product (+ bias when ``biased``): HNSW above ``threshold`` videos
+        (segments), exact below or when more than MAX_EF_SEARCH are asked for; one query each, in one transaction."""
         dim = self.dim
-        exact = n > MAX_EF_SEARCH or len(self) < self.threshold or dim + 1 > HNSW_MAX_DIM
+        rows = self.segment_count() if segments else len(self)
+        exact = n > MAX_EF_SEARCH or rows < self.threshold or dim + 1 > HNSW_MAX_DIM
         ids, dists = [], []
         with self._db.transaction():
             if exact:
                 self._db.execute("SET LOCAL enable_indexscan = off")
             else:
                 self._db.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, int(n))}")
-            sql = self.nearest_sql(dim, exact, biased)
+            sql = self.nearest_sql(dim, exact, biased, segments=segments)
             for row in queries:
                 text = vector_text(row)
                 params = (text, int(n)) if exact else (text, vector_text(np.append(row, 1.0 if biased else 0.0)),
@@ -290,17 +303,43 @@ class PostgresCatalog(SqlCatalog):
                 dists.append(-np.array([r[1] for r in rows], np.float32))
         return ids, dists
 
+    def _nearest_segments_inner(self, queries: np.ndarray, n: int,
+                                biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
+        """``_nearest_inner`` over ``video_segments`` (ids ``"VIDEO:ORDINAL"``)."""
+        return self._nearest_inner(queries, n, biased, segments=True)
+
+    _segment_count: tuple[int, int] | None = None  # (generation, number of segments)
+
+    def segment_count(self) -> int:
+        """The number of segments, counted once per generation."""
+        gen = self.generation
+        if self._segment_count is None or self._segment_count[0] != gen:
+            self._segment_count = (gen, self._db.execute("SELECT COUNT(*) FROM video_segments").fetchone()[0])
+        return self._segment_count[1]
+
+    def segment_chunks(self, rows: int = SCAN_CHUNK_ROWS) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Every (segment ids, vectors [m, D]), by video and ordinal, ``rows`` at a time (each block one query)."""
+        dim, last = self.dim, (0, -1)
+        if dim is None:
+            return
+        while block := self._db.execute(
+                "SELECT video_id, ordinal, vector_send(vector) FROM video_segments WHERE (video_id, ordinal) > (?, ?) "
+                "ORDER BY video_id, ordinal LIMIT ?", (*last, rows)).fetchall():
+            last = (block[-1][0], block[-1][1])
+            yield [f"{r[0]}:{r[1]}" for r in block], vectors_from_send([r[2] for r in block], dim)
+
     @staticmethod
-    def nearest_sql(dim: int, exact: bool, biased: bool = False) -> str:
+    def nearest_sql(dim: int, exact: bool, biased: bool = False, *, segments: bool = False) -> str:
         """The query of one vector's nearest videos (parameters: the vector, [the vector and its bias weight,] n):
         (id, float32 inner-product distance, less the bias when ``biased``) of the n best by a scan (one distance per
         row), or of the HNSW index's n candidates (by their halfvec distance over [row, bias], the index's expression:
         ``schema.FOLDED``)."""
         distance = f"(vector <#> ?::vector({dim}))" + (" - bias" if biased else "")
+        key, table = ("video_id || ':' || ordinal", "video_segments") if segments else ("id", "videos")
         if exact:
-            return f"SELECT id, {distance} AS d FROM videos ORDER BY d LIMIT ?"
-        return (f"SELECT id, {distance} FROM videos ORDER BY {FOLDED.format(dim=dim + 1)} <#> ?::halfvec({dim + 1}) "
-                "LIMIT ?")
+            return f"SELECT {key}, {distance} AS d FROM {table} ORDER BY d LIMIT ?"
+        return (f"SELECT {key}, {distance} FROM {table} ORDER BY {FOLDED.format(dim=dim + 1)} <#> "
+                f"?::halfvec({dim + 1}) LIMIT ?")
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""

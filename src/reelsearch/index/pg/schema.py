@@ -9,9 +9,11 @@ one is never changed.
 The tables mirror the embedded catalog's (``reelsearch.index.tables``, ``reelsearch.index.textcues``): ``videos``
 (``vector`` becomes ``vector(D)``, with an HNSW index over it and ``bias`` as ``halfvec``, when the first video of a
 model sets D: ``PostgresCatalog``),
-``frames``, ``frame_vectors``, ``meta``; ``segments`` (``words``: the segment's words as ``tsvector``, GIN-indexed;
-``folded``: lower-cased OCR text, trigram-indexed), ``runs``, ``cue_meta``; and ``claims``, one row per file a worker
-is indexing, with the lease that expires when the worker dies (for cooperating index workers).
+``frames``, ``frame_vectors``, ``meta``; ``video_segments`` (a video's segments, each with its vector: what a
+text query ranks; an HNSW index over [vector, bias] as the videos'); ``segments`` (``words``: the segment's words
+as ``tsvector``, GIN-indexed; ``folded``: lower-cased OCR text, trigram-indexed), ``runs``, ``cue_meta``; and
+``claims``, one row per file a worker is indexing, with the lease that expires when the worker dies (for
+cooperating index workers).
 """
 
 from __future__ import annotations
@@ -175,6 +177,46 @@ def _v5(db: Database) -> None:
     """)
 
 
+#: The segments' HNSW index's expression, as ``FOLDED`` for the videos'.
+SEGMENTS_FOLDED = FOLDED
+
+
+def _v7(db: Database) -> None:
+    """``video_segments``: one row per segment of a video (the unit of retrieval), its vector (of the videos' width,
+    with an HNSW index over [vector, bias] as the videos'); each video stored before is one segment (its row and
+    bias, all its frames) until the next sync re-embeds it."""
+    db.execute("""
+        CREATE TABLE video_segments (
+            video_id bigint NOT NULL REFERENCES videos (id) ON DELETE CASCADE,
+            ordinal integer NOT NULL,
+            start double precision NOT NULL,
+            stop double precision NOT NULL,
+            first_frame integer NOT NULL,
+            n_frames integer NOT NULL,
+            vector vector NOT NULL,
+            bias double precision NOT NULL DEFAULT 0,
+            PRIMARY KEY (video_id, ordinal)
+        );
+        INSERT INTO video_segments (video_id, ordinal, start, stop, first_frame, n_frames, vector, bias)
+        SELECT id, 0, 0, COALESCE(duration, 0), 0, n_frames, vector, bias FROM videos;
+    """)
+    dim = db.execute("SELECT atttypmod FROM pg_attribute WHERE attrelid = 'videos'::regclass AND attname = "
+                     "'vector'").fetchone()[0]
+    old = db.execute("SELECT c.reloptions FROM pg_class c WHERE c.oid = to_regclass('videos_hnsw')").fetchone()
+    if dim and dim > 0:
+        db.execute(f"ALTER TABLE video_segments ALTER COLUMN vector TYPE vector({int(dim)})")
+        options = dict(o.split("=", 1) for o in (old[0] or [] if old else []))
+        segments_hnsw_index(db, dim, int(options.get("m", 16)), int(options.get("ef_construction", 64)))
+
+
+def segments_hnsw_index(db: Database, dim: int, m: int, ef_construction: int) -> None:
+    """Make ``video_segments_hnsw``, as ``hnsw_index`` makes the videos' (None above HNSW_MAX_DIM)."""
+    if int(dim) + 1 <= HNSW_MAX_DIM:
+        db.execute(f"CREATE INDEX IF NOT EXISTS video_segments_hnsw ON video_segments USING hnsw "
+                   f"({SEGMENTS_FOLDED.format(dim=int(dim) + 1)} halfvec_ip_ops) "
+                   f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
+
+
 #: (version, what it does, the function that applies it), in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (1, "the catalog: videos, frames, frame vectors, text cues, claims", _v1),
@@ -183,6 +225,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (4, "the HNSW index over the vectors as halfvec", _v4),
     (5, "videos.taken_at, taken_from: when each video was taken", _v5),
     (6, "the HNSW index over the vectors and their biases", _v6),
+    (7, "video_segments: each video's segments, their vectors and HNSW index", _v7),
 ]
 LATEST = MIGRATIONS[-1][0]
 

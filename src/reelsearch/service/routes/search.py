@@ -42,6 +42,7 @@ def search(searcher: SearcherDep,
                                  description="What to look for (not blank; optional with `like`).",
                                  examples=["a dog catches a frisbee"]),
            k: int = Query(10, ge=1, le=MAX_K, description="Number of results."),
+           moments: int = Query(3, ge=0, le=100, description="Each result's best moments (segments) to give."),
            experts: str | None = Query(None, pattern=contract.EXPERTS_PATTERN, max_length=64,
                                        description="Experts to fuse, comma-separated (default: all the index "
                                                    "holds; a cue the index lacks is 400).",
@@ -66,7 +67,7 @@ def search(searcher: SearcherDep,
     example = None
     if like is not None:
         example = searcher.example_video(video_record(searcher, like).id, t)
-    results = searcher.search(q, k, frames=True, experts=experts, like=example, filters=options)
+    results = searcher.search(q, k, frames=True, experts=experts, like=example, filters=options, moments=moments)
     return _answer(results, q, k, example, read_box(q, options)[1])
 
 

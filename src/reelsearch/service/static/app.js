@@ -99,6 +99,26 @@ function matchLine(result, c) {
   return line;
 }
 
+// The video's best moments on a bar as long as the video, the best one marked; a click plays from its start.
+function timeline(result, c) {
+  const bar = el("div", "timeline");
+  bar.setAttribute("role", "group");
+  bar.setAttribute("aria-label", `best moments of ${result.name}`);
+  result.moments.forEach((m, i) => {
+    const seg = el("button", "moment" + (i === 0 ? " best" : ""));
+    seg.type = "button";
+    seg.dataset.start = String(m.start);
+    seg.style.left = `${(100 * Math.min(m.start, result.duration) / result.duration).toFixed(3)}%`;
+    seg.style.width = `${(100 * Math.max(m.end - m.start, 0) / result.duration).toFixed(3)}%`;
+    const sure = m.confidence === undefined ? "" : ` · ${Math.round(100 * m.confidence)}% confident`;
+    seg.title = `moment ${i + 1}: ${clock(m.start)}–${clock(m.end)}${sure} — play from ${clock(m.start)}`;
+    seg.setAttribute("aria-label", seg.title);
+    seg.addEventListener("click", (ev) => { ev.stopPropagation(); play(result, m.start, c); });
+    bar.append(seg);
+  });
+  return bar;
+}
+
 function card(result, rank) {
   const c = el("article", "card");
   c.dataset.id = result.id;
@@ -123,7 +143,9 @@ function card(result, rank) {
   more.title = `videos that look like ${result.name}`;
   more.addEventListener("click", (ev) => { ev.stopPropagation(); searchLike(result.id, result.name); });
   meta.append(more);
-  c.append(thumb, meta);
+  c.append(thumb);
+  if (result.kind === "video" && result.moments && result.duration > 0) c.append(timeline(result, c));
+  c.append(meta);
   if (result.frames && result.frames.length) {
     const strip = el("div", "strip");
     const scores = result.frames.map((f) => f.score);
