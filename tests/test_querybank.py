@@ -114,9 +114,13 @@ def test_only_inner_product_models_take_a_bank():
 
 
 @pytest.mark.slow
-def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path):
+def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path, monkeypatch):
     pytest.importorskip("efficientnet_lite_pytorch")
+    from typer.testing import CliRunner
+
+    from reelsearch.cli.main import app
     from reelsearch.datasets import load_dataset
+    from reelsearch.errors import ReelsearchError
     from reelsearch.models import JointModel, load_model
     from reelsearch.models.registry import model_config
 
@@ -133,9 +137,13 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path):
     assert json.loads((tmp_path / "qb" / "querybank.json").read_text()) == rep
     assert sorted(p.name for p in (tmp_path / "qb" / "best").iterdir()) == [
         "config.json", "model.safetensors", BANK_FILE, "reelsearch.json"]
-    into_model = cli("querybank", tmp_path / "model", "--data", f"manifest:{manifest}", "--out", tmp_path / "model",
-                     cache=cache)
-    assert into_model.returncode == 2 and "a model folder; pass a run folder" in into_model.stderr
+    # a refusal is a ReelsearchError (one line, exit status 2 from `reelsearch`, as tests/test_search_cli.py checks
+    # in a real process): checked in this one
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
+    into_model = CliRunner().invoke(app, ["querybank", str(tmp_path / "model"), "--data", f"manifest:{manifest}",
+                                          "--out", str(tmp_path / "model")])
+    assert isinstance(into_model.exception, ReelsearchError)
+    assert "a model folder; pass a run folder" in str(into_model.exception)
     assert rep["split"] == "train" and rep["val_split"] == "val"
     # eval of the saved model applies the bank; --no-querybank gives the raw scores of the same model
     ev = json.loads(cli("eval", tmp_path / "qb", "--data", f"manifest:{manifest}", "--json", "--out",
@@ -176,6 +184,6 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path):
     # the folder moved elsewhere still has its bank; the bank's split as the report split is refused
     shutil.move(tmp_path / "qb", tmp_path / "moved")
     assert load_model(tmp_path / "moved").querybank is not None
-    bad = cli("querybank", tmp_path / "moved", "--data", f"manifest:{manifest}", "--out", tmp_path / "moved",
-              "--val-split", "train", cache=cache)
-    assert bad.returncode != 0 and "training queries" in bad.stderr
+    bad = CliRunner().invoke(app, ["querybank", str(tmp_path / "moved"), "--data", f"manifest:{manifest}", "--out",
+                                   str(tmp_path / "moved"), "--val-split", "train"])
+    assert isinstance(bad.exception, ReelsearchError) and "training queries" in str(bad.exception)

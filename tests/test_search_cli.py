@@ -15,6 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from reelsearch.cli.main import app
+from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import display_path
 from reelsearch.search import Searcher
 from reelsearch.search.results import FrameScore, Match, SearchResult
@@ -186,13 +187,19 @@ def test_search_like_an_example(setup):
             assert ("experts" in got[0]) == (text is not None)  # with text: each part's score
     res = runner.invoke(app, ["search", "--like", str(paths[0]), "--index", index])
     assert res.exit_code == 0 and len(res.stdout.splitlines()) == stored - 1
+    # each bad example is a ReelsearchError, which `reelsearch` (cli.main.main) prints as "error: ..." with exit
+    # status 2: one real process checks that, in-process runs check the other examples' messages
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    for like, message in ((str(root / "missing.mp4"), f"error: {root / 'missing.mp4'}: no such file"),
-                          ("4242@1", "error: no indexed video with id 4242"),
-                          (f"{clip_id}@60", f"error: video {clip_id}: 60 s is outside the video (0 to 3 s)")):
-        proc = subprocess.run([sys.executable, "-m", "reelsearch", "search", "--like", like, "--index", index],
-                              capture_output=True, text=True, env=env, timeout=120)
-        assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.strip().startswith(message), proc.stderr
+    missing = root / "missing.mp4"
+    proc = subprocess.run([sys.executable, "-m", "reelsearch", "search", "--like", str(missing), "--index", index],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.strip().startswith(f"error: {missing}: no such file"), proc.stderr
+    for like, message in (("4242@1", "no indexed video with id 4242"),
+                          (f"{clip_id}@60", f"video {clip_id}: 60 s is outside the video (0 to 3 s)")):
+        res = runner.invoke(app, ["search", "--like", like, "--index", index])
+        assert isinstance(res.exception, ReelsearchError) and res.stdout == "", res.output
+        assert str(res.exception).startswith(message), res.exception
 
 
 def test_default_index_location(setup, tmp_path):

@@ -74,14 +74,14 @@ def built(cue_clips, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def demo(built, tmp_path_factory, monkeypatch_module):
-    """`reelsearch demo` over the same index: it adds its generated clip (made in the cache folder) and prints the
-    results of its queries."""
+def demo(built, monkeypatch_module):
+    """`reelsearch demo` over the same index: it adds its generated clip (made in the cache folder: the one `index`
+    used, so that its ONNX exports are not made again) and prints the results of its queries."""
     from typer.testing import CliRunner
 
     from reelsearch.cli.main import app
 
-    monkeypatch_module.setenv("REELSEARCH_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch_module.setenv("REELSEARCH_CACHE_DIR", _env(built[0].parent)["REELSEARCH_CACHE_DIR"])
     res = CliRunner().invoke(app, ["demo", "--index", str(built[0]), "--shared", str(SHARED_DATA.parent), "-k", "2"])
     assert res.exit_code == 0, res.output
     return res.output

@@ -62,11 +62,20 @@ def encoders(cache):
 
 
 def test_same_features_as_torch(encoders, captions):
+    """The real captions, then the edge cases as a batch of their own: the over-long caption pads its whole batch to
+    256 tokens (with the 63 real captions beside it that cost 4x the rest of the test, and checks nothing more)."""
     fast, reference = encoders
-    tokens_f, sentences_f = fast.encode(captions)
-    tokens_t, sentences_t = reference.encode(captions)
+    edge = len(captions) - len(FALLBACK_CAPTIONS)
+    tokens_f, sentences_f, tokens_t, sentences_t = [], [], [], []
+    for part in (captions[:edge], captions[edge:]):
+        (tf, sf), (tt, st) = fast.encode(part), reference.encode(part)
+        tokens_f, tokens_t = tokens_f + tf, tokens_t + tt
+        sentences_f.append(sf)
+        sentences_t.append(st)
+    sentences_f, sentences_t = np.concatenate(sentences_f), np.concatenate(sentences_t)
     assert fast.runtime == "onnxruntime"  # no silent fallback happened
     assert [t.shape for t in tokens_f] == [t.shape for t in tokens_t]
+    assert tokens_f[-1].shape[0] == 256  # the over-long caption, truncated
     assert max(np.abs(a - b).max() for a, b in zip(tokens_f, tokens_t, strict=True)) < 1e-4
     assert np.abs(sentences_f - sentences_t).max() < 1e-5
     assert np.allclose(np.linalg.norm(sentences_f, axis=1), 1, atol=1e-5)
@@ -191,10 +200,10 @@ def test_a_failing_export_falls_back_to_torch_with_a_warning(tmp_path, monkeypat
     assert encoder.runtime == "torch" and sentences.shape == (1, 384)
 
 
-def test_weights_changed_in_place_switch_to_torch(encoders, tmp_path, monkeypatch):
+def test_weights_changed_in_place_switch_to_torch(encoders, cache, monkeypatch):
     """A BERT fine-tuned in this process no longer matches the folder's export: the encoder follows the new
-    weights (in torch) instead of serving stale features."""
-    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path))
+    weights (in torch) instead of serving stale features. (The module's cached export: no export of its own.)"""
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
     encoder = minilm.MiniLMEncoder()
     before = encoder.encode(["a dog runs"])[1]
     assert encoder.runtime == "onnxruntime"
