@@ -12,6 +12,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from reelsearch.index import EmbeddedCatalog, EmbeddedMedia, make_thumbnail
 from reelsearch.index.embedded.catalog import FAISS_NAME, SQLITE_NAME
 from reelsearch.index.pg import PostgresCatalog
+from reelsearch.index.sync import FileChange, FileToSync
 from reelsearch.search.experts import Plan
 from reelsearch.search.query import run_query
 from reelsearch.search.sources import ExactScan, InnerProduct
@@ -574,3 +576,20 @@ def test_real_msrvtt_clips(tmp_path):
         assert max(thumb.shape[:2]) == 96  # 320 x 240 source, stored at 96 px on the long side
         rep = lib.sync([clips], embed, model_id="colour-hist", progress=False)
         assert len(rep.unchanged) == 2 and not rep.added
+
+
+def test_a_commit_of_media_without_segments_stores_one_segment_of_every_frame(tmp_path):
+    """What the benchmarks commit straight (``EmbeddedMedia`` without segments, not through ``checked``): the video
+    is one segment of its frames, with its row and bias."""
+    rng = np.random.default_rng(3)
+    video, frames = rng.standard_normal(8).astype(np.float32), rng.standard_normal((4, 8)).astype(np.float32)
+    video, frames = video / np.linalg.norm(video), frames / np.linalg.norm(frames, axis=1, keepdims=True)
+    with EmbeddedCatalog(tmp_path / "index") as lib:
+        st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)  # a FileToSync's stat
+        lib._commit([FileChange(FileToSync("/videos/a.mp4", st, None), "0" * 64,
+                                EmbeddedMedia(video, frames, np.arange(4) * 0.5, 2.0, None, 0.25))], [], "m")
+        vid = lib.find("/videos/a.mp4")
+        segs = lib.segments([vid])[vid]
+        assert len(segs) == 1 and segs.firsts[0] == 0 and segs.counts[0] == 4
+        assert segs.starts[0] == 0.0 and segs.ends[0] == 2.0 and segs.biases[0] == pytest.approx(0.25)
+        np.testing.assert_allclose(segs.rows[0], video, atol=1e-3)

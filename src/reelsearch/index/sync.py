@@ -390,7 +390,10 @@ class CatalogSync(ABC):
             self._set_meta("model_id", model_id)
 
     def _write_frames(self, vid: int, media: EmbeddedMedia) -> None:
-        """A video's frames (times, thumbnails) and frame vectors, inside the commit's transaction."""
+        """A video's frames (times, thumbnails), frame vectors and segments (one of every frame when ``media`` has
+        none: ``EmbeddedMedia.checked``), inside the commit's transaction."""
+        if media.segment_vectors is None:
+            media = media.checked(len(media.video_vector))
         thumbs = media.thumbnails or [None] * len(media.timestamps)
         rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
         self._db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
