@@ -38,7 +38,15 @@ from reelsearch.index.catalog import Catalog
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.search.frames import FrameSequence, cosine_scores, frame_match, sequence_similarities, unit_rows
 from reelsearch.search.fusion import Fused
-from reelsearch.search.sources import LIKE, BestOfSource, NearestSource, SegmentSource, Source, Visual
+from reelsearch.search.sources import (
+    LIKE,
+    BestOfSource,
+    NearestSource,
+    SegmentSource,
+    Source,
+    Visual,
+    several_segments,
+)
 
 #: Candidates of the first stage re-scored by sequence similarity (at least k + the excluded ids).
 RESCORED = 100
@@ -81,7 +89,7 @@ class Example:
         its row and its best segment (a clip cut from a long video matches the segment it was cut from)."""
         score_fn = None if visual.model.inner_product else cosine_scores
         whole = NearestSource(catalog, self.row, score_fn)
-        if not catalog.segment_count():
+        if not several_segments(catalog):  # each video's one segment is its row
             return whole
         return BestOfSource(whole, SegmentSource(catalog, self.row, score_fn))
 

@@ -90,25 +90,37 @@ class NearestSource:
     def scores(self, ids: Sequence[str]) -> np.ndarray:
         if not ids:
             return np.zeros(0)
-        rows = self.catalog.rows(ids)
+        return self.segment_scores(self.catalog.rows(ids), self.catalog.biases(ids) if self.biased else None)
+
+    def segment_scores(self, rows: np.ndarray, biases: np.ndarray | None) -> np.ndarray:
+        """The scores of some stored ``rows`` [m, D] (video or segment rows) with their ``biases`` [m]."""
         if self.score_fn is None:
             scores = (rows @ self.vector).astype(np.float64)
         else:
             scores = np.asarray(self.score_fn(self.vector[None], rows), np.float64)[0]
-        return scores + self.catalog.biases(ids) if self.biased else scores
+        return scores + biases if self.biased else scores
 
 
-class SegmentSource:
+def several_segments(catalog: Catalog) -> bool:
+    """Whether some video of the catalog (of the whole one under a filter's ``Subset``) has more than one segment.
+    When none has, each video's one segment is its row with its bias, so the video rows rank exactly alike and
+    faster (one vector index, no segment reads): what the sources then read."""
+    whole = getattr(catalog, "catalog", catalog)  # a Subset's segment_count is its whole catalog's
+    return whole.segment_count() > len(whole)
+
+
+def best_segment_source(catalog: Catalog, vector: np.ndarray, score_fn=None, *, biased: bool = False) -> Source:
+    """A ``SegmentSource``, or the ``NearestSource`` that ranks alike when no video has several segments."""
+    if several_segments(catalog):
+        return SegmentSource(catalog, vector, score_fn, biased=biased)
+    return NearestSource(catalog, vector, score_fn, biased=biased)
+
+
+class SegmentSource(NearestSource):
     """A query vector's score with each video's best segment (the unit of retrieval): top n videos from the segments'
     vector index (inner product, or ``score_fn`` by an exact scan), asked for more segments until n distinct videos
     are among them (``widened``); ``biased``: each segment's own bias added. A video missing from the answer has
     every segment at most the last segment's score, so that is the bound (or the next video's best, if higher)."""
-
-    constant = False
-
-    def __init__(self, catalog: Catalog, vector: np.ndarray, score_fn=None, *, biased: bool = False):
-        self.catalog, self.vector, self.score_fn = catalog, np.asarray(vector, np.float32).reshape(-1), score_fn
-        self.biased = biased
 
     def top(self, n: int) -> Top:
         total = self.catalog.segment_count()
@@ -131,14 +143,6 @@ class SegmentSource:
             return Top(ids[:n], out, bound)
 
         return widened(ask, 2 * n) if total else Top([], np.zeros(0), -np.inf)
-
-    def segment_scores(self, rows: np.ndarray, biases: np.ndarray) -> np.ndarray:
-        """The scores of some segments' ``rows`` [S, D] with their ``biases`` [S]."""
-        if self.score_fn is None:
-            scores = (rows @ self.vector).astype(np.float64)
-        else:
-            scores = np.asarray(self.score_fn(self.vector[None], rows), np.float64)[0]
-        return scores + biases if self.biased else scores
 
     def scores(self, ids: Sequence[str]) -> np.ndarray:
         if not ids:
@@ -262,7 +266,7 @@ class InnerProduct(Visual):
     segmented = True
 
     def sources(self, query: np.ndarray) -> dict[str, Source]:
-        return {VISUAL: SegmentSource(self.catalog, self.model.ann_query(query)[0], biased=True)}
+        return {VISUAL: best_segment_source(self.catalog, self.model.ann_query(query)[0], biased=True)}
 
     def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         vector = np.asarray(self.model.ann_query(query)[0], np.float32)
@@ -276,7 +280,7 @@ class ExactScan(Visual):
     segmented = True
 
     def sources(self, query: np.ndarray) -> dict[str, Source]:
-        return {VISUAL: SegmentSource(self.catalog, query[0], self.model.score, biased=True)}
+        return {VISUAL: best_segment_source(self.catalog, query[0], self.model.score, biased=True)}
 
     def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         return lambda frame_rows: np.asarray(self.model.score(query[:1], frame_rows), np.float32)[0]
