@@ -279,7 +279,13 @@ def judge(index: Path, queries: list[dict]) -> list[dict]:
     out = []
     with Searcher(index, "default") as searcher:
         for q in queries:
-            top = searcher.search(q["caption"], 1, frames=False, moments=1)[0]
+            hits = searcher.search(q["caption"], 1, frames=False, moments=1)
+            if not hits:  # counted as a miss (and in the row's "empty")
+                print(f"no result for {q['caption']!r}", file=sys.stderr)
+                out.append({"video": None, "right": False, "moment": None, "frame_t": None, "overlap": False,
+                            "midpoint": False, "frame": False, "empty": True})
+                continue
+            top = hits[0]
             video, m = Path(top.path).stem, top.moments[0] if top.moments else None
             right = video == q["video"]
             out.append({"video": video, "right": right, "moment": [m.start, m.end] if m else None,
@@ -287,7 +293,7 @@ def judge(index: Path, queries: list[dict]) -> list[dict]:
                         "overlap": right and m is not None and any(m.start < b and m.end > a
                                                                    for a, b in q["intervals"]),
                         "midpoint": right and m is not None and inside((m.start + m.end) / 2, q["intervals"]),
-                        "frame": right and inside(top.moment, q["intervals"])})
+                        "frame": right and inside(top.moment, q["intervals"]), "empty": False})
     return out
 
 
@@ -315,7 +321,8 @@ def retrieval(a) -> list[dict]:
                    "size": f"{size[0]}x{size[1]}", "photos_shown": len(where[kind]), "queries": len(queries),
                    "video_r1": share["right"], "moment_overlap": share["overlap"],
                    "moment_midpoint": share["midpoint"], "moment_frame": share["frame"],
-                   "photo_r1": round(photo_r1, 4), "video_ok": share["right"] >= photo_r1,
+                   "photo_r1": round(photo_r1, 4), "empty": sum(g["empty"] for g in got),
+                   "video_ok": share["right"] >= photo_r1,
                    "moment_ok": share["overlap"] >= 0.8 * photo_r1, **built,
                    "x_real_time": round(seconds / built["index_wall_s"], 1),
                    "segments_per_hour": round(built["segments"] * 3600 / seconds, 1),
