@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import shared_path
+from reelsearch.datasets.long_videos import random_video
 from reelsearch.errors import ReelsearchError
 from reelsearch.media.segmenting import SegmentPolicy, cut, cut_points, segment_ends
 
@@ -104,11 +105,21 @@ def frame_features(path, extractor):
     return extractor.extract_frames(np.stack(images)), np.asarray(times), stream.report.end
 
 
+def test_a_random_timeline_ends_at_the_length_asked_for():
+    """Also where a short photo draws a long fade (2 s shots, 2 s fades: such a timeline once stopped there, minutes
+    early) and where less than half a second is left (once left out)."""
+    photos = [f"p{i}" for i in range(200)]
+    for seed in range(40):
+        video = random_video("v", photos, 1200.0, seed=seed)
+        assert video.duration == pytest.approx(1200.0, abs=0.01), seed
+        assert all(s.duration > s.fade for s in video.shots), seed
+
+
 @pytest.mark.slow
 def test_slideshow_cuts_at_the_photo_changes(tmp_path, lite0):
     """A 100 s slideshow of dev photos, 2 to 15 s each (half the changes cross-fades, half the photos zooming):
     nearly every change found within 1 s, and few cuts where nothing changed."""
-    from reelsearch.datasets.long_videos import random_video, read_truth, write_video
+    from reelsearch.datasets.long_videos import read_truth, write_video
 
     images = shared_path("flickr8k", "images")
     photos = [line.strip()[:-4] for line in shared_path("flickr8k", "dev.txt").read_text().split()]

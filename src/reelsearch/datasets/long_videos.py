@@ -119,7 +119,7 @@ def random_video(video_id: str, photos: Sequence[str], seconds: float, *, seed: 
     lo, hi = shot_seconds
     shots: list[Shot] = []
     total, p = 0.0, 0
-    while total < seconds - 0.5:
+    while total < seconds - 1e-6:
         fade = float(rng.uniform(*fade_seconds)) if shots and rng.random() < fade_share else 0.0
         transition = "fade" if fade else "cut"
         if clips and shots and rng.random() < clip_share:
@@ -130,10 +130,11 @@ def random_video(video_id: str, photos: Sequence[str], seconds: float, *, seed: 
             shot = Shot("photo", photos[p % len(photos)], round(duration, 3), transition, round(fade, 3),
                         round(zoom, 3), round(float(rng.uniform(-1, 1)), 3))
             p += 1
-        duration = min(shot.duration, seconds - total)
-        if duration < shot.fade + 0.5:  # too little left for a shot of its own: stretch the one before
-            shots[-1] = Shot(**{**asdict(shots[-1]), "duration": round(shots[-1].duration + duration, 3)})
+        left = seconds - total
+        if left < shot.fade + 0.5:  # too little left for a shot of its own: stretch the one before
+            shots[-1] = Shot(**{**asdict(shots[-1]), "duration": round(shots[-1].duration + left, 3)})
             break
+        duration = min(shot.duration, left)
         shots.append(Shot(**{**asdict(shot), "duration": round(duration, 3)}))
         total += duration
     return LongVideo(video_id, tuple(shots), tuple(size), fps)
