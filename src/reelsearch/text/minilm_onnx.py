@@ -80,7 +80,7 @@ class OnnxBert:
                     quantize(source, tmp_path)
 
         # self.path: the cached graph (None: made in a temporary folder, now deleted)
-        self.session, self.path = _ort.cached_session(path, make, _ort.session_options(threads))
+        self.session, self.path = _ort.cached_session(path, make, threads)
 
     @property
     def inputs(self) -> list[str]:
