@@ -11,7 +11,7 @@ variable that forces a runtime (``REELSEARCH_TEXT_RUNTIME``, ``REELSEARCH_CNN_RU
 another CPU's arithmetic when checking that nothing depends on them (docs/testing.md).
 
 Optimising a graph costs more than loading it (MiniLM: about 0.8 s against 0.35 s), so the first session of a cached
-graph also saves its optimised graph beside it (``<name>.opt-<key>.onnx``, keyed by the graph file, the
+graph also saves its optimised graph beside it (``<name>.onnx.opt-<key>``, keyed by the graph file, the
 optimisation level, the onnxruntime version and the CPU: an optimised graph may hold kernels for this CPU's
 instructions), and later sessions load that with no optimisation to run (the same graph, the same results).
 """
@@ -111,7 +111,7 @@ def optimized_path(path: Path, level: str) -> Path:
 
     stat = path.stat()
     key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{level}|{ort.__version__}|{cpu_identity()}"
-    return path.with_name(f"{path.stem}.opt-{hashlib.sha256(key.encode()).hexdigest()[:16]}.onnx")
+    return path.with_name(f"{path.name}.opt-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
 
 
 def optimized_session(path: Path, threads: int | None = None):
@@ -136,7 +136,7 @@ def optimized_session(path: Path, threads: int | None = None):
     except OSError as exc:  # a read-only or full cache: this session only
         logger.debug("%s: not cached (%s)", cached, exc)
         return session(path, session_options(threads, level))
-    for old in path.parent.glob(f"{path.stem}.opt-*.onnx"):  # optimised graphs of an earlier file or level
+    for old in path.parent.glob(f"{path.name}.opt-*"):  # optimised graphs of an earlier file or level
         if old != cached:
             old.unlink(missing_ok=True)
     return made
