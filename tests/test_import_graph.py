@@ -26,7 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),  # typed configs and feature recipes, and the names they may use (config.names)
     ("media", "datasets", "text", "evaluation"),  # decoding; readers; word and token features; metrics
     ("similarity", "scoring"),  # S(c, v); what ranking needs at run time: score matrices, fusion, calibration curve
-    ("io", "cache", "extras", "onnx_runtime"),  # atomic files, the cache folder, optional packages, ONNX Runtime
+    ("onnx_runtime",),  # ONNX Runtime sessions and their cached optimised graphs (atomic files: on io)
+    ("io", "cache", "extras"),  # atomic files, the cache folder, optional packages
     ("errors", ""),  # the errors every layer raises; the package root
 )
 

@@ -215,3 +215,33 @@ def test_weights_changed_in_place_switch_to_torch(encoders, cache, monkeypatch):
     with torch.no_grad():
         reference.bert.encoder.layer[5].output.dense.weight.mul_(0.5)
     assert np.abs(reference.encode(["a dog runs"])[1] - after).max() < 1e-6
+
+
+def test_the_folder_tokenizer_gives_sentence_transformers_inputs(encoders, captions):
+    """ONNX Runtime tokenises with the folder's tokenizer.json (reelsearch.text.minilm_folder): the same ids, mask
+    and types as sentence-transformers' preprocessing, truncation at 256 tokens and padding included."""
+    from reelsearch.text.minilm_folder import read_spec, tokenize
+
+    fast, reference = encoders
+    spec = read_spec(minilm.package_model_dir())
+    assert spec is not None and (spec.hidden, spec.layers, spec.heads, spec.max_length) == (384, 6, 12, 256)
+    odd = ["  leading and trailing  ", "TABS\tand\nnewlines", "émigré naïve café 中文 🐶", ""]
+    for batch in (captions[:64], captions[-6:], odd):
+        mine = tokenize(spec.tokenizer(), batch)
+        theirs = reference.model.preprocess(batch)
+        for name, ids in mine.items():
+            np.testing.assert_array_equal(ids, theirs[name].numpy())
+
+
+def test_a_query_needs_no_sentence_transformers(encoders, cache):
+    """With the export cached, encoding in ONNX Runtime loads no sentence-transformers (nor transformers) model."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from reelsearch.text.minilm import MiniLMEncoder; e = MiniLMEncoder(); "
+            "s = e.encode(['a dog catches a frisbee'])[1]; print(e.runtime, s.shape, "
+            "sorted(m for m in ('sentence_transformers', 'transformers') if m in sys.modules))")
+    env = {**os.environ, "REELSEARCH_CACHE_DIR": str(cache), "PYTHONPATH": str(Path(minilm.__file__).parents[2])}
+    env.pop(minilm_onnx.RUNTIME_ENV, None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split("\n")[0] == "onnxruntime (1, 384) []", out.stderr

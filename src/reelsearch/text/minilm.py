@@ -42,6 +42,7 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.extras import extra_error
 from reelsearch.io import file_identity
 from reelsearch.text.int8 import quantize_export, resolve_int8
+from reelsearch.text.minilm_folder import read_spec, tokenize
 from reelsearch.text.minilm_onnx import OnnxBert, resolve_runtime
 from reelsearch.text.tail import load_tail
 from reelsearch.text.towers import is_tower, package_model_dir, tower_dir
@@ -81,13 +82,6 @@ class MiniLMEncoder:
 
     def __init__(self, device: str | None = "cpu", batch_size: int = 64, model_dir: str | Path | None = None,
                  int8: bool = False, runtime: str | None = None, tail: str | Path | None = None):
-        try:
-            from sentence_transformers import SentenceTransformer  # noqa: PLC0415 - optional package (text extra)
-            from transformers.utils import logging as hf_logging  # noqa: PLC0415 - optional package (text extra)
-        except ImportError as exc:
-            raise extra_error(exc) or exc from exc
-
-        hf_logging.disable_progress_bar()  # no "Loading weights" bar on every load; our commands show their own
         if batch_size < 1:
             raise ReelsearchError(f"batch_size must be >= 1, got {batch_size}")
         folder = tower_dir(str(model_dir)) if is_tower(str(model_dir)) else Path(model_dir) if model_dir else \
@@ -98,21 +92,26 @@ class MiniLMEncoder:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.batch_size = batch_size
-        # a local folder, read with local_files_only: our loads never reach for the Hugging Face hub, and the
-        # process's own HF settings (HF_HUB_OFFLINE, ...) are left as the user set them
-        self.model = SentenceTransformer(str(folder), device=str(self.device), local_files_only=True)
-        self.model.eval()
+        self.folder = folder
+        self.tail = Path(tail).resolve() if tail else None
+        self._model = None  # the sentence-transformers model, loaded on first use (``model``)
+        self._model_lock = threading.Lock()
+        self.tail_first: int | None = None  # the first tuned layer of ``tail`` (set when the model loads)
         self._truncated: dict = {}  # layer -> BERT cut after that layer (``_bert_upto``)
         self._recent: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._recent_lock = threading.Lock()
-        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
-        self.folder = folder
-        self.tail = Path(tail).resolve() if tail else None
-        self.tail_first = load_tail(self.bert, self.tail) if self.tail is not None else None
+        self._bert_params = None
+        self._exported_weights = 0  # the weights' version the exports hold (``_weights_version``)
         self.runtime = resolve_runtime(runtime, self.device)
-        if self.runtime == "onnxruntime" and not self._mean_pooled():
-            self.runtime = "torch"  # a pipeline other than Transformer -> mean Pooling -> Normalize: as torch runs it
+        # ONNX Runtime over a folder its files describe needs no sentence-transformers model (``minilm_folder``):
+        # it loads only when torch computes, exports or trains; a tuned tail is loaded into it at once
+        self.spec = read_spec(folder) if self.runtime == "onnxruntime" and self.tail is None else None
+        self._tokenizer = self.spec.tokenizer() if self.spec is not None else None
+        if self.spec is None:
+            self.model  # noqa: B018 - loaded now
+            if self.runtime == "onnxruntime" and not self._mean_pooled():
+                self.runtime = "torch"  # a pipeline other than Transformer -> mean Pooling -> Normalize: as torch runs
+        self.dim = self.spec.hidden if self.spec is not None else int(self._get_dim())
         self.int8 = resolve_int8(int8, self.device)
         if self.int8 and self.runtime != "onnxruntime":
             warnings.warn("int8 text encoder unavailable, using float32: int8 MiniLM runs in ONNX Runtime and this "
@@ -120,8 +119,42 @@ class MiniLMEncoder:
                           RuntimeWarning, stacklevel=2)
             self.int8 = False
         self._onnx: dict[int, OnnxBert] = {}
-        self._bert_params = None
-        self._exported_weights = self._weights_version()
+
+    @property
+    def model(self):
+        """The sentence-transformers model (loaded on first use; a tuned tail loaded into it)."""
+        with self._model_lock:
+            if self._model is None:
+                self._model = self._load()
+                self._bert_params = list(self._model[0].auto_model.parameters())
+                self._exported_weights = self._weights_version()
+            return self._model
+
+    @model.setter
+    def model(self, model) -> None:
+        with self._model_lock:
+            self._model, self._bert_params, self._truncated = model, list(model[0].auto_model.parameters()), {}
+            self._exported_weights = self._weights_version()
+
+    def _load(self):
+        try:
+            from sentence_transformers import SentenceTransformer  # noqa: PLC0415 - optional package (text extra)
+            from transformers.utils import logging as hf_logging  # noqa: PLC0415 - optional package (text extra)
+        except ImportError as exc:
+            raise extra_error(exc) or exc from exc
+
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar on every load; our commands show their own
+        # a local folder, read with local_files_only: our loads never reach for the Hugging Face hub, and the
+        # process's own HF settings (HF_HUB_OFFLINE, ...) are left as the user set them
+        model = SentenceTransformer(str(self.folder), device=str(self.device), local_files_only=True)
+        model.eval()
+        if self.tail is not None:
+            self.tail_first = load_tail(model[0].auto_model, self.tail)
+        return model
+
+    def _get_dim(self) -> int:
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return int(get_dim())
 
     @property
     def tokenizer(self):
@@ -131,12 +164,12 @@ class MiniLMEncoder:
     @property
     def max_length(self) -> int:
         """Longest token sequence (special tokens included); longer captions are truncated."""
-        return int(self.model.max_seq_length)
+        return self.spec.max_length if self.spec is not None else int(self.model.max_seq_length)
 
     @property
     def num_layers(self) -> int:
         """Number of Transformer layers (6 for MiniLM-L6)."""
-        return int(self.bert.config.num_hidden_layers)
+        return self.spec.layers if self.spec is not None else int(self.bert.config.num_hidden_layers)
 
     @property
     def base_weights_id(self) -> str:
@@ -160,9 +193,10 @@ class MiniLMEncoder:
         return kinds == ["Transformer", "Pooling", "Normalize"] and getattr(self.model[1], "pooling_mode", "") == "mean"
 
     def _weights_version(self) -> int:
-        """Changes whenever a weight of the BERT is changed in place (torch counts every in-place write)."""
-        if self._bert_params is None:  # walking the modules costs ~1 ms: once per encoder
-            self._bert_params = list(self.bert.parameters())
+        """Changes whenever a weight of the BERT is changed in place (torch counts every in-place write); the
+        weights of a model not loaded yet are as exported."""
+        if self._bert_params is None:
+            return self._exported_weights
         return sum(p._version for p in self._bert_params)
 
     def _onnx_bert(self, layer: int) -> OnnxBert | None:
@@ -175,15 +209,21 @@ class MiniLMEncoder:
         if layer not in self._onnx:
             try:
                 tail = self.tail if self.tail is not None and self.tail_first < layer else None  # in this export
-                self._onnx[layer] = OnnxBert(self._bert_upto(layer) if layer != self.num_layers else self.bert,
-                                             self.folder, layer, quantize=quantize_export if self.int8 else None,
-                                             tail=tail)
+                self._onnx[layer] = OnnxBert(lambda: self._bert_upto(layer) if layer != self.num_layers else
+                                             self.bert, self.folder, layer, *self._shape(),
+                                             quantize=quantize_export if self.int8 else None, tail=tail)
             except Exception as exc:  # noqa: BLE001 (any failure of export or load: torch computes the same)
                 warnings.warn(f"MiniLM in ONNX Runtime failed, using torch{' (float32)' if self.int8 else ''}: "
                               f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
                 self.runtime, self.int8 = "torch", False
                 return None
         return self._onnx[layer]
+
+    def _shape(self) -> tuple[int, int]:
+        """The BERT's hidden size and attention heads."""
+        if self.spec is not None:
+            return self.spec.hidden, self.spec.heads
+        return int(self.bert.config.hidden_size), int(self.bert.config.num_attention_heads)
 
     def _bert_upto(self, layer: int):
         """The BERT model cut after ``layer`` layers, sharing every weight with ``bert`` (built once per layer), so
@@ -238,6 +278,13 @@ class MiniLMEncoder:
                     self._recent.popitem(last=False)
         return [(found[c][0].copy(), found[c][1].copy()) for c in captions]
 
+    def _preprocess(self, onnx: bool):
+        """Captions -> the model's input tensors: the folder's own tokenizer for ONNX Runtime where the files
+        describe the model (``minilm_folder``), else sentence-transformers' preprocessing."""
+        if onnx and self._tokenizer is not None:
+            return lambda texts: {k: torch.from_numpy(v) for k, v in tokenize(self._tokenizer, texts).items()}
+        return getattr(self.model, "preprocess", None) or self.model.tokenize  # sentence-transformers < 6
+
     def encode(self, captions: Sequence[str], progress: bool | None = None,
                layer: int | None = None) -> tuple[list[np.ndarray], np.ndarray]:
         """Token features and sentence features of ``captions`` in one pass (batched, longest captions first).
@@ -259,7 +306,7 @@ class MiniLMEncoder:
         sentences = np.zeros((len(captions), self.dim), np.float32)
         starts = range(0, len(captions), self.batch_size)
         show = progress if progress is not None else len(starts) > 20
-        preprocess = getattr(self.model, "preprocess", None) or self.model.tokenize  # sentence-transformers < 6
+        preprocess = self._preprocess(onnx is not None)
         with torch.inference_mode():
             for start in tqdm(starts, desc="MiniLM", unit="batch", disable=not show, file=sys.stderr):
                 batch = order[start:start + self.batch_size]

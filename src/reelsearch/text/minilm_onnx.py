@@ -53,34 +53,35 @@ def export_key(folder: Path, layer: int, tail: Path | None = None) -> str:
 
 
 class OnnxBert:
-    """``bert`` (a Hugging Face BERT, cut after ``layer`` layers) as an ONNX Runtime session: ``self(features)``
-    -> the last hidden states, float32 [B, L, hidden]; ``quantize(float_path, int8_path)``: run its int8 version
-    instead, made by that function (``reelsearch.text.int8.quantize_export``). The
+    """A Hugging Face BERT (cut after ``layer`` layers) as an ONNX Runtime session: ``self(features)`` -> the last
+    hidden states, float32 [B, L, hidden]; ``bert()`` gives the torch module, called only when the graph is exported
+    (a cached export needs no torch model: ``hidden`` and ``heads`` say its shape); ``quantize(float_path,
+    int8_path)``: run its int8 version instead, made by that function (``reelsearch.text.int8.quantize_export``). The
     export is cached by ``export_key(folder, layer)``; a damaged cached file is made again, and where the cache
     cannot be written the export is made in a temporary folder, loaded, and deleted. ``tail``: the tuned tail file
-    loaded into ``bert`` (``reelsearch.text.tail``), part of the key."""
+    loaded into the BERT (``reelsearch.text.tail``), part of the key."""
 
-    def __init__(self, bert, folder: str | Path, layer: int, threads: int | None = None,
-                 quantize: Callable[[Path, Path], object] | None = None, tail: Path | None = None):
-        self.hidden, self.int8 = int(bert.config.hidden_size), quantize is not None
-        heads = int(bert.config.num_attention_heads)
+    def __init__(self, bert: Callable[[], torch.nn.Module], folder: str | Path, layer: int, hidden: int, heads: int,
+                 threads: int | None = None, quantize: Callable[[Path, Path], object] | None = None,
+                 tail: Path | None = None):
+        self.hidden, self.int8 = int(hidden), quantize is not None
         stem = f"minilm-{export_key(Path(folder), layer, tail)}"
         path = cache_root() / "onnx" / (f"{stem}-int8.onnx" if quantize else f"{stem}.onnx")
 
         def make(target: Path, atomic: bool) -> None:
             if quantize is None:
-                return _export(bert, target, self.hidden, heads, atomic)
+                return _export(bert(), target, self.hidden, heads, atomic)
 
             with tempfile.TemporaryDirectory() as tmp:
                 source = Path(tmp) / "float32.onnx"
-                _export(bert, source, self.hidden, heads, atomic=False)
+                _export(bert(), source, self.hidden, heads, atomic=False)
                 if not atomic:
                     return quantize(source, target)
                 with atomic_path(target, suffix=".onnx") as tmp_path:
                     quantize(source, tmp_path)
 
         # self.path: the cached graph (None: made in a temporary folder, now deleted)
-        self.session, self.path = _ort.cached_session(path, make, _ort.session_options(threads))
+        self.session, self.path = _ort.cached_session(path, make, threads)
 
     @property
     def inputs(self) -> list[str]:

@@ -366,7 +366,7 @@ class EfficientNetLite(_FrameCNN):
         key = f"{CNN_EXPORT_FORMAT}|{self.weights_id}|{self._fused}|{self.input_size}|{torch.__version__}|" \
               f"{onnxruntime.__version__}"
         path = cache_root() / "onnx" / f"{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.onnx"
-        session, self.onnx_path = onnx_runtime.cached_session(path, self._export, onnx_runtime.session_options())
+        session, self.onnx_path = onnx_runtime.cached_session(path, self._export)
         return session
 
     def _export(self, path: Path, atomic: bool) -> None:
