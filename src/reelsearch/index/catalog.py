@@ -145,6 +145,10 @@ class Catalog(Protocol):
     def segment_count(self) -> int:
         """How many segments there are (over every video)."""
 
+    def several_segments(self) -> bool:
+        """Whether some video has more than one segment (when none has, each video's one segment is its row with
+        its bias, so the video rows rank alike: search then reads those)."""
+
     def segments(self, ids: Sequence[str]) -> dict[str, StoredSegments]:
         """The segments of ``ids`` (those still stored), in one read."""
 

@@ -129,6 +129,10 @@ class SqlCatalog(CatalogSync, ABC):
     def segment_count(self) -> int:
         """``Catalog.segment_count``."""
 
+    def several_segments(self) -> bool:
+        """``Catalog.several_segments``."""
+        return self.segment_count() > len(self)
+
     @abstractmethod
     def segment_chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
         """Every (segment ids, rows [m, D]), in blocks."""

@@ -45,7 +45,6 @@ from reelsearch.search.sources import (
     SegmentSource,
     Source,
     Visual,
-    several_segments,
 )
 
 #: Candidates of the first stage re-scored by sequence similarity (at least k + the excluded ids).
@@ -89,7 +88,7 @@ class Example:
         its row and its best segment (a clip cut from a long video matches the segment it was cut from)."""
         score_fn = None if visual.model.inner_product else cosine_scores
         whole = NearestSource(catalog, self.row, score_fn)
-        if not several_segments(catalog):  # each video's one segment is its row
+        if not catalog.several_segments():  # each video's one segment is its row
             return whole
         return BestOfSource(whole, SegmentSource(catalog, self.row, score_fn))
 

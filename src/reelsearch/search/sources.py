@@ -101,17 +101,10 @@ class NearestSource:
         return scores + biases if self.biased else scores
 
 
-def several_segments(catalog: Catalog) -> bool:
-    """Whether some video of the catalog (of the whole one under a filter's ``Subset``) has more than one segment.
-    When none has, each video's one segment is its row with its bias, so the video rows rank exactly alike and
-    faster (one vector index, no segment reads): what the sources then read."""
-    whole = getattr(catalog, "catalog", catalog)  # a Subset's segment_count is its whole catalog's
-    return whole.segment_count() > len(whole)
-
-
 def best_segment_source(catalog: Catalog, vector: np.ndarray, score_fn=None, *, biased: bool = False) -> Source:
-    """A ``SegmentSource``, or the ``NearestSource`` that ranks alike when no video has several segments."""
-    if several_segments(catalog):
+    """A ``SegmentSource``, or the ``NearestSource`` that ranks alike (faster: one vector index, no segment reads)
+    when no video has several segments (``Catalog.several_segments``)."""
+    if catalog.several_segments():
         return SegmentSource(catalog, vector, score_fn, biased=biased)
     return NearestSource(catalog, vector, score_fn, biased=biased)
 

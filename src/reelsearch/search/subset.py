@@ -131,6 +131,10 @@ class Subset:
         """At most this many segments (the catalog's: a bound is all ``SegmentSource`` needs)."""
         return self.catalog.segment_count()
 
+    def several_segments(self) -> bool:
+        """The whole catalog's (a filter does not change how its videos are cut)."""
+        return self.catalog.several_segments()
+
     def segments(self, ids: Sequence[str]) -> dict[str, StoredSegments]:
         return self.catalog.segments(ids)
 
