@@ -173,12 +173,15 @@ def mixed_videos(bases: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
 
 
 def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None = None, seed: int = 1,
-                  bias: np.ndarray | None = None) -> float:
+                  bias: np.ndarray | None = None, segments: np.ndarray | None = None,
+                  segment_bias: np.ndarray | None = None) -> float:
     """One synthetic video per row of ``x`` (unit vectors in the model's space), committed through the library's
     commit path with the searcher's model id: ``frames`` frame vectors near the video's, a frame every 0.5 s,
     optional thumbnails, synthetic paths (every ``HOLIDAY``-th under ``holiday/``), dates spread evenly over
     ``DATES`` (for the filtered rows), no decoding; ``bias``: each video's bias (its querybank offset, negated, as
-    indexing stores it). Returns the seconds it took."""
+    indexing stores it). ``segments`` [n, K, D] (with ``segment_bias`` [n, K]): each video's K segments, ``frames``
+    (a multiple of K) split evenly among them, each frame near its segment's vector. Returns the seconds it
+    took."""
     from reelsearch.index.media import EmbeddedMedia
     from reelsearch.index.sync import FileChange, FileToSync
 
@@ -186,16 +189,25 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
     st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
     times = np.arange(frames) * 0.5
     thumbs = [thumbnail] * frames if thumbnail is not None else None
+    k = 1 if segments is None else segments.shape[1]
+    if frames % k:
+        raise ValueError(f"{frames} frames do not split evenly among {k} segments")
+    seg_frames = np.stack([np.arange(k), np.arange(1, k + 1)], axis=1) * (frames // k)
     t = time.perf_counter()
     for start in range(0, len(x), 2000):
         pending = []
         for i in range(start, min(len(x), start + 2000)):
-            fv = unit(x[i] + 0.3 * rng.standard_normal((frames, x.shape[1])).astype(np.float32) / np.sqrt(x.shape[1]))
+            centre = x[i] if segments is None else np.repeat(segments[i], frames // k, axis=0)
+            fv = unit(centre + 0.3 * rng.standard_normal((frames, x.shape[1])).astype(np.float32) / np.sqrt(x.shape[1]))
             folder = "holiday" if i % HOLIDAY == 0 else "all"
             taken = DATES[0] + (DATES[1] - DATES[0]) * i / len(x)
-            pending.append(FileChange(FileToSync(f"/videos/{folder}/{i:07d}.mp4", st, None), f"{i:064x}",
-                                      EmbeddedMedia(x[i], fv, times, frames * 0.5, thumbs,
-                                                    0.0 if bias is None else float(bias[i])), (taken, "container")))
+            media = EmbeddedMedia(x[i], fv, times, frames * 0.5, thumbs, 0.0 if bias is None else float(bias[i]))
+            if segments is not None:
+                media.segment_vectors, media.segment_frames = segments[i], seg_frames
+                media.segment_times = seg_frames * 0.5
+                media.segment_biases = np.zeros(k) if segment_bias is None else segment_bias[i]
+            pending.append(FileChange(FileToSync(f"/videos/{folder}/{i:07d}.mp4", st, None), f"{i:064x}", media,
+                                      (taken, "container")))
         searcher.catalog._commit(pending, [], searcher.model_id)
     return time.perf_counter() - t
 

@@ -90,8 +90,8 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         return float(self.fusion.weights[expert])
 
     @property
-    def fusion_kind(self) -> str:
-        """"score" or "rank" (rank fusion depends on the direction: ``score(..., axis)``)."""
+    def fusion_kind(self) -> FusionKind:
+        """Score or rank fusion (rank fusion depends on the direction: ``score(..., axis)``)."""
         return self.fusion.kind
 
     # ---- the model interface

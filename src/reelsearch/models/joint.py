@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from reelsearch.config import ModelConfig, config_from_dict, config_to_dict
-from reelsearch.config.schema import migrate_v1
+from reelsearch.config.schema import FusionKind, migrate_v1
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.features.caches import caption_features
 from reelsearch.features.pairs import pad_sequences
@@ -143,9 +143,9 @@ class JointModel(EmbeddingModel, nn.Module):
         return {self.name or "model": self}
 
     @property
-    def fusion_kind(self) -> str:
-        """How expert scores combine: "none" (one expert), "score" or "rank" (rank depends on the direction)."""
-        return "none"
+    def fusion_kind(self) -> FusionKind | None:
+        """How expert scores combine (a mixture's ``FusionKind``); None: one expert, nothing to fuse."""
+        return None
 
     def weight(self, expert: str) -> float:
         return 1.0

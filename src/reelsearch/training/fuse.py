@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from reelsearch.config.schema import FusionConfig
+from reelsearch.config.schema import FusionConfig, FusionKind
 from reelsearch.config.typed import to_dict
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation import retrieval_metrics
@@ -46,11 +46,11 @@ def gather_experts(checkpoints: Sequence[str | Path]) -> tuple[dict, dict]:
         directory = resolve_checkpoint(ckpt)
         name = directory.parent.name if directory.name in ("best", "last") else directory.name
         model = load_model(directory)
-        if model.fusion_kind == "rank":
+        if model.fusion_kind is FusionKind.RANK:
             raise ReelsearchError(f"{ckpt}: a rank-fused mixture cannot be nested; pass its experts "
                                   "(CHECKPOINT/experts/NAME) instead")
         for k, e in model.experts.items():  # a joint model is its own single expert, named after its folder
-            add(k if model.fusion_kind == "score" else name, e, model.weight(k))
+            add(k if model.fusion_kind is FusionKind.SCORE else name, e, model.weight(k))
     if len(experts) < 2:
         raise ReelsearchError("fusion needs at least two experts")
     return experts, weights
