@@ -76,6 +76,21 @@ def test_a_caption_finds_its_video_and_moment(slideshow, where):
         assert right >= PHOTOS - 1  # the photo's own interval, for (nearly) every caption
 
 
+def test_a_filter_ranks_the_videos_it_keeps_by_their_best_segment(slideshow, where):
+    """A filter's exact scan of the kept videos' segments (with their biases) gives each kept video the score and
+    moments the unfiltered search gives it; the video the filter drops is gone."""
+    folder, video, captions = slideshow
+    with Searcher(where, "default") as searcher:
+        searcher.index([folder], progress=False, cues=())
+        long_id = searcher.catalog.find(str(folder / "slideshow.mp4"))
+        for caption in list(captions.values())[:3]:
+            free = next(r for r in searcher.search(caption, k=2, moments=2) if r.id == long_id)
+            kept = searcher.search(f"duration:>60 {caption}", k=2, moments=2)
+            assert [r.id for r in kept] == [long_id]
+            assert kept[0].score == pytest.approx(free.score, abs=1e-4)
+            assert [(m.start, m.end) for m in kept[0].moments] == [(m.start, m.end) for m in free.moments]
+
+
 def test_a_clip_cut_from_the_long_video_finds_it_at_its_time(slideshow, tmp_path, monkeypatch):
     """``--like`` a clip of one of the slideshow's photos: the long video comes first with its moment in that photo's
     time, found by its best segment's score (its whole-video row, the mean of six photos, scores far lower), even

@@ -115,7 +115,13 @@ def with_biases(chunks: Iterable[tuple[list[str], np.ndarray]], biases: Callable
     """(``chunks`` with each block's ``biases(ids)`` as one more column, a score function that adds it to
     ``score_fn``'s): what :func:`scan_chunks` takes to rank by score + bias."""
     return (((ids, np.column_stack([rows, biases(ids)]).astype(np.float32)) for ids, rows in chunks),
-            partial(_plus_bias, score_fn))
+            plus_bias(score_fn))
+
+
+def plus_bias(score_fn: ScoreFn) -> ScoreFn:
+    """``score_fn`` of rows whose last column is their bias, plus that bias (blocks made as :func:`with_biases`
+    makes them)."""
+    return partial(_plus_bias, score_fn)
 
 
 def _plus_bias(score_fn: ScoreFn, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reelsearch.index.catalog import Catalog, StoredSegments, StoredVideo, VideoFacts, segment_key
-from reelsearch.index.vectors import ScoreFn, inner_product_score, scan_chunks, with_biases
+from reelsearch.index.vectors import ScoreFn, inner_product_score, plus_bias, scan_chunks, with_biases
 from reelsearch.search.sources import widened
 
 #: Allowed videos up to which ``nearest`` scans their rows exactly (beyond: the catalog's vector index).
@@ -164,8 +164,8 @@ class Subset:
 
     def _scan_segments(self, query: np.ndarray, n: int, score_fn: ScoreFn | None,
                        biased: bool) -> tuple[list[str], np.ndarray]:
-        """The exact top ``n`` of the allowed videos' segments (their rows read ``BLOCK`` videos at a time)."""
-        bias_of: dict[str, float] = {}
+        """The exact top ``n`` of the allowed videos' segments (their rows read ``BLOCK`` videos at a time;
+        ``biased``: each block's segment biases, read with its rows, as its last column)."""
 
         def chunks():
             ids = self._ids()
@@ -173,14 +173,14 @@ class Subset:
                 segs = self.catalog.segments(ids[start:start + BLOCK])
                 keys = [f"{v}:{o}" for v, s in segs.items() for o in range(len(s))]
                 if keys:
+                    rows = np.concatenate([s.rows for s in segs.values()])
                     if biased:
-                        bias_of.update(zip(keys, np.concatenate([s.biases for s in segs.values()]).tolist()))
-                    yield keys, np.concatenate([s.rows for s in segs.values()])
+                        rows = np.column_stack([rows, np.concatenate([s.biases for s in segs.values()])])
+                    yield keys, rows.astype(np.float32)
 
-        blocks, fn = chunks(), score_fn or inner_product_score
-        if biased:  # a block's segment biases, read with its rows
-            blocks, fn = with_biases(blocks, lambda keys: np.array([bias_of.pop(k) for k in keys], np.float32), fn)
-        found, scores = scan_chunks(blocks, np.asarray(query, np.float32).reshape(1, -1), n, fn)
+        fn = score_fn or inner_product_score
+        found, scores = scan_chunks(chunks(), np.asarray(query, np.float32).reshape(1, -1), n,
+                                    plus_bias(fn) if biased else fn)
         return found[0], scores[0][: len(found[0])]
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
