@@ -125,8 +125,8 @@ class CueSource:
         return np.array([self.expert[where[i]] if i in where else 0.0 for i in ids], np.float64)
 
     def by_segment(self, id_: str, segments: StoredSegments) -> np.ndarray | None:
-        """The expert score of each of ``id_``'s ``segments`` (:func:`by_time`); None (its video score, 0, in every
-        segment) without evidence or without the text segments' times."""
+        """The expert score of each of ``id_``'s ``segments`` (:func:`by_time`); None (its score of the video in every
+        segment) without evidence (0) or without the text segments' times (``CueScores.spans``)."""
         i = self.sc.positions.get(id_)
         if i is None or not self.expert[i] > 0 or self.sc.spans is None:
             return None
