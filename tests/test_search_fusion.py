@@ -1,6 +1,7 @@
 """The one fusion of search sources (``reelsearch.search.fusion``) against brute force on random sources: a visual
 score served top-n first from a catalog, biases of both signs, text cues that cover only some videos, ties; the
-weighted sums and the rank fusion are written out independently, video by video. The checks would catch a bound
+weighted sums and the rank fusion are written out independently, video by video, and the fusion per segment (videos
+of several segments, cues at random times) segment by segment. The checks would catch a bound
 whose visual top leaves out the bias and a fusion that does not widen its candidates."""
 
 from __future__ import annotations
@@ -8,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reelsearch.index.textcue_records import CueScores
+from reelsearch.index.catalog import StoredSegments
+from reelsearch.index.textcue_records import CueScores, TextSpans
 from reelsearch.search import fusion
-from reelsearch.search.cues import KEYWORD_MEANING, SEMANTIC_FLOOR, CueSource
+from reelsearch.search.cues import KEYWORD_MEANING, SEMANTIC_FLOOR, CueSource, counts_for
 from reelsearch.search.fusion import exhaustive_fusion, positive, threshold_fusion
-from reelsearch.search.sources import NearestSource, Top
+from reelsearch.search.sources import NearestSource, SegmentSource, Top
 
 N = 200
 
@@ -204,3 +206,148 @@ def test_rank_fusion_equals_ranks_counted_by_hand():
     z = {e: (r - r.mean()) / r.std() for e, r in rows.items()}
     assert _agrees(got, sum(weights[e] * z[e] for e in weights), catalog, 10, False)
 
+
+
+# ------------------------------------------------------------------------------------------------ per segment
+class SegmentedCatalog(Catalog):
+    """``Catalog`` whose videos have 1-4 segments (their own rows, biases and times; the video row is their mean):
+    ``nearest_segments`` an exact inner-product (+ bias) top n over every segment."""
+
+    def __init__(self, rng, n: int, most: int = 4):
+        rows, biases, self.segs, keys, seg_rows, seg_biases = [], [], {}, [], [], []
+        for v in range(n):
+            count = int(rng.integers(1, most + 1))
+            r = rng.standard_normal((count, 16)).astype(np.float32)
+            r /= np.linalg.norm(r, axis=1, keepdims=True)
+            b = rng.uniform(-0.6, 0.4, count)
+            ends = np.cumsum(rng.uniform(2.0, 30.0, count))
+            self.segs[f"v{v}"] = StoredSegments(np.r_[0.0, ends[:-1]], ends, np.zeros(count, np.int64),
+                                                np.ones(count, np.int64), r, b)
+            keys += [f"v{v}:{o}" for o in range(count)]
+            seg_rows.append(r)
+            seg_biases.append(b)
+            rows.append(r.mean(axis=0))
+            biases.append(float(b.mean()))
+        super().__init__(np.stack(rows), np.array(biases))
+        self.keys, self.seg_rows, self.seg_biases = keys, np.concatenate(seg_rows), np.concatenate(seg_biases)
+
+    def segment_count(self):
+        return len(self.keys)
+
+    def several_segments(self):
+        return any(len(s) > 1 for s in self.segs.values())
+
+    def nearest_segments(self, query, n, score_fn=None, *, biased=False):
+        s = self.seg_rows @ query + (self.seg_biases if biased else 0.0)
+        order = np.lexsort((np.arange(len(s)), -s))[:n]
+        return [self.keys[i] for i in order], s[order]
+
+    def segments(self, ids):
+        return {i: self.segs[i] for i in ids if i in self.segs}
+
+
+def _timed_case(seed: int, most: int = 4):
+    """(catalog, query, {cue: CueScores with each video's text spans}): spans of 0-3 per video and cue, at random
+    times (some past the video's end, some of no length), keyword on few levels, meaning below and above the floor."""
+    rng = np.random.default_rng(seed)
+    catalog = SegmentedCatalog(rng, N, most)
+    query = rng.standard_normal(16).astype(np.float32)
+    query /= np.linalg.norm(query)
+    cues = {}
+    for cue, share in (("speech", 0.5), ("ocr", 0.3)):
+        have = sorted(rng.choice(N, int(share * N), replace=False))
+        ids = [catalog.id_list[i] for i in have] + ["gone"]
+        spans = {}
+        for vid in ids:
+            end = float(catalog.segs[vid].ends[-1]) if vid in catalog.segs else 10.0
+            t = int(rng.integers(1, 4))
+            starts = rng.uniform(0.0, end + 2.0, t)
+            lengths = np.where(rng.random(t) < 0.2, 0.0, rng.uniform(0.5, 8.0, t))
+            keyword = ((rng.random(t) < 0.3) * rng.integers(1, 4, t) / 3.0).astype(np.float32)
+            spans[vid] = TextSpans(starts, starts + lengths, keyword, rng.uniform(0, 0.6, t).astype(np.float32))
+        cues[cue] = CueScores("q", ids, {cue: np.array([spans[v].keyword.max() for v in ids], np.float32)},
+                              {cue: np.array([spans[v].semantic.max() for v in ids], np.float32)},
+                              {cue: [None] * len(ids)}, {cue: [None] * len(ids)},
+                              {v: i for i, v in enumerate(ids)}, lambda v, c, spans=spans: spans[v])
+    return catalog, query, cues
+
+
+def _brute_segments(catalog: SegmentedCatalog, query, cues, weights: dict, visual: bool) -> np.ndarray:
+    """Every video's fused score, segment by segment: the best over its segments of w_visual * (segment row . query
+    + its bias) + sum_c w_c * (keyword + 2 x meaning of the cue's spans that overlap the segment, or are nearest)."""
+    floor = SEMANTIC_FLOOR
+    out = np.zeros(len(catalog))
+    for i, vid in enumerate(catalog.id_list):
+        seg = catalog.segs[vid]
+        per = [weights["visual"] * (float(seg.rows[s] @ query) + float(seg.biases[s])) if visual else 0.0
+               for s in range(len(seg))]
+        for cue, sc in cues.items():
+            if vid not in sc.positions:
+                continue
+            spans = sc.spans(vid, cue)
+            best = [[0.0, 0.0] for _ in range(len(seg))]
+            for a, b, kw, sem in zip(spans.starts, spans.ends, spans.keyword, spans.semantic, strict=True):
+                hit = [s for s in range(len(seg)) if (a < seg.ends[s] and b > seg.starts[s])
+                       or (a == b and seg.starts[s] <= a < seg.ends[s])]
+                if not hit:  # the nearest segment
+                    gaps = [max(seg.starts[s] - b, a - seg.ends[s]) for s in range(len(seg))]
+                    hit = [int(np.argmin(gaps))]
+                for s in hit:
+                    best[s][0] = max(best[s][0], float(kw))
+                    best[s][1] = max(best[s][1], max(0.0, (float(sem) - floor) / (1 - floor)))
+            for s in range(len(seg)):
+                per[s] += weights[cue] * (KEYWORD_MEANING[0] * best[s][0] + KEYWORD_MEANING[1] * best[s][1])
+        out[i] = max(per)
+    return out
+
+
+SEGMENT_CASES = [(seed, k, w, visual) for seed in range(4) for k in (1, 5, 20)
+                 for w, visual in (({"visual": 1.0, "speech": 1.0, "ocr": 0.5}, True),
+                                   ({"visual": 0.3, "speech": 2.0, "ocr": 1.0}, True),
+                                   ({"speech": 1.0, "ocr": 0.5}, False))]
+
+
+@pytest.mark.parametrize("case", SEGMENT_CASES, ids=lambda c: f"seed{c[0]}-k{c[1]}-{'-'.join(c[2])}")
+def test_per_segment_fusion_equals_brute_force(case):
+    """Cues count for the segments their time overlaps: the fusion per segment is the exact top k of each video's
+    best fused segment (checked against the sum written out segment by segment)."""
+    seed, k, weights, visual = case
+    catalog, query, cues = _timed_case(seed)
+    sources = {"visual": SegmentSource(catalog, query, biased=True)} if visual else {}
+    sources.update({c: CueSource(sc, c, catalog.known) for c, sc in cues.items()})
+    got = threshold_fusion(sources, weights, k, len(catalog), keep=None if visual else positive,
+                           segments=catalog.segments)
+    brute = _brute_segments(catalog, query, cues, weights, visual)
+    assert _agrees(got, brute, catalog, k, not visual), (got.ids, got.scores)
+    assert np.allclose(sum(got.terms.values()), got.scores, atol=1e-9)  # the parts of the best segment
+    # per video (the fusion before segments) a video's cues count wherever their words are: never less
+    per_video = threshold_fusion(sources, weights, k, len(catalog), keep=None if visual else positive)
+    assert per_video.scores[0] >= got.scores[0] - 1e-9
+
+
+def test_videos_of_one_segment_fuse_as_before():
+    """A library without a video of several segments: the fusion per segment (segments read, each scored) gives
+    the ranking and scores of the fusion per video."""
+    catalog, query, cues = _timed_case(5, most=1)
+    assert not catalog.several_segments()
+    weights = {"visual": 1.0, "speech": 1.0, "ocr": 0.5}
+    cue_sources = {c: CueSource(sc, c, catalog.known) for c, sc in cues.items()}
+    for k in (1, 10):
+        before = threshold_fusion({"visual": NearestSource(catalog, query, biased=True), **cue_sources}, weights, k,
+                                  len(catalog))
+        after = threshold_fusion({"visual": SegmentSource(catalog, query, biased=True), **cue_sources}, weights, k,
+                                 len(catalog), segments=catalog.segments)
+        assert after.ids == before.ids and np.allclose(after.scores, before.scores, atol=1e-9)
+        # and one segment is the video: the cue's score of it, from its spans, is the video's
+        for source in cue_sources.values():
+            for vid in after.ids:
+                own = source.by_segment(vid, catalog.segs[vid])
+                assert own is None or own[0] == pytest.approx(source.scores([vid])[0], abs=1e-6)
+
+
+def test_a_cue_counts_for_the_segments_its_time_overlaps():
+    starts, ends = np.array([0.0, 10.0]), np.array([10.0, 20.0])
+    spans = np.array([[1, 2], [5, 5], [9.5, 10.5], [10, 10], [30, 31], [-3, -1], [2, 10]], np.float64)
+    got = counts_for(spans[:, 0], spans[:, 1], starts, ends)
+    assert got.tolist() == [[True, False], [True, False], [True, True], [False, True], [False, True], [True, False],
+                            [True, False]]

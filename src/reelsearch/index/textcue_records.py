@@ -38,13 +38,25 @@ class SegmentMatch:
         return {k: v for k, v in self.__dict__.items() if k != "segment"}
 
 
+@dataclass(frozen=True)
+class TextSpans:
+    """One video's segments of one cue, each scored for one query: ``starts``, ``ends`` [T] (seconds), ``keyword``
+    and ``semantic`` [T] float32 (the video's own scores are their maxima)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    keyword: np.ndarray
+    semantic: np.ndarray
+
+
 @dataclass
 class CueScores:
     """One query's scores for the videos ``ids`` (arrays aligned with ``ids``; 0 = no evidence).
 
     ``keyword[cue]`` / ``semantic[cue]``: float32 [N] in [0, 1]; ``keyword_best[cue][i]`` / ``semantic_best[cue][i]``:
     the segment behind video i's score (None where the score is 0), read from the index when asked for, so scoring
-    every video of a large index costs no row reads.
+    every video of a large index costs no row reads; ``spans(video id, cue)``: that video's segments of the cue with
+    their scores and times (what a video's score per stretch of time is made of; None: not known).
     """
 
     query: str
@@ -54,6 +66,7 @@ class CueScores:
     keyword_best: dict[str, Sequence[SegmentMatch | None]]
     semantic_best: dict[str, Sequence[SegmentMatch | None]]
     positions: Mapping[str, int] = field(default_factory=dict)  # video id -> its position in ids
+    spans: Callable[[str, str], TextSpans] | None = None
 
 
 class SegmentMatches(Sequence):

@@ -12,9 +12,10 @@ plus what finds a segment by a word: FTS5 tables in the embedded catalog (``reel
 
 ``scores`` gives, per video and cue, the **keyword score** (``reelsearch.index.keyword``: normalised BM25 over the
 words' matches) and the **semantic score** (``reelsearch.index.semantic``: the best cosine of the query's sentence
-embedding with the video's segments), each with the segment behind it. The text cues run no text encoder: they are
-given one (``encoder``, a callable ``texts -> [N, D]``) to embed what they store. How a cue's two scores become the
-cue's expert score and how that is fused with the picture is search's business (``reelsearch.search.cues``,
+embedding with the video's segments), each with the segment behind it, and every segment's own two scores with its
+time (``CueScores.spans``: what a video's score per stretch of time is made of). The text cues run no text encoder:
+they are given one (``encoder``, a callable ``texts -> [N, D]``) to embed what they store. How a cue's two scores
+become the cue's expert score and how that is fused with the picture is search's business (``reelsearch.search.cues``,
 ``reelsearch.search.fusion``).
 
 Writes (``reelsearch.index.textcue_writes``) are one transaction per video (all cues of that video, a generation
@@ -42,6 +43,7 @@ from reelsearch.index.textcue_records import (
     SegmentMatch,
     SegmentMatches,
     TextCueError,
+    TextSpans,
     stored_segment,
 )
 from reelsearch.index.textcue_writes import TextCueWrites
@@ -197,8 +199,12 @@ class TextCues(TextCueWrites, ABC):
         def semantic_match(p: int) -> SegmentMatch:
             return self._match(cache, p, set(terms), round(float(cos[p]), 6), "semantic")
 
+        def spans(video_id: str, cue: str) -> TextSpans:
+            p = cache.positions(video_id, cue)
+            return TextSpans(cache.starts[p], cache.ends[p], kw_score[p].astype(np.float32), cos[p])
+
         return CueScores(query, list(ids), kw, sem, {c: SegmentMatches(kw_pos[c], keyword_match) for c in cues},
-                         {c: SegmentMatches(sem_pos[c], semantic_match) for c in cues}, positions)
+                         {c: SegmentMatches(sem_pos[c], semantic_match) for c in cues}, positions, spans)
 
     def _match(self, cache: SegmentCache, position: int, terms: set[str], score: float, how: str) -> SegmentMatch:
         rowid = int(cache.rows[position])

@@ -37,7 +37,7 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import Catalog
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.search.frames import FrameSequence, cosine_scores, frame_match, sequence_similarities, unit_rows
-from reelsearch.search.fusion import Fused
+from reelsearch.search.fusion import Fused, Segments, best_segments
 from reelsearch.search.sources import (
     LIKE,
     BestOfSource,
@@ -114,13 +114,17 @@ def split_like(spec: str) -> tuple[str, float | None]:
 
 
 def candidates_with(fused: Fused, sources: Mapping[str, Source], weights: Mapping[str, float],
-                    ids: Sequence[str]) -> Fused:
+                    ids: Sequence[str], segments: Segments | None = None) -> Fused:
     """``fused`` (a weighted-score fusion's top) with ``ids`` added as candidates: each source's score of those it
-    lacks, their weighted sum (unsorted: :func:`rescore` sorts)."""
+    lacks (of their best segment when the fusion is per segment: ``segments``), their weighted sum (unsorted:
+    :func:`rescore` sorts)."""
     extra = [i for i in dict.fromkeys(ids) if i not in set(fused.ids)]
     if not extra:
         return fused
-    rows = {s: np.concatenate([fused.rows[s], np.asarray(sources[s].scores(extra), np.float64)]) for s in weights}
+    more = {s: np.array(sources[s].scores(extra), np.float64) for s in weights}
+    if segments is not None:
+        best_segments(extra, more, sources, weights, segments)
+    rows = {s: np.concatenate([fused.rows[s], more[s]]) for s in weights}
     terms = {s: weights[s] * rows[s] for s in weights}
     return Fused(fused.ids + extra, sum(terms.values()), rows, terms, fused.rounds)
 

@@ -15,11 +15,20 @@ with more sources.
 normalisation every video's score: every source scores every video and ``reelsearch.scoring.fusion.fuse_experts``
 (the fusion a mixture of experts uses) fuses them.
 
-Both give the ``k`` best ids (ties in candidate order), their fused scores, each source's score of them (``rows``)
-and each source's part of the fused score (``terms``). ``keep`` keeps the videos that pass a test of their fused
-score that holds from some score up (:func:`positive`: above 0, text alone: only videos with evidence; a negative
-term's calibrated confidence, ``reelsearch.search.filters.pictured``): the threshold test then also stops once no
-video outside the candidates can pass it. :func:`fuse` picks the fusion: the model's kind.
+**Per segment.** Where the model ranks a video by its best segment (``Visual.segmented``) and some video has several,
+the weighted sum is taken segment by segment for each candidate of several segments with evidence of a *timed* source
+(a cue: words said or shown at some time): each source scores each segment (``Source.by_segment``: the model its
+segment row and bias, a cue the words whose time overlaps the segment; any other source its score of the video) and
+the video scores its best segment (:func:`best_segments`). A segment's sum is at most the video's sum of each
+source's own best, so the bounds stay valid and the top k exact. A video of one segment is scored as a whole, as
+before.
+
+Both give the ``k`` best ids (ties in candidate order), their fused scores, each source's score of them (``rows``:
+of the best segment, where fused per segment) and each source's part of the fused score (``terms``). ``keep`` keeps
+the videos that pass a test of their fused score that holds from some score up (:func:`positive`: above 0, text
+alone: only videos with evidence; a negative term's calibrated confidence, ``reelsearch.search.filters.pictured``):
+the threshold test then also stops once no video outside the candidates can pass it. :func:`fuse` picks the fusion:
+the model's kind.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reelsearch.config.schema import FusionKind, Normalize
-from reelsearch.index.catalog import Catalog
+from reelsearch.index.catalog import Catalog, StoredSegments
 from reelsearch.scoring.fusion import fuse_experts, score_fusion
 from reelsearch.search.sources import Source, Top, Visual, widened
 
@@ -41,6 +50,8 @@ FIRST_CANDIDATES = 128
 #: ``keep(fused scores) -> bool mask``: the videos a search keeps, non-decreasing in the score (all videos from some
 #: score up), so that a search can stop once no video outside its candidates can be kept (:func:`positive`).
 Keep = Callable[[np.ndarray], np.ndarray]
+#: ``segments(ids) -> {id: StoredSegments}``: how a fusion per segment reads its candidates' segments (the catalog's).
+Segments = Callable[[Sequence[str]], Mapping[str, StoredSegments]]
 
 
 @dataclass
@@ -63,13 +74,21 @@ def fuse(sources: Mapping[str, Source], weights: Mapping[str, float], k: int, ca
     if model is not None and model.exhaustive:
         return exhaustive_fusion(sources, weights, k, catalog.ids(), kind=model.kind, normalize=model.normalize,
                                  keep=keep)
-    return threshold_fusion(sources, weights, k, len(catalog), keep=keep, first=first)
+    return threshold_fusion(sources, weights, k, len(catalog), keep=keep, first=first,
+                            segments=per_segment(catalog, model))
+
+
+def per_segment(catalog: Catalog, model: Visual | None) -> Segments | None:
+    """How a weighted fusion reads segments (the catalog's), when it fuses per segment: ``model`` ranks a video by
+    its best segment and some video of ``catalog`` has several; else None (per video)."""
+    return catalog.segments if model is not None and model.segmented and catalog.several_segments() else None
 
 
 def threshold_fusion(sources: Mapping[str, Source], weights: Mapping[str, float], k: int, total: int, *,
-                     keep: Keep | None = None, first: int | None = None) -> Fused:
+                     keep: Keep | None = None, first: int | None = None, segments: Segments | None = None) -> Fused:
     """The exact top ``k`` by the weighted sum of the sources' scores among ``total`` videos (module docstring);
-    ``first``: the first n (default: k when one source alone varies, else max(2k, FIRST_CANDIDATES))."""
+    ``first``: the first n (default: k when one source alone varies, else max(2k, FIRST_CANDIDATES)); ``segments``:
+    fuse per segment (:func:`best_segments`), reading them so."""
     varying = sum(not sources[s].constant for s in weights)
     names = list(weights)
     rounds = 0
@@ -80,6 +99,8 @@ def threshold_fusion(sources: Mapping[str, Source], weights: Mapping[str, float]
         tops = {s: sources[s].top(n) for s in names}
         ids = list(dict.fromkeys(i for t in tops.values() for i in t.ids))
         rows = {s: _scores_of(ids, tops[s], sources[s]) for s in names}
+        if segments is not None:
+            best_segments(ids, rows, sources, weights, segments)
         fused = score_fusion([rows[s][None] for s in names], [weights[s] for s in names])[0] if ids else np.zeros(0)
         order = _best(fused, k, keep)
         kth = float(fused[order[-1]]) if len(order) == k else -np.inf
@@ -105,6 +126,40 @@ def exhaustive_fusion(sources: Mapping[str, Source], weights: Mapping[str, float
     order = _best(fused, k, keep)
     return Fused([ids[j] for j in order], np.asarray(fused[order], np.float64), {s: r[order] for s, r in rows.items()},
                  {s: np.asarray(t[order], np.float64) for s, t in terms.items()})
+
+
+def best_segments(ids: Sequence[str], rows: dict[str, np.ndarray], sources: Mapping[str, Source],
+                  weights: Mapping[str, float], segments: Segments) -> None:
+    """Each of ``ids`` of several segments with a timed source's evidence scored by its best segment (by the weighted
+    sum of :func:`segment_scores`): ``rows`` (each source's score of ``ids``) then hold that segment's, in place."""
+    timed = [s for s in weights if sources[s].timed]
+    need = [j for j in range(len(ids)) if any(rows[s][j] != 0 for s in timed)]
+    stored = segments([ids[j] for j in need]) if need else {}
+    for j in need:
+        segs = stored.get(ids[j])
+        if segs is None or len(segs) < 2:
+            continue
+        parts = segment_scores(ids[j], segs, sources, weights, {s: float(rows[s][j]) for s in weights})
+        b = int(np.argmax(fused_segments(parts, weights)))
+        for s in weights:
+            rows[s][j] = parts[s][b]
+
+
+def segment_scores(id_: str, segments: StoredSegments, sources: Mapping[str, Source], weights: Mapping[str, float],
+                   rows: Mapping[str, float]) -> dict[str, np.ndarray]:
+    """Each source's score of each of video ``id_``'s ``segments`` [S]: its own (``Source.by_segment``), or its score
+    of the video (``rows``) in every segment."""
+    out = {}
+    for s in weights:
+        own = sources[s].by_segment(id_, segments)
+        out[s] = np.full(len(segments), rows[s], np.float64) if own is None else np.asarray(own, np.float64)
+    return out
+
+
+def fused_segments(parts: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
+    """The fused score of each segment [S] from each source's score of them (:func:`segment_scores`)."""
+    names = list(weights)
+    return np.asarray(score_fusion([parts[s][None] for s in names], [weights[s] for s in names]), np.float64)[0]
 
 
 def positive(scores: np.ndarray) -> np.ndarray:

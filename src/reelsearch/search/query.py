@@ -12,6 +12,10 @@
                          top k ──> results: frame rows read in one query -> best moment, each expert's score,
                                    the words said or written that match (their moment when they outweigh the picture)
 
+Where the model ranks segments and some video has several, the fusion is per segment (``reelsearch.search.fusion``):
+the cues count for the segments their time overlaps, a video scores its best segment, and its moments are its
+segments by the same fused score, each with the confidence of its picture and cues.
+
 With an example, the candidates — the fusion's top k + its own ids, and the example's own top RESCORED — are re-scored
 by the sequence similarity of their frame rows and the example's own file is dropped (``reelsearch.search.example``).
 
@@ -32,7 +36,7 @@ from reelsearch.index.textcues import TextCues
 from reelsearch.search.cues import CueSource
 from reelsearch.search.example import RESCORED, Example, candidates_with, rescore
 from reelsearch.search.experts import Plan
-from reelsearch.search.fusion import Fused, fuse, positive
+from reelsearch.search.fusion import Fused, fuse, fused_segments, per_segment, positive, segment_scores
 from reelsearch.search.results import FrameScore, Match, Moment, SearchResult
 from reelsearch.search.sources import LIKE, VISUAL, Source, Visual
 from reelsearch.search.subset import Selection, Subset
@@ -78,9 +82,11 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
                  first=first)
     if example is not None:
         if not exhaustive and len(weights) > 1:
-            fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids)
+            fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids,
+                                    per_segment(catalog, model))
         fused = rescore(catalog, fused, example, weights[LIKE], k, sequence=not exhaustive)
-    return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames, example, moments)
+    return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames, example, moments,
+                    (sources, weights))
 
 
 def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:
@@ -92,13 +98,17 @@ def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:
 
 def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused: Fused, text: str | None,
              query: np.ndarray | None, p: Plan, cues: dict[str, CueSource], frames: bool,
-             example: Example | None, moments: int = 3) -> list[SearchResult]:
-    """The fused top k as results: the best segments (``moments``, scored as the visual source scores them: a video
+             example: Example | None, moments: int, fusion: tuple[dict[str, Source], dict[str, float]]
+             ) -> list[SearchResult]:
+    """The fused top k as results: the best segments (``moments``, scored as the fusion scores a segment: a video
     scores by its best), the best moment from the frame rows inside the best segment (read for all of them in one
     query; each frame's score is the weighted sum of its text score and its match with the example), each expert's
-    score, the text segment behind the strongest cue (its moment when it outweighs the picture)."""
+    score, the text segment behind the strongest cue (its moment when it outweighs the picture). ``fusion``: the
+    search's sources and weights."""
     stored = catalog.stored(fused.ids)
-    spans = _moments(catalog, visual, fused, p, query) if query is not None and p.visual else {}
+    judged = [*visual.weights(1.0), *cues]  # what a confidence is the calibration of: the picture and the cues
+    spans = _moments(catalog, visual, fused, query, *fusion, judged, p.weights[VISUAL]) \
+        if query is not None and p.visual else {}
     best = None  # each hit's best segment (row, bias): what a segment-ranked video's score is made of
     if visual.segmented and spans and all(i in spans for i in fused.ids):
         best = (np.stack([spans[i][0] for i in fused.ids]), np.array([spans[i][1] for i in fused.ids]))
@@ -112,7 +122,7 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
     if p.visual:
         bias = visual.bias_of(fused.ids) if best is None else best[1]
         picture = picture - p.weights[VISUAL] * bias  # the picture's match, without the bias
-    confidence = _confidence(visual, fused, p)
+    confidence = _confidence(visual, fused, p, judged)
     text_frames = visual.frame_scorer(query) if query is not None else None
 
     def frame_scores(rows: np.ndarray) -> np.ndarray:
@@ -156,29 +166,34 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
     return out
 
 
-def _moments(catalog: Catalog, visual: Visual, fused: Fused, p: Plan,
-             query: np.ndarray) -> dict[str, tuple[np.ndarray, float, list[Moment], tuple[int, int]]]:
+def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, sources: dict[str, Source],
+             weights: dict[str, float], judged: list[str],
+             weight: float) -> dict[str, tuple[np.ndarray, float, list[Moment], tuple[int, int]]]:
     """{id: (its best segment's row, its bias, its segments as moments best first, the best one's frames [first,
-    stop))} of the fused hits, their segments read in one query: scored by the model's own score (the segment
-    source's), or, where the model does not rank segments (ranks, frame attention), in the order of their frames'
-    best scores."""
+    stop))} of the fused hits, their segments read in one query: scored as the fusion scores a segment (the model's
+    segment score, the cues whose time overlaps it: ``reelsearch.search.fusion.segment_scores``), each confident as
+    the calibration of its ``judged`` sources' part over the model's ``weight``; or, where the model does not rank
+    segments (ranks, frame attention), in the order of their frames' best scores."""
     segs = catalog.segments(fused.ids)
     if not segs:
         return {}
     calibration = getattr(visual.model, "calibration", None)
-    source = visual.sources(query)[VISUAL] if visual.segmented else None
-    frames_of = None if source is not None else visual.frame_scorer(query)
+    frames_of = None if visual.segmented else visual.frame_scorer(query)
     stored = catalog.stored(list(segs)) if frames_of is not None else {}
+    position = {i: j for j, i in enumerate(fused.ids)}
     out = {}
     for id_, s in segs.items():
-        if source is not None:
-            scores = source.segment_scores(s.rows, s.biases)
+        sure = None
+        if frames_of is None:
+            parts = segment_scores(id_, s, sources, weights, {n: float(fused.rows[n][position[id_]]) for n in weights})
+            scores = fused_segments(parts, weights)
+            if calibration is not None and weight > 0:
+                sure = calibration(sum(weights[n] * parts[n] for n in judged) / weight)
         elif id_ in stored:
             fs = np.asarray(frames_of(stored[id_].frame_rows), np.float64)
             scores = np.array([fs[a:a + c].max() if c else -np.inf for a, c in zip(s.firsts, s.counts, strict=True)])
         else:
             continue
-        sure = calibration(scores) if calibration is not None and source is not None else None
         order = np.argsort(-scores, kind="stable")
         listed = [Moment(float(s.starts[o]), float(s.ends[o]), float(scores[o]),
                          None if sure is None else float(sure[o])) for o in order]
@@ -187,12 +202,14 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, p: Plan,
     return out
 
 
-def _confidence(visual: Visual, fused: Fused, p: Plan) -> np.ndarray | None:
-    """Each fused hit's calibrated confidence: the model's calibration of its own score (its sources' terms, bias
-    included, over its weight), as ``reelsearch calibrate`` measured it; None without a calibration or a picture."""
+def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str]) -> np.ndarray | None:
+    """Each fused hit's calibrated confidence: the model's calibration of the ``judged`` sources' part of its fused
+    score (the model's terms, bias included, and the cues') over the model's weight, as ``reelsearch calibrate``
+    measured the model's own score: the cues count on the model's scale as the fusion weighs them. None without a
+    calibration or a picture."""
     calibration = getattr(visual.model, "calibration", None)
     weight = p.weights[VISUAL] if p.visual else 0.0
     if calibration is None or weight <= 0:
         return None
-    own = sum(fused.terms[s] for s in visual.weights(1.0)) / weight
+    own = sum(fused.terms[s] for s in judged) / weight
     return calibration(own)

@@ -33,8 +33,9 @@ class Moment:
 
     start: float = doc("Seconds: the segment's start.")
     end: float = doc("Seconds: the segment's end.")
-    score: float = doc("The segment's score (the model's, its bias included); the video's is its best segment's.")
-    confidence: float | None = doc("0-1: the calibrated confidence of the segment's score (None without a "
+    score: float = doc("The segment's fused score: the model's score of it (its bias included) and the text cues "
+                       "said or shown in its time, weighted; the video's score is its best segment's.")
+    confidence: float | None = doc("0-1: the calibrated confidence of the segment's picture and cues (None without a "
                                    "calibration).", default=None)
 
 
@@ -87,9 +88,10 @@ class SearchResult:
                                            "take part.", default=None)
     match: Match | None = doc("The words said or written that match best (when a text cue has any evidence).",
                               default=None)
-    confidence: float | None = doc("0-1: the share of development hits at this picture score that were right (the "
-                                   "model's calibration, `reelsearch calibrate`; docs/search.md). Given when the "
-                                   "model has a calibration and the picture takes part.", default=None)
+    confidence: float | None = doc("0-1: the share of development hits at this score that were right (the model's "
+                                   "calibration, `reelsearch calibrate`, of its picture's and cues' part of the fused "
+                                   "score; its best moment's; docs/search.md). Given when the model has a calibration "
+                                   "and the picture takes part.", default=None)
     moments: list[Moment] | None = doc("The video's best segments for the query, best first (at most `moments` of "
                                        "them; the first holds `moment`). Given when the picture takes part.",
                                        default=None)

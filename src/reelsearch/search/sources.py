@@ -5,6 +5,10 @@ them. A source gives its top n (with the bound a threshold test needs) and score
                                                (-inf: the ids are every video)
     source.scores(ids) -> [len(ids)]           the scores of any ids
     source.constant                            True when every video scores alike (one round of the fusion suffices)
+    source.by_segment(id, segments) -> [S]     its score of each of a video's segments (None: its score of the video,
+                                               in every segment)
+    source.timed                               True when its evidence has times (the cues): a video of several
+                                               segments with such evidence is fused segment by segment
 
 The model's part of a search (its *visual* sources) is chosen once per model by :func:`visual_sources` — inner
 product through the vector index, an exact scan with the model's score (order similarity), frame attention over
@@ -25,7 +29,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from reelsearch.config.schema import FusionKind, Normalize
-from reelsearch.index.catalog import Catalog, segment_key
+from reelsearch.index.catalog import Catalog, StoredSegments, segment_key
 from reelsearch.models.interface import SearchMode, VideoEmbeddings
 
 #: Name of the model's single source (a joint model's expert is shown under this name too).
@@ -62,10 +66,13 @@ class Source(Protocol):
     """One query's scores over a catalog's videos (see the module docstring)."""
 
     constant: bool
+    timed: bool
 
     def top(self, n: int) -> Top: ...
 
     def scores(self, ids: Sequence[str]) -> np.ndarray: ...
+
+    def by_segment(self, id_: str, segments: StoredSegments) -> np.ndarray | None: ...
 
 
 class NearestSource:
@@ -75,6 +82,7 @@ class NearestSource:
     vector index holds, so one search gives the top n of the sum."""
 
     constant = False
+    timed = False
 
     def __init__(self, catalog: Catalog, vector: np.ndarray, score_fn=None, *, biased: bool = False):
         self.catalog, self.vector, self.score_fn = catalog, np.asarray(vector, np.float32).reshape(-1), score_fn
@@ -99,6 +107,9 @@ class NearestSource:
         else:
             scores = np.asarray(self.score_fn(self.vector[None], rows), np.float64)[0]
         return scores + biases if self.biased else scores
+
+    def by_segment(self, id_: str, segments: StoredSegments) -> np.ndarray | None:
+        return None  # a video scores by its row, alike in every segment
 
 
 def best_segment_source(catalog: Catalog, vector: np.ndarray, score_fn=None, *, biased: bool = False) -> Source:
@@ -144,6 +155,9 @@ class SegmentSource(NearestSource):
         return np.array([self.segment_scores(segs[i].rows, segs[i].biases).max() if i in segs else -np.inf
                          for i in ids], np.float64)
 
+    def by_segment(self, id_: str, segments: StoredSegments) -> np.ndarray:
+        return self.segment_scores(segments.rows, segments.biases)
+
 
 class BestOfSource:
     """Each video's higher score of several sources (a video row and its best segment): the top n among the
@@ -169,12 +183,16 @@ class BestOfSource:
             return np.zeros(0)
         return np.max([p.scores(ids) for p in self.parts], axis=0)
 
+    def by_segment(self, id_: str, segments: StoredSegments) -> np.ndarray | None:
+        return None  # its score of the video, in every segment
+
 
 class ScoredSource:
     """Scores of every video, computed once (``score_all() -> (ids, scores)``) and looked up: an exhaustive source,
     whose top n is every video."""
 
     constant = False
+    timed = False
 
     def __init__(self, score_all):
         self._score_all = score_all
@@ -195,6 +213,9 @@ class ScoredSource:
         if ids == every:
             return scores
         return np.array([scores[self._where[i]] for i in ids], np.float64)
+
+    def by_segment(self, id_: str, segments: StoredSegments) -> np.ndarray | None:
+        return None  # a video scored as a whole, alike in every segment
 
 
 class Visual(ABC):
