@@ -94,15 +94,20 @@ def pairs_of(groups) -> set[frozenset]:
     return {frozenset(p) for g in groups for p in itertools.combinations(sorted(map(str, g)), 2)}
 
 
-def score(found: list[list[str]], truth: list[list[Path]]) -> dict:
-    """Pair and group precision / recall of the groups ``found`` (paths) against ``truth``; per kind of copy, the
-    share grouped with its source."""
+def score(groups, truth: list[list[Path]]) -> dict:
+    """Pair and group precision / recall of the ``groups`` found (``DuplicateGroup``) against ``truth``; per kind of
+    copy, the share grouped with its source, and the share verified with it directly (a pair of the two, not through
+    other copies)."""
+    found = [[v.path for v in g.videos] for g in groups]
+    direct = {frozenset(str(paths[i]) for i in (p.a, p.b)) for g in groups
+              for paths in [{v.id: v.path for v in g.videos}] for p in g.pairs}
     got, want = pairs_of(found), pairs_of(truth)
     right = got & want
     true_groups = {frozenset(map(str, g)) for g in truth if len(g) > 1}
     found_groups = {frozenset(g) for g in found}
     exact = found_groups & true_groups
     kinds: dict[str, list[bool]] = {}
+    verified: dict[str, list[bool]] = {}
     for g in truth:
         source = str(g[0])
         for copy in g[1:]:
@@ -110,12 +115,14 @@ def score(found: list[list[str]], truth: list[list[Path]]) -> dict:
             kind = copy.name[len(g[0].stem) + 1:].rsplit(".", 1)[0] if copy.name.startswith(g[0].stem + ".") \
                 else copy.stem
             kinds.setdefault(kind, []).append(frozenset((source, str(copy))) in got)
+            verified.setdefault(kind, []).append(frozenset((source, str(copy))) in direct)
     return {"pairs_found": len(got), "pairs_true": len(want),
             "pair_precision": len(right) / len(got) if got else 1.0, "pair_recall": len(right) / len(want),
             "groups_found": len(found_groups), "groups_true": len(true_groups),
             "group_precision": len(exact) / len(found_groups) if found_groups else 1.0,
             "group_recall": len(exact) / len(true_groups),
-            "copy_recall": {k: sum(v) / len(v) for k, v in sorted(kinds.items())}}
+            "copy_recall": {k: sum(v) / len(v) for k, v in sorted(kinds.items())},
+            "copy_verified": {k: sum(v) / len(v) for k, v in sorted(verified.items())}}
 
 
 def main(argv=None) -> None:
@@ -140,8 +147,7 @@ def main(argv=None) -> None:
             t0 = time.perf_counter()
             groups = searcher.duplicates(threshold)
             seconds = time.perf_counter() - t0
-            found = [[v.path for v in g.videos] for g in groups]
-            rows.append({"threshold": threshold, "seconds": seconds, **score(found, truth),
+            rows.append({"threshold": threshold, "seconds": seconds, **score(groups, truth),
                          "excerpt_offset_error": excerpt_offset_error(groups, truth)})
     base = {r["threshold"]: r for r in json.loads(args.baseline.read_text())["rows"]} if args.baseline else {}
     print(f"\n{files} files; truth: {rows[0]['groups_true']} groups, {rows[0]['pairs_true']} pairs"
@@ -164,13 +170,15 @@ def main(argv=None) -> None:
                                        ("group_recall", ".3f"), ("groups_found", "d"),
                                        ("excerpt_offset_error", ".1f"), ("seconds", ".2f"))) + " |")
     kinds = list(rows[0]["copy_recall"])
-    print("\ncopies grouped with their source, per kind:\n")
-    print("| threshold | " + " | ".join(kinds) + " |")
-    print("|---|" + "---|" * len(kinds))
-    for r in rows:
-        old = base.get(r["threshold"], {}).get("copy_recall", {})
-        print(f"| {r['threshold']:.2f} | " + " | ".join(
-            (f"{old[k]:.2f} -> " if k in old else "") + f"{r['copy_recall'][k]:.2f}" for k in kinds) + " |")
+    for key, what in (("copy_recall", "grouped with their source"), ("copy_verified", "verified with their source "
+                                                                                      "directly (a pair of the two)")):
+        print(f"\ncopies {what}, per kind:\n")
+        print("| threshold | " + " | ".join(kinds) + " |")
+        print("|---|" + "---|" * len(kinds))
+        for r in rows:
+            old = base.get(r["threshold"], {}).get(key, {})
+            print(f"| {r['threshold']:.2f} | " + " | ".join(
+                (f"{old[k]:.2f} -> " if k in old else "") + f"{r[key][k]:.2f}" for k in kinds) + " |")
     if args.json is not None:
         args.json.write_text(json.dumps({"files": files, "rows": rows}, indent=1))
 
