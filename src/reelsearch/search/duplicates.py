@@ -229,7 +229,8 @@ def _verify(x: StoredVideo, y: StoredVideo, fx: FrameSequence, fy: FrameSequence
     if (len(fx), int(x.id)) > (len(fy), int(y.id)):
         x, y, fx, fy, sim, match = y, x, fy, fx, sim.T, match.T
     shorter = max(1, min(int(fx.informative.sum()), int(fy.informative.sum())))
-    found = align(fx, fy, 1.0, at_least=max(1, int(np.ceil(coverage * shorter - 1e-9))), sim=sim, match=match)
+    at_least = max(1, int(np.ceil(coverage * shorter - 1e-9)))
+    found = align(fx, fy, 1.0, at_least, sim=sim, match=match)  # ``match`` decides, not a threshold
     if found is None or found.coverage < coverage:
         return None
     return DuplicatePair(x.id, y.id, round(found.offset, 3), found.frames, round(found.coverage, 3),
