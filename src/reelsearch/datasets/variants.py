@@ -4,9 +4,9 @@ truth near-duplicate detection (``reelsearch duplicates``) is tested and measure
 From a real clip (or a clip of real photos: :func:`photo_clip`), :func:`make_variant` writes one copy of the same
 footage altered as copies are (:data:`VARIANTS`): re-encoded at another bitrate, scaled to another resolution,
 cropped by 5-10 %, trimmed by a few seconds, an excerpt cut out of its middle, with a caption burnt in, or a still
-taken from it. :func:`with_opening`
-puts a black opening, a fade from black or a title card before a clip: two *distinct* clips with the same opening
-must not be grouped. :func:`footage_set` writes a whole set and returns its truth (which files are the same footage).
+taken from it. :func:`with_opening` puts a black opening, a fade from black or a title card before a clip: two
+*distinct* clips with the same opening must not be grouped. :func:`footage_set` writes a whole set and returns its
+truth (which files are the same footage).
 
 Video is H.264 (yuv420p, even sizes) read and written with PyAV; x264 runs on one thread, so the same inputs give
 the same bytes.
