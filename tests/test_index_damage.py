@@ -148,3 +148,24 @@ def test_repair_keeps_the_readable_videos(copy, capsys):
     added = int(out.split("\n")[1].split(" added")[0])
     assert kept + added == 5 and added >= 1 and kept >= 1, out
     same_results(index, expected)
+
+
+def test_a_video_without_its_segments_is_found_by_check_and_indexed_again_by_repair(copy, capsys):
+    """A video's segment rows deleted (the database itself sound): `index --check` names it, `--repair` leaves it out
+    and the sync indexes its file again, with its segments; search answers as before."""
+    media, index, expected = copy
+    with EmbeddedCatalog(index) as lib:
+        vid = lib.ids()[2]
+        frames = len(lib.stored([vid])[vid].times)
+        with lib._transaction() as db:
+            db.execute("DELETE FROM video_segments WHERE video_id = ?", (int(vid),))
+    code, out = run_cli(["index", "--check", "--index", str(index)], capsys)
+    assert code == 2 and f"{index / SQLITE_NAME}: damaged: video {vid}: its segments cover 0 of its {frames} frames" \
+        in out, out
+    code, out = run_cli(["index", str(media), "--index", str(index), "--repair", *NO_CUES], capsys)
+    assert code == 0 and "repaired: 4 videos kept, 1 unreadable" in out and "1 added" in out, out
+    assert run_cli(["index", "--check", "--index", str(index)], capsys)[0] == 0
+    with EmbeddedCatalog(index) as lib:
+        segs, stored = lib.segments(lib.ids()), lib.stored(lib.ids())
+        assert len(segs) == 5 and all(int(s.counts.sum()) == len(stored[i].times) for i, s in segs.items())
+    same_results(index, expected)

@@ -155,6 +155,41 @@ def test_new_changed_moved_deleted_files_are_followed(media, tmp_path, poll):
     assert status["last"]["summary"].endswith(f"1 in {tmp_path / 'index'}")
 
 
+def segment_cover(index_dir: Path) -> tuple[dict[str, tuple[int, int]], int]:
+    """({path: (frames, frames its segments cover)}, segment rows of no video), read as ``Indexed`` reads."""
+    with contextlib.closing(sqlite3.connect(f"file:{index_dir / SQLITE_NAME}?mode=ro", uri=True, timeout=10)) as db:
+        cover = {os.fsdecode(p): (n, c) for p, n, c in db.execute(
+            "SELECT v.path, v.n_frames, (SELECT COALESCE(SUM(s.n_frames), 0) FROM video_segments s "
+            "WHERE s.video_id = v.id) FROM videos v")}
+        orphans = db.execute("SELECT COUNT(*) FROM video_segments WHERE video_id NOT IN (SELECT id FROM videos)")
+        return cover, orphans.fetchone()[0]
+
+
+def test_watched_files_keep_their_segments(media, tmp_path):
+    """A long clip added, then replaced by a short one, then deleted while watched: each indexed file's segments
+    cover its frames, a replaced file's segments are its new content's, a deleted file leaves none."""
+    root, clips, real, model_dir = media
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    indexed = Indexed(tmp_path / "index")
+    clip = watched / "clip.mp4"
+    with Searcher(tmp_path / "index", model_dir) as searcher, \
+            FolderWatcher(searcher, [watched], poll=0.5, settle=SETTLE):
+        shutil.copyfile(real[0], clip)
+        wait_for(lambda: indexed().get(str(clip)) == sha256(real[0]), what="the long clip")
+        cover, orphans = segment_cover(tmp_path / "index")
+        long_frames = cover[str(clip)][0]
+        assert cover[str(clip)] == (long_frames, long_frames) and long_frames >= 10 and orphans == 0
+        shutil.copyfile(clips[1], clip)
+        wait_for(lambda: indexed().get(str(clip)) == sha256(clips[1]), what="the change")
+        cover, orphans = segment_cover(tmp_path / "index")
+        frames = cover[str(clip)][0]
+        assert cover[str(clip)] == (frames, frames) and frames < long_frames and orphans == 0
+        os.remove(clip)
+        wait_for(lambda: indexed() == {}, what="the deletion")
+        assert segment_cover(tmp_path / "index") == ({}, 0)
+
+
 def display_name(watcher) -> str:
     return ",".join(watcher.status()["waiting"])
 

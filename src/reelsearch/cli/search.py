@@ -205,14 +205,16 @@ def duplicates_cmd(
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     threshold: float | None = typer.Option(None, "--threshold", min=0.01, max=1.0, help="Cosine from which two "
                                            "frames show the same picture (default 0.65, measured: see "
-                                           "docs/benchmarks.md)."),
+                                           "docs/benchmarks.md); their thumbnails' coarse pictures must correlate "
+                                           "from 0.95 at the default, closer to 1 as it rises."),
     as_json: bool = typer.Option(False, "--json", help='Print a JSON list of groups {"videos": [{id, path, name, '
-                                 'path_b64, kind, duration, frames}], "pairs": [{a, b, offset, frames, coverage, '
-                                 'similarity}]}.'),
+                                 'path_b64, kind, duration, frames, start}], "pairs": [{a, b, offset, frames, '
+                                 'coverage, similarity}]}; start: where a file starts in the group\'s first (s).'),
 ) -> None:
-    """Group the indexed files that are the same footage: re-encodes, other resolutions, crops, trims, copies with a
-    caption burnt in, stills taken from a clip. Frames are matched in order at one time offset; black, flat or
-    faded frames are no evidence, so clips that share only an opening are not grouped."""
+    """Group the indexed files that are the same footage: re-encodes (even at a very low bitrate), other
+    resolutions, crops, trims, clips cut from a long video (with where they start in it), copies with a caption
+    burnt in, stills taken from a clip. Frames are matched in order at one time offset; black, flat or faded frames
+    are no evidence, so clips that share only an opening are not grouped."""
     from reelsearch.indexing.index_folder import open_searcher
 
     searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True)

@@ -3,9 +3,10 @@ truth near-duplicate detection (``reelsearch duplicates``) is tested and measure
 
 From a real clip (or a clip of real photos: :func:`photo_clip`), :func:`make_variant` writes one copy of the same
 footage altered as copies are (:data:`VARIANTS`): re-encoded at another bitrate, scaled to another resolution,
-cropped by 5-10 %, trimmed by a few seconds, with a caption burnt in, or a still taken from it. :func:`with_opening`
-puts a black opening, a fade from black or a title card before a clip: two *distinct* clips with the same opening
-must not be grouped. :func:`footage_set` writes a whole set and returns its truth (which files are the same footage).
+cropped by 5-10 %, trimmed by a few seconds, an excerpt cut out of its middle, with a caption burnt in, or a still
+taken from it. :func:`with_opening` puts a black opening, a fade from black or a title card before a clip: two
+*distinct* clips with the same opening must not be grouped. :func:`footage_set` writes a whole set and returns its
+truth (which files are the same footage).
 
 Video is H.264 (yuv420p, even sizes) read and written with PyAV; x264 runs on one thread, so the same inputs give
 the same bytes.
@@ -26,8 +27,9 @@ from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path
 
 #: What a variant changes: its ``value`` is the CRF (reencode), the scale (rescale), the share of width and height
-#: cut (crop), the seconds cut from the start (trim) or the end (trim-end), the text (caption), the second (still).
-KINDS = ("reencode", "rescale", "crop", "trim", "trim-end", "caption", "still")
+#: cut (crop), the seconds cut from the start (trim) or the end (trim-end), the share of the duration kept from the
+#: middle (excerpt: 0.2 keeps 40-60 %, re-encoded at CRF 30), the text (caption), the second (still).
+KINDS = ("reencode", "rescale", "crop", "trim", "trim-end", "excerpt", "caption", "still")
 #: Openings :func:`with_opening` puts before a clip.
 OPENINGS = ("black", "fade", "title")
 
@@ -142,13 +144,27 @@ def make_variant(source: str | os.PathLike, out: str | os.PathLike, variant: Var
         dx, dy = round(video.width * float(value)), round(video.height * float(value))
         x0, y0 = dx // 3, dy // 3
         frames = (img[y0:y0 + video.height - dy, x0:x0 + video.width - dx] for img in frames)
-    elif kind in ("trim", "trim-end"):
-        start, end = (float(value), np.inf) if kind == "trim" else (0.0, video.duration - float(value))
+    elif kind in ("trim", "trim-end", "excerpt"):
+        start, end = excerpt_span(video.duration, variant)
         frames = (img for t, img in video.frames if start - 1e-6 <= t < end)
+        crf = 30 if kind == "excerpt" else crf
     elif kind == "caption":
         text = OnScreenText((str(value),), 0.0, 1e9, "bottom")
         frames = (draw_text(img, text) for img in frames)
     return _write(out, frames, video.fps, crf)
+
+
+def excerpt_span(duration: float, variant: Variant) -> tuple[float, float]:
+    """[start, end) seconds of a clip ``duration`` long that a trim, trim-end or excerpt ``variant`` keeps (its
+    ``start`` is where the copy begins in the source)."""
+    value = float(variant.value)
+    if variant.kind == "trim":
+        return value, np.inf
+    if variant.kind == "trim-end":
+        return 0.0, duration - value
+    if variant.kind == "excerpt":
+        return duration * (1 - value) / 2, duration * (1 + value) / 2
+    raise ReelsearchError(f"a {variant.kind} variant keeps no span of the clip")
 
 
 def opening_frames(kind: str, width: int, height: int, seconds: float, fps: Fraction,

@@ -135,6 +135,10 @@ class Catalog(Protocol):
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
         """Path, duration, frame rows, times and detail of ``ids`` (those still stored), in one read."""
 
+    def thumbnails(self, ids: Sequence[str]) -> dict[str, list[bytes | None]]:
+        """The stored thumbnails of ``ids``' frames (those still stored; each frame's JPEG, None where the embedder
+        gave none), in frame order, in one read (near-duplicate detection compares the pictures)."""
+
     def biases(self, ids: Sequence[str]) -> np.ndarray:
         """Each video's bias, in the order of ``ids`` (0 for an id no longer stored)."""
 

@@ -15,6 +15,8 @@ from reelsearch.media.decode import MEDIA_EXTENSIONS
 
 #: Long side of a stored thumbnail, pixels.
 THUMBNAIL_SIZE = 96
+#: Side of a thumbnail's coarse picture (``thumbnail_picture``), pixels.
+PICTURE_SIDE = 16
 #: Luma weights (ITU-R BT.601) of a frame's detail.
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 _HASH_BLOCK = 1 << 20
@@ -180,6 +182,21 @@ def thumbnail_detail(jpeg: bytes) -> float:
     if bgr is None:
         raise ValueError("the thumbnail cannot be decoded")
     return frame_detail(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+
+
+def thumbnail_picture(jpeg: bytes | None) -> np.ndarray:
+    """[PICTURE_SIDE ** 2] float32: a stored thumbnail's luma at PICTURE_SIDE x PICTURE_SIDE pixels (area filter),
+    less its mean, of unit length: the picture's coarse layout, which a low bitrate, another resolution or a small crop
+    hardly changes. Zeros for a flat frame, a missing or undecodable thumbnail."""
+    import cv2  # noqa: PLC0415 - optional package (media extra)
+
+    gray = None if jpeg is None else cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_GRAYSCALE)
+    if gray is None:
+        return np.zeros(PICTURE_SIDE ** 2, np.float32)
+    small = cv2.resize(gray.astype(np.float32), (PICTURE_SIDE, PICTURE_SIDE), interpolation=cv2.INTER_AREA).ravel()
+    small -= small.mean()
+    norm = float(np.linalg.norm(small))
+    return small / norm if norm > 1e-3 else np.zeros_like(small)
 
 
 def make_thumbnail(rgb: np.ndarray, size: int = THUMBNAIL_SIZE, quality: int = 80) -> bytes:

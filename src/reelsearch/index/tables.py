@@ -432,6 +432,17 @@ class SqlCatalog(CatalogSync, ABC):
         return EmbeddedMedia(self._vector(row[0]).copy(), video.frame_rows, video.times.copy(), video.duration,
                              None if any(t is None for t in thumbs) else thumbs, float(row[1]), video.detail, **parts)
 
+    def thumbnails(self, ids: Sequence[str]) -> dict[str, list[bytes | None]]:
+        """``Catalog.thumbnails``: one query."""
+        keys = [int(i) for i in ids]
+        out: dict[str, list[bytes | None]] = {}
+        if not keys:
+            return out
+        for vid, thumb in self._db.execute(f"SELECT video_id, thumbnail FROM frames WHERE video_id IN "
+                                           f"({','.join('?' * len(keys))}) ORDER BY video_id, idx", keys):
+            out.setdefault(str(vid), []).append(None if thumb is None else bytes(thumb))
+        return out
+
     def thumbnail(self, id_: str, frame: int) -> bytes | None:
         """The stored thumbnail of one frame (None when the embedder gave none)."""
         row = self._db.execute("SELECT thumbnail FROM frames WHERE video_id = ? AND idx = ?",

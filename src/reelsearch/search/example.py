@@ -38,14 +38,7 @@ from reelsearch.index.catalog import Catalog
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.search.frames import FrameSequence, cosine_scores, frame_match, sequence_similarities, unit_rows
 from reelsearch.search.fusion import Fused, Segments, best_segments
-from reelsearch.search.sources import (
-    LIKE,
-    BestOfSource,
-    NearestSource,
-    SegmentSource,
-    Source,
-    Visual,
-)
+from reelsearch.search.sources import LIKE, Source, Visual, row_source
 
 #: Candidates of the first stage re-scored by sequence similarity (at least k + the excluded ids).
 RESCORED = 100
@@ -86,11 +79,7 @@ class Example:
         """The first stage's source: the row's inner product with the stored rows through the vector index when
         the model scores by one, else their cosine by an exact scan; with segments, each video's higher score of
         its row and its best segment (a clip cut from a long video matches the segment it was cut from)."""
-        score_fn = None if visual.model.inner_product else cosine_scores
-        whole = NearestSource(catalog, self.row, score_fn)
-        if not catalog.several_segments():  # each video's one segment is its row
-            return whole
-        return BestOfSource(whole, SegmentSource(catalog, self.row, score_fn))
+        return row_source(catalog, self.row, None if visual.model.inner_product else cosine_scores)
 
     def frame_scores(self, frame_rows: np.ndarray) -> np.ndarray:
         """[T]: how well each stored frame matches the example (a result's strip; its best is the moment)."""

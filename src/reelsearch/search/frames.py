@@ -114,7 +114,7 @@ def _step(times: np.ndarray) -> float:
 
 
 def align(a: FrameSequence, b: FrameSequence, threshold: float, at_least: int = 1,
-          sim: np.ndarray | None = None) -> Alignment | None:
+          sim: np.ndarray | None = None, match: np.ndarray | None = None) -> Alignment | None:
     """The longest run of ``a``'s informative frames that appear in ``b`` in order at one consistent time offset
     (each matched by an informative frame of ``b`` within half a sampling step of its time + offset, at cosine >=
     ``threshold``), or None when no run reaches ``at_least`` frames.
@@ -123,9 +123,11 @@ def align(a: FrameSequence, b: FrameSequence, threshold: float, at_least: int = 
     offsets that match as many frames, the one whose frames match best wins: on near-static footage many offsets
     match every frame, and the true one matches them most closely); a run skips the uninformative frames of ``a``
     (they neither count nor break it). A still (one frame) aligns with every video that shows it. ``sim``: the cosines
-    ``a.rows @ b.rows.T`` when already computed."""
+    ``a.rows @ b.rows.T`` when already computed; ``match`` [len(a), len(b)] bool: which frames match, where more
+    than their cosine tells (default ``sim >= threshold``)."""
     sim = a.rows @ b.rows.T if sim is None else sim
-    ii, jj = np.nonzero((sim >= threshold) & a.informative[:, None] & b.informative[None, :])
+    match = sim >= threshold if match is None else match
+    ii, jj = np.nonzero(match & a.informative[:, None] & b.informative[None, :])
     if len(np.unique(ii)) < max(1, at_least):  # no offset can match more frames of a than match at all
         return None
     tol = 0.5 * max(_step(a.times), _step(b.times), 1e-3) + 1e-6

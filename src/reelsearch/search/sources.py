@@ -120,6 +120,16 @@ def best_segment_source(catalog: Catalog, vector: np.ndarray, score_fn=None, *, 
     return NearestSource(catalog, vector, score_fn, biased=biased)
 
 
+def row_source(catalog: Catalog, row: np.ndarray, score_fn=None) -> Source:
+    """A video row's score with each video (query by example's first stage, near-duplicates' candidates): the score
+    with its row, or where some video has several segments the higher of that and its best segment's
+    (``BestOfSource``), so a clip cut from a long video finds the segment it was cut from."""
+    whole = NearestSource(catalog, row, score_fn)
+    if not catalog.several_segments():  # each video's one segment is its row
+        return whole
+    return BestOfSource(whole, SegmentSource(catalog, row, score_fn))
+
+
 class SegmentSource(NearestSource):
     """A query vector's score with each video's best segment (the unit of retrieval): top n videos from the segments'
     vector index (inner product, or ``score_fn`` by an exact scan), asked for more segments until n distinct videos

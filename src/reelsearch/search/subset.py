@@ -189,6 +189,9 @@ class Subset:
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
         return self.catalog.stored(ids)
 
+    def thumbnails(self, ids: Sequence[str]) -> dict[str, list[bytes | None]]:
+        return self.catalog.thumbnails(ids)
+
     def biases(self, ids: Sequence[str]) -> np.ndarray:
         return self.catalog.biases(ids)
 

@@ -1,7 +1,8 @@
 """A damaged embedded catalog (an index folder), checked and repaired (``reelsearch index --check`` / ``--repair``).
 
-``check_index`` runs SQLite's integrity check on the index's two databases (``library.sqlite``, ``textcues.sqlite``).
-``repair_index`` keeps every video still readable: it copies each video whose row, frames (thumbnails whole),
+``check_index`` runs SQLite's integrity check on the index's two databases (``library.sqlite``, ``textcues.sqlite``),
+and checks that each video's segments cover its frames (a video whose segment rows are lost is found by nothing).
+``repair_index`` keeps every video still readable and whole: it copies each video whose row, frames (thumbnails whole),
 frame vectors and segments can all be read into a new ``library.sqlite`` (a video with any part unreadable is left
 out, so the next sync indexes its file again), moves the damaged file aside (``library.sqlite.damaged``), and drops
 the derived files (the vector files, rebuilt from the new database on open; a damaged text-cue database, whose
@@ -24,7 +25,7 @@ from reelsearch.index.embedded.catalog import (
     SEGMENTS_SQL,
     SQLITE_NAME,
 )
-from reelsearch.index.embedded.sqlite import integrity_problems
+from reelsearch.index.embedded.sqlite import damage, integrity_problems
 from reelsearch.index.embedded.textcues import SQLITE_NAME as TEXTCUES_NAME
 
 #: Suffix of a damaged database moved aside by a repair.
@@ -34,14 +35,34 @@ _VIDEO_COLUMNS = ("id, path, size, mtime_ns, sha256, duration, n_frames, model_i
 
 
 def check_index(directory: str | Path) -> dict[str, list[str]]:
-    """{database file: what SQLite's integrity check finds wrong} of the index in ``directory`` ([] when sound;
-    files that do not exist are left out)."""
+    """{database file: what SQLite's integrity check finds wrong, or the videos whose segments do not cover their
+    frames} of the index in ``directory`` ([] when sound; files that do not exist are left out)."""
     out = {}
     for name in (SQLITE_NAME, TEXTCUES_NAME):
         path = Path(directory) / name
         if path.exists():
             out[str(path)] = integrity_problems(path)
+            if name == SQLITE_NAME and not out[str(path)]:
+                out[str(path)] = segment_problems(path)
     return out
+
+
+def segment_problems(path: Path) -> list[str]:
+    """``video N: its segments cover F of its T frames`` for each video of the library database at ``path`` whose
+    segments do not cover its frames exactly ([] when all do, or when the database predates segments: opening it
+    makes each video one segment)."""
+    db = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    try:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'video_segments'").fetchone():
+            return []
+        rows = db.execute("SELECT v.id, v.n_frames, COALESCE(s.covered, 0) FROM videos v LEFT JOIN (SELECT video_id, "
+                          "SUM(n_frames) AS covered FROM video_segments GROUP BY video_id) s ON s.video_id = v.id "
+                          "WHERE COALESCE(s.covered, 0) != v.n_frames ORDER BY v.id").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return [damage(exc) or str(exc)]
+    finally:
+        db.close()
+    return [f"video {vid}: its segments cover {covered} of its {frames} frames" for vid, frames, covered in rows]
 
 
 @dataclass

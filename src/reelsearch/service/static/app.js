@@ -256,7 +256,9 @@ function duplicateGroup(group, number) {
     const other = p.a === v.id ? p.b : p.a;
     const meta = el("div", "meta");
     const shift = `${p.offset >= 0 ? "+" : ""}${p.offset.toFixed(1)} s`;
-    meta.append(el("div", "name", `#${v.id} ${v.name}`), el("div", "score",
+    const first = group.videos[0].id;  // where each other file starts on its timeline, as the CLI prints it
+    const at = v.id === first ? "" : ` (starts at ${v.start.toFixed(1)} s of #${first})`;
+    meta.append(el("div", "name", `#${v.id} ${v.name}${at}`), el("div", "score",
       `${p.frames} frames aligned with #${other} (#${p.a} at t = #${p.b} at t ${shift}) · ` +
       `similarity ${p.similarity.toFixed(3)}`));
     meta.title = v.path;
