@@ -11,6 +11,8 @@ space, frame sequence against frame sequence.
    in a fade) are no evidence, and a shared opening (a title card, a logo) covers only its own few seconds: clips
    that share only those are not grouped.
 3. **Groups**: the connected components of the verified pairs.
+
+Files of sound alone (no picture: ``StoredVideo.pictured``) take no part.
 """
 
 from __future__ import annotations
@@ -112,13 +114,13 @@ def find_duplicates(catalog: Catalog, threshold: float = DEFAULT_THRESHOLD, *, c
     videos: dict[str, DuplicateVideo] = {}
     score_fn = cosine_scores if exact_cosine else None
     for start in range(0, len(ids), BLOCK):
-        block = catalog.stored(ids[start:start + BLOCK])
+        block = _pictured(catalog.stored(ids[start:start + BLOCK]))
         todo: dict[str, list[str]] = {}
         for a, b in sorted(_candidates(catalog, block, threshold, score_fn)):
             if _key(a, b) not in verdicts:
                 verdicts[_key(a, b)] = None
                 todo.setdefault(a, []).append(b)
-        here = {**block, **catalog.stored(sorted({b for bs in todo.values() for b in bs} - set(block)))}
+        here = {**block, **_pictured(catalog.stored(sorted({b for bs in todo.values() for b in bs} - set(block))))}
         frames = {i: FrameSequence.stored(v) for i, v in here.items()}
         for a, partners in todo.items():
             partners = [b for b in partners if b in here]
@@ -131,6 +133,11 @@ def find_duplicates(catalog: Catalog, threshold: float = DEFAULT_THRESHOLD, *, c
                 verdicts[_key(a, b)] = _verify(here[a], here[b], frames[a], frames[b], sim, threshold, coverage)
         videos.update({i: DuplicateVideo(i, v.path, v.duration, len(v.times)) for i, v in here.items()})
     return _groups([p for p in verdicts.values() if p is not None], videos)
+
+
+def _pictured(videos: dict[str, StoredVideo]) -> dict[str, StoredVideo]:
+    """``videos`` less the files of sound alone (no picture: never the same footage as anything)."""
+    return {i: v for i, v in videos.items() if v.pictured}
 
 
 def _key(a: str, b: str) -> tuple[str, str]:

@@ -16,8 +16,13 @@ so a long film is seen whole). The frames are cut into segments where their feat
 
 A recipe the time sampling cannot serve (audio features, motion from frame pairs) falls back to the recipe's own
 sampling, one segment per file (``timeline`` False). An image is a one-frame video, one segment. A file whose frames
-stop early (truncated) is indexed as far as it decodes, with the stream's one line as a warning; an audio-only file
-raises ``NoVideoStream``.
+stop early (truncated) is indexed as far as it decodes, with the stream's one line as a warning (so is one whose
+frames run past its declared duration: times are the frames' own).
+
+A file with sound and no video stream (an audio file, an .mp4 of audio alone) has no picture: it is stored with zero
+rows (:func:`sound_only`: one placeholder frame at 0 s without a thumbnail, one segment over its length), which
+match nothing in the model's space, so that it is found by what is said in it (the speech cue) and never by its
+picture, by query by example or as a near-duplicate (``reelsearch.index.catalog.StoredVideo.pictured``).
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ import threading
 
 import numpy as np
 
-from reelsearch.errors import ConfigError, MediaError
+from reelsearch.errors import ConfigError, MediaError, NoVideoStream
 from reelsearch.features.pipeline import round_to
 from reelsearch.index.media import EmbeddedMedia, frame_detail, make_thumbnail, shrink
+from reelsearch.media.decode import probe
 from reelsearch.media.segmenting import SegmentPolicy, cut
 from reelsearch.media.timeline import FrameStream
 
@@ -63,11 +69,14 @@ class MediaEmbedder:
         return self.pipeline.describe() + sampled + (f";querybank={bank.digest()}" if bank is not None else "")
 
     def __call__(self, path: str) -> EmbeddedMedia:
-        if not self.timeline:
-            media = self.pipeline.extract(path)
-            return self._embed(media.features, np.asarray(media.timestamps, np.float64), media.duration,
-                               media.images if media.images is not None else [], None)
-        feats, times, small, end, warning = self._stream(path)
+        try:
+            if not self.timeline:
+                media = self.pipeline.extract(path)
+                return self._embed(media.features, np.asarray(media.timestamps, np.float64), media.duration,
+                                   media.images if media.images is not None else [], None)
+            feats, times, small, end, warning = self._stream(path)
+        except NoVideoStream as exc:
+            return sound_only(path, self.model.row_dim, exc)
         return self._embed(feats, times, end, small, warning)
 
     def _stream(self, path: str):
@@ -133,3 +142,19 @@ class MediaEmbedder:
         return EmbeddedMedia(emb.video[0], emb.frames[0], times, end, thumbs or None, bias, detail,
                              segment_vectors=np.asarray(seg_rows, np.float32), segment_frames=bounds,
                              segment_times=spans, segment_biases=seg_bias, warning=warning)
+
+
+def sound_only(path: str, dim: int, no_video: NoVideoStream) -> EmbeddedMedia:
+    """What the index stores of a file with sound and no picture (see the module): zero rows of ``dim``, one
+    placeholder frame at 0 s (no thumbnail, no detail), one segment over the sound's length, and the one line that
+    says so. ``no_video`` is raised again when the file has no audio stream either."""
+    info = probe(path)
+    if "audio" not in info["streams"]:
+        raise no_video
+    seconds = max(0.0, float(info["duration"] or 0.0))
+    zero = np.zeros((1, dim), np.float32)
+    return EmbeddedMedia(zero[0], zero, np.zeros(1), seconds, None, 0.0, np.zeros(1, np.float32),
+                         segment_vectors=zero, segment_frames=np.array([[0, 1]]),
+                         segment_times=np.array([[0.0, seconds]]), segment_biases=np.zeros(1),
+                         warning=f"{no_video.path}: audio only (no video stream): indexed for what is said in it, "
+                                 "without a picture")

@@ -72,7 +72,7 @@ class SearchResult:
     path: str = doc("Display form of the file's path.")
     name: str = doc("Display form of the file's name.", init=False)
     path_b64: str = doc("The path's exact bytes, base64.", init=False)
-    kind: Literal["video", "image"] = field(init=False)
+    kind: Literal["video", "image", "audio"] = field(init=False)  # audio: a file of sound alone (no picture)
     score: float = doc("The fused score of the experts (weighted sum, or rank fusion); a model with a querybank "
                        "subtracts the video's offset (scores are then mostly negative: only their order within one "
                        "query means anything).")
