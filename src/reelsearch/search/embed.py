@@ -72,20 +72,22 @@ class MediaEmbedder:
         try:
             if not self.timeline:
                 media = self.pipeline.extract(path)
+                looks = [_look(img) for img in (media.images if media.images is not None else [])]
                 return self._embed(media.features, np.asarray(media.timestamps, np.float64), media.duration,
-                                   media.images if media.images is not None else [], None)
-            feats, times, small, end, warning = self._stream(path)
+                                   looks, None)
+            feats, times, looks, end, warning = self._stream(path)
         except NoVideoStream as exc:
             return sound_only(path, self.model.row_dim, exc)
-        return self._embed(feats, times, end, small, warning)
+        return self._embed(feats, times, end, looks, warning)
 
     def _stream(self, path: str):
-        """Every sampled frame's features (float16 in memory), times, thumbnail-size frames, where the frames end,
-        and the stream's warning line (None when it read to the end)."""
+        """Every sampled frame's features (float16 in memory), times, (thumbnail, detail), where the frames end, and
+        the stream's warning line (None when it read to the end). What it holds per frame is that (a few KB), never
+        the decoded frame: a 10-hour file is streamed in bounded memory besides."""
         names = self.pipeline.frame_names
         parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
         times: list[float] = []
-        small: list[np.ndarray] = []
+        looks: list[tuple[bytes, float]] = []
         batch: list[np.ndarray] = []
 
         def flush() -> None:
@@ -98,7 +100,7 @@ class MediaEmbedder:
         with FrameStream(path, self.rate, self.pipeline.short_side, skip="nonref") as stream:
             for t, rgb in stream:
                 times.append(t)
-                small.append(shrink(rgb))
+                looks.append(_look(rgb))
                 batch.append(rgb)
                 if len(batch) >= FRAME_BATCH:
                     flush()
@@ -109,10 +111,12 @@ class MediaEmbedder:
             raise MediaError(path, f"no frame decoded ({report.problem})" if report.problem else "no frame decoded")
         feats = {n: np.concatenate(p) for n, p in parts.items()}
         end = None if report.is_image else max(report.end, times[-1])
-        return feats, np.asarray(times, np.float64), small, end, report.line()
+        return feats, np.asarray(times, np.float64), looks, end, report.line()
 
-    def _embed(self, feats: dict[str, np.ndarray], times: np.ndarray, end: float | None, images, warning):
-        """The embeddings of one file's frame features (see the module)."""
+    def _embed(self, feats: dict[str, np.ndarray], times: np.ndarray, end: float | None,
+               looks: list[tuple[bytes, float]], warning: str | None) -> EmbeddedMedia:
+        """The embeddings of one file's frame features (see the module); ``looks``: each frame's (thumbnail,
+        detail)."""
         first = feats[self.pipeline.frame_names[0]] if self.pipeline.frame_names else None
         if first is not None and self.timeline and len(times) > 1:
             segments = cut(first, times, self.policy, end)
@@ -132,9 +136,8 @@ class MediaEmbedder:
         else:
             bounds = np.array([[0, len(times)]], np.int64)
             spans = np.array([[float(times[0]), float(end) if end else float(times[-1])]], np.float64)
-        small = [shrink(img) for img in images]
-        thumbs = [make_thumbnail(img) for img in small]
-        detail = np.array([frame_detail(img) for img in small], np.float32) if small else None
+        thumbs = [thumb for thumb, _ in looks]
+        detail = np.array([d for _, d in looks], np.float32) if looks else None
         bank = getattr(self.model, "querybank", None)
         bias = -float(bank.video_offsets(emb.video[:1])[0]) if bank is not None else 0.0
         seg_bias = (-np.asarray(bank.video_offsets(seg_rows), np.float64) if bank is not None
@@ -142,6 +145,12 @@ class MediaEmbedder:
         return EmbeddedMedia(emb.video[0], emb.frames[0], times, end, thumbs or None, bias, detail,
                              segment_vectors=np.asarray(seg_rows, np.float32), segment_frames=bounds,
                              segment_times=spans, segment_biases=seg_bias, warning=warning)
+
+
+def _look(rgb: np.ndarray) -> tuple[bytes, float]:
+    """A frame's (thumbnail, detail): what the index keeps of its picture."""
+    small = shrink(rgb)
+    return make_thumbnail(small), frame_detail(small)
 
 
 def sound_only(path: str, dim: int, no_video: NoVideoStream) -> EmbeddedMedia:

