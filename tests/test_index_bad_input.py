@@ -219,13 +219,14 @@ def test_sound_alone_is_found_by_what_is_said(spoken, location, model_dir):
             hit = found[name]
             assert hit.kind == "audio" and hit.to_json()["kind"] == "audio"
             assert hit.match is not None and hit.match.cue == "speech" and hit.moment == hit.match.moment
-            assert 0.3 < hit.match.start < hit.match.end <= searcher.catalog.video(hit.id).duration + 1e-6
+            assert 0.0 <= hit.match.start < hit.match.end <= searcher.catalog.video(hit.id).duration + 1e-6
             assert [(m.start, m.end) for m in hit.moments] == [(hit.match.start, hit.match.end)]
             assert hit.frames is None and hit.confidence is None and hit.moment >= hit.match.start
             assert (set(SAID) - {name}).isdisjoint(found)  # the other one says something else
             assert "said at" in hit.lines(1)
         # the picture alone never finds a file with no picture; nor does an example, and none is an example
-        assert [Path(r.path).name for r in searcher.search("stripes", 5, experts="visual")] == ["good.mp4"]
+        for k in (1, 5):  # its zero rows never take a place among the pictures
+            assert [Path(r.path).name for r in searcher.search("stripes", k, experts="visual")] == ["good.mp4"]
         assert [Path(r.path).name for r in searcher.search(None, 5, like=str(spoken / "good.mp4"))] == []
         for like in (str(spoken / "recipe.m4a"), ids["forecast.mp4"]):
             with pytest.raises(ExampleError, match="has no picture"):
