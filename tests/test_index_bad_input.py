@@ -9,6 +9,7 @@ never a traceback, and the good file of the same batch is always indexed.
 
 from __future__ import annotations
 
+import importlib.util
 import resource
 import threading
 from fractions import Fraction
@@ -39,11 +40,15 @@ def model_dir(tmp_path_factory) -> Path:
     return small_model("cosine").save(tmp_path_factory.mktemp("model") / "model")
 
 
+#: on-screen text is read too where its extra is installed (it must read what decodes and keep to the frames' times)
+OCR = ["--ocr"] if importlib.util.find_spec("rapidocr_onnxruntime") else ["--no-ocr"]
+
+
 def index(folder: Path, where: str, model_dir: Path, *options: str):
-    """`reelsearch index FOLDER` into ``where`` (a folder, or a postgresql:// URL): (exit code, output lines)."""
+    """`reelsearch index FOLDER` into ``where`` (a folder, or a postgresql:// URL), the speech cue on where it is
+    installed: (exit code, output lines)."""
     target = ["--db", where] if where.startswith("postgresql://") else ["--index", where]
-    res = CliRunner().invoke(app, ["index", str(folder), *target, "--model", str(model_dir), "--quiet", "--no-ocr",
-                                   *options])
+    res = CliRunner().invoke(app, ["index", str(folder), *target, "--model", str(model_dir), "--quiet", *options])
     assert "Traceback" not in res.output, res.output
     assert res.exception is None or isinstance(res.exception, SystemExit), res.output
     return res.exit_code, res.output.splitlines()
@@ -83,7 +88,7 @@ def test_truncated_mp4_is_indexed_as_far_as_it_decodes(tmp_path, model_dir):
     good_clip(folder)
     cut = cut_bytes(h264_mp4(folder / "cut.mp4", 200, 10, faststart=True), 0.6)  # 20 s declared
     cut_bytes(h264_mp4(folder / "headless.mp4", 200, 10, faststart=False), 0.6)  # its index was at the end
-    code, lines = index(folder, str(tmp_path / "index"), model_dir)
+    code, lines = index(folder, str(tmp_path / "index"), model_dir, *OCR)
     assert code == 3  # a file failed (listed), the rest indexed
     assert any("2 added, 0 updated, 0 removed, 0 unchanged, 1 failed, 1 indexed in part" in line for line in lines)
     [line] = about(lines, "cut.mp4")
@@ -113,7 +118,7 @@ def test_variable_frame_rate_is_sampled_by_each_frames_time(tmp_path, model_dir)
     good_clip(folder)
     times_ms = [40 * i for i in range(30)] + [1200 + 3500] + [4800 + 100 * i for i in range(30)]
     vfr = make_vfr_clip(folder / "vfr.mkv", times_ms)
-    code, lines = index(folder, str(tmp_path / "index"), model_dir)
+    code, lines = index(folder, str(tmp_path / "index"), model_dir, *OCR)
     assert code == 0 and about(lines, "vfr.mkv") == [], lines
     t = np.asarray(times_ms) / 1000
     on_screen = np.unique(np.maximum(np.searchsorted(t, np.arange(8) + 1e-6, side="right") - 1, 0))
@@ -138,7 +143,7 @@ def test_container_lying_about_its_duration(tmp_path, model_dir):
     good_clip(folder)
     longer = set_mkv_duration(make_clip(folder / "longer.mkv", n=100, fps=25), 600.0)
     shorter = set_mkv_duration(make_clip(folder / "shorter.mkv", n=100, fps=25), 1.0)
-    code, lines = index(folder, str(tmp_path / "index"), model_dir)
+    code, lines = index(folder, str(tmp_path / "index"), model_dir, *OCR)
     assert code == 0 and any("3 added" in line and "2 indexed in part" in line for line in lines), lines
     assert about(lines, "longer.mkv") == [
         f"warning: {longer}: frames stop at 4.0 s of 600.0 s declared (truncated, or the container's duration is "
@@ -204,7 +209,7 @@ def location(request, tmp_path) -> str:
 
 
 def test_sound_alone_is_found_by_what_is_said(spoken, location, model_dir):
-    code, lines = index(spoken, location, model_dir)
+    code, lines = index(spoken, location, model_dir, "--no-ocr")
     assert code == 0, lines
     assert any("3 added, 0 updated, 0 removed, 0 unchanged, 0 failed, 2 indexed in part; speech/text: 3 extracted"
                in line for line in lines), lines
@@ -307,10 +312,10 @@ def ten_hours(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/statm").is_file(), reason="reads its memory from /proc (Linux)")
-def test_ten_hour_file_streams_segments_and_is_indexed_in_bounded_memory(ten_hours, tmp_path):
+def test_ten_hour_file_streams_segments_and_is_indexed_in_bounded_memory(ten_hours, tmp_path, capsys):
     """36,000 sampled frames (about a minute here): the stream's memory does not grow from its first hour to its
-    last; the embedder keeps a thumbnail and a feature per frame (about 1 KB), never the decoded frame; it is cut
-    into segments (at each change of picture, none over 30 s of frames) and stored whole."""
+    last; the embedder keeps a thumbnail and a feature per frame (about 1 KB), never the decoded frame, and shows
+    the seconds done; it is cut into segments (at each change of picture, none over 30 s of frames) and stored whole."""
     from reelsearch.media.timeline import FrameStream
 
     hourly = []
@@ -320,8 +325,13 @@ def test_ten_hour_file_streams_segments_and_is_indexed_in_bounded_memory(ten_hou
                 hourly.append(rss())
     assert n == HOURS * 3600 and stream.report.complete and stream.report.line() is None
     assert max(hourly) - hourly[0] < 16 << 20, np.diff(hourly)  # no growth: the file's length costs no memory
+    embedder = MediaEmbedder(MeanColours())
+    embedder.progress = True  # as `reelsearch index` sets it
+    capsys.readouterr()
     with RssPeak() as memory:
-        media = MediaEmbedder(MeanColours())(str(ten_hours))
+        media = embedder(str(ten_hours))
+    shown = capsys.readouterr().err
+    assert "ten-hours.mkv" in shown and f"/{HOURS * 3600}" in shown  # a bar of the seconds streamed
     frames = len(media.timestamps)
     assert media.warning is None and frames == HOURS * 3600 and media.duration == HOURS * 3600
     decoded = frames * 64 * 48 * 3  # every decoded frame, held

@@ -27,9 +27,11 @@ picture, by query by example or as a near-duplicate (``reelsearch.index.catalog.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
+from tqdm import tqdm
 
 from reelsearch.errors import ConfigError, MediaError, NoVideoStream
 from reelsearch.features.pipeline import round_to
@@ -44,6 +46,8 @@ FRAME_BATCH = 32
 #: --frames-per-second``); the most it takes.
 DEFAULT_FRAMES_PER_SECOND = 1.0
 MAX_FRAMES_PER_SECOND = 30.0
+#: Files at least this long (declared, seconds) show a bar of the seconds streamed, with ``MediaEmbedder.progress``.
+LONG_SECONDS = 600.0
 
 
 class MediaEmbedder:
@@ -60,6 +64,7 @@ class MediaEmbedder:
         self.timeline = not self.pipeline.audio_names and all(
             self.pipeline.recipes[n].motion_input is None for n in self.pipeline.frame_names)
         self._lock = threading.Lock()
+        self.progress = False  # a bar of the seconds of each long file streamed (``Searcher.index`` sets it)
 
     def describe(self) -> str:
         """What, besides the model weights, determines the embeddings (part of the index's model id): the feature
@@ -97,8 +102,10 @@ class MediaEmbedder:
                 parts[n].append(round_to(out, self.pipeline.recipes[n].dtype).astype(np.float16))
             batch.clear()
 
-        with FrameStream(path, self.rate, self.pipeline.short_side, skip="nonref") as stream:
+        with FrameStream(path, self.rate, self.pipeline.short_side, skip="nonref") as stream, \
+                self._seconds_bar(path, stream.report.declared) as bar:
             for t, rgb in stream:
+                bar.update(int(t) - bar.n)
                 times.append(t)
                 looks.append(_look(rgb))
                 batch.append(rgb)
@@ -112,6 +119,13 @@ class MediaEmbedder:
         feats = {n: np.concatenate(p) for n, p in parts.items()}
         end = None if report.is_image else max(report.end, times[-1])
         return feats, np.asarray(times, np.float64), looks, end, report.line()
+
+    def _seconds_bar(self, path: str, declared: float | None) -> tqdm:
+        """A progress bar of the seconds of a long file streamed (shown with ``progress``, from LONG_SECONDS of
+        declared duration; it goes once the file is done)."""
+        shown = (declared or 0.0) >= LONG_SECONDS and self.progress
+        return tqdm(total=round(declared or 0), unit="s", desc=os.path.basename(path)[-40:], leave=False,
+                    disable=not shown)
 
     def _embed(self, feats: dict[str, np.ndarray], times: np.ndarray, end: float | None,
                looks: list[tuple[bytes, float]], warning: str | None) -> EmbeddedMedia:

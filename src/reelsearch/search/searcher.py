@@ -169,8 +169,12 @@ class Searcher:
         ``exclusive``: drop the videos indexed from anywhere else too (the index holds exactly ``paths``)."""
         run, off = cues_to_run(cues)
         with self.lock, self.catalog.writing(self.catalog.writer_wait), torch.no_grad():
-            report = self.catalog.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress,
-                                       exclusive=exclusive)
+            self.embedder.progress = progress  # a long file's seconds too
+            try:
+                report = self.catalog.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress,
+                                           exclusive=exclusive)
+            finally:
+                self.embedder.progress = False
             cue_index = self.cues
             if cue_index is None and run:
                 cue_index = self._cues = self.catalog.text_cues(sentence_encoder, create=True)
