@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import resource
 import threading
-from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,6 +26,7 @@ from reelsearch.index import open_catalog
 from reelsearch.search import Searcher
 from reelsearch.search.embed import MediaEmbedder
 from reelsearch.search.example import ExampleError
+from reelsearch.search.searcher import QueryError
 from test_media_decode import make_clip, stripes
 from test_media_timeline import make_vfr_clip, set_mkv_duration
 from test_search_support import small_model
@@ -228,7 +228,7 @@ def test_sound_alone_is_found_by_what_is_said(spoken, location, model_dir):
             assert [(m.start, m.end) for m in hit.moments] == [(hit.match.start, hit.match.end)]
             assert hit.frames is None and hit.confidence is None and hit.moment >= hit.match.start
             assert (set(SAID) - {name}).isdisjoint(found)  # the other one says something else
-            assert "said at" in hit.lines(1)
+            assert "(audio only)" in hit.lines(1) and "said at" in hit.lines(1)
         # the picture alone never finds a file with no picture; nor does an example, and none is an example
         for k in (1, 5):  # its zero rows never take a place among the pictures
             assert [Path(r.path).name for r in searcher.search("stripes", k, experts="visual")] == ["good.mp4"]
@@ -237,6 +237,8 @@ def test_sound_alone_is_found_by_what_is_said(spoken, location, model_dir):
             with pytest.raises(ExampleError, match="has no picture"):
                 searcher.search(None, 5, like=like)
         assert searcher.duplicates(0.1, coverage=0.1) == []
+        with pytest.raises(QueryError, match="recipe.m4a: has no picture"):
+            searcher.annotate(spoken / "recipe.m4a", ["an oven"])
 
 
 # -------------------------------------------------------------------------------------------------- ten hours
@@ -245,18 +247,8 @@ HOURS = 10
 
 def long_clip(path: Path, seconds: int, shade_every: int = 60) -> Path:
     """``seconds`` of 64x48 frames at 1 frame a second, a new picture every ``shade_every`` s (MPEG-4 Part 2)."""
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("mpeg4", rate=1)
-        stream.width, stream.height, stream.pix_fmt, stream.gop_size = 64, 48, "yuv420p", 600
-        stream.codec_context.time_base = Fraction(1, 1)
-        for i in range(seconds):
-            frame = av.VideoFrame.from_ndarray(stripes(i // shade_every, 64, 48), format="rgb24")
-            frame.pts, frame.time_base = i, Fraction(1, 1)
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
+    return make_vfr_clip(path, list(range(0, 1000 * seconds, 1000)), rate=1, picture=lambda i: i // shade_every,
+                         gop=600)
 
 
 class MeanColours:
