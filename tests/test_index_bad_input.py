@@ -65,15 +65,24 @@ def good_clip(folder: Path) -> Path:
 
 
 def h264_mp4(path: Path, n: int, fps: int, faststart: bool) -> Path:
-    """Stripe frames (index painted) in an H.264 MP4; ``faststart``: its index (moov) before the frames."""
+    """Stripe frames (index painted) in an H.264 MP4 with a tone (AAC, interleaved with them); ``faststart``: its
+    index (moov) before the frames."""
+    rate, tone = 16000, (np.sin(np.arange(16000 * n // fps) * 0.2) * 4000).astype(np.int16)
+    step = rate // fps
     with av.open(str(path), "w", format="mp4", options={"movflags": "faststart"} if faststart else {}) as container:
         stream = container.add_stream("libx264", rate=fps, options={"preset": "veryfast", "g": str(fps)})
         stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        sound = container.add_stream("aac", rate=rate, layout="mono")
         for i in range(n):
             for packet in stream.encode(av.VideoFrame.from_ndarray(stripes(i, 64, 48), format="rgb24")):
                 container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+            samples = av.AudioFrame.from_ndarray(tone[None, i * step:(i + 1) * step], format="s16", layout="mono")
+            samples.sample_rate, samples.pts = rate, i * step
+            for packet in sound.encode(samples):
+                container.mux(packet)
+        for s in (stream, sound):
+            for packet in s.encode():
+                container.mux(packet)
     return path
 
 
@@ -84,6 +93,8 @@ def cut_bytes(path: Path, keep: float) -> Path:
 
 
 def test_truncated_mp4_is_indexed_as_far_as_it_decodes(tmp_path, model_dir):
+    """Its frames up to the cut are indexed, and its sound (speech, where installed) and on-screen text (OCR, where
+    installed) read as far as they decode: one line for it in all."""
     folder = tmp_path / "media"
     good_clip(folder)
     cut = cut_bytes(h264_mp4(folder / "cut.mp4", 200, 10, faststart=True), 0.6)  # 20 s declared
