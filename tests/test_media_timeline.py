@@ -16,14 +16,18 @@ from test_media_decode import make_clip, make_image, make_wav, read_index, strip
 av = pytest.importorskip("av")
 
 
-def make_vfr_clip(path: Path, times_ms: list[int], w: int = 64, h: int = 48) -> Path:
-    """Stripe frames (index painted) at the given times (ms): a variable frame rate, in a 1/1000 time base."""
+def make_vfr_clip(path: Path, times_ms: list[int], w: int = 64, h: int = 48, *, rate: int = 25,
+                  picture=lambda i: i, gop: int | None = None) -> Path:
+    """Stripe frames at the given times (ms): a variable frame rate, in a 1/1000 time base. Frame i shows the
+    stripes of ``picture(i)`` (its index); ``rate``: the stream's nominal rate; ``gop``: frames between keyframes."""
     with av.open(str(path), "w") as container:
-        stream = container.add_stream("mpeg4", rate=25)
+        stream = container.add_stream("mpeg4", rate=rate)
         stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        if gop is not None:
+            stream.gop_size = gop
         stream.codec_context.time_base = Fraction(1, 1000)
         for i, t in enumerate(times_ms):
-            frame = av.VideoFrame.from_ndarray(stripes(i, w, h), format="rgb24")
+            frame = av.VideoFrame.from_ndarray(stripes(picture(i), w, h), format="rgb24")
             frame.pts, frame.time_base = t, Fraction(1, 1000)
             for packet in stream.encode(frame):
                 container.mux(packet)

@@ -123,8 +123,8 @@ def index_cmd(
 
 
 def _echo_run(run) -> None:
-    """An index run's failures on stderr, its summary line on stdout."""
-    for line in run.failure_lines():
+    """An index run's failures and warnings on stderr, its summary line on stdout."""
+    for line in run.failure_lines() + run.warning_lines():
         typer.echo(line, err=True)
     typer.echo(run.line())
 

@@ -24,13 +24,14 @@ import numpy as np
 from reelsearch.errors import MediaError, ReelsearchError
 from reelsearch.extras import require
 from reelsearch.features.cue_types import CueSegment, shared_instance
-from reelsearch.media.decode import SamplingPolicy, decode_frames, display_path, is_image_path, probe
+from reelsearch.media.decode import decode_frames, display_path, is_image_path, probe
+from reelsearch.media.timeline import FrameStream
 
 THUMB_SHORT_SIDE = 72  # px: the grey thumbnails the change test compares
 CHANGE_DELTA = 12  # grey levels (of 255) a thumbnail pixel must move to count as changed
 CHANGE_THRESHOLD = 0.0005  # share of changed thumbnail pixels (about 5 of 9,216) from which a frame is read again
 SAME_TEXT = 0.8  # difflib ratio from which two readings are the same text
-WINDOW_SECONDS = 60.0  # frames are decoded this many seconds at a time (bounded memory on long videos)
+WINDOW_SECONDS = 60.0  # frames are read this many seconds at a time (bounded memory on long videos)
 _WORD = re.compile(r"\w", re.UNICODE)
 
 
@@ -222,7 +223,10 @@ class TextReader:
             raise MediaError(display_path(path), f"OCR failed on a frame ({type(exc).__name__}: {exc})") from None
 
     def _frames(self, path):
-        """Yield (timestamps, images, end time) per window of WINDOW_SECONDS; an image is one frame at 0 s."""
+        """Yield (timestamps, images, end time) per window of WINDOW_SECONDS of frames; an image is one frame at 0 s
+        (end 0). A video is sampled by time in one streaming pass (``reelsearch.media.timeline.FrameStream``): a
+        truncated file is read as far as it decodes, a variable frame rate or a container with a wrong duration by
+        the frames' own times, and the end is where the frames end."""
         if is_image_path(path):
             frames = decode_frames(path, "all", short_side=self.short_side)
             yield frames.timestamps, frames.images, 0.0
@@ -231,23 +235,23 @@ class TextReader:
         if not video:  # no video stream (an audio file): nothing on screen
             return
         duration = video.get("duration") or 0.0
-        if duration <= 0:  # unknown duration (some streams): count frames instead of seconds
-            step = max(1, round((video.get("fps") or 25.0) * self.interval))
-            frames = decode_frames(path, SamplingPolicy("every", step, self.max_frames or 3600), self.short_side)
-            yield frames.timestamps, frames.images, float(frames.timestamps[-1]) + self.interval
-            return
-        policy = SamplingPolicy("interval", self.interval)
-        if self.max_frames is not None and duration / self.interval > self.max_frames:
-            policy = SamplingPolicy("interval", duration / self.max_frames)  # evenly spread within the cap
-        window = max(policy.value, math.floor(WINDOW_SECONDS / policy.value) * policy.value)
-        begin = 0.0
-        while begin < duration - 1e-6:
-            stop = min(begin + window, duration)
-            frames = decode_frames(path, policy, short_side=self.short_side, start=begin, end=stop)
-            yield frames.timestamps, frames.images, 0.0 if frames.is_image else stop
-            if frames.is_image:  # a one-frame video
-                return
-            begin = stop
+        rate = 1.0 / self.interval
+        if self.max_frames is not None and duration * rate > self.max_frames:
+            rate = self.max_frames / duration  # evenly spread within the cap
+        window = max(1, math.floor(WINDOW_SECONDS * rate + 1e-9))
+        times: list[float] = []
+        images: list[np.ndarray] = []
+        with FrameStream(path, rate, self.short_side) as stream:
+            for t, image in stream:
+                times.append(t)
+                images.append(image)
+                if len(times) == window:
+                    yield times, images, times[-1]
+                    times, images = [], []
+                if self.max_frames is not None and stream.report.sampled >= self.max_frames:
+                    break
+            end = 0.0 if stream.report.is_image else stream.report.end
+        yield times, images, end
 
 
 def shared_reader(**options) -> TextReader:

@@ -92,8 +92,9 @@ class SpeechRecognizer:
             raise ReelsearchError(f"{folder}: cannot load the Whisper model ({exc})") from None
 
     def extract(self, path: str | os.PathLike) -> tuple[list[CueSegment], dict]:
-        """(segments, stats) of ``path``; no audio track gives no segments. Raises MediaError naming the file."""
-        wave = decode_audio(path, SAMPLE_RATE)
+        """(segments, stats) of ``path``; no audio track gives no segments, a truncated one those of what decodes.
+        Raises MediaError naming the file."""
+        wave = decode_audio(path, SAMPLE_RATE, partial=True)
         seconds = 0.0 if wave is None else len(wave) / SAMPLE_RATE
         segments = [] if wave is None else self.transcribe_wave(wave, path)
         return segments, {"audio_seconds": seconds, "has_audio": wave is not None}

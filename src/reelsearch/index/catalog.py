@@ -38,6 +38,12 @@ class StoredVideo:
     times: np.ndarray
     detail: np.ndarray | None = None
 
+    @property
+    def pictured(self) -> bool:
+        """Whether the video has a picture: a file of sound alone is stored with zero rows
+        (``reelsearch.search.embed.sound_only``)."""
+        return bool(np.any(self.frame_rows))
+
 
 @dataclass
 class StoredSegments:

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from reelsearch.media.decode import MEDIA_EXTENSIONS
+from reelsearch.media.decode import AUDIO_EXTENSIONS, MEDIA_EXTENSIONS
 
+#: What a library takes from folders: images, videos, and audio files (indexed for what is said in them).
+LIBRARY_EXTENSIONS = MEDIA_EXTENSIONS | AUDIO_EXTENSIONS
 #: Long side of a stored thumbnail, pixels.
 THUMBNAIL_SIZE = 96
 #: Side of a thumbnail's coarse picture (``thumbnail_picture``), pixels.
@@ -108,8 +110,9 @@ class Walk:
 def walk_media(paths: Iterable[str | os.PathLike]) -> Walk:
     """Every media file under ``paths`` (absolute, sorted, each once); folders recursively, hidden ones skipped.
 
-    A file named directly is taken whatever its extension (it may be audio or an unusual container); inside
-    folders only image and video extensions count. Unreadable or absent paths are listed in ``missing``.
+    A file named directly is taken whatever its extension (it may be an unusual container); inside folders only
+    image, video and audio extensions count (``LIBRARY_EXTENSIONS``). Unreadable or absent paths are listed in
+    ``missing``.
     """
     out = Walk()
     seen: set[str] = set()
@@ -131,7 +134,7 @@ def walk_media(paths: Iterable[str | os.PathLike]) -> Walk:
         for dirpath, dirnames, filenames in os.walk(root, onerror=errors.append):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
-                if not name.startswith(".") and os.path.splitext(name)[1].lower() in MEDIA_EXTENSIONS:
+                if not name.startswith(".") and os.path.splitext(name)[1].lower() in LIBRARY_EXTENSIONS:
                     keep(os.path.join(dirpath, name))
         out.missing.extend((e.filename or root, f"cannot list folder: {e.strerror}") for e in errors)
     out.files.sort()

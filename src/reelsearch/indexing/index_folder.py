@@ -68,6 +68,11 @@ class IndexRun:
             lines.append(f"failed: {shown}: {cue}: {problem}")
         return lines
 
+    def warning_lines(self) -> list[str]:
+        """One ``warning: PATH: WHAT`` line per file indexed in part or without a picture (a truncated file, a
+        container whose duration is wrong, a file of sound alone)."""
+        return [f"warning: {display_path(line, one_line=True)}" for _, line in self.report.warnings]
+
     def line(self) -> str:
         done = f"{self.report.summary()}; {self.total} in {self.location}"
         return done if self.repaired is None else f"{self.repaired.summary()}\n{done}"

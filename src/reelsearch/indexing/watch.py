@@ -28,10 +28,10 @@ from typing import NoReturn
 
 from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.extras import require
+from reelsearch.index.media import LIBRARY_EXTENSIONS
 from reelsearch.index.paths import display_path
 from reelsearch.indexing.index_folder import IndexRun, index_with, open_searcher
 from reelsearch.indexing.settings import model_setting
-from reelsearch.media.decode import MEDIA_EXTENSIONS
 from reelsearch.search.searcher import Searcher
 
 logger = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class FolderWatcher:
         if self._index_dir is not None and (path == self._index_dir or path.startswith(self._index_dir + os.sep)):
             return False
         root = next((r for r in self.roots if path.startswith(r + os.sep)), None)
-        if root is None or (not folder and os.path.splitext(path)[1].lower() not in MEDIA_EXTENSIONS):
+        if root is None or (not folder and os.path.splitext(path)[1].lower() not in LIBRARY_EXTENSIONS):
             return False
         return not any(part.startswith(".") for part in Path(os.path.relpath(path, root)).parts)
 
@@ -233,7 +233,8 @@ class FolderWatcher:
             self._state, self._indexing = "indexing", list(paths)
         run = index_with(self.searcher, paths, cues=self.cues, progress=False)
         with self._lock:
-            self._last = {"summary": run.line(), "failed": run.failure_lines(), "at": time.time(),
+            self._last = {"summary": run.line(), "failed": run.failure_lines(),
+                          "warnings": run.warning_lines(), "at": time.time(),
                           "whole": full}
             self._error = None  # a failed sync's error stays shown until one succeeds
             self._indexing = []

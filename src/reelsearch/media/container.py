@@ -22,7 +22,7 @@ VIDEO_EXTENSIONS = frozenset(
      ".3gp", ".ogv", ".gif", ".vob", ".asf", ".divx"}
 )
 MEDIA_EXTENSIONS = IMAGE_EXTENSIONS | VIDEO_EXTENSIONS
-#: Audio-only files are not searched for in folders, but a file given by name may be one (it has audio only).
+#: Files of sound alone (a library indexes them for what is said: ``reelsearch.index.media.LIBRARY_EXTENSIONS``).
 AUDIO_EXTENSIONS = frozenset({".wav", ".mp3", ".flac", ".m4a", ".aac", ".ogg", ".opus", ".wma"})
 
 #: Frames larger than this (width * height) are refused: 2**26 px = 8192 x 8192.

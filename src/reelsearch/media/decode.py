@@ -342,8 +342,11 @@ def decode_audio(
     sample_rate: int,
     start: float | None = None,
     end: float | None = None,
+    partial: bool = False,
 ) -> np.ndarray | None:
-    """The first audio track as mono float32 in [-1, 1] at ``sample_rate``; None when the file has no audio."""
+    """The first audio track as mono float32 in [-1, 1] at ``sample_rate``; None when the file has no audio.
+    Corrupt audio data is a MediaError, or with ``partial`` (a truncated file) the end of what is kept once some
+    audio decoded."""
     av = import_av()
 
     shown = display_path(path)
@@ -376,7 +379,8 @@ def decode_audio(
         except av.error.EOFError:
             pass
         except av.error.FFmpegError as exc:
-            raise MediaError(shown, f"corrupt audio data ({ffmpeg_message(exc)})") from None
+            if not (partial and chunks):
+                raise MediaError(shown, f"corrupt audio data ({ffmpeg_message(exc)})") from None
         if not chunks:
             return None
         wave = np.concatenate(chunks).astype(np.float32, copy=False)

@@ -80,7 +80,8 @@ class StreamReport:
         return self.finished and self.problem is None and not self.short
 
     def line(self) -> str | None:
-        """One line saying what went wrong, naming the file and where frames stop; None when nothing did."""
+        """One line saying what went wrong, naming the file and where frames stop (or that they run past the
+        declared duration); None when nothing did."""
         if not self.finished:
             return f"{self.path}: not read to its end (frames up to {self.end:.1f} s)"
         of = f" of {self.declared:.1f} s declared" if self.declared is not None else ""
@@ -89,6 +90,8 @@ class StreamReport:
         if self.short:
             return (f"{self.path}: frames stop at {self.end:.1f} s{of} (truncated, or the container's duration is "
                     "wrong); indexed what decoded")
+        if self.notes:
+            return f"{self.path}: {'; '.join(self.notes)}; times are the frames' own"
         return None
 
 

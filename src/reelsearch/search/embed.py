@@ -16,19 +16,27 @@ so a long film is seen whole). The frames are cut into segments where their feat
 
 A recipe the time sampling cannot serve (audio features, motion from frame pairs) falls back to the recipe's own
 sampling, one segment per file (``timeline`` False). An image is a one-frame video, one segment. A file whose frames
-stop early (truncated) is indexed as far as it decodes, with the stream's one line as a warning; an audio-only file
-raises ``NoVideoStream``.
+stop early (truncated) is indexed as far as it decodes, with the stream's one line as a warning (so is one whose
+frames run past its declared duration: times are the frames' own).
+
+A file with sound and no video stream (an audio file, an .mp4 of audio alone) has no picture: it is stored with zero
+rows (:func:`sound_only`: one placeholder frame at 0 s without a thumbnail, one segment over its length), which
+match nothing in the model's space, so that it is found by what is said in it (the speech cue) and never by its
+picture, by query by example or as a near-duplicate (``reelsearch.index.catalog.StoredVideo.pictured``).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
+from tqdm import tqdm
 
-from reelsearch.errors import ConfigError, MediaError
+from reelsearch.errors import ConfigError, MediaError, NoVideoStream
 from reelsearch.features.pipeline import round_to
 from reelsearch.index.media import EmbeddedMedia, frame_detail, make_thumbnail, shrink
+from reelsearch.media.decode import probe
 from reelsearch.media.segmenting import SegmentPolicy, cut
 from reelsearch.media.timeline import FrameStream
 
@@ -38,6 +46,8 @@ FRAME_BATCH = 32
 #: --frames-per-second``); the most it takes.
 DEFAULT_FRAMES_PER_SECOND = 1.0
 MAX_FRAMES_PER_SECOND = 30.0
+#: Files at least this long (declared, seconds) show a bar of the seconds streamed, with ``MediaEmbedder.progress``.
+LONG_SECONDS = 600.0
 
 
 class MediaEmbedder:
@@ -54,6 +64,7 @@ class MediaEmbedder:
         self.timeline = not self.pipeline.audio_names and all(
             self.pipeline.recipes[n].motion_input is None for n in self.pipeline.frame_names)
         self._lock = threading.Lock()
+        self.progress = False  # a bar of the seconds of each long file streamed (``Searcher.index`` sets it)
 
     def describe(self) -> str:
         """What, besides the model weights, determines the embeddings (part of the index's model id): the feature
@@ -63,20 +74,25 @@ class MediaEmbedder:
         return self.pipeline.describe() + sampled + (f";querybank={bank.digest()}" if bank is not None else "")
 
     def __call__(self, path: str) -> EmbeddedMedia:
-        if not self.timeline:
-            media = self.pipeline.extract(path)
-            return self._embed(media.features, np.asarray(media.timestamps, np.float64), media.duration,
-                               media.images if media.images is not None else [], None)
-        feats, times, small, end, warning = self._stream(path)
-        return self._embed(feats, times, end, small, warning)
+        try:
+            if not self.timeline:
+                media = self.pipeline.extract(path)
+                looks = [_look(img) for img in (media.images if media.images is not None else [])]
+                return self._embed(media.features, np.asarray(media.timestamps, np.float64), media.duration,
+                                   looks, None)
+            feats, times, looks, end, warning = self._stream(path)
+        except NoVideoStream as exc:
+            return sound_only(path, self.model.row_dim, exc)
+        return self._embed(feats, times, end, looks, warning)
 
     def _stream(self, path: str):
-        """Every sampled frame's features (float16 in memory), times, thumbnail-size frames, where the frames end,
-        and the stream's warning line (None when it read to the end)."""
+        """Every sampled frame's features (float16 in memory), times, (thumbnail, detail), where the frames end, and
+        the stream's warning line (None when it read to the end). What it holds per frame is that (a few KB), never
+        the decoded frame: a 10-hour file is streamed in bounded memory besides."""
         names = self.pipeline.frame_names
         parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
         times: list[float] = []
-        small: list[np.ndarray] = []
+        looks: list[tuple[bytes, float]] = []
         batch: list[np.ndarray] = []
 
         def flush() -> None:
@@ -86,10 +102,12 @@ class MediaEmbedder:
                 parts[n].append(round_to(out, self.pipeline.recipes[n].dtype).astype(np.float16))
             batch.clear()
 
-        with FrameStream(path, self.rate, self.pipeline.short_side, skip="nonref") as stream:
+        with FrameStream(path, self.rate, self.pipeline.short_side, skip="nonref") as stream, \
+                self._seconds_bar(path, stream.report.declared) as bar:
             for t, rgb in stream:
+                bar.update(int(t) - bar.n)
                 times.append(t)
-                small.append(shrink(rgb))
+                looks.append(_look(rgb))
                 batch.append(rgb)
                 if len(batch) >= FRAME_BATCH:
                     flush()
@@ -100,10 +118,19 @@ class MediaEmbedder:
             raise MediaError(path, f"no frame decoded ({report.problem})" if report.problem else "no frame decoded")
         feats = {n: np.concatenate(p) for n, p in parts.items()}
         end = None if report.is_image else max(report.end, times[-1])
-        return feats, np.asarray(times, np.float64), small, end, report.line()
+        return feats, np.asarray(times, np.float64), looks, end, report.line()
 
-    def _embed(self, feats: dict[str, np.ndarray], times: np.ndarray, end: float | None, images, warning):
-        """The embeddings of one file's frame features (see the module)."""
+    def _seconds_bar(self, path: str, declared: float | None) -> tqdm:
+        """A progress bar of the seconds of a long file streamed (shown with ``progress``, from LONG_SECONDS of
+        declared duration; it goes once the file is done)."""
+        shown = (declared or 0.0) >= LONG_SECONDS and self.progress
+        return tqdm(total=round(declared or 0), unit="s", desc=os.path.basename(path)[-40:], leave=False,
+                    disable=not shown)
+
+    def _embed(self, feats: dict[str, np.ndarray], times: np.ndarray, end: float | None,
+               looks: list[tuple[bytes, float]], warning: str | None) -> EmbeddedMedia:
+        """The embeddings of one file's frame features (see the module); ``looks``: each frame's (thumbnail,
+        detail)."""
         first = feats[self.pipeline.frame_names[0]] if self.pipeline.frame_names else None
         if first is not None and self.timeline and len(times) > 1:
             segments = cut(first, times, self.policy, end)
@@ -123,9 +150,8 @@ class MediaEmbedder:
         else:
             bounds = np.array([[0, len(times)]], np.int64)
             spans = np.array([[float(times[0]), float(end) if end else float(times[-1])]], np.float64)
-        small = [shrink(img) for img in images]
-        thumbs = [make_thumbnail(img) for img in small]
-        detail = np.array([frame_detail(img) for img in small], np.float32) if small else None
+        thumbs = [thumb for thumb, _ in looks]
+        detail = np.array([d for _, d in looks], np.float32) if looks else None
         bank = getattr(self.model, "querybank", None)
         bias = -float(bank.video_offsets(emb.video[:1])[0]) if bank is not None else 0.0
         seg_bias = (-np.asarray(bank.video_offsets(seg_rows), np.float64) if bank is not None
@@ -133,3 +159,25 @@ class MediaEmbedder:
         return EmbeddedMedia(emb.video[0], emb.frames[0], times, end, thumbs or None, bias, detail,
                              segment_vectors=np.asarray(seg_rows, np.float32), segment_frames=bounds,
                              segment_times=spans, segment_biases=seg_bias, warning=warning)
+
+
+def _look(rgb: np.ndarray) -> tuple[bytes, float]:
+    """A frame's (thumbnail, detail): what the index keeps of its picture."""
+    small = shrink(rgb)
+    return make_thumbnail(small), frame_detail(small)
+
+
+def sound_only(path: str, dim: int, no_video: NoVideoStream) -> EmbeddedMedia:
+    """What the index stores of a file with sound and no picture (see the module): zero rows of ``dim``, one
+    placeholder frame at 0 s (no thumbnail, no detail), one segment over the sound's length, and the one line that
+    says so. ``no_video`` is raised again when the file has no audio stream either."""
+    info = probe(path)
+    if "audio" not in info["streams"]:
+        raise no_video
+    seconds = max(0.0, float(info["duration"] or 0.0))
+    zero = np.zeros((1, dim), np.float32)
+    return EmbeddedMedia(zero[0], zero, np.zeros(1), seconds, None, 0.0, np.zeros(1, np.float32),
+                         segment_vectors=zero, segment_frames=np.array([[0, 1]]),
+                         segment_times=np.array([[0.0, seconds]]), segment_biases=np.zeros(1),
+                         warning=f"{no_video.path}: audio only (no video stream): indexed for what is said in it, "
+                                 "without a picture")

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from reelsearch.index.catalog import Catalog
+from reelsearch.index.catalog import Catalog, StoredVideo
 from reelsearch.index.paths import unreachable
 from reelsearch.index.textcues import TextCues
 from reelsearch.search.cues import CueSource
@@ -78,34 +78,67 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
     exhaustive = model is not None and model.exhaustive
     if exhaustive and example is not None:
         n = max(RESCORED, n)
-    fused = fuse(sources, weights, n, catalog, model, keep=None if p.visual or example is not None else positive,
-                 first=first)
-    if example is not None:
-        if not exhaustive and len(weights) > 1:
-            fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids,
-                                    per_segment(catalog, model))
-        fused = rescore(catalog, fused, example, weights[LIKE], k, sequence=not exhaustive)
-    return _results(catalog, visual, cue_index, fused, text, query, p, cues, frames, example, moments,
+
+    def top(n: int, k: int) -> Fused:
+        fused = fuse(sources, weights, n, catalog, model, keep=None if p.visual or example is not None else positive,
+                     first=first)
+        if example is not None:
+            if not exhaustive and len(weights) > 1:
+                fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids,
+                                        per_segment(catalog, model))
+            fused = rescore(catalog, fused, example, weights[LIKE], k, sequence=not exhaustive)
+        return fused
+
+    fused, stored = _with_evidence(top, n, k, catalog, cues)
+    return _results(catalog, visual, cue_index, fused, stored, text, query, p, cues, frames, example, moments,
                     (sources, weights))
+
+
+def _with_evidence(top, n: int, k: int, catalog: Catalog, cues: dict[str, CueSource]
+                   ) -> tuple[Fused, dict[str, StoredVideo]]:
+    """(``top(n, k)`` less the files of sound alone that no text cue found — they have no picture to match —, the
+    stored videos of what is left): asked again for as many more as were dropped, until k are left or there are no
+    more."""
+    asked = k
+    while True:
+        fused = top(n, asked)
+        stored = catalog.stored(fused.ids)
+        keep = [j for j, id_ in enumerate(fused.ids) if id_ not in stored or stored[id_].pictured
+                or any(fused.rows[c][j] > 0 for c in cues)]
+        dropped = len(fused.ids) - len(keep)
+        if not dropped:
+            return fused, stored
+        if len(keep) >= k or len(fused.ids) < asked:  # enough, or every candidate was seen
+            return _pick(fused, keep[:k]), stored
+        n, asked = n + dropped, asked + dropped
+
+
+def _pick(fused: Fused, keep: list[int]) -> Fused:
+    return Fused([fused.ids[j] for j in keep], fused.scores[keep], {s: r[keep] for s, r in fused.rows.items()},
+                 {s: t[keep] for s, t in fused.terms.items()}, fused.rounds)
 
 
 def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:
     """``ids`` as results in their order (a query of filters alone: score 0, the first frame as the moment)."""
     stored = catalog.stored(list(ids))
-    return [SearchResult(i, v.path, 0.0, float(v.times[0]) if len(v.times) else 0.0, 0, v.duration,
-                         unavailable=unreachable(v.path)) for i in ids if (v := stored.get(i)) is not None]
+    out = [SearchResult(i, v.path, 0.0, float(v.times[0]) if len(v.times) else 0.0, 0, v.duration,
+                        unavailable=unreachable(v.path)) for i in ids if (v := stored.get(i)) is not None]
+    for result in out:
+        if not stored[result.id].pictured:
+            result.kind = "audio"
+    return out
 
 
-def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused: Fused, text: str | None,
-             query: np.ndarray | None, p: Plan, cues: dict[str, CueSource], frames: bool,
-             example: Example | None, moments: int, fusion: tuple[dict[str, Source], dict[str, float]]
-             ) -> list[SearchResult]:
-    """The fused top k as results: the best segments (``moments``, scored as the fusion scores a segment: a video
-    scores by its best), the best moment from the frame rows inside the best segment (read for all of them in one
-    query; each frame's score is the weighted sum of its text score and its match with the example), each expert's
-    score, the text segment behind the strongest cue (its moment when it outweighs the picture). ``fusion``: the
-    search's sources and weights."""
-    stored = catalog.stored(fused.ids)
+def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused: Fused,
+             stored: dict[str, StoredVideo], text: str | None, query: np.ndarray | None, p: Plan,
+             cues: dict[str, CueSource], frames: bool, example: Example | None, moments: int,
+             fusion: tuple[dict[str, Source], dict[str, float]]) -> list[SearchResult]:
+    """The fused top k (``stored``: their stored videos) as results: the best segments (``moments``, scored as the
+    fusion scores a segment: a video scores by its best), the best moment from the frame rows inside the best segment
+    (read for all of them in one query; each frame's score is the weighted sum of its text score and its match with
+    the example), each expert's score, the text segment behind the strongest cue (its moment when it outweighs the
+    picture). ``fusion``: the search's sources and weights. A file of sound alone (kind "audio") has no frame strip,
+    and its moment is the words said that match."""
     judged = [*visual.weights(1.0), *cues]  # what a confidence is the calibration of: the picture and the cues
     spans = _moments(catalog, visual, fused, query, *fusion, judged, p.weights[VISUAL]) \
         if query is not None and p.visual else {}
@@ -158,11 +191,18 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
                     moment = float(found.moment)
                     frame = int(np.argmin(np.abs(video.times - moment))) if len(video.times) else 0
         strip = [FrameScore(i, t, s) for i, (t, s) in enumerate(zip(video.times.tolist(), fs.tolist()))]
-        out.append(SearchResult(id_, video.path, float(fused.scores[j]), moment, frame, video.duration,
-                                strip if frames else None,
-                                {name: float(s[j]) for name, s in shown.items()} if shown else None, match,
-                                None if confidence is None else float(confidence[j]), found_moments,
-                                unreachable(video.path)))
+        sure = None if confidence is None else float(confidence[j])
+        if not video.pictured:  # sound alone: the words said are all there is to show
+            strip, sure = None, None
+            found_moments = None if match is None or moments == 0 else [
+                Moment(match.start, match.end, float(fused.scores[j]))]
+        result = SearchResult(id_, video.path, float(fused.scores[j]), moment, frame, video.duration,
+                              strip if frames else None,
+                              {name: float(s[j]) for name, s in shown.items()} if shown else None, match, sure,
+                              found_moments, unreachable(video.path))
+        if not video.pictured:
+            result.kind = "audio"
+        out.append(result)
     return out
 
 

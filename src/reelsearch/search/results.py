@@ -73,7 +73,7 @@ class SearchResult:
     path: str = doc("Display form of the file's path.")
     name: str = doc("Display form of the file's name.", init=False)
     path_b64: str = doc("The path's exact bytes, base64.", init=False)
-    kind: Literal["video", "image"] = field(init=False)
+    kind: Literal["video", "image", "audio"] = field(init=False)  # audio: a file of sound alone (no picture)
     score: float = doc("The fused score of the experts (weighted sum, or rank fusion); a model with a querybank "
                        "subtracts the video's offset (scores are then mostly negative: only their order within one "
                        "query means anything).")
@@ -105,10 +105,13 @@ class SearchResult:
         self.kind = "image" if is_image_path(self.path) else "video"
 
     def lines(self, rank: int) -> str:
-        """The result as ``reelsearch search`` prints it: rank, score, moment and path, then the match if any, then
+        """The result as ``reelsearch search`` prints it: rank, score, moment and path (``(audio only)`` after a file of
+        sound alone), then the match if any, then
         its moments (when more than one) and why its file is unavailable here (if it is)."""
         sure = "" if self.confidence is None else f"  {100 * self.confidence:3.0f}%"
         out = f"{rank:3d}. {self.score:+.4f}{sure}  {clock(self.moment)}  {display_path(self.path, one_line=True)}"
+        if self.kind == "audio":
+            out += "  (audio only)"
         if self.match is not None:
             out += f"\n     {self.match.line()}"
         if self.moments and len(self.moments) > 1:

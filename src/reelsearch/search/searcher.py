@@ -169,8 +169,12 @@ class Searcher:
         ``exclusive``: drop the videos indexed from anywhere else too (the index holds exactly ``paths``)."""
         run, off = cues_to_run(cues)
         with self.lock, self.catalog.writing(self.catalog.writer_wait), torch.no_grad():
-            report = self.catalog.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress,
-                                       exclusive=exclusive)
+            self.embedder.progress = progress  # a long file's seconds too
+            try:
+                report = self.catalog.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress,
+                                           exclusive=exclusive)
+            finally:
+                self.embedder.progress = False
             cue_index = self.cues
             if cue_index is None and run:
                 cue_index = self._cues = self.catalog.text_cues(sentence_encoder, create=True)
@@ -320,14 +324,14 @@ class Searcher:
                 raise ReelsearchError(f"{path}: no such file")
             with self._embed_lock, torch.no_grad():
                 media = self.embedder(path).checked(self.model.row_dim)
-        return self.annotate_media(media, captions)
+        return self.annotate_media(_pictured(media, path), captions)
 
     def annotate_id(self, id_: str, captions: Sequence[str]) -> list[dict]:
         """``captions`` ranked for the indexed video ``id_`` (KeyError when unknown)."""
         captions = self._check_captions(captions)
         with self.lock:
             media = self.catalog.media(id_)
-        return self.annotate_media(media, captions)
+        return self.annotate_media(_pictured(media, f"video {id_}"), captions)
 
     def annotate_media(self, media: EmbeddedMedia, captions: Sequence[str]) -> list[dict]:
         """``captions`` ranked for an embedded video (the model's own similarity; mixtures fuse per caption)."""
@@ -367,6 +371,13 @@ class Searcher:
         for c in out:
             check_query(c)
         return out
+
+
+def _pictured(media: EmbeddedMedia, label: str) -> EmbeddedMedia:
+    """``media``, or a QueryError naming ``label`` when it has no picture (a file of sound alone: zero rows)."""
+    if not np.any(media.frame_vectors):
+        raise QueryError(f"{label}: has no picture (sound alone): no caption can be ranked for it")
+    return media
 
 
 def read_captions(path: str | Path) -> list[str]:

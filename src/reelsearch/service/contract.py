@@ -157,6 +157,8 @@ class DuplicatesResponse(BaseModel):
 class LastSync(BaseModel):
     summary: str = Field(description="`3 added, 0 updated, 1 removed, 40 unchanged, 0 failed; 42 in DIR`.")
     failed: list[str] = Field(description="`failed: PATH: problem` per file or cue that failed.")
+    warnings: list[str] = Field(description="`warning: PATH: what` per file indexed in part or without a picture "
+                                "(truncated, a wrong declared duration, sound alone).")
     at: float = Field(description="When it ended (Unix time).")
     whole: bool = Field(description="Whether it covered the whole folders (the first one, or after a deletion).")
 

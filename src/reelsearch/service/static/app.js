@@ -124,11 +124,16 @@ function card(result, rank) {
   c.dataset.id = result.id;
   c.dataset.moment = String(result.moment);
   const thumb = el("div", "thumb");
-  const img = el("img");
-  img.src = result.thumbnail;
-  img.alt = result.name;
-  img.loading = "lazy";
-  thumb.append(img, el("span", "rank", `#${rank}`), el("span", "badge", clock(result.moment)));
+  if (result.kind === "audio") {  // sound alone: no picture to show
+    thumb.append(el("span", "sound", "♪ audio only"));
+  } else {
+    const img = el("img");
+    img.src = result.thumbnail;
+    img.alt = result.name;
+    img.loading = "lazy";
+    thumb.append(img);
+  }
+  thumb.append(el("span", "rank", `#${rank}`), el("span", "badge", clock(result.moment)));
   const meta = el("div", "meta");
   meta.append(el("div", "name", result.name));
   let scoreText = `score ${result.score.toFixed(4)} · best moment ${clock(result.moment)}`;
@@ -142,9 +147,9 @@ function card(result, rank) {
   more.type = "button";
   more.title = `videos that look like ${result.name}`;
   more.addEventListener("click", (ev) => { ev.stopPropagation(); searchLike(result.id, result.name); });
-  meta.append(more);
+  if (result.kind !== "audio") meta.append(more);  // sound alone has no picture to look for
   c.append(thumb);
-  if (result.kind === "video" && result.moments && result.duration > 0) c.append(timeline(result, c));
+  if (result.kind !== "image" && result.moments && result.duration > 0) c.append(timeline(result, c));
   c.append(meta);
   if (result.frames && result.frames.length) {
     const strip = el("div", "strip");
