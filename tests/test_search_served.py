@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from reelsearch.cli.main import app
-from reelsearch.served import ADVERT_NAME, advert_path, library_key, live_advert
+from reelsearch.served import ADVERT_NAME, advert_path, library_key, live_advert, refusal, remove_advert, write_advert
 from test_search_support import CAPTIONS, make_media, small_model
 
 ANSWERED = "answered by the reelsearch serve"
@@ -156,3 +156,21 @@ def test_the_advert_goes_when_the_server_stops(served, tmp_path):
     assert not advert_path(index).exists()
     assert ANSWERED not in search(index, "a yellow flower").stderr
     assert re.match(r"  1\. ", search(index, "a yellow flower").stdout)
+
+
+def test_a_postgresql_catalogs_advert_is_in_the_cache_folder(monkeypatch, tmp_path):
+    """Keyed by a hash of the URL, no password in it; written, found and removed without a server."""
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    url, other = "postgresql://me:s3cret@db.example/videos", "postgresql://me:s3cret@db.example/films"
+    path = write_advert(url, "0.0.0.0", 8123, model_option=None, model="default", model_id="m@1", int8_text=False,
+                        weights=None, media_roots=[], api_key=False)
+    assert path == advert_path(url) and path.parent == tmp_path / "cache" / "serve" and advert_path(other) != path
+    assert "s3cret" not in path.read_text() and "s3cret" not in path.name
+    advert = live_advert(url)
+    assert advert["host"] == "127.0.0.1" and advert["port"] == 8123 and advert["library"] == library_key(url)
+    assert refusal(advert, model=None, int8_text=False, weights=None, media_roots=[]) is None
+    assert "model" in refusal(advert, model="other-model", int8_text=False, weights=None, media_roots=[])
+    assert "--media-root" in refusal(advert, model=None, int8_text=False, weights=None, media_roots=["/a=/b"])
+    assert live_advert(other) is None
+    remove_advert(url)
+    assert not path.exists() and live_advert(url) is None
