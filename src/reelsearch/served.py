@@ -3,12 +3,12 @@ loading the model itself: the answer in a fraction of a cold search's time, prin
 (``reelsearch.display``).
 
 The advert is a small JSON file: ``serve.json`` in an embedded index's folder, or for a PostgreSQL catalog
-``serve/<hash of its URL>.json`` in the cache folder (``reelsearch.cache``). It says where to ask (pid, host, port)
-and what is served: the library (the folder's real path, or the URL's hash), the model (as given to serve, and as
-it ran), the host, the text encoding, the expert weights, the media roots, whether an API key is needed and when it
-started. It is written atomically once the server listens and removed when it stops cleanly; an advert whose process
-is gone is removed by the next reader. Everything here is the standard library, so a search that asks a server
-imports neither torch nor numpy.
+``serve/<hash of its URL>.json`` in the cache folder (``reelsearch.cache``). It says where to ask (the machine's
+name, pid, host, port) and what is served: the library (the folder's real path, or the URL's hash), the model (as
+given to serve, and as it runs), the text encoding, the expert weights, the media roots, whether an API key is
+needed and when it started. It is written atomically once the server listens and removed when it stops cleanly; an
+advert whose process is gone is removed by the next reader. Everything here is the standard library, so a search
+that asks a server imports neither torch nor numpy.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from reelsearch.cli.options import QUIET_HELP, command_quiet
 from reelsearch.display import answer_lines
 from reelsearch.errors import EXIT_BAD_INPUT, EXIT_PARTIAL_FAILURE
 from reelsearch.location import library_location
-from reelsearch.served import NotServed, ask, live_advert, refusal
 
 logger = logging.getLogger(__name__)
 
@@ -211,6 +210,8 @@ def _served_answer(where, params: dict, like: str | None, **settings) -> tuple[l
     """(results, no good match, the filters in words) of ``GET /search`` with ``params`` (and ``like``) from a
     ``reelsearch serve`` over the library at ``where`` that runs with ``settings`` (``served.refusal``); None when
     none runs, or it cannot answer (why: a debug line, under --verbose)."""
+    from reelsearch.served import NotServed, ask, live_advert, refusal
+
     advert = live_advert(where)
     if advert is None:
         return None
@@ -333,7 +334,8 @@ def serve_cmd(
     settle: float = typer.Option(2.0, "--settle", min=0, help=SETTLE_HELP),
 ) -> None:
     """Serve the search page, the JSON API (/docs) and the indexed videos over HTTP; with --watch, keep the index
-    in line with folders meanwhile."""
+    in line with folders meanwhile. While it runs, `reelsearch search` over the same library and model asks it (its
+    advert: serve.json in the index folder; see docs/search.md)."""
     from reelsearch.service.server import exposure_check, run, serve_settings
 
     warning = exposure_check(host, api_key, insecure_no_auth)

@@ -90,9 +90,9 @@ def serve_settings(index: str | Path | None, model: str | None, *, db: str | Non
         require_index(where)
     MediaRoots(media_roots)  # a bad --media-root is refused now
     return {"index": str(where), "model": remembered_model(where, model), "model_option": model,
-            "media_roots": list(media_roots or []),
-            "threads": threads, "access_log": access_log, "batch": batch, "query_cache": query_cache,
-            "weights": weights, "int8_text": int8_text, "watch": roots, "poll": poll, "settle": settle}
+            "media_roots": list(media_roots or []), "threads": threads, "access_log": access_log, "batch": batch,
+            "query_cache": query_cache, "weights": weights, "int8_text": int8_text, "watch": roots, "poll": poll,
+            "settle": settle}
 
 
 def build_app(settings: dict, api_key: str | None):
