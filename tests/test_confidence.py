@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 from browser import chromium_page
 from conftest import shared_path
 from reelsearch.cli.main import app
+from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.evaluation.calibration import halves, isotonic, reliability, top_hits
 from reelsearch.models import load_model
 from reelsearch.models.parts import Calibration
 from reelsearch.scoring.calibration import NO_GOOD_MATCH, Curve
 from reelsearch.search import Searcher
-from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE
 from reelsearch.service import create_app
 from reelsearch.training.calibrate import fit_calibration
 from test_search_support import ServerThread

@@ -26,8 +26,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),  # typed configs and feature recipes, and the names they may use (config.names)
     ("media", "datasets", "text", "evaluation"),  # decoding; readers; word and token features; metrics
     ("similarity", "scoring"),  # S(c, v); what ranking needs at run time: score matrices, fusion, calibration curve
-    ("onnx_runtime",),  # ONNX Runtime sessions and their cached optimised graphs (atomic files: on io)
-    ("io", "cache", "extras"),  # atomic files, the cache folder, optional packages
+    ("onnx_runtime", "served"),  # ONNX Runtime sessions and their cached optimised graphs (atomic files: on io); a
+    # running serve's advert and asking it (standard library only: the CLI asks before importing anything heavy)
+    ("io", "cache", "extras", "location", "display"),  # atomic files, the cache folder, optional packages; where a
+    # library is; paths, clocks and search results as text (the last two: standard library only)
     ("errors", ""),  # the errors every layer raises; the package root
 )
 

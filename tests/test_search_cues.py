@@ -25,8 +25,8 @@ import torch
 from browser import chromium_page
 from conftest import SHARED_DATA, shared_path
 from cue_fixtures import need_module
+from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.search.demo import CUE_QUERIES, QUERIES, sample_clips
-from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 import sys
 from pathlib import Path
 
 import typer
 
 from reelsearch.cli.options import QUIET_HELP, command_quiet
+from reelsearch.display import answer_lines
 from reelsearch.errors import EXIT_BAD_INPUT, EXIT_PARTIAL_FAILURE
+from reelsearch.location import library_location
+
+logger = logging.getLogger(__name__)
 
 INDEX_HELP = "Index directory (default: <user data dir>/reelsearch/index)."
 DB_HELP = ("A PostgreSQL catalog instead of an index directory: postgresql://USER@HOST[:PORT]/DATABASE (password "
@@ -18,13 +24,17 @@ MEDIA_ROOT_HELP = ("OLD=NEW: files stored under the folder OLD (as the indexing 
                    "on this host (repeatable; see docs/deploy.md).")
 MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
 #: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
-JSON_KEYS = ("id", "path", "path_b64", "score", "confidence", "moment", "moments", "experts", "match",
+JSON_KEYS = ("id", "path", "path_b64", "kind", "score", "confidence", "moment", "moments", "experts", "match",
              "unavailable")
 INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
              "float32 (default: as trained; see docs/search.md).")
 POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
 SETTLE_HELP = ("With --watch: seconds a file's size and time must stay unchanged before it is indexed (a file being "
                "copied is waited for).")
+LOCAL_HELP = ("Search in this process even when a `reelsearch serve` over the same library and model runs (by default "
+              "it is asked: the same results, faster; see docs/search.md).")
+#: ``--like`` as the HTTP API takes it: an indexed video's id, optionally @SECONDS (a file is searched in process).
+_LIKE_ID = re.compile(r"(?P<id>[0-9]+)(?:@(?P<t>[0-9]+(?:\.[0-9]*)?))?")
 RAY_HELP = ("Index with cooperating workers on a Ray cluster (the ray extra; needs --db): ADDRESS as ray.init takes "
             "it: auto (the running cluster), local (a new one on this machine), HOST:PORT (docs/deploy.md).")
 
@@ -166,35 +176,71 @@ def search_cmd(
                                       "TEXT; repeatable)."),
     phrase: list[str] = typer.Option([], "--phrase", help="Must be said or written word for word (as \"...\" in "
                                      "TEXT; repeatable)."),
+    local: bool = typer.Option(False, "--local", help=LOCAL_HELP),
 ) -> None:
     """Find the videos that best match TEXT — by what they show, what is said and what is written in them —
     and/or look like an example (--like), with the moment (seconds) that matches best and, for a calibrated model,
     each hit's confidence (says "no good match" when the best one is below the threshold of docs/search.md).
     TEXT may hold filters (after:2023-07 before:2024 folder:holiday kind:video duration:>60 has:speech -people
-    "exact phrase"); filters alone list the matching videos, newest first."""
+    "exact phrase"); filters alone list the matching videos, newest first. A `reelsearch serve` running over the
+    same library and model is asked instead (unless --local), and its answer printed the same."""
+    filters = {"after": after, "before": before, "folder": folder, "kind": kind, "duration": duration, "has": has,
+               "exclude": exclude, "phrase": phrase}
+    served = None if local else _served_answer(
+        library_location(index, db), {"q": text, "k": k, "moments": moments, "experts": experts, **filters}, like,
+        model=model, int8_text=int8_text, weights=weights, media_roots=media_root)
+    if served is not None:
+        _print_answer(*served, as_json=as_json)
+        return
     from reelsearch.indexing.index_folder import open_searcher
     from reelsearch.search.filters import Filter, filter_pairs, read_box
-    from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, no_good_match
+    from reelsearch.search.results import no_good_match
 
-    options = Filter.of(filter_pairs({"after": after, "before": before, "folder": folder, "kind": kind,
-                                      "duration": duration, "has": has, "exclude": exclude, "phrase": phrase}))
+    options = Filter.of(filter_pairs(filters))
     _, filt = read_box(text, options)
     searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, int8_text=int8_text)
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
                                   filters=options, moments=moments)
-    if filt:
-        typer.echo(f"filtered: {filt.describe()}", err=as_json)
-    if no_good_match(results):
-        typer.echo(NO_GOOD_MATCH_MESSAGE, err=as_json)
-    if as_json:
-        _print_json([{key: value for key, value in r.to_json().items() if key in JSON_KEYS} for r in results])
-        return
-    if not results:
-        typer.echo("no results: no indexed video passes the filters" if filt else
-                   "no results (is the index empty? run `reelsearch index PATH`)")
-    for rank, r in enumerate(results, 1):
-        typer.echo(r.lines(rank))
+    _print_answer([r.to_json() for r in results], no_good_match(results), filt.describe() if filt else None,
+                  as_json=as_json)
+
+
+def _served_answer(where, params: dict, like: str | None, **settings) -> tuple[list[dict], bool, str | None] | None:
+    """(results, no good match, the filters in words) of ``GET /search`` with ``params`` (and ``like``) from a
+    ``reelsearch serve`` over the library at ``where`` that runs with ``settings`` (``served.refusal``); None when
+    none runs, or it cannot answer (why: a debug line, under --verbose)."""
+    from reelsearch.served import NotServed, ask, live_advert, refusal
+
+    advert = live_advert(where)
+    if advert is None:
+        return None
+    why = refusal(advert, **settings)
+    example = None if like is None else _LIKE_ID.fullmatch(like)
+    if why is None and like is not None and (example is None or Path(like).exists()):
+        why = "--like names a file"
+    if why is not None:
+        logger.debug("searching here, not asking the server on port %s: %s", advert["port"], why)
+        return None
+    query = [(key, str(v)) for key, value in params.items() if value is not None
+             for v in (value if isinstance(value, list) else [value])]
+    if example is not None:
+        query += [("like", example["id"])] + ([("t", example["t"])] if example["t"] else [])
+    try:
+        answer = ask(advert, "/search", query)
+    except NotServed as exc:
+        logger.debug("searching here: %s", exc)
+        return None
+    logger.debug("answered by the reelsearch serve on port %s (process %s)", advert["port"], advert["pid"])
+    return answer["results"], bool(answer["no_good_match"]), answer.get("filtered")
+
+
+def _print_answer(results: list[dict], weak: bool, filtered: str | None, *, as_json: bool) -> None:
+    """Print a search's answer (``reelsearch.display.answer_lines``): ``results`` in JSON form (each narrowed to
+    ``JSON_KEYS``), whether it is no good match, the filters in words."""
+    rows = [{key: value for key, value in r.items() if key in JSON_KEYS} for r in results]
+    for line, err in answer_lines(rows, weak=weak, filtered=filtered, as_json=as_json):
+        typer.echo(line, err=err)
 
 
 @app.command("duplicates")
@@ -290,7 +336,8 @@ def serve_cmd(
     settle: float = typer.Option(2.0, "--settle", min=0, help=SETTLE_HELP),
 ) -> None:
     """Serve the search page, the JSON API (/docs) and the indexed videos over HTTP; with --watch, keep the index
-    in line with folders meanwhile."""
+    in line with folders meanwhile. While it runs, `reelsearch search` over the same library and model asks it (its
+    advert: serve.json in the index folder; see docs/search.md)."""
     from reelsearch.service.server import exposure_check, run, serve_settings
 
     warning = exposure_check(host, api_key, insecure_no_auth)

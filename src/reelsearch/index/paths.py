@@ -18,15 +18,8 @@ import os
 import stat
 from collections.abc import Sequence
 
+from reelsearch.display import display_path
 from reelsearch.errors import ConfigError
-
-_CONTROLS = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
-
-
-def display_path(path: str | bytes | os.PathLike, *, one_line: bool = False) -> str:
-    """``path`` as valid Unicode (undecodable bytes become U+FFFD); ``one_line`` escapes control characters."""
-    text = os.fsencode(path).decode("utf-8", "replace")
-    return text.translate(_CONTROLS) if one_line else text
 
 
 def path_b64(path: str | bytes | os.PathLike) -> str:

@@ -14,7 +14,8 @@ from reelsearch.errors import ConfigError
 from reelsearch.index import MediaRoots, SyncReport, is_database_url, open_catalog
 from reelsearch.index.embedded.repair import RepairReport, check_index, repair_index
 from reelsearch.index.paths import display_path
-from reelsearch.indexing.settings import index_exists, library_location, model_setting, require_index
+from reelsearch.indexing.settings import index_exists, model_setting, require_index
+from reelsearch.location import library_location
 from reelsearch.search.cue_indexing import cues_to_run
 from reelsearch.search.searcher import Searcher
 
@@ -22,9 +23,9 @@ from reelsearch.search.searcher import Searcher
 def open_searcher(index: str | Path | None, model: str | None, *, db: str | None = None,
                   media_roots: Sequence[str] | MediaRoots | None = None, must_exist: bool = False,
                   **options) -> tuple[Searcher, str]:
-    """(the Searcher over the library at ``db`` or ``index`` (``settings.library_location``), the model it runs):
-    ``model``, else the one the library remembers, else the bundled one. ``must_exist``: ReelsearchError when there
-    is no index there yet. ``options``: more Searcher keywords (``int8_text``, ``weights``, ...)."""
+    """(the Searcher over the library at ``db`` or ``index`` (``reelsearch.location.library_location``), the model
+    it runs): ``model``, else the one the library remembers, else the bundled one. ``must_exist``: ReelsearchError
+    when there is no index there yet. ``options``: more Searcher keywords (``int8_text``, ``weights``, ...)."""
     where = library_location(index, db)
     if must_exist:
         require_index(where)

@@ -27,7 +27,7 @@ from reelsearch.index import SyncReport, is_database_url, open_catalog
 from reelsearch.index.media import walk_media
 from reelsearch.index.textcue_records import CueReport
 from reelsearch.indexing.index_folder import IndexRun, index_paths
-from reelsearch.indexing.settings import library_location
+from reelsearch.location import library_location
 
 #: Seconds between two looks at the catalog for the progress bar.
 POLL = 0.5

@@ -8,7 +8,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from reelsearch.index.paths import display_path, path_b64
+from reelsearch.display import display_path, match_line, result_lines
+from reelsearch.index.paths import path_b64
 from reelsearch.media.decode import is_image_path
 from reelsearch.scoring.calibration import NO_GOOD_MATCH
 
@@ -55,12 +56,7 @@ class Match:
 
     def line(self) -> str:
         """The match on one line, the query's words in brackets: ``said at 0:01.2: First, [preheat] the [oven]``."""
-        text, out, last = self.text, [], 0
-        for a, b in self.highlights:
-            out += [text[last:a], "[", text[a:b], "]"]
-            last = b
-        verb = "said" if self.cue == "speech" else "written"
-        return f"{verb} at {clock(self.moment)}: " + display_path("".join(out) + text[last:], one_line=True)
+        return match_line(vars(self))
 
 
 @dataclass
@@ -105,21 +101,8 @@ class SearchResult:
         self.kind = "image" if is_image_path(self.path) else "video"
 
     def lines(self, rank: int) -> str:
-        """The result as ``reelsearch search`` prints it: rank, score, moment and path (``(audio only)`` after a file of
-        sound alone), then the match if any, then
-        its moments (when more than one) and why its file is unavailable here (if it is)."""
-        sure = "" if self.confidence is None else f"  {100 * self.confidence:3.0f}%"
-        out = f"{rank:3d}. {self.score:+.4f}{sure}  {clock(self.moment)}  {display_path(self.path, one_line=True)}"
-        if self.kind == "audio":
-            out += "  (audio only)"
-        if self.match is not None:
-            out += f"\n     {self.match.line()}"
-        if self.moments and len(self.moments) > 1:
-            out += "\n     moments: " + ", ".join(f"{clock(m.start)}-{clock(m.end)} {m.score:+.3f}"
-                                             for m in self.moments)
-        if self.unavailable is not None:
-            out += f"\n     unavailable here: {self.unavailable}"
-        return out
+        """The result as ``reelsearch search`` prints it (``reelsearch.display.result_lines`` of its JSON form)."""
+        return result_lines(self.to_json(), rank)
 
     def to_json(self) -> dict:
         """A JSON-safe dict: the path in display form, None parts left out (built field by field: ``asdict`` of
@@ -143,17 +126,7 @@ class SearchResult:
 _JSON_FIELDS = tuple((f.name, f.default is None) for f in dataclasses.fields(SearchResult))
 
 
-#: What a search says when its best hit is below NO_GOOD_MATCH, instead of presenting it as an answer.
-NO_GOOD_MATCH_MESSAGE = "no good match: the closest videos are shown below"
-
-
 def no_good_match(results: list[SearchResult]) -> bool:
     """Whether the best of ``results`` has a confidence below ``NO_GOOD_MATCH`` (False when it has none)."""
     return bool(results) and results[0].confidence is not None and results[0].confidence < NO_GOOD_MATCH
 
-
-def clock(seconds: float) -> str:
-    """Seconds as ``m:ss.s`` (``h:mm:ss.s`` from an hour on)."""
-    m, s = divmod(max(0.0, float(seconds)), 60)
-    h, m = divmod(int(m), 60)
-    return f"{h:d}:{m:02d}:{s:04.1f}" if h else f"{m:d}:{s:04.1f}"

@@ -21,11 +21,12 @@ import uvicorn
 
 from reelsearch.errors import ConfigError
 from reelsearch.index import MediaRoots
-from reelsearch.index.pg import masked
-from reelsearch.indexing.settings import library_location, model_setting, remembered_model, require_index
+from reelsearch.indexing.settings import model_setting, remembered_model, require_index
 from reelsearch.indexing.watch import SETTLE, FolderWatcher, end_now, watch_roots
+from reelsearch.location import library_location, masked
 from reelsearch.search import Searcher
 from reelsearch.search.experts import parse_weights
+from reelsearch.served import remove_advert, write_advert
 from reelsearch.service.app import create_app
 from reelsearch.service.auth import API_KEY_ENV, check_api_key
 
@@ -88,9 +89,10 @@ def serve_settings(index: str | Path | None, model: str | None, *, db: str | Non
     if not roots:
         require_index(where)
     MediaRoots(media_roots)  # a bad --media-root is refused now
-    return {"index": str(where), "model": remembered_model(where, model), "media_roots": list(media_roots or []),
-            "threads": threads, "access_log": access_log, "batch": batch, "query_cache": query_cache,
-            "weights": weights, "int8_text": int8_text, "watch": roots, "poll": poll, "settle": settle}
+    return {"index": str(where), "model": remembered_model(where, model), "model_option": model,
+            "media_roots": list(media_roots or []), "threads": threads, "access_log": access_log, "batch": batch,
+            "query_cache": query_cache, "weights": weights, "int8_text": int8_text, "watch": roots, "poll": poll,
+            "settle": settle}
 
 
 def build_app(settings: dict, api_key: str | None):
@@ -138,8 +140,11 @@ def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | N
         if watcher is not None:
             logger.info("reelsearch: watching %s", ", ".join(watcher.status()["roots"]))
         try:
-            uvicorn.run(app, **options)
+            AdvertisingServer(uvicorn.Config(app, **options), settings, searcher.model_id, api_key).run()
+        except KeyboardInterrupt:
+            pass
         finally:
+            remove_advert(settings["index"])
             if watcher is not None and not watcher.stop():  # a sync still under way: not through a shutdown
                 end_now()
             searcher.close()
@@ -149,4 +154,35 @@ def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | N
     os.environ[SETTINGS_ENV] = json.dumps(settings)
     if api_key:
         os.environ[API_KEY_ENV] = api_key
-    uvicorn.run("reelsearch.service.server:worker_app", factory=True, workers=workers, **options)
+    if port:  # the workers accept on this port within seconds: until then a search that asks waits, or searches itself
+        advertise(settings, host, port, None, api_key)
+    try:
+        uvicorn.run("reelsearch.service.server:worker_app", factory=True, workers=workers, **options)
+    finally:
+        remove_advert(settings["index"])
+
+
+class AdvertisingServer(uvicorn.Server):
+    """uvicorn's server, advertised to ``reelsearch search`` (``reelsearch.served``) from when it listens until it
+    shuts down (uvicorn ends the process by the signal that stopped it right after: no later cleanup runs)."""
+
+    def __init__(self, config: uvicorn.Config, settings: dict, model_id: str, api_key: str | None):
+        super().__init__(config)
+        self.settings, self.model_id, self.api_key = settings, model_id, api_key
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            port = self.servers[0].sockets[0].getsockname()[1]
+            advertise(self.settings, self.config.host, port, self.model_id, self.api_key)
+
+    async def shutdown(self, sockets=None) -> None:
+        remove_advert(self.settings["index"])
+        await super().shutdown(sockets=sockets)
+
+
+def advertise(settings: dict, host: str, port: int, model_id: str | None, api_key: str | None) -> None:
+    """Write the advert of a serve with ``settings`` listening on ``host``:``port`` (``reelsearch.served``)."""
+    write_advert(settings["index"], host, port, model_option=settings.get("model_option"), model=settings["model"],
+                 model_id=model_id, int8_text=bool(settings.get("int8_text", False)), weights=settings.get("weights"),
+                 media_roots=settings.get("media_roots") or [], api_key=bool(api_key))

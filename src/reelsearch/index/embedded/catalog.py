@@ -36,7 +36,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-import platformdirs
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import CatalogError
@@ -49,6 +48,7 @@ from reelsearch.index.tables import SqlCatalog
 from reelsearch.index.textcue_records import Encoder
 from reelsearch.index.vectors import VectorIndex
 from reelsearch.io import atomic_write_json
+from reelsearch.location import default_index_dir
 
 SQLITE_NAME = "library.sqlite"
 FAISS_NAME = "vectors.faiss.npz"
@@ -431,8 +431,3 @@ class EmbeddedCatalog(SqlCatalog):
     def known(self, ids: Sequence[str]) -> list[bool]:
         """Whether each of ``ids`` is in the vector index."""
         return [self.vectors is not None and i in self.vectors for i in ids]
-
-
-def default_index_dir() -> Path:
-    """Where the embedded catalog lives by default: ``<user data dir>/reelsearch/index``."""
-    return Path(platformdirs.user_data_dir("reelsearch")) / "index"

@@ -13,38 +13,21 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterator, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.extras import require
 from reelsearch.index.catalog import CatalogUnavailable
+from reelsearch.location import masked
 
 logger = logging.getLogger(__name__)
 
-#: URL schemes that name a PostgreSQL database.
-SCHEMES = ("postgresql", "postgres")
 #: Seconds to wait for a connection before reporting the database unreachable.
 CONNECT_TIMEOUT = 10
 
 
 class DatabaseError(ReelsearchError):
     """The database refused a statement (permissions, a constraint, a damaged table): names the database."""
-
-
-def is_database_url(value) -> bool:
-    """Whether ``value`` is a PostgreSQL URL (``postgresql://...`` or ``postgres://...``)."""
-    return isinstance(value, str) and value.split("://", 1)[0].lower() in SCHEMES and "://" in value
-
-
-def masked(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return re.sub(r"(password=)[^&\s]*", r"\1***", url)
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    query = re.sub(r"(password=)[^&]*", r"\1***", parts.query)
-    return urlunsplit((parts.scheme, f"{user}:***@{netloc[1]}", parts.path, query, parts.fragment))
 
 
 def _secrets(url: str) -> list[str]:

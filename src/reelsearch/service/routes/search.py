@@ -10,9 +10,10 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.errors import ReelsearchError
 from reelsearch.search.filters import Filter, FilterError, filter_pairs, read_box
-from reelsearch.search.results import NO_GOOD_MATCH_MESSAGE, SearchResult, no_good_match
+from reelsearch.search.results import SearchResult, no_good_match
 from reelsearch.search.searcher import QueryError
 from reelsearch.service import contract
 from reelsearch.service.contract import MAX_JSON_BYTES, MAX_K, MAX_QUERY_CHARS

@@ -1,0 +1,76 @@
+"""How reelsearch shows things to people: a file name in display form, seconds as a clock, and a search's results as
+``reelsearch search`` prints them, from their JSON form (``SearchResult.to_json``). The standard library alone, so
+that the CLI prints an answer of a running ``reelsearch serve`` (``reelsearch.served``) without importing the search
+stack, through the same code as a search in process."""
+
+from __future__ import annotations
+
+import json
+import os
+
+_CONTROLS = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+
+#: What a search says when its best hit is below the calibration's threshold, instead of presenting it as an answer.
+NO_GOOD_MATCH_MESSAGE = "no good match: the closest videos are shown below"
+
+
+def display_path(path: str | bytes | os.PathLike, *, one_line: bool = False) -> str:
+    """``path`` as valid Unicode (undecodable bytes become U+FFFD); ``one_line`` escapes control characters."""
+    text = os.fsencode(path).decode("utf-8", "replace")
+    return text.translate(_CONTROLS) if one_line else text
+
+
+def clock(seconds: float) -> str:
+    """Seconds as ``m:ss.s`` (``h:mm:ss.s`` from an hour on)."""
+    m, s = divmod(max(0.0, float(seconds)), 60)
+    h, m = divmod(int(m), 60)
+    return f"{h:d}:{m:02d}:{s:04.1f}" if h else f"{m:d}:{s:04.1f}"
+
+
+def match_line(match: dict) -> str:
+    """A result's ``match`` (JSON form) on one line, the query's words in brackets: ``said at 0:01.2: First,
+    [preheat] the [oven]``."""
+    text, out, last = match["text"], [], 0
+    for a, b in match["highlights"]:
+        out += [text[last:a], "[", text[a:b], "]"]
+        last = b
+    verb = "said" if match["cue"] == "speech" else "written"
+    return f"{verb} at {clock(match['moment'])}: " + display_path("".join(out) + text[last:], one_line=True)
+
+
+def result_lines(result: dict, rank: int) -> str:
+    """A result (JSON form) as ``reelsearch search`` prints it: rank, score, confidence, moment and path (``(audio
+    only)`` after a file of sound alone), then the match if any, then its moments (when more than one) and why its
+    file is unavailable here (if it is)."""
+    confidence = result.get("confidence")
+    sure = "" if confidence is None else f"  {100 * confidence:3.0f}%"
+    out = f"{rank:3d}. {result['score']:+.4f}{sure}  {clock(result['moment'])}  "
+    out += display_path(result["path"], one_line=True)
+    if result.get("kind") == "audio":
+        out += "  (audio only)"
+    if result.get("match") is not None:
+        out += f"\n     {match_line(result['match'])}"
+    moments = result.get("moments") or []
+    if len(moments) > 1:
+        out += "\n     moments: " + ", ".join(f"{clock(m['start'])}-{clock(m['end'])} {m['score']:+.3f}"
+                                         for m in moments)
+    if result.get("unavailable") is not None:
+        out += f"\n     unavailable here: {result['unavailable']}"
+    return out
+
+
+def answer_lines(results: list[dict], *, weak: bool, filtered: str | None, as_json: bool) -> list[tuple[str, bool]]:
+    """What ``reelsearch search`` prints of a search's ``results`` (JSON form, of the keys ``--json`` gives), as
+    (line, to stderr): the filters in words (``filtered``), "no good match" when ``weak``, then the results as JSON
+    (one line) or one entry each; under ``as_json`` only the JSON goes to stdout."""
+    out = []
+    if filtered:
+        out.append((f"filtered: {filtered}", as_json))
+    if weak:
+        out.append((NO_GOOD_MATCH_MESSAGE, as_json))
+    if as_json:
+        return [*out, (json.dumps(results, ensure_ascii=False), False)]
+    if not results:
+        out.append(("no results: no indexed video passes the filters" if filtered else
+                    "no results (is the index empty? run `reelsearch index PATH`)", False))
+    return out + [(result_lines(r, rank), False) for rank, r in enumerate(results, 1)]
