@@ -49,9 +49,10 @@ def test_each_demo_query_finds_its_clip_first(demo_index, query):
 
 
 @pytest.mark.slow
-def test_the_demos_own_index_holds_only_the_demos_files(tmp_path, monkeypatch):
+def test_the_demos_own_index_holds_only_the_demos_files(tmp_path, monkeypatch, onnx_exports):
     """A clip generated under another cache folder (or another checkout's sample clips) must not stay in the demo's
     index and answer twice: the demo's default index is its own, so it drops what it did not index this time."""
+    from cache_fixtures import seed_cache
     from conftest import shared_path
     from reelsearch.search import Searcher
     from test_cold_cache import cli
@@ -66,7 +67,8 @@ def test_the_demos_own_index_holds_only_the_demos_files(tmp_path, monkeypatch):
     index = tmp_path / "data" / "reelsearch" / "demo-index"  # the demo's default index
     with Searcher(index) as s:
         s.index([str(stray)], progress=False, cues=())
-    res = cli("demo", "--shared", shared_path("flickr8k").parents[1], "-k", "1", cache=tmp_path / "cache")
+    res = cli("demo", "--shared", shared_path("flickr8k").parents[1], "-k", "1",
+              cache=seed_cache(tmp_path / "cache", onnx_exports))
     assert res.returncode == 0, res.stderr[-3000:]
     assert ", 1 removed," in res.stdout, res.stdout[:2000]
     with Searcher(index) as s:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cache_fixtures import seed_cache
 from conftest import shared_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,13 +22,13 @@ def code_blocks(markdown: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", markdown.read_text(encoding="utf-8"), flags=re.S)
 
 
-def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
+def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys, onnx_exports):
     shared_path("msrvtt", "clips", "video9770.mp4")
     pytest.importorskip("efficientnet_lite_pytorch")
     blocks = code_blocks(ROOT / "docs" / "python-api.md")
     assert len(blocks) >= 6
     monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(seed_cache(tmp_path / "cache", onnx_exports)))
     namespace: dict = {}
     for i, block in enumerate(blocks):
         try:

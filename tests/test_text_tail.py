@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cache_fixtures import seed_cache
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from train_fixtures import make_dataset, small, stop_loss_at
 
@@ -51,8 +52,8 @@ def perturbed_tail(base, path: Path, first: int = 4, dtype: str = "float32") -> 
     return {k: v.clone() for k, v in bert.state_dict().items()}
 
 
-def test_a_tail_file_gives_the_tuned_tower_in_torch_and_onnxruntime(base, tmp_path, monkeypatch):
-    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+def test_a_tail_file_gives_the_tuned_tower_in_torch_and_onnxruntime(base, tmp_path, monkeypatch, onnx_exports):
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(seed_cache(tmp_path / "cache", onnx_exports)))  # the untuned export
     path = tmp_path / "tail.safetensors"
     state = perturbed_tail(base, path)
     assert tail_first_layer(path) == 4
