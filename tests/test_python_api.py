@@ -82,11 +82,11 @@ def test_cli_version_and_models():
     assert bundled.name == default["architecture"] and list(bundled.experts) == ["lite0", "lite2"]
 
 
-def test_a_missing_extra_is_named_not_a_traceback(tmp_path):
-    """Without the [text] extra (sentence-transformers) and no ONNX export of MiniLM cached yet (an empty cache: a
-    cached export is run without it), encoding text says which extra to install; through the CLI the same message,
-    exit status 2."""
-    cache = str(tmp_path / "cache")
+def test_a_missing_extra_is_named_not_a_traceback(tmp_path, onnx_exports):
+    """Without the [text] extra (sentence-transformers) and no ONNX export of MiniLM cached yet (a cache holding the
+    CNNs' only: a cached export is run without it), encoding text says which extra to install; through the CLI the
+    same message, exit status 2."""
+    cache = str(seed_cache(tmp_path / "cache", [p for p in onnx_exports if not p.name.startswith("minilm")]))
     code = ("import sys; sys.modules['sentence_transformers'] = None\n"
             "import reelsearch\n"
             "from reelsearch.extras import MissingExtraError\n"
@@ -104,8 +104,8 @@ def test_a_missing_extra_is_named_not_a_traceback(tmp_path):
     assert res.returncode == 2 and "pip install 'reelsearch[text]'" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_loading_minilm_leaves_the_processs_hub_settings_alone():
-    pytest.importorskip("sentence_transformers")
+def test_loading_minilm_leaves_the_processs_hub_settings_alone(onnx_exports):
+    pytest.importorskip("sentence_transformers")  # (its ONNX export: in the run's cache folder, made once)
     code = ("import os\nfrom reelsearch.text.minilm import MiniLMEncoder\n"
             "e = MiniLMEncoder()\nprint(e.sentence_features(['a dog']).shape, os.environ.get('HF_HUB_OFFLINE'),"
             " os.environ.get('TRANSFORMERS_OFFLINE'))")

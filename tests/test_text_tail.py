@@ -209,12 +209,12 @@ KEYS = dict(batch_size=16, lr=1e-3, lr_text=1e-3, checkpoint_every=1)
 
 
 @pytest.fixture(scope="module")
-def toy(tmp_path_factory, base):
+def toy(tmp_path_factory, base, onnx_exports):
     """A mixture of two untrained `reelsearch-linear` experts over synthetic features (so any epoch beats the start)
-    and one of them alone, saved; the dataset; the cache."""
+    and one of them alone, saved; the dataset; the cache (holding the run's ONNX exports)."""
     from reelsearch.models import MixtureOfExperts
 
-    root = tmp_path_factory.mktemp("tune-text")
+    root = seed_cache(tmp_path_factory.mktemp("tune-text") / "cache", onnx_exports).parent
     manifest, store = make_dataset(root / "data", n_train=64, n_val=24, distinct=True, max_frames=1)
     MixtureOfExperts({"a": toy_model(0), "b": toy_model(1)}, {"kind": "score", "weights": {"a": 1.0, "b": 0.5}},
                      name="toy").save(root / "moe")
