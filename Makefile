@@ -38,13 +38,13 @@ demo: $(STAMP)
 	$(PY) -m reelsearch demo --shared $(SHARED) $(if $(DIR),--dir $(DIR),)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # The suite as another CPU would compute it (docs/testing.md): torch's kernels without AVX, ONNX Runtime
 # without graph optimisations, and an empty cache so that every feature and export is made again under them.
 test-other-cpu: $(STAMP)
 	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && ATEN_CPU_CAPABILITY=default \
-		REELSEARCH_ORT_OPTIMIZATION=off REELSEARCH_CACHE_DIR="$$cache" $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder $(TESTS)
+		REELSEARCH_ORT_OPTIMIZATION=off REELSEARCH_CACHE_DIR="$$cache" $(PY) -m pytest -q -n 2 --dist loadfile $(TESTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

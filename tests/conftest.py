@@ -21,23 +21,6 @@ def shared_path(*parts: str) -> Path:
     return p
 
 
-#: the longest test files, longest first (`--durations`, 2026-11-28): `make test` (`--dist loadfile
-#: --no-loadscope-reorder`) hands files to its two workers in collection order, so these start first and the short
-#: files fill in at the end, and the two workers finish together
-LONGEST_FIRST = ("test_text_tail.py", "test_train.py", "test_cnn_tail.py", "test_search_cues.py",
-                 "test_search_segments.py", "test_cold_cache.py", "test_textcues.py", "test_python_api.py",
-                 "test_text_int8.py", "test_querybank.py", "test_index_concurrency.py", "test_watch.py",
-                 "test_temporal_order.py", "test_text_mlm.py", "test_service_security.py", "test_service_schema.py",
-                 "test_index_ray.py", "test_index_workers.py", "test_demo.py", "test_temporal_attention.py",
-                 "test_search_cli.py", "test_duplicates.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    """The files of LONGEST_FIRST first, in its order."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
-
-
 def pytest_configure(config):
     """Under xdist (`make test`: two workers on two cores) each worker, and each process its tests start, computes on
     one thread (torch; ONNX Runtime, which follows torch; OpenMP): two threads apiece would ask for four cores."""
