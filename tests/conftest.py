@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("REELSEARCH_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -19,14 +18,6 @@ def shared_path(*parts: str) -> Path:
     if not p.exists():
         pytest.skip(f"real data not available: {p} (set REELSEARCH_SHARED_DATA or put ../shared beside the repo)")
     return p
-
-
-def pytest_configure(config):
-    """Under xdist (`make test`: two workers on two cores) each worker, and each process its tests start, computes on
-    one thread (torch; ONNX Runtime, which follows torch; OpenMP): two threads apiece would ask for four cores."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ SORREL = 339  # a chestnut horse
 
 @pytest.fixture(scope="module")
 def lite0() -> EfficientNetLite:
+    torch.set_num_threads(2)
     return create_extractor("efficientnet-lite0")
 
 
