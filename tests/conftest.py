@@ -39,6 +39,9 @@ def messages(caplog):
     return take
 
 
+# the ONNX exports of MiniLM and the bundled model's CNNs, made once per run and copied into fresh cache folders
+from cache_fixtures import onnx_exports  # noqa: E402,F401
+
 # session fixtures of the speech / on-screen-text tests (generated clips, extracted cues), made once per run
 from cue_fixtures import cue_clips, cue_extraction, minilm, speech_recognizer, text_reader  # noqa: E402,F401
 

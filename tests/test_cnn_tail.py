@@ -1,6 +1,6 @@
 """Tuning the last blocks of EfficientNet-Lite (`reelsearch tune-cnn`): the trunk/tail cut reproduces the whole
 network, a tail file changes the features and their identity (torch and ONNX Runtime alike) and a bad one is named,
-and, on real Flickr8k photos from a cold cache through the CLI, the tuned model travels with its tail (moved to
+and, on real Flickr8k photos from a cold feature cache through the CLI, the tuned model travels with its tail (moved to
 another folder it still evaluates), index-time extraction runs the network that was trained, a run resumes, and a
 mixture's other experts are kept as they were. Tuning runs on the Trainer: its run folder has the tuned model in best/
 and the report beside it, and an interrupted tuning resumes (pickle-free) to the weights of an uninterrupted one."""
@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cache_fixtures import seed_cache
 from conftest import shared_path
 from test_cold_cache import cli, flickr_manifest
 from train_fixtures import stop_loss_at
@@ -162,15 +163,15 @@ def tune_config(**keys):
 
 
 @pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
+def tuned(tmp_path_factory, onnx_exports):
     """An untrained `reelsearch-linear` model (projections at their random start, so any epoch beats epoch 0) tuned
-    for 2 epochs on 32 real photos (16 of them to select on), cold cache."""
+    for 2 epochs on 32 real photos (16 of them to select on), cold cache (no features; the run's ONNX exports)."""
     from reelsearch.models import JointModel
     from reelsearch.models.registry import model_config
 
     root = tmp_path_factory.mktemp("tune")
     manifest = seen_photos_manifest(root / "data")
-    cache = root / "cache"
+    cache = seed_cache(root / "cache", onnx_exports)
     torch.manual_seed(0)
     JointModel(model_config("reelsearch-linear")).save(root / "fresh")
     res = cli("tune-cnn", root / "fresh", "--data", f"manifest:{manifest}", "--out", root / "out",

@@ -49,12 +49,17 @@ def test_each_demo_query_finds_its_clip_first(demo_index, query):
 
 
 @pytest.mark.slow
-def test_the_demos_own_index_holds_only_the_demos_files(tmp_path, monkeypatch):
+def test_the_demos_own_index_holds_only_the_demos_files(tmp_path, monkeypatch, onnx_exports):
     """A clip generated under another cache folder (or another checkout's sample clips) must not stay in the demo's
-    index and answer twice: the demo's default index is its own, so it drops what it did not index this time."""
+    index and answer twice: the demo's default index is its own, so it drops what it did not index this time. (What
+    is said and written is not this test's business: tests/test_search_cues.py runs the demo with the cues on.)"""
+    from typer.testing import CliRunner
+
+    from cache_fixtures import seed_cache
     from conftest import shared_path
+    from reelsearch.cli.main import app
     from reelsearch.search import Searcher
-    from test_cold_cache import cli
+    from reelsearch.search import demo as demo_module
 
     pytest.importorskip("efficientnet_lite_pytorch")
     if not sample_clips():
@@ -62,12 +67,14 @@ def test_the_demos_own_index_holds_only_the_demos_files(tmp_path, monkeypatch):
     stray = tmp_path / "elsewhere" / "stray.jpg"
     stray.parent.mkdir()
     stray.write_bytes(next(shared_path("flickr8k", "images").glob("*.jpg")).read_bytes())
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the user data dir, for the demo's subprocess
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the user data dir
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(seed_cache(tmp_path / "cache", onnx_exports)))
+    monkeypatch.setattr(demo_module, "cues_to_run", lambda cues: ([], {}))
     index = tmp_path / "data" / "reelsearch" / "demo-index"  # the demo's default index
     with Searcher(index) as s:
         s.index([str(stray)], progress=False, cues=())
-    res = cli("demo", "--shared", shared_path("flickr8k").parents[1], "-k", "1", cache=tmp_path / "cache")
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = CliRunner().invoke(app, ["demo", "--shared", str(shared_path("flickr8k").parents[1]), "-k", "1"])
+    assert res.exit_code == 0, res.output[-3000:]
     assert ", 1 removed," in res.stdout, res.stdout[:2000]
     with Searcher(index) as s:
         names = {Path(v.path).name for v in s.catalog.videos()}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cache_fixtures import seed_cache
 from conftest import shared_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,13 +22,13 @@ def code_blocks(markdown: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", markdown.read_text(encoding="utf-8"), flags=re.S)
 
 
-def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys):
+def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch, capsys, onnx_exports):
     shared_path("msrvtt", "clips", "video9770.mp4")
     pytest.importorskip("efficientnet_lite_pytorch")
     blocks = code_blocks(ROOT / "docs" / "python-api.md")
     assert len(blocks) >= 6
     monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(seed_cache(tmp_path / "cache", onnx_exports)))
     namespace: dict = {}
     for i, block in enumerate(blocks):
         try:
@@ -81,11 +82,11 @@ def test_cli_version_and_models():
     assert bundled.name == default["architecture"] and list(bundled.experts) == ["lite0", "lite2"]
 
 
-def test_a_missing_extra_is_named_not_a_traceback(tmp_path):
-    """Without the [text] extra (sentence-transformers) and no ONNX export of MiniLM cached yet (an empty cache: a
-    cached export is run without it), encoding text says which extra to install; through the CLI the same message,
-    exit status 2."""
-    cache = str(tmp_path / "cache")
+def test_a_missing_extra_is_named_not_a_traceback(tmp_path, onnx_exports):
+    """Without the [text] extra (sentence-transformers) and no ONNX export of MiniLM cached yet (a cache holding the
+    CNNs' only: a cached export is run without it), encoding text says which extra to install; through the CLI the
+    same message, exit status 2."""
+    cache = str(seed_cache(tmp_path / "cache", [p for p in onnx_exports if not p.name.startswith("minilm")]))
     code = ("import sys; sys.modules['sentence_transformers'] = None\n"
             "import reelsearch\n"
             "from reelsearch.extras import MissingExtraError\n"
@@ -103,8 +104,8 @@ def test_a_missing_extra_is_named_not_a_traceback(tmp_path):
     assert res.returncode == 2 and "pip install 'reelsearch[text]'" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_loading_minilm_leaves_the_processs_hub_settings_alone():
-    pytest.importorskip("sentence_transformers")
+def test_loading_minilm_leaves_the_processs_hub_settings_alone(onnx_exports):
+    pytest.importorskip("sentence_transformers")  # (its ONNX export: in the run's cache folder, made once)
     code = ("import os\nfrom reelsearch.text.minilm import MiniLMEncoder\n"
             "e = MiniLMEncoder()\nprint(e.sentence_features(['a dog']).shape, os.environ.get('HF_HUB_OFFLINE'),"
             " os.environ.get('TRANSFORMERS_OFFLINE'))")

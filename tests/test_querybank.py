@@ -1,7 +1,7 @@
 """Querybank normalisation (`reelsearch querybank`, Bogolin et al. 2022): the offsets are the paper's inverted
 softmax (checked against its equation computed the long way, and on a hand-worked hub), the bank travels with the
-model and refuses another model, and through the CLI on real Flickr8k photos from a cold cache the saved bank is
-what `eval` applies."""
+model and refuses another model, and through the CLI on real Flickr8k photos from a cold feature cache the saved
+bank is what `eval` applies."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cache_fixtures import seed_cache
 from rank_bounds import assert_metrics_within
 from test_cold_cache import cli, flickr_manifest
 
@@ -114,7 +115,7 @@ def test_only_inner_product_models_take_a_bank():
 
 
 @pytest.mark.slow
-def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path, monkeypatch):
+def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path, monkeypatch, onnx_exports):
     pytest.importorskip("efficientnet_lite_pytorch")
     from typer.testing import CliRunner
 
@@ -125,7 +126,7 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path, monkeypatch):
     from reelsearch.models.registry import model_config
 
     manifest = flickr_manifest(tmp_path / "data", n_train=24, n_val=8)
-    cache = tmp_path / "cache"
+    cache = seed_cache(tmp_path / "cache", onnx_exports)  # no features yet; the run's ONNX exports
     torch.manual_seed(0)
     JointModel(model_config("reelsearch-linear")).save(tmp_path / "model")
     res = cli("querybank", tmp_path / "model", "--data", f"manifest:{manifest}", "--out", tmp_path / "qb",
@@ -146,10 +147,11 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path, monkeypatch):
     assert "a model folder; pass a run folder" in str(into_model.exception)
     assert rep["split"] == "train" and rep["val_split"] == "val"
     # eval of the saved model applies the bank; --no-querybank gives the raw scores of the same model
-    ev = json.loads(cli("eval", tmp_path / "qb", "--data", f"manifest:{manifest}", "--json", "--out",
-                        tmp_path / "e.json", cache=cache).stdout)
-    raw = json.loads(cli("eval", tmp_path / "qb", "--data", f"manifest:{manifest}", "--json", "--no-querybank",
-                         "--out", tmp_path / "r.json", cache=cache).stdout)
+    runs = [CliRunner().invoke(app, ["eval", str(tmp_path / "qb"), "--data", f"manifest:{manifest}", "--json",
+                                     "--out", str(tmp_path / f"{name}.json"), *flags])
+            for name, flags in (("e", []), ("r", ["--no-querybank"]))]
+    assert all(r.exit_code == 0 for r in runs), [r.output[-3000:] for r in runs]
+    ev, raw = (json.loads(r.stdout) for r in runs)
     assert ev["querybank"]["beta"] == 20.0 and "querybank" not in raw
     assert ev["RSum"] == pytest.approx(rep["normalised"]["RSum"]) and raw["RSum"] == pytest.approx(rep["raw"]["RSum"])
     # the same numbers from the embeddings by hand: the bank is the train split's, the offsets the paper's

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 import torch
 
 from browser import chromium_page
+from cache_fixtures import seed_cache
 from conftest import SHARED_DATA, shared_path
 from cue_fixtures import need_module
 from reelsearch.display import NO_GOOD_MATCH_MESSAGE
@@ -56,9 +58,10 @@ def _reelsearch(*args, env, timeout=600) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def built(cue_clips, tmp_path_factory):
+def built(cue_clips, tmp_path_factory, onnx_exports):
     """(index folder, `reelsearch index` output: a real process over the generated clips but "weather", the
-    MSR-VTT clips and the sample clips)."""
+    MSR-VTT clips and the sample clips). Its cache folder starts with the run's ONNX exports (tests/cache_fixtures.py)
+    and the session's "weather" clip where the demo makes its clip: the demo's generated clip is the same file."""
     for module, extra in (("faster_whisper", "speech"), ("rapidocr_onnxruntime", "ocr"),
                           ("sentence_transformers", "text")):
         need_module(module, extra)
@@ -66,6 +69,9 @@ def built(cue_clips, tmp_path_factory):
 
     default_model_dir()
     tmp = tmp_path_factory.mktemp("cue-search")
+    seed_cache(tmp / "cache", onnx_exports)
+    (tmp / "cache" / "demo-clips").mkdir()
+    shutil.copyfile(cue_clips["weather"], tmp / "cache" / "demo-clips" / "weather.mp4")
     index = tmp / "index"
     res = _reelsearch("index", *[cue_clips[c] for c in INDEXED], shared_path("msrvtt", "clips"), *sample_clips(),
                       "--index", index, "--quiet", env=_env(tmp))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cache_fixtures import seed_cache
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from train_fixtures import make_dataset, small, stop_loss_at
 
@@ -51,8 +52,8 @@ def perturbed_tail(base, path: Path, first: int = 4, dtype: str = "float32") -> 
     return {k: v.clone() for k, v in bert.state_dict().items()}
 
 
-def test_a_tail_file_gives_the_tuned_tower_in_torch_and_onnxruntime(base, tmp_path, monkeypatch):
-    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+def test_a_tail_file_gives_the_tuned_tower_in_torch_and_onnxruntime(base, tmp_path, monkeypatch, onnx_exports):
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(seed_cache(tmp_path / "cache", onnx_exports)))  # the untuned export
     path = tmp_path / "tail.safetensors"
     state = perturbed_tail(base, path)
     assert tail_first_layer(path) == 4
@@ -208,12 +209,12 @@ KEYS = dict(batch_size=16, lr=1e-3, lr_text=1e-3, checkpoint_every=1)
 
 
 @pytest.fixture(scope="module")
-def toy(tmp_path_factory, base):
+def toy(tmp_path_factory, base, onnx_exports):
     """A mixture of two untrained `reelsearch-linear` experts over synthetic features (so any epoch beats the start)
-    and one of them alone, saved; the dataset; the cache."""
+    and one of them alone, saved; the dataset; the cache (holding the run's ONNX exports)."""
     from reelsearch.models import MixtureOfExperts
 
-    root = tmp_path_factory.mktemp("tune-text")
+    root = seed_cache(tmp_path_factory.mktemp("tune-text") / "cache", onnx_exports).parent
     manifest, store = make_dataset(root / "data", n_train=64, n_val=24, distinct=True, max_frames=1)
     MixtureOfExperts({"a": toy_model(0), "b": toy_model(1)}, {"kind": "score", "weights": {"a": 1.0, "b": 0.5}},
                      name="toy").save(root / "moe")
