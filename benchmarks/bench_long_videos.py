@@ -415,7 +415,7 @@ def speed(a) -> list[dict]:
         if whole:
             whole["frames_per_s"] = round(first.get("sampled", first["video_s"]) * whole["x_real_time"]
                                           / first["video_s"], 1)
-            whole["x_real_time_2_cores"] = round(1 / (2 * whole["cpu_per_video_s"]), 1)
+            whole["x_real_time_2_cores"] = round(2 / whole["cpu_per_video_s"], 1)  # both cores busy
         for key in ("segments", "embedded_bytes", "postgres_bytes", "speech_segments"):
             if key in first:
                 row[f"{key}_per_hour"] = round(first[key] / hours)
