@@ -34,7 +34,8 @@ from reelsearch.index.media import EmbeddedMedia, frame_detail, make_thumbnail, 
 from reelsearch.media.segmenting import SegmentPolicy, cut
 from reelsearch.media.timeline import FrameStream
 
-#: Frames whose features are extracted at once (memory: this many decoded frames).
+#: Frames whose features are extracted at once (memory: about twice this many decoded frames, the batch the CNNs
+#: read and the next one being decoded).
 FRAME_BATCH = 32
 #: Frames an index samples a second of video by default (``Searcher(frames_per_second=...)``, ``index
 #: --frames-per-second``); the most it takes.
