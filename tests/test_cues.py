@@ -14,6 +14,7 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.extras import MissingExtraError, missing_extra, require
 from reelsearch.features.cues import CueExtractor, CueSegment, available_cues
 from reelsearch.features.ocr import CHANGE_THRESHOLD, FrameSelector, TextBox, TextTracks, frame_change, grey_thumbnail
+from reelsearch.media.timeline import FrameStream
 
 
 def texts(segments) -> str:
@@ -96,11 +97,13 @@ def test_ocr_on_an_image_file(tmp_path, text_reader):
     assert [(s.text, s.start, s.end) for s in segments] == [("Meeting notes", 0.0, 0.0), ("budget 2025", 0.0, 0.0)]
 
 
-def test_long_videos_are_read_in_windows_without_splitting_segments(cue_clips, text_reader, monkeypatch):
+def test_a_video_is_read_in_one_decode_pass(cue_clips, text_reader, monkeypatch):
     from reelsearch.features import ocr
 
-    monkeypatch.setattr(ocr, "WINDOW_SECONDS", 3.0)  # decode [0, 3) and [3, 6): the slide [2, 4) spans both
+    opened = []
+    monkeypatch.setattr(ocr, "FrameStream", lambda *a, **k: opened.append(a) or FrameStream(*a, **k))
     segments, stats = text_reader.extract(cue_clips["slides"])
+    assert len(opened) == 1  # one stream over the whole video: no window is decoded twice, no segment split
     assert stats == {"frames": 6, "read": 3}
     assert [(s.text, s.start, s.end) for s in segments if "quarterly" in s.text.lower()] == [
         ("Quarterly revenue", 2.0, 4.0)]

@@ -13,7 +13,6 @@ becomes one segment from the first frame it was read on to the first frame witho
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import re
 import threading
@@ -24,14 +23,13 @@ import numpy as np
 from reelsearch.errors import MediaError, ReelsearchError
 from reelsearch.extras import require
 from reelsearch.features.cue_types import CueSegment, shared_instance
-from reelsearch.media.decode import decode_frames, display_path, is_image_path, probe
+from reelsearch.media.decode import display_path, is_image_path, probe
 from reelsearch.media.timeline import FrameStream
 
 THUMB_SHORT_SIDE = 72  # px: the grey thumbnails the change test compares
 CHANGE_DELTA = 12  # grey levels (of 255) a thumbnail pixel must move to count as changed
 CHANGE_THRESHOLD = 0.0005  # share of changed thumbnail pixels (about 5 of 9,216) from which a frame is read again
 SAME_TEXT = 0.8  # difflib ratio from which two readings are the same text
-WINDOW_SECONDS = 60.0  # frames are read this many seconds at a time (bounded memory on long videos)
 _WORD = re.compile(r"\w", re.UNICODE)
 
 
@@ -196,19 +194,31 @@ class TextReader:
     def extract(self, path: str | os.PathLike) -> tuple[list[CueSegment], dict]:
         """(segments, stats) of a video or image file; stats counts ``frames`` sampled and ``read`` by OCR.
 
-        Raises MediaError naming the file when it cannot be decoded."""
+        The frames come from one decode pass (``FrameStream``: the frame displayed every ``interval`` s, spread
+        over the file within ``max_frames``); a file that stops decoding part way is read as far as it decodes.
+        Raises MediaError naming the file when no frame can be decoded."""
         tracks, selector = TextTracks(), FrameSelector(self.change_threshold, self.change_delta)
         stats = {"frames": 0, "read": 0}
-        end = 0.0
-        for times, images, window_end in self._frames(path):
-            end = window_end
-            for t, image in zip(times, images, strict=True):
+        video = None if is_image_path(path) else probe(path).get("video")
+        if video is None and not is_image_path(path):  # no video stream (an audio file): nothing on screen
+            return [], stats
+        rate = 1.0 / self.interval
+        duration = (video or {}).get("duration") or 0.0
+        if self.max_frames is not None and duration * rate > self.max_frames:
+            rate = self.max_frames / duration  # evenly spread within the cap
+        with FrameStream(path, rate, self.short_side) as stream:
+            for t, image in stream:
+                if self.max_frames is not None and stats["frames"] >= self.max_frames:
+                    break
                 stats["frames"] += 1
                 if self.select and not selector(image):
                     continue
                 stats["read"] += 1
                 tracks.observe(float(t), self._read(image, path))
-        return tracks.finish(end), stats
+            report = stream.report
+        if not stats["frames"]:
+            raise MediaError(report.path, f"no frame decoded ({report.problem or 'empty video stream'})")
+        return tracks.finish(0.0 if report.is_image else report.end), stats
 
     def read(self, path: str | os.PathLike) -> list[CueSegment]:
         """OCR segments of the file (none when no text is on screen)."""
@@ -221,37 +231,6 @@ class TextReader:
             raise
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime / OpenCV errors
             raise MediaError(display_path(path), f"OCR failed on a frame ({type(exc).__name__}: {exc})") from None
-
-    def _frames(self, path):
-        """Yield (timestamps, images, end time) per window of WINDOW_SECONDS of frames; an image is one frame at 0 s
-        (end 0). A video is sampled by time in one streaming pass (``reelsearch.media.timeline.FrameStream``): a
-        truncated file is read as far as it decodes, a variable frame rate or a container with a wrong duration by
-        the frames' own times, and the end is where the frames end."""
-        if is_image_path(path):
-            frames = decode_frames(path, "all", short_side=self.short_side)
-            yield frames.timestamps, frames.images, 0.0
-            return
-        video = probe(path).get("video")
-        if not video:  # no video stream (an audio file): nothing on screen
-            return
-        duration = video.get("duration") or 0.0
-        rate = 1.0 / self.interval
-        if self.max_frames is not None and duration * rate > self.max_frames:
-            rate = self.max_frames / duration  # evenly spread within the cap
-        window = max(1, math.floor(WINDOW_SECONDS * rate + 1e-9))
-        times: list[float] = []
-        images: list[np.ndarray] = []
-        with FrameStream(path, rate, self.short_side) as stream:
-            for t, image in stream:
-                times.append(t)
-                images.append(image)
-                if len(times) == window:
-                    yield times, images, times[-1]
-                    times, images = [], []
-                if self.max_frames is not None and stream.report.sampled >= self.max_frames:
-                    break
-            end = 0.0 if stream.report.is_image else stream.report.end
-        yield times, images, end
 
 
 def shared_reader(**options) -> TextReader:

@@ -130,6 +130,8 @@ class FrameStream:
         self.report = StreamReport(self.shown, None if image else declared, 0.0 if image else fps, is_image=image)
         self._size: tuple[int, int] | None = None
         self._started = False
+        tb = self.stream.time_base  # a decoded frame's own time base: a frame's time in integers, not Fractions
+        self._tb = (tb.numerator, tb.denominator) if tb else None
 
     def __enter__(self) -> FrameStream:
         return self
@@ -191,15 +193,17 @@ class FrameStream:
     def _time(self, frame, last_t: float) -> float:
         """The frame's time (s from the stream's start): its pts, else the previous frame's + one frame; never
         before the previous frame (a broken timestamp does not reorder the stream)."""
-        if frame.pts is not None and frame.time_base is not None:
-            t = float(frame.pts * frame.time_base) - self.s0
+        pts = frame.pts
+        if pts is not None and self._tb is not None:
+            t = pts * self._tb[0] / self._tb[1] - self.s0  # = float(pts * time_base): one correctly rounded division
         else:
             t = last_t + 1.0 / (self.report.fps or 25.0) if last_t > -math.inf else 0.0
         return max(t, last_t)
 
     def _duration(self, frame) -> float:
-        if frame.duration and frame.time_base is not None:
-            return float(frame.duration * frame.time_base)
+        duration = frame.duration
+        if duration and self._tb is not None:
+            return duration * self._tb[0] / self._tb[1]
         return 1.0 / self.report.fps if self.report.fps else 0.0
 
     def _keep(self, t: float, frame) -> tuple[float, np.ndarray]:

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from tqdm import tqdm
@@ -40,7 +42,8 @@ from reelsearch.media.decode import probe
 from reelsearch.media.segmenting import SegmentPolicy, cut
 from reelsearch.media.timeline import FrameStream
 
-#: Frames whose features are extracted at once (memory: this many decoded frames).
+#: Frames whose features are extracted at once (memory: about twice this many decoded frames, the batch the CNNs
+#: read and the next one being decoded).
 FRAME_BATCH = 32
 #: Frames an index samples a second of video by default (``Searcher(frames_per_second=...)``, ``index
 #: --frames-per-second``); the most it takes.
@@ -88,31 +91,36 @@ class MediaEmbedder:
     def _stream(self, path: str):
         """Every sampled frame's features (float16 in memory), times, (thumbnail, detail), where the frames end, and
         the stream's warning line (None when it read to the end). What it holds per frame is that (a few KB), never
-        the decoded frame: a 10-hour file is streamed in bounded memory besides."""
+        the decoded frame (at most two batches of them): a 10-hour file is streamed in bounded memory.
+
+        One thread decodes the next batch of frames while the CNNs read this one; a model with several frame CNNs
+        runs them at once, one thread each (less CPU than each CNN's threads in turn: no waiting on each other)."""
         names = self.pipeline.frame_names
         parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
         times: list[float] = []
         looks: list[tuple[bytes, float]] = []
-        batch: list[np.ndarray] = []
-
-        def flush() -> None:
-            images = np.stack(batch)
+        if len(names) > 1:
             for n in names:
-                out = self.pipeline.extractor(n).extract_frames(images)
-                parts[n].append(round_to(out, self.pipeline.recipes[n].dtype).astype(np.float16))
-            batch.clear()
+                self.pipeline.extractor(n).threads = 1
 
-        with FrameStream(path, self.rate, self.pipeline.short_side, skip="nonref") as stream, \
-                self._seconds_bar(path, stream.report.declared) as bar:
-            for t, rgb in stream:
-                bar.update(int(t) - bar.n)
-                times.append(t)
-                looks.append(_look(rgb))
-                batch.append(rgb)
-                if len(batch) >= FRAME_BATCH:
-                    flush()
-            if batch:
-                flush()
+        def features(name: str, images: np.ndarray) -> np.ndarray:
+            out = self.pipeline.extractor(name).extract_frames(images)
+            return round_to(out, self.pipeline.recipes[name].dtype).astype(np.float16)
+
+        with FrameStream(path, self.rate, self.pipeline.short_side, skip="nonref", threads=1) as stream, \
+                self._seconds_bar(path, stream.report.declared) as bar, \
+                ThreadPoolExecutor(len(names) + 1, thread_name_prefix="index") as pool:
+            batches = _batches(stream, FRAME_BATCH)
+            ahead = pool.submit(next, batches, None)
+            while (batch := ahead.result()) is not None:
+                ahead = pool.submit(next, batches, None)  # decoded while the CNNs read this batch
+                stamps, images = batch
+                bar.update(int(stamps[-1]) - bar.n)
+                times += stamps
+                looks += [_look(img) for img in images]
+                running = {n: pool.submit(features, n, images) for n in names}
+                for n, future in running.items():
+                    parts[n].append(future.result())
             report = stream.report
         if not times:
             raise MediaError(path, f"no frame decoded ({report.problem})" if report.problem else "no frame decoded")
@@ -159,6 +167,20 @@ class MediaEmbedder:
         return EmbeddedMedia(emb.video[0], emb.frames[0], times, end, thumbs or None, bias, detail,
                              segment_vectors=np.asarray(seg_rows, np.float32), segment_frames=bounds,
                              segment_times=spans, segment_biases=seg_bias, warning=warning)
+
+
+def _batches(stream: FrameStream, size: int) -> Iterator[tuple[list[float], np.ndarray]]:
+    """The stream's frames in batches of ``size``: (times, uint8 [n, H, W, 3])."""
+    times: list[float] = []
+    images: list[np.ndarray] = []
+    for t, rgb in stream:
+        times.append(t)
+        images.append(rgb)
+        if len(images) == size:
+            yield times, np.stack(images)
+            times, images = [], []
+    if images:
+        yield times, np.stack(images)
 
 
 def _look(rgb: np.ndarray) -> tuple[bytes, float]:

@@ -1,7 +1,9 @@
 """Feature extractors, created by name.
 
 Every extractor has ``name``, ``modality`` ("appearance" | "motion" | "audio"), ``dim`` and ``input``
-("frames" | "audio"). Frame extractors implement ``extract_frames(frames: uint8 [T, H, W, 3] RGB) -> float32 [T', D]``;
+("frames" | "audio"). Frame extractors implement ``extract_frames(frames: uint8 [T, H, W, 3] RGB) -> float32 [T', D]``
+and have a settable ``threads`` (the threads their runtime may use, None: its default; a caller that runs several
+extractors at once sets 1);
 audio extractors implement ``extract_audio(wave: float32 [N] mono in [-1, 1], sample_rate: int) -> float32 [T', D]``
 and expose the ``sample_rate`` they want.
 """

@@ -99,6 +99,7 @@ class FlowHistograms:
 
     modality = "motion"
     input = "frames"
+    threads: int | None = None  # unused: OpenCV runs the flow with its own threads
     per_frame = False  # rows come from consecutive pairs: never concatenate frames of different items
     weights_id = None  # no learned weights
 
