@@ -25,6 +25,8 @@ import numpy as np
 import torch
 
 Encode = Callable[[list[str]], np.ndarray]  # texts -> embeddings [N, D] (the model's encode_text)
+#: How long ``close`` waits for the worker to finish the jobs queued before it.
+JOIN_SECONDS = 30.0
 
 
 class QueryEncoder:
@@ -76,11 +78,17 @@ class QueryEncoder:
             self._cache.clear()
 
     def close(self) -> None:
-        """Stop the worker thread (after the jobs already queued); a later call starts a new one."""
+        """Stop the worker thread (after the jobs already queued) and wait for it to end, so that nothing the model
+        holds is released in it while the interpreter exits (a C++ library's destructor in a daemon thread at exit
+        aborts the process: "terminate called without an active exception"); a later call starts a new one."""
         with self._start_lock:
+            worker = None
             if self._queue is not None and self._pid == os.getpid():
                 self._queue.put(None)
+                worker = self.thread
             self._queue = None
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout=JOIN_SECONDS)
 
     # -- the worker -----------------------------------------------------------------------------------------
     def _submit(self, texts: list[str], single: bool) -> np.ndarray:
