@@ -21,7 +21,7 @@ from reelsearch.index.pg import LATEST, PostgresCatalog, SchemaError, masked
 from reelsearch.index.pg.database import Database
 from reelsearch.index.pg.schema import schema_version
 from test_index_library import FakeEmbedder, folder  # noqa: F401  (a fixture)
-from test_search_support import CAPTIONS, make_media, small_model
+from test_search_support import CAPTIONS, cli_indexed
 
 torch.set_num_threads(1)
 
@@ -89,11 +89,7 @@ def test_a_server_restart_mid_search_is_a_clear_error_then_recovers(pg_server, p
 def embedded(tmp_path_factory):
     """(media folder, an embedded index of it built through the CLI, the model)."""
     root = tmp_path_factory.mktemp("embedded")
-    make_media(root / "media")
-    model_dir = small_model("cosine").save(root / "model")
-    res = CliRunner().invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--model",
-                                   str(model_dir), *NO_CUES])
-    assert res.exit_code == 0, res.output
+    model_dir = cli_indexed(root)
     return root / "media", root / "index", model_dir
 
 

@@ -16,11 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from reelsearch.cli.main import app
 from reelsearch.served import ADVERT_NAME, advert_path, library_key, live_advert, refusal, remove_advert, write_advert
-from test_search_support import CAPTIONS, make_media, small_model
+from test_search_support import CAPTIONS, cli_indexed
 
 ANSWERED = "answered by the reelsearch serve"
 
@@ -58,11 +56,7 @@ def start_serve(index: Path) -> subprocess.Popen:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("served")
-    make_media(root / "media")
-    model_dir = small_model("order").save(root / "model")
-    res = CliRunner().invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--model",
-                                   str(model_dir), "--quiet", "--no-speech", "--no-ocr"])
-    assert res.exit_code == 0, res.output
+    model_dir = cli_indexed(root, "order")
     proc = start_serve(root / "index")
     yield root, model_dir, proc
     proc.terminate()

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from typer.testing import CliRunner
+
+from reelsearch.cli.main import app
 
 CAPTIONS = ["a red car drives on the road", "green grass in a field", "the blue sea under a blue sky",
             "white snow falls at night", "a dark room with a lamp", "a yellow flower", "people dance on a stage"]
@@ -66,6 +69,17 @@ def _vocab():
     from reelsearch.models import VocabTextProcessor
 
     return VocabTextProcessor.build(CAPTIONS + ["a video", "clip"])
+
+
+def cli_indexed(root: Path, similarity: str = "cosine") -> Path:
+    """``make_media`` in ROOT/media indexed through ``reelsearch index`` into ROOT/index (no cues) with a small model
+    of ``similarity`` saved in ROOT/model; the model folder."""
+    make_media(root / "media")
+    model_dir = small_model(similarity).save(root / "model")
+    res = CliRunner().invoke(app, ["index", str(root / "media"), "--index", str(root / "index"), "--model",
+                                   str(model_dir), "--quiet", "--no-speech", "--no-ocr"])
+    assert res.exit_code == 0, res.output
+    return model_dir
 
 
 def small_model(kind: str = "cosine", seed: int = 0, dim: int = 24, max_frames: int = 64):
