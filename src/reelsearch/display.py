@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 
 _CONTROLS = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 
@@ -39,12 +40,14 @@ def match_line(match: dict) -> str:
 
 
 def result_lines(result: dict, rank: int) -> str:
-    """A result (JSON form) as ``reelsearch search`` prints it: rank, score, confidence, moment and path (``(audio
-    only)`` after a file of sound alone), then the match if any, then its moments (when more than one) and why its
-    file is unavailable here (if it is)."""
+    """A result (JSON form) as ``reelsearch search`` prints it: rank, score, confidence, moment, date taken (UTC)
+    and path (``(audio only)`` after a file of sound alone), then the match if any, then its moments (when more than
+    one) and why its file is unavailable here (if it is)."""
     confidence = result.get("confidence")
     sure = "" if confidence is None else f"  {100 * confidence:3.0f}%"
     out = f"{rank:3d}. {result['score']:+.4f}{sure}  {clock(result['moment'])}  "
+    if result.get("taken_at") is not None:
+        out += datetime.fromtimestamp(result["taken_at"], UTC).strftime("%Y-%m-%d  ")
     out += display_path(result["path"], one_line=True)
     if result.get("kind") == "audio":
         out += "  (audio only)"

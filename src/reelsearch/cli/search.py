@@ -7,6 +7,7 @@ import logging
 import re
 import sys
 from pathlib import Path
+from typing import Literal
 
 import typer
 
@@ -25,7 +26,7 @@ MEDIA_ROOT_HELP = ("OLD=NEW: files stored under the folder OLD (as the indexing 
 MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
 #: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
 JSON_KEYS = ("id", "path", "path_b64", "kind", "score", "confidence", "moment", "moments", "experts", "match",
-             "unavailable")
+             "unavailable", "taken_at", "taken_from")
 INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
              "float32 (default: as trained; see docs/search.md).")
 POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
@@ -152,8 +153,10 @@ def search_cmd(
                                  '"confidence","moment","moments","experts","match"} (path_b64: the exact bytes '
                                  'of the file name, base64; confidence: 0-1, calibrated; moments: the best '
                                  'segments; experts: each expert\'s score; match: the words said or written that '
-                                 'matched, with their time); "no good '
-                                 'match" goes to stderr.'),
+                                 'matched, with their time; taken_at, taken_from: when it was taken, seconds '
+                                 'since the epoch, and where that comes from); "no good match" goes to stderr.'),
+    sort: Literal["relevance", "date"] = typer.Option("relevance", "--sort", help="relevance: best first; date: "
+                                                      "the same results, newest first."),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     experts: str | None = typer.Option(None, "--experts", help="Experts to fuse, comma-separated, among visual "
                                        "(the model), speech, ocr (default: all the index holds)."),
@@ -187,7 +190,8 @@ def search_cmd(
     filters = {"after": after, "before": before, "folder": folder, "kind": kind, "duration": duration, "has": has,
                "exclude": exclude, "phrase": phrase}
     served = None if local else _served_answer(
-        library_location(index, db), {"q": text, "k": k, "moments": moments, "experts": experts, **filters}, like,
+        library_location(index, db), {"q": text, "k": k, "moments": moments, "experts": experts, "sort": sort,
+                                      **filters}, like,
         model=model, int8_text=int8_text, weights=weights, media_roots=media_root)
     if served is not None:
         _print_answer(*served, as_json=as_json)
@@ -201,7 +205,7 @@ def search_cmd(
     searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, int8_text=int8_text)
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
-                                  filters=options, moments=moments)
+                                  filters=options, moments=moments, sort=sort)
     _print_answer([r.to_json() for r in results], no_good_match(results), filt.describe() if filt else None,
                   as_json=as_json)
 

@@ -6,8 +6,9 @@ give the same filters by key (:meth:`Filter.of`), through the same value parser.
 
 * ``"words in quotes"``: a phrase that must be said or written in the video, word for word (case-insensitive);
 * ``-word`` (or ``-"some words"``): a negative term (:data:`NEGATIVE_CONFIDENCE`, ``reelsearch.search.query``);
-* ``key:value`` with a key of :data:`KEYS`: a filter; a word made of letters before the colon that is not a key
-  (``colour:red``) is an error, anything else with a colon (``10:30``, ``1:1``) is text;
+* ``key:value`` (or ``key:"a value with spaces"``) with a key of :data:`KEYS`: a filter; a word made of letters
+  before the colon that is not a key (``colour:red``) is an error, anything else with a colon (``10:30``, ``1:1``)
+  is text;
 * anything else: the free text, ranked as before.
 
 Dates (``after:``, ``before:``) are ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` in UTC, compared with when each video was
@@ -44,7 +45,7 @@ HAS = {"speech": "speech", "text": "ocr"}
 #: A video whose calibrated confidence for a negative term (its picture scored alone against the term) reaches this
 #: is removed: at that confidence at least half of the held-in queries' hits were right.
 NEGATIVE_CONFIDENCE = 0.5
-_TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+_TOKEN = re.compile(r'(-?)"([^"]*)"?|([A-Za-z]+):"([^"]*)"?|(\S+)')
 _KEY = re.compile(r"([A-Za-z]+):(.*)", re.S)
 _DATE = re.compile(r"([0-9]{4})(?:-([0-9]{1,2}))?(?:-([0-9]{1,2}))?")
 _DURATION = re.compile(r"(>=|<=|>|<|=)?\s*([0-9.]+)\s*([smh]?)")
@@ -149,10 +150,13 @@ def parse_query(text: str | None, now: float | None = None) -> tuple[str | None,
     words: list[str] = []
     pairs: list[tuple[str, str]] = []
     for m in _TOKEN.finditer(text):
-        minus, quoted, token = m.group(1), m.group(2), m.group(3)
+        minus, quoted, token = m.group(1), m.group(2), m.group(5)
         if quoted is not None:
             if quoted.strip():
                 pairs.append(("exclude" if minus else "phrase", " ".join(quoted.split())))
+            continue
+        if m.group(3) is not None:  # key:"a value with spaces"
+            pairs.append((m.group(3).lower(), m.group(4)))
             continue
         key = _KEY.fullmatch(token)
         if key is not None:

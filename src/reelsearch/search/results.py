@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from reelsearch.display import display_path, match_line, result_lines
+from reelsearch.index.catalog import VideoFacts
 from reelsearch.index.paths import path_b64
 from reelsearch.media.decode import is_image_path
 from reelsearch.scoring.calibration import NO_GOOD_MATCH
@@ -94,6 +95,10 @@ class SearchResult:
     unavailable: str | None = doc("Why this host cannot read the file (not reachable, not readable): the video is "
                                   "still found, its thumbnails shown, its file not served. Absent when it can.",
                                   default=None)
+    taken_at: float | None = doc("Seconds since the epoch (UTC): when the photo or clip was taken (its EXIF or "
+                                 "container date, else the file's time: `taken_from`; reelsearch.media.dates).",
+                                 default=None)
+    taken_from: Literal["exif", "container", "file"] | None = doc("Where `taken_at` comes from.", default=None)
 
     def __post_init__(self):
         self.name = display_path(os.path.basename(os.fsencode(self.path)))
@@ -124,6 +129,23 @@ class SearchResult:
 
 #: (name, left out when None) of each field of a SearchResult, in order (``to_json``).
 _JSON_FIELDS = tuple((f.name, f.default is None) for f in dataclasses.fields(SearchResult))
+
+
+#: How a search's results can be ordered: by relevance (best first), or by date (the same results, newest first).
+SORTS = ("relevance", "date")
+
+
+def dated(results: list[SearchResult], facts: VideoFacts, sort: str = "relevance") -> list[SearchResult]:
+    """``results`` with when each was taken (``facts``: the catalog's, ``Catalog.facts``), in relevance order, or
+    for ``sort="date"`` newest first (undated last; ties keep their rank)."""
+    position = facts.position
+    for r in results:
+        j = position.get(r.id)
+        if j is not None:
+            r.taken_at, r.taken_from = float(facts.taken_at[j]), facts.taken_from[j]
+    if sort == "date":
+        return sorted(results, key=lambda r: -r.taken_at if r.taken_at is not None else float("inf"))
+    return results
 
 
 def no_good_match(results: list[SearchResult]) -> bool:

@@ -26,7 +26,7 @@ from reelsearch.search.experts import parse_experts, parse_weights, plan
 from reelsearch.search.filters import Filter, pictured, read_box, select
 from reelsearch.search.query import listed, run_query
 from reelsearch.search.query_encoder import QueryEncoder
-from reelsearch.search.results import SearchResult
+from reelsearch.search.results import SORTS, SearchResult, dated
 from reelsearch.search.sources import Visual, visual_sources
 from reelsearch.search.subset import Selection, Subset
 
@@ -186,7 +186,7 @@ class Searcher:
     def search(self, text: str | None, k: int = 10, *, frames: bool = True,
                experts: Sequence[str] | str | None = None, weights: Mapping[str, float] | str | None = None,
                like: str | os.PathLike | Example | None = None, filters: Filter | None = None,
-               moments: int = 3) -> list[SearchResult]:
+               moments: int = 3, sort: str = "relevance") -> list[SearchResult]:
         """The ``k`` best videos for ``text``, best first (``reelsearch.search.results.SearchResult``).
 
         Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame, or the matched words
@@ -207,7 +207,12 @@ class Searcher:
         ``text`` is a search box: filters in it (``after:2023-07 folder:holiday -people "exact phrase"``,
         ``reelsearch.search.filters``) and ``filters`` restrict the ranking to the videos that pass them (the exact
         top k of those); filters alone list those videos, newest first.
+
+        Each result carries when it was taken (``taken_at``, ``taken_from``); ``sort``: "relevance" (best first) or
+        "date" (the same k results, newest first).
         """
+        if sort not in SORTS:
+            raise QueryError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
         if text is not None or (like is None and not filters):
             text = check_query(text)
         if not isinstance(k, int) or k < 1:
@@ -237,9 +242,10 @@ class Searcher:
                                       f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
             allowed = self._allowed(filt, negatives) if filt else None
             if only_filters:
-                return listed(self.catalog, allowed.ids[:k])
-            return run_query(self.catalog, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
-                             example=example, allowed=allowed, moments=moments)
+                return dated(listed(self.catalog, allowed.ids[:k]), self.catalog.facts(), sort)
+            found = run_query(self.catalog, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
+                              example=example, allowed=allowed, moments=moments)
+            return dated(found, self.catalog.facts(), sort)
 
     def _allowed(self, filt: Filter, negatives: list[np.ndarray]) -> Selection:
         """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those

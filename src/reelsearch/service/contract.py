@@ -19,7 +19,7 @@ from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.scoring.calibration import NO_GOOD_MATCH
 from reelsearch.search.duplicates import DuplicateGroup
 from reelsearch.search.filters import KEYS
-from reelsearch.search.results import SearchResult
+from reelsearch.search.results import SORTS, SearchResult
 from reelsearch.search.searcher import MAX_QUERY_CHARS
 
 MAX_K = 100
@@ -139,6 +139,13 @@ def filter_query(key: str, many: bool = False):
     return Query(None, max_length=200, description=description, json_schema_extra={"pattern": pattern})
 
 
+#: How ``GET /videos`` orders the catalog: newest first, or by file name.
+VIDEO_SORTS = ("date", "name")
+#: Largest page of ``GET /videos``.
+MAX_PAGE = 500
+SORT_TEXT = "The order of the results: relevance (best first) or date (the same results, newest first)."
+
+
 class LikeFields(BaseModel):
     """The form fields of ``POST /search/like`` beside the file."""
 
@@ -148,6 +155,7 @@ class LikeFields(BaseModel):
     k: int = Field(10, ge=1, le=MAX_K, description="Number of results.")
     t: float | None = Field(None, ge=0, le=MAX_SECONDS, description="Like the upload's moment at this many seconds "
                                                                     "(beyond it: 400).")
+    sort: Literal[SORTS] = Field("relevance", description=SORT_TEXT)
 
 
 class DuplicatesResponse(BaseModel):
@@ -222,20 +230,40 @@ class FrameTime(BaseModel):
     t: float
 
 
-class VideoInfo(BaseModel):
+class VideoSummary(BaseModel):
     id: str
     path: str
     name: str
     path_b64: str
     kind: Literal["video", "image"]
+    duration: float | None = Field(description="Seconds (null for a photo, or when unknown).")
+    taken_at: float = Field(description="Seconds since the epoch (UTC): when it was taken (reelsearch.media.dates).")
+    taken_from: Literal["exif", "container", "file"] = Field(description="Where `taken_at` comes from: the photo's "
+                                                             "EXIF, the video's container, or the file's time.")
+    thumbnail: str = Field(description="URL of its middle frame's thumbnail (add `size` for a larger one).")
+    media: str = Field(description="URL of the file.")
+
+
+class VideoInfo(VideoSummary):
     size: int
-    duration: float | None
     n_frames: int
     sha256: str
     model_id: str
     frames: list[FrameTime]
-    thumbnail: str
-    media: str
+
+
+class Folder(BaseModel):
+    path: str = Field(description="A folder holding indexed files (display form); `folder=` takes it back.")
+    videos: int = Field(description="How many indexed files it holds (not counting its subfolders').")
+
+
+class VideoList(BaseModel):
+    total: int = Field(description="How many videos pass `folder`.")
+    offset: int
+    limit: int
+    sort: Literal[VIDEO_SORTS]
+    videos: list[VideoSummary] = Field(description="This page of them, in `sort` order.")
+    folders: list[Folder] = Field(description="Every folder of the catalog, by path.")
 
 
 class CaptionScore(BaseModel):
@@ -332,7 +360,8 @@ def like_body() -> dict:
               "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 10,
                     "description": "Number of results."},
               "t": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS,
-                    "description": "Like the upload's moment at this many seconds (beyond its end: 400)."}}
+                    "description": "Like the upload's moment at this many seconds (beyond its end: 400)."},
+              "sort": {"type": "string", "enum": list(SORTS), "default": "relevance", "description": SORT_TEXT}}
     return {"required": True, "content": {"multipart/form-data": {
         "schema": {"type": "object", "required": ["file"], "additionalProperties": False,
                    "properties": {"file": {"type": "string", "format": "binary",

@@ -4,6 +4,7 @@ like an uploaded file."""
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
@@ -13,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.errors import ReelsearchError
 from reelsearch.search.filters import Filter, FilterError, filter_pairs, read_box
-from reelsearch.search.results import SearchResult, no_good_match
+from reelsearch.search.results import SORTS, SearchResult, no_good_match
 from reelsearch.search.searcher import QueryError
 from reelsearch.service import contract
 from reelsearch.service.contract import MAX_JSON_BYTES, MAX_K, MAX_QUERY_CHARS
@@ -58,7 +59,8 @@ def search(searcher: SearcherDep,
            duration: list[str] = contract.filter_query("duration", many=True),
            has: list[str] = contract.filter_query("has", many=True),
            exclude: list[str] = contract.filter_query("exclude", many=True),
-           phrase: list[str] = contract.filter_query("phrase", many=True)) -> Response:
+           phrase: list[str] = contract.filter_query("phrase", many=True),
+           sort: Literal[SORTS] = Query("relevance", description=contract.SORT_TEXT)) -> Response:
     if t is not None and like is None:
         raise HTTPException(400, "t needs like (a video's id)")
     options = Filter.of(filter_pairs({"after": after, "before": before, "folder": folder, "kind": kind,
@@ -68,7 +70,8 @@ def search(searcher: SearcherDep,
     example = None
     if like is not None:
         example = searcher.example_video(video_record(searcher, like).id, t)
-    results = searcher.search(q, k, frames=True, experts=experts, like=example, filters=options, moments=moments)
+    results = searcher.search(q, k, frames=True, experts=experts, like=example, filters=options, moments=moments,
+                              sort=sort)
     return _answer(results, q, k, example, read_box(q, options)[1])
 
 
@@ -78,17 +81,17 @@ def search(searcher: SearcherDep,
              responses=contract.ok(contract.SearchResponse, 400, 415, 422, reasons={
                  400: "the upload is not a decodable video or image, or `t` is beyond its end; a malformed "
                       "multipart body",
-                 422: "no file; a field given twice or unknown; an invalid `q`, `k` or `t`; a malformed filter in "
-                      "`q`"}),
+                 422: "no file; a field given twice or unknown; an invalid `q`, `k`, `t` or `sort`; a malformed "
+                      "filter in `q`"}),
              openapi_extra={"requestBody": contract.like_body()})
 async def search_like(request: Request, searcher: SearcherDep) -> Response:
-    form = await request.form(max_files=1, max_fields=4, max_part_size=MAX_JSON_BYTES)
+    form = await request.form(max_files=1, max_fields=5, max_part_size=MAX_JSON_BYTES)
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
         raise HTTPException(422, "multipart body needs a file field")
     given = [(key, value) for key, value in form.multi_items() if key != "file"]
     if len(given) != len(dict(given)):
-        raise HTTPException(422, "give each field (q, k, t) at most once")
+        raise HTTPException(422, "give each field (q, k, t, sort) at most once")
     try:
         fields = contract.LikeFields.model_validate(dict(given))
     except ValidationError as exc:
@@ -96,7 +99,8 @@ async def search_like(request: Request, searcher: SearcherDep) -> Response:
     path = await save_upload(upload)
     try:
         example = await run_in_threadpool(searcher.example_file, path, fields.t, upload_label(upload))
-        results = await run_in_threadpool(searcher.search, fields.q, fields.k, frames=True, like=example)
+        results = await run_in_threadpool(searcher.search, fields.q, fields.k, frames=True, like=example,
+                                          sort=fields.sort)
         filt = read_box(fields.q)[1]
     except (QueryError, FilterError):
         raise  # the query's own problem: 422, as for GET /search

@@ -1,22 +1,56 @@
-"""``/videos/{id}``: an indexed video's metadata, transcript, thumbnails and file (by id only: the path comes from the
-index, never from the request)."""
+"""``/videos``: the catalog, a page at a time; ``/videos/{id}``: an indexed video's metadata, transcript, thumbnails
+and file (by id only: the path comes from the index, never from the request)."""
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Literal
 
+import numpy as np
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
 
 from reelsearch.features.cues import CUES
-from reelsearch.index.paths import path_fields, unreachable
+from reelsearch.index.media import THUMBNAIL_SIZE
+from reelsearch.index.paths import display_path, path_fields, unreachable
 from reelsearch.media.decode import is_image_path
+from reelsearch.search.filters import Filter, in_folders
 from reelsearch.service import contract
 from reelsearch.service.http import JSON, MediaResponse
 from reelsearch.service.routes.common import SearcherDep, video_record
+from reelsearch.service.thumbnails import SIZES, SharpThumbnails, served_size
 
 router = APIRouter()
+#: The larger thumbnails made from the files (shared by every app of the process: keyed by path and time).
+SHARP = SharpThumbnails()
+
+
+@router.get("/videos", summary="The indexed videos and photos, a page at a time, and the catalog's folders",
+            description="Browse the catalog: every file (or those under `folder`, as the search filter `folder:` "
+                        "reads it), newest first or by name, `limit` from `offset`.",
+            responses=contract.ok(contract.VideoList, 422, reasons={422: "invalid parameters; a blank `folder`"}))
+def videos(searcher: SearcherDep, folder: str | None = contract.filter_query("folder"),
+           sort: Literal[contract.VIDEO_SORTS] = Query("date", description="date: newest first (by when it was "
+                                                       "taken); name: by file name, A to Z (then by path)."),
+           offset: int = Query(0, ge=0, le=1_000_000_000, description="How many to skip."),
+           limit: int = Query(50, ge=1, le=contract.MAX_PAGE, description="How many to give.")) -> Response:
+    with searcher.lock:
+        searcher.catalog.refresh()
+        facts = searcher.catalog.facts()
+    folders = Filter.of([("folder", folder)] if folder is not None else []).folders  # as a search reads it
+    keep = in_folders(facts, folders[0]) if folders else np.ones(len(facts.ids), bool)
+    if sort == "date":
+        order = facts.newest[keep[facts.newest]]
+    else:
+        names = [os.path.basename(p).lower() for p in facts.paths]
+        order = np.array(sorted(np.flatnonzero(keep).tolist(), key=lambda j: (names[j], facts.paths[j])), np.int64)
+    page = order[offset:offset + limit].tolist()
+    counts = Counter(os.path.dirname(p) for p in facts.paths)
+    return JSON({"total": int(keep.sum()), "offset": offset, "limit": limit, "sort": sort,
+                 "videos": [_summary(facts.ids[j], facts.paths[j], facts.duration[j], facts.taken_at[j],
+                                     facts.taken_from[j]) for j in page],
+                 "folders": [{"path": display_path(d), "videos": n} for d, n in sorted(counts.items())]})
 
 
 @router.get("/videos/{video_id}", summary="Metadata of one indexed video",
@@ -25,11 +59,18 @@ def video(searcher: SearcherDep, video_id: str = contract.VIDEO_ID) -> Response:
     rec = video_record(searcher, video_id)
     with searcher.lock:
         media = searcher.catalog.media(rec.id)
-    return JSON({"id": rec.id, **path_fields(rec.path), "kind": "image" if is_image_path(rec.path) else "video",
-                 "size": rec.size, "duration": rec.duration, "n_frames": rec.n_frames, "sha256": rec.sha256,
-                 "model_id": rec.model_id,
-                 "frames": [{"index": i, "t": float(t)} for i, t in enumerate(media.timestamps)],
-                 "thumbnail": f"/videos/{rec.id}/thumbnail", "media": f"/videos/{rec.id}/media"})
+    taken_at = rec.mtime_ns / 1e9 if rec.taken_at is None else rec.taken_at  # as Catalog.facts reads it
+    return JSON({**_summary(rec.id, rec.path, rec.duration, taken_at, rec.taken_from or "file"),
+                 "size": rec.size, "n_frames": rec.n_frames, "sha256": rec.sha256, "model_id": rec.model_id,
+                 "frames": [{"index": i, "t": float(t)} for i, t in enumerate(media.timestamps)]})
+
+
+def _summary(id_: str, path: str, duration: float | None, taken_at: float, taken_from: str) -> dict:
+    """What ``GET /videos`` gives of one video (``contract.VideoSummary``)."""
+    duration = None if duration is None or np.isnan(duration) else float(duration)
+    return {"id": id_, **path_fields(path), "kind": "image" if is_image_path(path) else "video",
+            "duration": duration, "taken_at": float(taken_at), "taken_from": taken_from,
+            "thumbnail": f"/videos/{id_}/thumbnail", "media": f"/videos/{id_}/media"}
 
 
 @router.get("/videos/{video_id}/transcript", summary="What is said and written in one video: timed segments",
@@ -51,10 +92,15 @@ def transcript(searcher: SearcherDep, video_id: str = contract.VIDEO_ID,
 
 
 @router.get("/videos/{video_id}/thumbnail", summary="JPEG thumbnail of one sampled frame (default: the middle)",
+            description="Without `size`, the one the index stores (96 px on its long side). With `size`, the frame "
+                        f"made from the file at the smallest of {', '.join(map(str, SIZES))} px that is at least "
+                        "`size` (the largest beyond), cached; the stored one when the file cannot be read here.",
             response_class=Response, responses={**contract.image_ok(), 404: contract.error("no such video or frame"),
                                                 422: contract.error("invalid parameters")})
 def thumbnail(searcher: SearcherDep, video_id: str = contract.VIDEO_ID,
-              frame: int | None = Query(None, ge=0, le=1_000_000, description="Frame index.")) -> Response:
+              frame: int | None = Query(None, ge=0, le=1_000_000, description="Frame index."),
+              size: int | None = Query(None, ge=1, le=SIZES[-1], description="Pixels on the long side wanted (the "
+                                       "size shown times the screen's pixel ratio).")) -> Response:
     rec = video_record(searcher, video_id)
     index = rec.n_frames // 2 if frame is None else frame
     with searcher.lock:
@@ -62,6 +108,9 @@ def thumbnail(searcher: SearcherDep, video_id: str = contract.VIDEO_ID,
             data = searcher.catalog.thumbnail(rec.id, index)
         except KeyError:
             raise HTTPException(404, f"video {rec.id} has no frame {index}") from None
+        times = searcher.catalog.stored([rec.id])[rec.id].times if served_size(size) > THUMBNAIL_SIZE else None
+    if times is not None and index < len(times):
+        data = SHARP.get(rec.path, rec.mtime_ns, float(times[index]), served_size(size)) or data
     if data is None:
         raise HTTPException(404, "no thumbnail stored for this frame")
     kind = "image/png" if data[:8] == b"\x89PNG\r\n\x1a\n" else "image/jpeg"
