@@ -13,9 +13,9 @@ function setKey(key) {
   document.cookie = `${KEY_COOKIE}=${key}; path=/; SameSite=Strict`;
 }
 
-async function api(path) {
+async function api(path, init = {}) {
   const key = localStorage.getItem(KEY_STORE);
-  const resp = await fetch(path, key ? { headers: { "X-API-Key": key } } : {});
+  const resp = await fetch(path, key ? { ...init, headers: { "X-API-Key": key } } : init);
   if (resp.status === 401) {
     $("key-form").hidden = false;
     $("key").focus();
@@ -60,7 +60,7 @@ function play(result, seconds, card) {
     video.pause();
     still.src = result.media;
     still.alt = result.name;
-    $("player-info").textContent = `${result.name} (score ${result.score.toFixed(4)})\n${result.path}`;
+    $("player-info").textContent = `${result.name}${scoreNote(result)}\n${result.path}`;
     return;
   }
   const start = Math.max(0, seconds);
@@ -74,8 +74,12 @@ function play(result, seconds, card) {
     video.addEventListener("loadedmetadata", seek, { once: true });
     video.src = `${result.media}#t=${start.toFixed(2)}`;  // media fragment: the browser starts there too
   }
-  $("player-info").textContent = `${result.name} — from ${clock(start)} (score ${result.score.toFixed(4)})\n${result.path}`;
+  $("player-info").textContent = `${result.name} — from ${clock(start)}${scoreNote(result)}\n${result.path}`;
   player.scrollIntoView({ behavior: "smooth", block: "nearest" });
+}
+
+function scoreNote(result) {
+  return result.score === undefined ? "" : ` (score ${result.score.toFixed(4)})`;
 }
 
 // The words said or written that matched, the query's words highlighted; a click plays from them.
@@ -105,7 +109,7 @@ function timeline(result, c) {
   bar.setAttribute("role", "group");
   bar.setAttribute("aria-label", `best moments of ${result.name}`);
   result.moments.forEach((m, i) => {
-    const seg = el("button", "moment" + (i === 0 ? " best" : ""));
+    const seg = el("button", "moment" + (i === 0 ? " best" : "") + (i >= TOP_MOMENTS ? " extra" : ""));
     seg.type = "button";
     seg.dataset.start = String(m.start);
     seg.style.left = `${(100 * Math.min(m.start, result.duration) / result.duration).toFixed(3)}%`;
@@ -127,21 +131,20 @@ function card(result, rank) {
   if (result.kind === "audio") {  // sound alone: no picture to show
     thumb.append(el("span", "sound", "♪ audio only"));
   } else {
-    const img = el("img");
-    img.src = result.thumbnail;
-    img.alt = result.name;
-    img.loading = "lazy";
-    thumb.append(img);
+    thumb.append(thumbImage(result.thumbnail, result.name));
   }
-  thumb.append(el("span", "rank", `#${rank}`), el("span", "badge", clock(result.moment)));
+  thumb.append(el("span", "rank", `#${rank}`));
+  if (result.kind !== "image") thumb.append(el("span", "badge", clock(result.moment)));  // a photo has no time
   const meta = el("div", "meta");
   meta.append(el("div", "name", result.name));
-  let scoreText = `score ${result.score.toFixed(4)} · best moment ${clock(result.moment)}`;
+  let scoreText = `score ${result.score.toFixed(4)}` +
+    (result.kind === "image" ? "" : ` · best moment ${clock(result.moment)}`);
   if (result.confidence !== undefined) scoreText = `${Math.round(100 * result.confidence)}% confident · ` + scoreText;
   if (result.experts) {
     scoreText += " · " + Object.entries(result.experts).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
   }
   meta.append(el("div", "score", scoreText));
+  if (result.taken_at !== undefined) meta.append(takenLine(result));
   meta.title = result.path;
   const more = el("button", "more-like", "more like this");
   more.type = "button";
@@ -149,9 +152,13 @@ function card(result, rank) {
   more.addEventListener("click", (ev) => { ev.stopPropagation(); searchLike(result.id, result.name); });
   if (result.kind !== "audio") meta.append(more);  // sound alone has no picture to look for
   c.append(thumb);
-  if (result.kind !== "image" && result.moments && result.duration > 0) c.append(timeline(result, c));
+  if (result.kind !== "image" && result.moments && result.duration > 0) {
+    const line = timeline(result, c);
+    c.append(line);
+    if (result.moments.length > TOP_MOMENTS) meta.append(everyMoment(line, result.moments.length));
+  }
   c.append(meta);
-  if (result.frames && result.frames.length) {
+  if (result.kind !== "image" && result.frames && result.frames.length) {  // a photo has one frame: no strip
     const strip = el("div", "strip");
     const scores = result.frames.map((f) => f.score);
     const lo = Math.min(...scores), hi = Math.max(...scores);
@@ -183,21 +190,25 @@ async function search(ev) {
   const q = $("q").value.trim();
   if (!q) return;
   const k = $("k").value;
-  await show(`q=${encodeURIComponent(q)}&k=${k}`, (data) => `“${data.query}”`);
+  lastSearch = search;
+  await show(`q=${encodeURIComponent(q)}&k=${k}${sortParam()}`, (data) => `“${data.query}”`);
 }
 
 // "More like this": the videos that look like an indexed one (the video itself and copies of it left out).
 async function searchLike(id, name) {
-  await show(`like=${encodeURIComponent(id)}&k=${$("k").value}`, () => `videos like ${name || "#" + id}`);
+  lastSearch = () => searchLike(id, name);
+  await show(`like=${encodeURIComponent(id)}&k=${$("k").value}${sortParam()}`, () => `videos like ${name || "#" + id}`);
 }
 
-// Run one search (its URL parameters) and show its results; `what` names it in the status line.
-async function show(params, what) {
+// Run one search (its URL parameters, or `request`: an upload) and show its results; `what` names it in the status
+// line.
+async function show(params, what, request) {
   $("status").textContent = "searching…";
+  leaveBrowse();
   const t0 = performance.now();
   let data;
   try {
-    const resp = await api(`/search?${params}`);
+    const resp = await (request ? request() : api(`/search?${params}&moments=${MAX_MOMENTS}`));
     data = await resp.json();
     if (!resp.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
   } catch (err) {
@@ -211,6 +222,7 @@ async function show(params, what) {
   const filtered = $("filtered");
   filtered.textContent = data.filtered ? `filtered: ${data.filtered}` : "";
   filtered.hidden = !data.filtered;
+  showFilters(data.filters);
   const notice = $("no-match");
   notice.textContent = data.message || "";
   notice.hidden = !data.no_good_match;
@@ -218,12 +230,13 @@ async function show(params, what) {
   $("status").textContent = data.results.length
     ? `${data.results.length} results for ${what(data)} in ${ms} ms — click one to play it from its best moment`
     : data.filtered ? "no results: no video passes the filters" : "no results (is the library indexed?)";
-  history.replaceState(null, "", `?${params}`);
+  history.replaceState(null, "", params === null ? location.pathname : `?${params}`);
 }
 
 // The Duplicates view: each group of files that are the same footage, with how each matched the group.
 async function showDuplicates() {
   $("status").textContent = "looking for duplicates…";
+  leaveBrowse();
   let data;
   try {
     const resp = await api("/duplicates");
@@ -254,10 +267,7 @@ function duplicateGroup(group, number) {
     const result = { ...v, media: `/videos/${v.id}/media`, score: p.similarity };
     const c = el("article", "card dup");
     c.dataset.id = v.id;
-    const img = el("img");
-    img.src = `/videos/${v.id}/thumbnail`;
-    img.alt = v.name;
-    img.loading = "lazy";
+    const img = thumbImage(`/videos/${v.id}/thumbnail`, v.name);
     const other = p.a === v.id ? p.b : p.a;
     const meta = el("div", "meta");
     const shift = `${p.offset >= 0 ? "+" : ""}${p.offset.toFixed(1)} s`;
@@ -308,6 +318,9 @@ function showWatch(w) {
 async function init() {
   $("search-form").addEventListener("submit", search);
   $("dups").addEventListener("click", showDuplicates);
+  filterControls();
+  dropZone();
+  browseControls();
   $("key-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     setKey($("key").value.trim());
@@ -318,8 +331,10 @@ async function init() {
   const key = localStorage.getItem(KEY_STORE);
   if (key) setKey(key);  // renew the cookie for this session's media requests
   await health();
+  loadFolders();
   const params = new URLSearchParams(location.search);
   if (params.get("k")) $("k").value = params.get("k");
+  if (params.get("sort") === "date") $("sort").value = "date";
   if (params.get("q")) {
     $("q").value = params.get("q");
     search();
@@ -327,6 +342,8 @@ async function init() {
     searchLike(params.get("like"));
   } else if (params.get("view") === "duplicates") {
     showDuplicates();
+  } else if (params.get("view") === "browse") {
+    showBrowse(params.get("folder") || "", params.get("sort") === "name" ? "name" : "date", false);
   }
 }
 
