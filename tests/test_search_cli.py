@@ -42,7 +42,7 @@ def test_search_json_contract(setup):
     res = runner.invoke(app, ["search", CAPTIONS[0], "--index", str(root / "index"), "-k", "3", "--json"])
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)
-    keys = ["id", "path", "path_b64", "kind", "score", "moment", "moments"]
+    keys = ["id", "path", "path_b64", "kind", "score", "moment", "moments", "taken_at", "taken_from"]
     assert len(got) == 3 and all(list(r) == keys for r in got)
     assert all(os.fsdecode(base64.b64decode(r["path_b64"])) == r["path"] for r in got)  # plain names: same path
     with Searcher(root / "index", str(model_dir)) as searcher:  # the model the index remembers (searcher.json)

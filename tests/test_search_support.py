@@ -3,7 +3,9 @@ small real models (untrained, from the registry), and the brute-force reference 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +57,35 @@ def write_image(path: Path, colour, size: tuple[int, int] = (80, 60), seed: int 
     img = np.clip(np.array(colour, np.float32) + rng.normal(0, 10, (h, w, 3)), 0, 255).astype(np.uint8)
     cv2.imwrite(str(path), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
     return path
+
+
+def taken(*ymd) -> float:
+    """Seconds since the epoch of a UTC date."""
+    return datetime(*ymd, tzinfo=UTC).timestamp()
+
+
+#: (folder, file, taken): each file's time is its date (no EXIF, no container tag); the clip is 640x360, the photo
+#: 800x600, larger than the stored 96 px thumbnails.
+DATED_FILES = [("holiday", "red-green-blue.mp4", taken(2023, 7, 14)),
+               ("holiday", "Beach photo.jpg", taken(2023, 8, 2)), ("work", "yellow.mp4", taken(2021, 3, 1)),
+               ("work/old", "white-black.mp4", taken(2019, 5, 5)), ("My Trips", "stage.png", taken(2024, 1, 20))]
+
+
+def dated_library(root: Path) -> list[Path]:
+    """Write DATED_FILES under ``root``, each file's time its date; return their paths."""
+    paths = []
+    for i, (folder, name, when) in enumerate(DATED_FILES):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        if name.endswith(".mp4"):
+            size = (640, 360) if i == 0 else (96, 64)
+            p = write_clip(root / folder / name, [((210, 30, 30), 1.0), ((30, 190, 40), 1.0), ((30, 40, 200), 1.0)],
+                           size=size, seed=i)
+        else:
+            p = write_image(root / folder / name, (20 + 40 * i, 90, 200), size=(800, 600) if i == 1 else (80, 60),
+                            seed=i)
+        os.utime(p, (when, when))
+        paths.append(p)
+    return paths
 
 
 def make_media(folder: Path) -> list[Path]:

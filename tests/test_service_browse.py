@@ -5,10 +5,7 @@ sorted by date, and thumbnails at the size a page shows them (made from the file
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from datetime import UTC, datetime
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -22,42 +19,15 @@ from reelsearch.index.pg import PostgresCatalog
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
 from reelsearch.service.routes import videos as video_routes
-from test_search_support import CAPTIONS, small_model, write_clip, write_image
+from test_search_support import CAPTIONS, dated_library, small_model, taken
 
 torch.set_num_threads(1)
-
-
-def _ts(*ymd) -> float:
-    return datetime(*ymd, tzinfo=UTC).timestamp()
-
-
-#: (folder, file, taken): each file's time is its date (no EXIF, no container tag); the clip is 640x360, the photo
-#: 800x600, larger than the stored 96 px thumbnails.
-FILES = [("holiday", "red-green-blue.mp4", _ts(2023, 7, 14)), ("holiday", "Beach photo.jpg", _ts(2023, 8, 2)),
-         ("work", "yellow.mp4", _ts(2021, 3, 1)), ("work/old", "white-black.mp4", _ts(2019, 5, 5)),
-         ("My Trips", "stage.png", _ts(2024, 1, 20))]
-
-
-def _library(root: Path) -> list[Path]:
-    paths = []
-    for i, (folder, name, taken) in enumerate(FILES):
-        (root / folder).mkdir(parents=True, exist_ok=True)
-        if name.endswith(".mp4"):
-            size = (640, 360) if i == 0 else (96, 64)
-            p = write_clip(root / folder / name, [((210, 30, 30), 1.0), ((30, 190, 40), 1.0), ((30, 40, 200), 1.0)],
-                           size=size, seed=i)
-        else:
-            p = write_image(root / folder / name, (20 + 40 * i, 90, 200), size=(800, 600) if i == 1 else (80, 60),
-                            seed=i)
-        os.utime(p, (taken, taken))
-        paths.append(p)
-    return paths
 
 
 @pytest.fixture(params=["embedded", "postgres"])
 def library(request, tmp_path):
     """(test client, searcher, paths) over FILES on the embedded catalog or PostgreSQL."""
-    paths = _library(tmp_path / "media")
+    paths = dated_library(tmp_path / "media")
     index = PostgresCatalog(request.getfixturevalue("pg_url")) if request.param == "postgres" else tmp_path / "index"
     with Searcher(index, small_model("moe")) as searcher:
         searcher.index([tmp_path / "media"], progress=False, cues=())
@@ -74,7 +44,7 @@ def test_the_catalog_a_page_at_a_time_by_folder_date_or_name(library):
     assert [v["id"] for v in body["videos"]] == [ids[p] for p in newest]
     first = body["videos"][0]
     assert first["path"] == str(paths[4]) and first["name"] == "stage.png" and first["kind"] == "image"
-    assert first["duration"] is None and first["taken_at"] == _ts(2024, 1, 20) and first["taken_from"] == "file"
+    assert first["duration"] is None and first["taken_at"] == taken(2024, 1, 20) and first["taken_from"] == "file"
     assert first["thumbnail"] == f"/videos/{first['id']}/thumbnail" and first["media"] == f"/videos/{first['id']}/media"
     media = paths[0].parent.parent
     assert body["folders"] == [{"path": str(media / f), "videos": n} for f, n in
@@ -103,13 +73,13 @@ def test_dates_in_metadata_and_hits_and_results_sorted_by_date(library):
     client, searcher, paths = library
     vid = searcher.catalog.find(paths[0])
     meta = client.get(f"/videos/{vid}").json()
-    assert meta["taken_at"] == _ts(2023, 7, 14) and meta["taken_from"] == "file" and meta["kind"] == "video"
+    assert meta["taken_at"] == taken(2023, 7, 14) and meta["taken_from"] == "file" and meta["kind"] == "video"
     assert meta["n_frames"] == len(meta["frames"]) and meta["duration"] == pytest.approx(3.0, abs=0.1)
 
     q = CAPTIONS[0]
     ranked = client.get("/search", params={"q": q, "k": 3}).json()["results"]
-    taken = {str(searcher.catalog.find(p)): p.stat().st_mtime for p in paths}
-    assert all(r["taken_at"] == taken[r["id"]] and r["taken_from"] == "file" for r in ranked)
+    when = {str(searcher.catalog.find(p)): p.stat().st_mtime for p in paths}
+    assert all(r["taken_at"] == when[r["id"]] and r["taken_from"] == "file" for r in ranked)
     by_date = client.get("/search", params={"q": q, "k": 3, "sort": "date"}).json()["results"]
     assert sorted(r["id"] for r in by_date) == sorted(r["id"] for r in ranked)  # the same k, newest first
     assert [r["taken_at"] for r in by_date] == sorted((r["taken_at"] for r in ranked), reverse=True)
@@ -155,7 +125,7 @@ def test_thumbnails_at_the_size_shown(library, monkeypatch):
 
 
 def test_the_cli_gives_the_dates_and_sorts_by_date(tmp_path):
-    paths = _library(tmp_path / "media")
+    paths = dated_library(tmp_path / "media")
     model = small_model("cosine").save(tmp_path / "model")
     run = CliRunner().invoke
     res = run(app, ["index", str(tmp_path / "media"), "--index", str(tmp_path / "index"), "--model", str(model),
@@ -164,10 +134,10 @@ def test_the_cli_gives_the_dates_and_sorts_by_date(tmp_path):
     common = ["--index", str(tmp_path / "index"), "--model", str(model), "--local", "-k", "5"]
     ranked = json.loads(run(app, ["search", CAPTIONS[0], *common, "--json"]).stdout)
     dated = json.loads(run(app, ["search", CAPTIONS[0], *common, "--json", "--sort", "date"]).stdout)
-    taken = {str(p): p.stat().st_mtime for p in paths}
-    assert all(r["taken_at"] == taken[r["path"]] and r["taken_from"] == "file" for r in ranked)
+    when = {str(p): p.stat().st_mtime for p in paths}
+    assert all(r["taken_at"] == when[r["path"]] and r["taken_from"] == "file" for r in ranked)
     assert sorted(r["id"] for r in dated) == sorted(r["id"] for r in ranked)
-    assert [r["path"] for r in dated] == sorted(taken, key=lambda p: -taken[p])
+    assert [r["path"] for r in dated] == sorted(when, key=lambda p: -when[p])
     lines = run(app, ["search", CAPTIONS[0], *common, "--sort", "date"]).stdout.splitlines()
     assert "2024-01-20" in lines[0] and lines[0].endswith("stage.png")
     bad = run(app, ["search", CAPTIONS[0], *common, "--sort", "size"])

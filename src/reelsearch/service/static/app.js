@@ -200,18 +200,24 @@ async function searchLike(id, name) {
   await show(`like=${encodeURIComponent(id)}&k=${$("k").value}${sortParam()}`, () => `videos like ${name || "#" + id}`);
 }
 
+// The number of the last search or view asked for: the answer of an older one, arriving later, is dropped.
+let latest = 0;
+
 // Run one search (its URL parameters, or `request`: an upload) and show its results; `what` names it in the status
 // line.
 async function show(params, what, request) {
   $("status").textContent = "searching…";
   leaveBrowse();
+  const mine = ++latest;
   const t0 = performance.now();
   let data;
   try {
     const resp = await (request ? request() : api(`/search?${params}&moments=${MAX_MOMENTS}`));
     data = await resp.json();
+    if (mine !== latest) return;
     if (!resp.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
   } catch (err) {
+    if (mine !== latest) return;
     $("status").textContent = `error: ${err.message}`;
     $("filtered").hidden = true;
     return;

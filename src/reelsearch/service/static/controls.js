@@ -153,13 +153,15 @@ async function showBrowse(folder, sort, more) {
   const params = new URLSearchParams({ sort, offset, limit: BROWSE_PAGE });
   if (folder) params.set("folder", folder);
   $("status").textContent = "loading…";
+  const mine = ++latest;
   let data;
   try {
     const resp = await api(`/videos?${params}`);
     data = await resp.json();
+    if (mine !== latest) return;
     if (!resp.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
   } catch (err) {
-    $("status").textContent = `error: ${err.message}`;
+    if (mine === latest) $("status").textContent = `error: ${err.message}`;
     return;
   }
   browsing = { folder, sort, offset };
