@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import pytest
 import torch
 from PIL import Image
 
