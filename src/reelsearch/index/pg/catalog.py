@@ -78,13 +78,15 @@ class PostgresCatalog(SqlCatalog):
     """The catalog in the PostgreSQL database at ``url`` (migrated to this reelsearch's schema on open).
 
     HNSW settings: ``hnsw_m`` and ``ef_construction`` (when the index is made), ``ef_search`` (per query, at least
-    the number of candidates asked for); ``threshold``: below it ``nearest`` is exact.
+    the number of candidates asked for); ``segment_ef_search``: the segments' query's (None: ``ef_search`` times the
+    segments per video, :meth:`segments_ef`); ``threshold``: below it ``nearest`` is exact.
     """
 
     VECTOR_SQL = "vector_send(v.vector)"
 
     def __init__(self, url: str, *, media_roots: MediaRoots | None = None, threshold: int = 20_000,
-                 hnsw_m: int = 16, ef_construction: int = 64, ef_search: int = 128, lease: float = LEASE):
+                 hnsw_m: int = 16, ef_construction: int = 64, ef_search: int = 128,
+                 segment_ef_search: int | None = None, lease: float = LEASE):
         self.media_roots = media_roots or MediaRoots()
         self.lease = float(lease)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -92,6 +94,7 @@ class PostgresCatalog(SqlCatalog):
         self._claimed: set[bytes] = set()  # the files this writer claimed, until their commit
         self.threshold, self.hnsw_m, self.ef_construction = int(threshold), int(hnsw_m), int(ef_construction)
         self.ef_search = int(ef_search)
+        self.segment_ef_search = None if segment_ef_search is None else int(segment_ef_search)
         self._db = Database(url)
         try:
             migrate(self._db)
@@ -291,7 +294,8 @@ class PostgresCatalog(SqlCatalog):
             if exact:
                 self._db.execute("SET LOCAL enable_indexscan = off")
             else:
-                self._db.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, int(n))}")
+                ef = self.segments_ef() if segments else self.ef_search
+                self._db.execute(f"SET LOCAL hnsw.ef_search = {min(MAX_EF_SEARCH, max(ef, int(n)))}")
             sql = self.nearest_sql(dim, exact, biased, segments=segments)
             for row in queries:
                 text = vector_text(row)
@@ -307,6 +311,16 @@ class PostgresCatalog(SqlCatalog):
                                 biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
         """``_nearest_inner`` over ``video_segments`` (ids ``"VIDEO:ORDINAL"``)."""
         return self._nearest_inner(queries, n, biased, segments=True)
+
+    def segments_ef(self) -> int:
+        """The segments' query's ``hnsw.ef_search``: ``segment_ef_search``, or ``ef_search`` times the segments per
+        video (rounded up; at most MAX_EF_SEARCH). A video ranks by its best segment, and a video's segments lie near
+        each other: they crowd the candidate list, so the HNSW search keeps as many candidates per video as the
+        videos' query keeps (docs/benchmarks.md, "Both catalogs at 100,000 videos of four segments each")."""
+        if self.segment_ef_search is not None:
+            return self.segment_ef_search
+        per_video = -(-self.segment_count() // max(1, len(self)))
+        return min(MAX_EF_SEARCH, self.ef_search * max(1, per_video))
 
     _segment_count: tuple[int, int] | None = None  # (generation, number of segments)
 
