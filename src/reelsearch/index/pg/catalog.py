@@ -287,7 +287,7 @@ class PostgresCatalog(SqlCatalog):
         """The ``n`` best of each query by inner product (+ bias when ``biased``): HNSW above ``threshold`` videos
         (segments), exact below or when more than MAX_EF_SEARCH are asked for; one query each, in one transaction."""
         dim = self.dim
-        rows = self.segment_count() if segments else len(self)
+        rows = self.segment_count() if segments else self.row_count()
         exact = n > MAX_EF_SEARCH or rows < self.threshold or dim + 1 > HNSW_MAX_DIM
         ids, dists = [], []
         with self._db.transaction():
@@ -319,7 +319,7 @@ class PostgresCatalog(SqlCatalog):
         videos' query keeps (docs/benchmarks.md, "Both catalogs at 100,000 videos of four segments each")."""
         if self.segment_ef_search is not None:
             return self.segment_ef_search
-        per_video = -(-self.segment_count() // max(1, len(self)))
+        per_video = -(-self.segment_count() // max(1, self.row_count()))
         return min(MAX_EF_SEARCH, self.ef_search * max(1, per_video))
 
     _segment_count: tuple[int, int] | None = None  # (generation, number of segments)
@@ -350,8 +350,8 @@ class PostgresCatalog(SqlCatalog):
         ``schema.FOLDED``)."""
         distance = f"(vector <#> ?::vector({dim}))" + (" - bias" if biased else "")
         key, table = ("video_id || ':' || ordinal", "video_segments") if segments else ("id", "videos")
-        if exact:
-            return f"SELECT {key}, {distance} AS d FROM {table} ORDER BY d LIMIT ?"
+        if exact:  # a video without a picture has no vector (NULL), no segment
+            return f"SELECT {key}, {distance} AS d FROM {table} WHERE vector IS NOT NULL ORDER BY d LIMIT ?"
         return (f"SELECT {key}, {distance} FROM {table} ORDER BY {FOLDED.format(dim=dim + 1)} <#> "
                 f"?::halfvec({dim + 1}) LIMIT ?")
 
@@ -361,8 +361,8 @@ class PostgresCatalog(SqlCatalog):
         if not ids:
             return np.empty((0, dim), np.float32)
         keys = [int(i) for i in ids]
-        found = dict(self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id = ANY(?)",
-                                      (keys,)).fetchall())
+        found = dict(self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id = ANY(?) AND vector IS NOT "
+                                      "NULL", (keys,)).fetchall())
         missing = [i for i, k in zip(ids, keys, strict=True) if k not in found]
         if missing:
             raise KeyError(missing[0])
@@ -373,17 +373,17 @@ class PostgresCatalog(SqlCatalog):
         dim, last = self.dim, 0
         if dim is None:
             return
-        while block := self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id > ? ORDER BY id "
-                                        "LIMIT ?", (last, rows)).fetchall():
+        while block := self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id > ? AND vector IS NOT "
+                                        "NULL ORDER BY id LIMIT ?", (last, rows)).fetchall():
             last = block[-1][0]
             yield [str(r[0]) for r in block], vectors_from_send([r[1] for r in block], dim)
 
     def ids(self) -> list[str]:
-        """Every video's id, in the order of ``chunks``."""
-        return [str(r[0]) for r in self._db.execute("SELECT id FROM videos ORDER BY id")]
+        """Every id of a video with a picture, in the order of ``chunks``."""
+        return [str(r[0]) for r in self._db.execute("SELECT id FROM videos WHERE vector IS NOT NULL ORDER BY id")]
 
     def known(self, ids: Sequence[str]) -> list[bool]:
-        """Whether each of ``ids`` is stored."""
+        """Whether each of ``ids`` is stored (with a picture or without)."""
         keys = [int(i) for i in ids]
         found = {r[0] for r in self._db.execute("SELECT id FROM videos WHERE id = ANY(?)", (keys,))} if keys else set()
         return [k in found for k in keys]

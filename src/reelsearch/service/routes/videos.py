@@ -25,7 +25,8 @@ def video(searcher: SearcherDep, video_id: str = contract.VIDEO_ID) -> Response:
     rec = video_record(searcher, video_id)
     with searcher.lock:
         media = searcher.catalog.media(rec.id)
-    return JSON({"id": rec.id, **path_fields(rec.path), "kind": "image" if is_image_path(rec.path) else "video",
+    kind = "audio" if not media.pictured else "image" if is_image_path(rec.path) else "video"
+    return JSON({"id": rec.id, **path_fields(rec.path), "kind": kind,
                  "size": rec.size, "duration": rec.duration, "n_frames": rec.n_frames, "sha256": rec.sha256,
                  "model_id": rec.model_id,
                  "frames": [{"index": i, "t": float(t)} for i, t in enumerate(media.timestamps)],
