@@ -82,7 +82,7 @@ class VideoFacts:
     duration: np.ndarray
     taken_at: np.ndarray
     taken_from: list[str]
-    sound_only: np.ndarray
+    sound_only: np.ndarray | None = None  # None: every video has a picture
     #: masks filters derived of these facts, by what they test (``reelsearch.search.filters``): made once each
     derived: dict[tuple, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
@@ -96,7 +96,8 @@ class VideoFacts:
         """[N] str: each file's kind, "audio" (no picture: whatever its extension, e.g. an .mp4 of sound alone),
         "image" (by its extension) or "video"."""
         images = np.array([is_image_path(p) for p in self.paths], bool)
-        return np.where(self.sound_only, "audio", np.where(images, "image", "video"))
+        sound = np.zeros(len(self.paths), bool) if self.sound_only is None else self.sound_only
+        return np.where(sound, "audio", np.where(images, "image", "video"))
 
     @cached_property
     def folders(self) -> np.ndarray:

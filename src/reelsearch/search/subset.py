@@ -205,4 +205,5 @@ class Subset:
         every = self.catalog.facts()
         keep = [j for j, ok in enumerate(self._allows(every.ids)) if ok]
         return VideoFacts([every.ids[j] for j in keep], [every.paths[j] for j in keep], every.duration[keep],
-                          every.taken_at[keep], [every.taken_from[j] for j in keep], every.sound_only[keep])
+                          every.taken_at[keep], [every.taken_from[j] for j in keep],
+                          None if every.sound_only is None else every.sound_only[keep])
