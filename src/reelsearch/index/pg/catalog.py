@@ -316,7 +316,7 @@ class PostgresCatalog(SqlCatalog):
         """The segments' query's ``hnsw.ef_search``: ``segment_ef_search``, or ``ef_search`` times the segments per
         video (rounded up; at most MAX_EF_SEARCH). A video ranks by its best segment, and a video's segments lie near
         each other: they crowd the candidate list, so the HNSW search keeps as many candidates per video as the
-        videos' query keeps (docs/benchmarks.md, "Both catalogs at 100,000 videos of four segments each")."""
+        videos' query keeps (docs/benchmarks.md, "PostgreSQL's segments query")."""
         if self.segment_ef_search is not None:
             return self.segment_ef_search
         per_video = -(-self.segment_count() // max(1, self.row_count()))
