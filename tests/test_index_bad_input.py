@@ -240,8 +240,20 @@ def test_sound_alone_is_found_by_what_is_said(spoken, location, model_dir):
             assert hit.frames is None and hit.confidence is None and hit.moment >= hit.match.start
             assert (set(SAID) - {name}).isdisjoint(found)  # the other one says something else
             assert "(audio only)" in hit.lines(1) and "said at" in hit.lines(1)
+        # no picture: a video of the catalog without a row (no vector, frame or segment in either catalog)
+        audio = {ids[name] for name in SAID}
+        assert searcher.catalog.sound_only() == audio and searcher.catalog.ids() == [ids["good.mp4"]]
+        assert set(searcher.catalog.segments(sorted(ids.values()))) == {ids["good.mp4"]}
+        assert all(not v.pictured and len(v.frame_rows) == 0 for v in searcher.catalog.stored(sorted(audio)).values())
+        # kind:audio is a file without a picture, whatever its extension (an .mp4 of sound alone too)
+        for box, names in (("kind:audio", set(SAID)), ("kind:video", {"good.mp4"}), ("kind:image", set())):
+            listed = searcher.search(box, 5)
+            assert {Path(r.path).name for r in listed} == names
+            assert all(r.kind == box.partition(":")[2] for r in listed)
+        assert [Path(r.path).name for r in searcher.search("preheat the oven kind:audio", 5)][:1] == ["recipe.m4a"]
+        assert "forecast.mp4" not in {Path(r.path).name for r in searcher.search("heavy rain kind:video", 5)}
         # the picture alone never finds a file with no picture; nor does an example, and none is an example
-        for k in (1, 5):  # its zero rows never take a place among the pictures
+        for k in (1, 5):  # it takes no place among the pictures
             assert [Path(r.path).name for r in searcher.search("stripes", k, experts="visual")] == ["good.mp4"]
         assert [Path(r.path).name for r in searcher.search(None, 5, like=str(spoken / "good.mp4"))] == []
         for like in (str(spoken / "recipe.m4a"), ids["forecast.mp4"]):
@@ -250,6 +262,9 @@ def test_sound_alone_is_found_by_what_is_said(spoken, location, model_dir):
         assert searcher.duplicates(0.1, coverage=0.1) == []
         with pytest.raises(QueryError, match="recipe.m4a: has no picture"):
             searcher.annotate(spoken / "recipe.m4a", ["an oven"])
+    if not location.startswith("postgresql://"):  # nothing missing: no frames, no segments to cover them
+        res = CliRunner().invoke(app, ["index", "--check", "--index", location])
+        assert res.exit_code == 0 and "damaged" not in res.output, res.output
 
 
 # -------------------------------------------------------------------------------------------------- ten hours

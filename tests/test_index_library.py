@@ -339,7 +339,7 @@ def test_a_schema_1_index_is_migrated(tmp_path, folder):
     # the same index as schema 1 wrote it: its tables without the bias, detail and date columns, the rows copied over
     schema_1 = "\n".join(line for line in SCHEMA_SQL.splitlines()
                           if "bias" not in line and "detail" not in line and "taken_" not in line)
-    schema_1 = schema_1.replace("vector BLOB NOT NULL,", "vector BLOB NOT NULL")
+    schema_1 = schema_1.replace("vector BLOB,", "vector BLOB NOT NULL")
     schema_1 = schema_1.replace("times BLOB NOT NULL,", "times BLOB NOT NULL")
     old = tmp_path / "old"
     old.mkdir()

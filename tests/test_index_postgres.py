@@ -225,3 +225,33 @@ def test_a_pgvector_without_halfvec_is_a_clear_error(pg_url, monkeypatch):
     with pytest.raises(SchemaError, match=r"pgvector 0\.\d+\.\d+ is too old: reelsearch needs 99\.0 or later "
                                           r"\(halfvec\): .*ALTER EXTENSION vector UPDATE"):
         PostgresCatalog(pg_url)
+
+
+def test_the_segments_query_keeps_as_many_candidates_per_video_as_the_videos_query(pg_url, folder):  # noqa: F811
+    """The segments' HNSW search runs at ``ef_search`` times the segments per video (a video's segments crowd the
+    candidate list; docs/benchmarks.md), or at ``segment_ef_search`` when set; the videos' at ``ef_search``."""
+
+    class TwoSegments(FakeEmbedder):
+        def __call__(self, path):
+            media = super().__call__(path)
+            media.segment_vectors, media.segment_biases = media.frame_vectors[[0, 2]], np.zeros(2)
+            media.segment_frames, media.segment_times = np.array([[0, 2], [2, 4]]), np.array([[0.0, 1.0], [1.0, 2.0]])
+            return media
+
+    with PostgresCatalog(pg_url, threshold=0, ef_search=40) as lib:
+        lib.sync([folder], TwoSegments(), progress=False)
+        assert lib.segment_count() == 12 and lib.segments_ef() == 80
+        said = []
+        execute = lib._db.execute
+        lib._db.execute = lambda sql, params=(): (said.append(sql) if "ef_search" in sql else None) or execute(sql,
+                                                                                                              params)
+        q = np.random.default_rng(5).standard_normal(8).astype(np.float32)
+        keys, _ = lib.nearest_segments(q, 5)
+        lib.nearest(q, 5)
+        lib.segment_ef_search = 300
+        assert lib.nearest_segments(q, 5)[0] == keys
+        assert said == ["SET LOCAL hnsw.ef_search = 80", "SET LOCAL hnsw.ef_search = 40",
+                        "SET LOCAL hnsw.ef_search = 300"]
+        rows = np.concatenate([lib.segments([v])[v].rows for v in lib.ids()])
+        every = [f"{v}:{o}" for v in lib.ids() for o in range(2)]
+        assert keys == [every[i] for i in np.argsort(-(rows @ q))[:5]]

@@ -59,7 +59,8 @@ def test_the_box_is_read_into_text_and_filters():
     ("after:2023-13", "after:2023-13: not a date"), ("before:2023-02-30", "before:2023-02-30: not a date"),
     ("after:July", "after:July: not a date"), ("duration:>abc", "duration:>abc: not a duration"),
     ("duration:1-x", "duration:1-x: not a duration"), ("colour:red", "colour:red: unknown filter 'colour'"),
-    ("kind:audio", "kind:audio: the kind is video or image"), ("kind:video kind:image", "kind:video is given too"),
+    ("kind:sound", "kind:sound: the kind is video, image or audio"),
+    ("kind:video kind:image", "kind:video is given too"),
     ("has:music", "has:music: has: takes speech or text"),
     ("after:2026-02", "after:2026-02: 2026-02 is in the future"), ("folder:", "folder:: the value is missing")])
 def test_a_bad_filter_is_a_clear_error(box, problem):

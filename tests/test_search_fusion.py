@@ -50,6 +50,9 @@ class Catalog:
     def known(self, ids):
         return [i in self.where for i in ids]
 
+    def sound_only(self):
+        return set()  # every video has a picture
+
     def biases(self, ids):
         return self.bias[[self.where[i] for i in ids]]
 
@@ -141,6 +144,56 @@ def test_threshold_fusion_equals_brute_force(case):
     assert _agrees(got, brute, catalog, k, positive_only), (got.ids, got.scores)
     # each source's score and part are reported for the results, and the parts add up to the fused score
     assert np.allclose(sum(got.terms.values()), got.scores, atol=1e-9)
+
+
+class SoundCatalog(Catalog):
+    """``Catalog`` where every ``every``-th video has no picture (sound alone): no row (``rows`` raises), never among
+    ``nearest``, bias 0."""
+
+    def __init__(self, catalog: Catalog, every: int = 7):
+        super().__init__(catalog.vectors, catalog.bias.copy())
+        self.sound = {v for i, v in enumerate(self.id_list) if i % every == 3}
+        self.bias[[self.where[v] for v in self.sound]] = 0.0
+
+    def nearest(self, query, n, score_fn=None, *, biased=False):
+        s = self.vectors @ query + (self.bias if biased else 0.0)
+        order = [i for i in np.lexsort((np.arange(len(s)), -s)) if self.id_list[i] not in self.sound][:n]
+        return [self.id_list[i] for i in order], s[order]
+
+    def rows(self, ids):
+        if self.sound & set(ids):
+            raise KeyError(sorted(self.sound & set(ids))[0])
+        return super().rows(ids)
+
+    def sound_only(self):
+        return set(self.sound)
+
+
+@pytest.mark.parametrize("shift", [0.0, -2.0])
+@pytest.mark.parametrize("case", [c for c in CASES if c[3]], ids=lambda c: f"seed{c[0]}-k{c[1]}-{'-'.join(c[2])}")
+def test_videos_without_a_picture_are_found_by_their_words_alone(case, shift):
+    """A video without a picture scores 0 in the picture's source and is a candidate only where a cue has evidence
+    of it: the fusion's top k is the brute-force top k of the videos with a picture and those without one that some
+    cue finds (a search of the picture alone never answers one), exact however the candidates widen; ``shift``: every
+    picture scores below 0 (the bound must then cover the words of those without one, outside the candidates)."""
+    seed, k, weights, _, biased, ties = case
+    plain, query, cues = _case(seed, biased, ties)
+    plain.bias = plain.bias + shift
+    catalog = SoundCatalog(plain)
+    cues = {c: sc for c, sc in cues.items() if c in weights}
+    w = {"visual": weights["visual"], **{c: weights[c] for c in cues}}
+    got = threshold_fusion(_sources(catalog, query, cues, True), w, k, len(catalog), sound_only=True, first=k)
+    brute = _brute(catalog, query, cues, weights, True)
+    words = {v: sum(_cue_value(sc, c, v) for c, sc in cues.items() if weights[c] > 0) for v in catalog.sound}
+    eligible = [i for i, v in enumerate(catalog.id_list) if v not in catalog.sound or words[v] > 0]
+    for v in catalog.sound:  # no picture: only its words count
+        brute[catalog.where[v]] -= weights["visual"] * float(catalog.vectors[catalog.where[v]] @ query)
+    order = sorted(eligible, key=lambda i: -brute[i])[:k]
+    assert np.allclose(got.scores, brute[order], atol=1e-5)
+    assert np.allclose([brute[catalog.where[v]] for v in got.ids], got.scores, atol=1e-5)
+    assert all(words[v] > 0 for v in got.ids if v in catalog.sound)
+    if not cues or not any(weights[c] for c in cues):
+        assert not set(got.ids) & catalog.sound
 
 
 def test_the_candidates_widen_only_when_needed():

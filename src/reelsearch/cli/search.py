@@ -172,7 +172,7 @@ def search_cmd(
                                       "YYYY-MM-DD."),
     folder: list[str] = typer.Option([], "--folder", help="Under a folder of this name, or this path (repeatable: "
                                      "any of them)."),
-    kind: str | None = typer.Option(None, "--kind", help="video or image."),
+    kind: str | None = typer.Option(None, "--kind", help="video, image or audio (a file without a picture)."),
     duration: list[str] = typer.Option([], "--duration", help="Seconds: >60, <30, >=10, <=10 or 30-90."),
     has: list[str] = typer.Option([], "--has", help="speech or text: something is said / written in it."),
     exclude: list[str] = typer.Option([], "--exclude", help="Leave out what shows, says or writes this (as -word in "

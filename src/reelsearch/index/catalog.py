@@ -8,7 +8,9 @@ run on any of them unchanged.
 Ids are strings; a video's *row* is its stored video-level embedding, its *frame rows* one per sampled frame (what
 a row holds is the model's business: ``reelsearch.models.interface``); its *bias* is added to every query's score of
 it (a querybank offset, negated; 0 without one). Its *segments* (runs of alike frames, the unit of retrieval) each
-have a row and a bias too, with ids ``"VIDEO:ORDINAL"`` in the segments' vector index.
+have a row and a bias too, with ids ``"VIDEO:ORDINAL"`` in the segments' vector index. A video without a picture
+(a file of sound alone: ``sound_only``) is a video of the catalog (``len``, ``known``, ``stored``, ``facts``) with no
+row, frame or segment: the vector side (``nearest``, ``rows``, ``chunks``, ``ids``) never holds it.
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ class StoredVideo:
 
     @property
     def pictured(self) -> bool:
-        """Whether the video has a picture: a file of sound alone is stored with zero rows
-        (``reelsearch.search.embed.sound_only``)."""
-        return bool(np.any(self.frame_rows))
+        """Whether the video has a picture: a file of sound alone has no frames (and no row, no segments:
+        ``reelsearch.search.embed.sound_only``)."""
+        return len(self.times) > 0
 
 
 @dataclass
@@ -71,15 +73,16 @@ def segment_key(segment_id: str) -> tuple[str, int]:
 class VideoFacts:
     """What search filters read of every video (``reelsearch.search.filters``), in id order: ``paths`` (this host's),
     ``duration`` [N] (seconds; NaN for an image or unknown), ``taken_at`` [N] (seconds since the epoch: when it was
-    taken, ``reelsearch.media.dates``) and ``taken_from`` ("container", "exif" or "file"). A catalog keeps one per
-    generation; what filters derive of it is computed once (``id_array``, ``images``, ``folders``, ``position``,
-    ``newest``)."""
+    taken, ``reelsearch.media.dates``), ``taken_from`` ("container", "exif" or "file") and ``sound_only`` [N] (no
+    picture: a file of sound alone). A catalog keeps one per generation; what filters derive of it is computed once
+    (``id_array``, ``kinds``, ``folders``, ``position``, ``newest``)."""
 
     ids: list[str]
     paths: list[str]
     duration: np.ndarray
     taken_at: np.ndarray
     taken_from: list[str]
+    sound_only: np.ndarray | None = None  # None: every video has a picture
     #: masks filters derived of these facts, by what they test (``reelsearch.search.filters``): made once each
     derived: dict[tuple, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
@@ -89,9 +92,12 @@ class VideoFacts:
         return np.array(self.ids, object)
 
     @cached_property
-    def images(self) -> np.ndarray:
-        """[N] bool: the file is an image (by its extension)."""
-        return np.array([is_image_path(p) for p in self.paths], bool)
+    def kinds(self) -> np.ndarray:
+        """[N] str: each file's kind, "audio" (no picture: whatever its extension, e.g. an .mp4 of sound alone),
+        "image" (by its extension) or "video"."""
+        images = np.array([is_image_path(p) for p in self.paths], bool)
+        sound = np.zeros(len(self.paths), bool) if self.sound_only is None else self.sound_only
+        return np.where(sound, "audio", np.where(images, "image", "video"))
 
     @cached_property
     def folders(self) -> np.ndarray:
@@ -130,16 +136,18 @@ class Catalog(Protocol):
         """The rows [len(ids), D] of ``ids``, in that order (KeyError for an unknown id)."""
 
     def chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
-        """Every (ids, rows [m, D]), in blocks; their ids in order are ``ids()``."""
+        """Every (ids, rows [m, D]) of the videos with a picture, in blocks; their ids in order are ``ids()``."""
 
     def ids(self) -> list[str]:
-        """Every id, in the order of ``chunks``."""
+        """The id of every video with a picture (a row), in the order of ``chunks``."""
 
     def known(self, ids: Sequence[str]) -> list[bool]:
-        """Whether each of ``ids`` is stored (text cues may name videos a reader has not seen yet, or that are gone)."""
+        """Whether each of ``ids`` is stored, with a picture or without (text cues may name videos a reader has not
+        seen yet, or that are gone)."""
 
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
-        """Path, duration, frame rows, times and detail of ``ids`` (those still stored), in one read."""
+        """Path, duration, frame rows, times and detail of ``ids`` (those still stored; no frames for one without a
+        picture), in one read."""
 
     def thumbnails(self, ids: Sequence[str]) -> dict[str, list[bytes | None]]:
         """The stored thumbnails of ``ids``' frames (those still stored; each frame's JPEG, None where the embedder
@@ -156,14 +164,18 @@ class Catalog(Protocol):
         """How many segments there are (over every video)."""
 
     def several_segments(self) -> bool:
-        """Whether some video has more than one segment (when none has, each video's one segment is its row with
-        its bias, so the video rows rank alike: search then reads those)."""
+        """Whether some video has more than one segment (when none has, each video with a picture has one segment,
+        its row with its bias, so the video rows rank alike: search then reads those)."""
 
     def segments(self, ids: Sequence[str]) -> dict[str, StoredSegments]:
         """The segments of ``ids`` (those still stored), in one read."""
 
     def facts(self) -> VideoFacts:
-        """Every video's path, duration and date, in one read (what search filters select by)."""
+        """Every video's path, duration, date and whether it has a picture, in one read (what search filters select
+        by)."""
+
+    def sound_only(self) -> set[str]:
+        """The ids of the videos without a picture (files of sound alone): no row, no frames, no segments."""
 
 
 class CatalogError(ReelsearchError):

@@ -28,6 +28,10 @@ _HASH_BLOCK = 1 << 20
 class EmbeddedMedia:
     """What an ``embed_fn(path)`` returns for one file (an image is a one-frame video).
 
+    A file without a picture (sound alone: ``reelsearch.search.embed.sound_only``) has ``video_vector`` and
+    ``frame_vectors`` None, no timestamps, frames or segments: it is stored as a video record (path, duration) with no
+    row in any vector index, and found by what is said in it (its speech cue).
+
     ``video_vector`` [D] goes into the vector index; ``frame_vectors`` [T, D] with ``timestamps`` [T] (seconds)
     locate the best moment of a hit; ``thumbnails`` (T encoded JPEG/PNG images, or None) are shown with it.
     ``bias`` is added to every query's score of the video (a querybank's offset, negated; 0 without one).
@@ -39,8 +43,8 @@ class EmbeddedMedia:
     ``embed_fn`` without segments gives). ``warning``: one line for the sync report (a truncated file's).
     """
 
-    video_vector: np.ndarray
-    frame_vectors: np.ndarray
+    video_vector: np.ndarray | None
+    frame_vectors: np.ndarray | None
     timestamps: np.ndarray
     duration: float | None = None
     thumbnails: list[bytes] | None = None
@@ -52,8 +56,15 @@ class EmbeddedMedia:
     segment_biases: np.ndarray | None = None
     warning: str | None = None
 
+    @property
+    def pictured(self) -> bool:
+        """Whether the file has a picture (rows to store); False for sound alone."""
+        return self.video_vector is not None
+
     def checked(self, dim: int | None) -> EmbeddedMedia:
         """Self with arrays of the right dtypes, or ValueError naming what is inconsistent."""
+        if not self.pictured:
+            return self._sound_checked()
         v = np.asarray(self.video_vector, np.float32).reshape(-1)
         f = np.asarray(self.frame_vectors, np.float32)
         t = np.asarray(self.timestamps, np.float64).reshape(-1)
@@ -77,6 +88,17 @@ class EmbeddedMedia:
         thumbs = None if self.thumbnails is None else [bytes(b) for b in self.thumbnails]
         return EmbeddedMedia(v, f, t, duration, thumbs, bias, detail, *self._segments_checked(v, t, bias, duration),
                              warning=self.warning)
+
+    def _sound_checked(self) -> EmbeddedMedia:
+        """Self without a picture, checked: no frame vectors, timestamps, thumbnails, detail or segments, bias 0."""
+        parts = (self.frame_vectors, self.thumbnails, self.detail, self.segment_vectors, self.segment_frames,
+                 self.segment_times, self.segment_biases)
+        if any(p is not None for p in parts) or len(np.asarray(self.timestamps).reshape(-1)) or self.bias:
+            raise ValueError("a file without a video vector has no frames, segments or bias")
+        duration = None if self.duration is None else float(self.duration)
+        if duration is not None and not (np.isfinite(duration) and duration >= 0):
+            raise ValueError(f"duration must be a finite number of seconds, got {self.duration}")
+        return EmbeddedMedia(None, None, np.zeros(0, np.float64), duration, warning=self.warning)
 
     def _segments_checked(self, v: np.ndarray, t: np.ndarray, bias: float, duration: float | None):
         """(vectors [S, D] float32, frames [S, 2] int64, times [S, 2] float64, biases [S] float64), the defaults

@@ -370,11 +370,12 @@ class CatalogSync(ABC):
                     db.execute("UPDATE videos SET size = ?, mtime_ns = ?, taken_at = ?, taken_from = ? WHERE id = ?",
                                (st.st_size, st.st_mtime_ns, *taken, file.stored.id))
                     continue
-                if self.dim is None:
+                if self.dim is None and media.pictured:
                     self._set_meta("dim", media.video_vector.shape[0])
                     self._first_vector(media.video_vector.shape[0])
+                vector = self._vector_param(media.video_vector) if media.pictured else None  # NULL: no picture
                 values = (st.st_size, st.st_mtime_ns, change.sha256, media.duration, len(media.timestamps), model_id,
-                          now, gen, self._vector_param(media.video_vector), float(media.bias), *taken)
+                          now, gen, vector, float(media.bias), *taken)
                 if file.stored is not None:
                     vid = file.stored.id
                     db.execute("UPDATE videos SET size=?, mtime_ns=?, sha256=?, duration=?, n_frames=?, model_id=?, "
@@ -391,7 +392,11 @@ class CatalogSync(ABC):
 
     def _write_frames(self, vid: int, media: EmbeddedMedia) -> None:
         """A video's frames (times, thumbnails), frame vectors and segments (one of every frame when ``media`` has
-        none: ``EmbeddedMedia.checked``), inside the commit's transaction."""
+        none: ``EmbeddedMedia.checked``; none at all without a picture), inside the commit's transaction."""
+        if not media.pictured:
+            self._db.execute("DELETE FROM frame_vectors WHERE video_id = ?", (vid,))
+            self._db.execute("DELETE FROM video_segments WHERE video_id = ?", (vid,))
+            return
         if media.segment_vectors is None:
             media = media.checked(len(media.video_vector))
         thumbs = media.thumbnails or [None] * len(media.timestamps)
@@ -454,7 +459,8 @@ class _Stat(NamedTuple):
 
 def _first_dim(changes: list[FileChange]) -> int | None:
     """The width of the first embedding in ``changes`` (the catalog's, before its first commit sets it)."""
-    return next((int(c.media.video_vector.shape[0]) for c in changes if c.media is not None), None)
+    return next((int(c.media.video_vector.shape[0]) for c in changes if c.media is not None and c.media.pictured),
+                None)
 
 
 def _describe(exc: Exception) -> str:

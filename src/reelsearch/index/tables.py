@@ -6,7 +6,8 @@ Tables (same names and columns in both databases)::
     videos(id, path, size, mtime_ns, sha256, duration, n_frames, model_id, added_at, updated_at, gen, vector, bias,
            taken_at, taken_from)                    when it was taken (``reelsearch.media.dates``: seconds, and
                                                     "container", "exif" or "file"; NULL: indexed before the column,
-                                                    read as the file's mtime until the next sync fills it)
+                                                    read as the file's mtime until the next sync fills it); vector
+                                                    NULL: no picture (sound alone: no frames, no segments)
     frames(video_id, idx, t, thumbnail)             one row per sampled frame
     frame_vectors(video_id, vectors, times, detail) float16 [T, D], float64 [T] and float32 [T] (how much each
                                                     frame shows; empty: not measurable; NULL: indexed before the
@@ -131,7 +132,21 @@ class SqlCatalog(CatalogSync, ABC):
 
     def several_segments(self) -> bool:
         """``Catalog.several_segments``."""
-        return self.segment_count() > len(self)
+        return self.segment_count() > self.row_count()
+
+    def row_count(self) -> int:
+        """How many videos have a row (a picture): those the vector indexes hold."""
+        return len(self) - len(self.sound_only())
+
+    _sound_state: tuple[int, set[str]] | None = None
+
+    def sound_only(self) -> set[str]:
+        """``Catalog.sound_only``: read once per generation (a partial index holds them)."""
+        gen = self.generation
+        if self._sound_state is None or self._sound_state[0] != gen:
+            ids = {str(r[0]) for r in self._db.execute("SELECT id FROM videos WHERE vector IS NULL")}
+            self._sound_state = (gen, ids)
+        return self._sound_state[1]
 
     @abstractmethod
     def segment_chunks(self) -> Iterator[tuple[list[str], np.ndarray]]:
@@ -263,12 +278,12 @@ class SqlCatalog(CatalogSync, ABC):
         """What search filters read of every video (``Catalog.facts``): one query, once per generation."""
         gen = self.generation
         if self._facts_state is None or self._facts_state[0] != gen:
-            rows = self._db.execute("SELECT id, path, duration, taken_at, taken_from, mtime_ns FROM videos "
-                                    "ORDER BY id").fetchall()
+            rows = self._db.execute("SELECT id, path, duration, taken_at, taken_from, mtime_ns, vector IS NULL "
+                                    "FROM videos ORDER BY id").fetchall()
             facts = VideoFacts([str(r[0]) for r in rows], [self._local(r[1]) for r in rows],
                                np.array([np.nan if r[2] is None else r[2] for r in rows], np.float64),
                                np.array([r[5] / 1e9 if r[3] is None else r[3] for r in rows], np.float64),
-                               [r[4] or "file" for r in rows])
+                               [r[4] or "file" for r in rows], np.array([bool(r[6]) for r in rows], bool))
             self._facts_state = (gen, facts)
         return self._facts_state[1]
 
@@ -344,19 +359,20 @@ class SqlCatalog(CatalogSync, ABC):
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
         """Path, duration, frame vectors, times and detail of ``ids``, in one query (ids no longer stored are left
         out; detail None where it is not measured: no thumbnails, or indexed before the detail column and not yet
-        synced)."""
+        synced; no frames for a video without a picture)."""
         keys = [int(i) for i in ids]
         if not keys:
             return {}
         rows = self._db.execute(
-            "SELECT v.id, v.path, v.duration, f.vectors, f.times, f.detail FROM videos v JOIN frame_vectors f "
+            "SELECT v.id, v.path, v.duration, f.vectors, f.times, f.detail FROM videos v LEFT JOIN frame_vectors f "
             f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(keys))})", keys)
         out = {}
-        dim = self.dim
+        dim = self.dim or 0
         for id_, path, duration, vectors, times, detail in rows:
-            frame_rows = np.frombuffer(vectors, np.float16).reshape(-1, dim).astype(np.float32)
+            frame_rows = (np.empty((0, dim), np.float32) if vectors is None else
+                          np.frombuffer(vectors, np.float16).reshape(-1, dim).astype(np.float32))
             out[str(id_)] = StoredVideo(str(id_), self._local(path), duration, frame_rows,
-                                        np.frombuffer(times, np.float64),
+                                        np.frombuffer(times or b"", np.float64),
                                         np.frombuffer(detail, np.float32) if detail else None)
         return out
 
@@ -417,12 +433,14 @@ class SqlCatalog(CatalogSync, ABC):
 
     def media(self, id_: str) -> EmbeddedMedia:
         """Everything stored for one video: vectors (frame vectors as stored, float16 precision), times, thumbs,
-        bias, detail."""
+        bias, detail; a video without a picture has none of them (``EmbeddedMedia.pictured``)."""
         row = self._db.execute(f"SELECT {self.VECTOR_SQL}, v.bias FROM videos v WHERE v.id = ?",
                                (int(id_),)).fetchone()
         video = self.stored([id_]).get(str(int(id_)))
         if row is None or video is None:
             raise KeyError(id_)
+        if row[0] is None:
+            return EmbeddedMedia(None, None, np.zeros(0), video.duration)
         thumbs = [None if r[0] is None else bytes(r[0]) for r in
                   self._db.execute("SELECT thumbnail FROM frames WHERE video_id = ? ORDER BY idx", (int(id_),))]
         segs = self.segments([id_]).get(str(int(id_)))

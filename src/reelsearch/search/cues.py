@@ -100,6 +100,7 @@ class CueSource:
 
     constant = False
     timed = True
+    pictured = False
 
     def __init__(self, sc: CueScores, cue: str, known: Callable[[Sequence[str]], list[bool]] | None = None,
                  weights: Sequence[float] = KEYWORD_MEANING, floor: float = SEMANTIC_FLOOR):

@@ -18,7 +18,7 @@ space, frame sequence against frame sequence.
 3. **Groups**: the connected components of the verified pairs; each video's ``start`` places it on the timeline of
    the group's longest (a clip cut from a long video: where in it the clip starts).
 
-Files of sound alone (no picture: ``StoredVideo.pictured``) take no part.
+Files of sound alone take no part: they have no row (``Catalog.ids`` and the vector index never hold them).
 """
 
 from __future__ import annotations
@@ -138,13 +138,13 @@ def find_duplicates(catalog: Catalog, threshold: float = DEFAULT_THRESHOLD, *, c
     videos: dict[str, DuplicateVideo] = {}
     score_fn = cosine_scores if exact_cosine else None
     for start in range(0, len(ids), BLOCK):
-        block = _pictured(catalog.stored(ids[start:start + BLOCK]))
+        block = catalog.stored(ids[start:start + BLOCK])
         todo: dict[str, list[str]] = {}
         for a, b in sorted(_candidates(catalog, block, threshold, score_fn)):
             if _key(a, b) not in verdicts:
                 verdicts[_key(a, b)] = None
                 todo.setdefault(a, []).append(b)
-        here = {**block, **_pictured(catalog.stored(sorted({b for bs in todo.values() for b in bs} - set(block))))}
+        here = {**block, **catalog.stored(sorted({b for bs in todo.values() for b in bs} - set(block)))}
         frames = {i: FrameSequence.stored(v) for i, v in here.items()}
         pictures = _pictures(catalog, sorted(set(todo).union(*todo.values()) & set(here)), frames)
         for a, partners in todo.items():
@@ -158,11 +158,6 @@ def find_duplicates(catalog: Catalog, threshold: float = DEFAULT_THRESHOLD, *, c
                     verdicts[_key(a, b)] = _verify(here[a], here[b], frames[a], frames[b], sim, hit, coverage)
         videos.update({i: DuplicateVideo(i, v.path, v.duration, len(v.times)) for i, v in here.items()})
     return _groups([p for p in verdicts.values() if p is not None], videos)
-
-
-def _pictured(videos: dict[str, StoredVideo]) -> dict[str, StoredVideo]:
-    """``videos`` less the files of sound alone (no picture: never the same footage as anything)."""
-    return {i: v for i, v in videos.items() if v.pictured}
 
 
 def _key(a: str, b: str) -> tuple[str, str]:

@@ -19,10 +19,9 @@ sampling, one segment per file (``timeline`` False). An image is a one-frame vid
 stop early (truncated) is indexed as far as it decodes, with the stream's one line as a warning (so is one whose
 frames run past its declared duration: times are the frames' own).
 
-A file with sound and no video stream (an audio file, an .mp4 of audio alone) has no picture: it is stored with zero
-rows (:func:`sound_only`: one placeholder frame at 0 s without a thumbnail, one segment over its length), which
-match nothing in the model's space, so that it is found by what is said in it (the speech cue) and never by its
-picture, by query by example or as a near-duplicate (``reelsearch.index.catalog.StoredVideo.pictured``).
+A file with sound and no video stream (an audio file, an .mp4 of audio alone) has no picture (:func:`sound_only`):
+it is stored as a video record (its path, duration) with no row, frame or segment, so that it is found by what is
+said in it (the speech cue) and never by a picture, by query by example or as a near-duplicate.
 """
 
 from __future__ import annotations
@@ -85,7 +84,7 @@ class MediaEmbedder:
                                    looks, None)
             feats, times, looks, end, warning = self._stream(path)
         except NoVideoStream as exc:
-            return sound_only(path, self.model.row_dim, exc)
+            return sound_only(path, exc)
         return self._embed(feats, times, end, looks, warning)
 
     def _stream(self, path: str):
@@ -189,17 +188,13 @@ def _look(rgb: np.ndarray) -> tuple[bytes, float]:
     return make_thumbnail(small), frame_detail(small)
 
 
-def sound_only(path: str, dim: int, no_video: NoVideoStream) -> EmbeddedMedia:
-    """What the index stores of a file with sound and no picture (see the module): zero rows of ``dim``, one
-    placeholder frame at 0 s (no thumbnail, no detail), one segment over the sound's length, and the one line that
-    says so. ``no_video`` is raised again when the file has no audio stream either."""
+def sound_only(path: str, no_video: NoVideoStream) -> EmbeddedMedia:
+    """What the index stores of a file with sound and no picture (see the module): its duration, no rows, and the
+    one line that says so. ``no_video`` is raised again when the file has no audio stream either."""
     info = probe(path)
     if "audio" not in info["streams"]:
         raise no_video
     seconds = max(0.0, float(info["duration"] or 0.0))
-    zero = np.zeros((1, dim), np.float32)
-    return EmbeddedMedia(zero[0], zero, np.zeros(1), seconds, None, 0.0, np.zeros(1, np.float32),
-                         segment_vectors=zero, segment_frames=np.array([[0, 1]]),
-                         segment_times=np.array([[0.0, seconds]]), segment_biases=np.zeros(1),
+    return EmbeddedMedia(None, None, np.zeros(0), seconds,
                          warning=f"{no_video.path}: audio only (no video stream): indexed for what is said in it, "
                                  "without a picture")

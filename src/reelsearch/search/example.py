@@ -63,7 +63,7 @@ class Example:
     def of(cls, media: EmbeddedMedia, at: float | None, exclude, label: str) -> Example:
         """The example of ``media``: the whole of it (``at`` None) or its frame nearest ``at`` seconds (an
         ExampleError when ``at`` is outside the video, or when it has no picture: a file of sound alone)."""
-        if not np.any(media.frame_vectors):
+        if not media.pictured:
             raise ExampleError(f"{label}: has no picture (sound alone): nothing to look for; search for what is said "
                                "in it instead")
         frames = FrameSequence.of(media.frame_vectors, media.timestamps, media.detail)

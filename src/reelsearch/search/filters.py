@@ -37,9 +37,12 @@ from reelsearch.search.subset import Selection
 
 #: The filter keys, and what each value is.
 KEYS = {"after": "a date: YYYY, YYYY-MM or YYYY-MM-DD", "before": "a date: YYYY, YYYY-MM or YYYY-MM-DD",
-        "folder": "a folder name on the path, or a path prefix", "kind": "video or image",
+        "folder": "a folder name on the path, or a path prefix", "kind": "video, image or audio",
         "duration": "seconds: >60, <30, >=10, <=10 or 30-90 (s, m or h after a number)",
         "has": "speech or text"}
+#: ``kind:`` values: "audio" is a file without a picture (sound alone, whatever its extension: an .mp4 of audio alone
+#: too), "image" an image file, "video" any other (``VideoFacts.kinds``).
+KINDS = ("video", "image", "audio")
 #: ``has:`` values and the text cue each needs.
 HAS = {"speech": "speech", "text": "ocr"}
 #: A video whose calibrated confidence for a negative term (its picture scored alone against the term) reaches this
@@ -102,8 +105,8 @@ class Filter:
         if key == "folder":
             return replace(self, written=written, folders=(*self.folders, value))
         if key == "kind":
-            if value.lower() not in ("video", "image"):
-                raise FilterError(f"{shown}: the kind is video or image")
+            if value.lower() not in KINDS:
+                raise FilterError(f"{shown}: the kind is video, image or audio")
             if self.kind not in (None, value.lower()):
                 raise FilterError(f"{shown}: kind:{self.kind} is given too (a file is one or the other)")
             return replace(self, written=written, kind=value.lower())
@@ -228,7 +231,7 @@ def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> Selection:
     if filt.before is not None:
         keep &= facts.taken_at < filt.before
     if filt.kind is not None:
-        keep &= facts.images == (filt.kind == "image")
+        keep &= facts.kinds == filt.kind
     for op, seconds in filt.durations:
         with np.errstate(invalid="ignore"):
             keep &= _COMPARE[op](facts.duration, seconds) & ~np.isnan(facts.duration)

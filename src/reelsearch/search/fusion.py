@@ -11,6 +11,12 @@ doubles and the search repeats. The first n is k when one source alone varies (i
 max(2k, FIRST_CANDIDATES). A visual-only search is the one-source case, a search with the text cues the same loop
 with more sources.
 
+**A video without a picture** (a file of sound alone) is never in the top of a source that scores pictures (the
+model's, an example's: ``Source.pictured``) and scores 0 in it: it is a candidate only where a cue's top holds it
+(its words), so a search without cues never finds it. One outside the candidates scores at most the cues' bounds (0
+in the picture's sources), which the bound then covers when the catalog holds such videos and some cue has evidence
+left outside its top.
+
 **Ranks, or normalised scores: exhaustive.** Rank fusion needs each source's rank among *all* videos and zscore
 normalisation every video's score: every source scores every video and ``reelsearch.scoring.fusion.fuse_experts``
 (the fusion a mixture of experts uses) fuses them.
@@ -75,7 +81,7 @@ def fuse(sources: Mapping[str, Source], weights: Mapping[str, float], k: int, ca
         return exhaustive_fusion(sources, weights, k, catalog.ids(), kind=model.kind, normalize=model.normalize,
                                  keep=keep)
     return threshold_fusion(sources, weights, k, len(catalog), keep=keep, first=first,
-                            segments=per_segment(catalog, model))
+                            segments=per_segment(catalog, model), sound_only=bool(catalog.sound_only()))
 
 
 def per_segment(catalog: Catalog, model: Visual | None) -> Segments | None:
@@ -85,10 +91,11 @@ def per_segment(catalog: Catalog, model: Visual | None) -> Segments | None:
 
 
 def threshold_fusion(sources: Mapping[str, Source], weights: Mapping[str, float], k: int, total: int, *,
-                     keep: Keep | None = None, first: int | None = None, segments: Segments | None = None) -> Fused:
+                     keep: Keep | None = None, first: int | None = None, segments: Segments | None = None,
+                     sound_only: bool = False) -> Fused:
     """The exact top ``k`` by the weighted sum of the sources' scores among ``total`` videos (module docstring);
     ``first``: the first n (default: k when one source alone varies, else max(2k, FIRST_CANDIDATES)); ``segments``:
-    fuse per segment (:func:`best_segments`), reading them so."""
+    fuse per segment (:func:`best_segments`), reading them so; ``sound_only``: some videos have no picture."""
     varying = sum(not sources[s].constant for s in weights)
     names = list(weights)
     rounds = 0
@@ -104,7 +111,7 @@ def threshold_fusion(sources: Mapping[str, Source], weights: Mapping[str, float]
         fused = score_fusion([rows[s][None] for s in names], [weights[s] for s in names])[0] if ids else np.zeros(0)
         order = _best(fused, k, keep)
         kth = float(fused[order[-1]]) if len(order) == k else -np.inf
-        bound = _bound(tops, weights)
+        bound = _bound(tops, weights, sources, sound_only)
         if kth >= bound or (keep is not None and not keep(np.float64(bound))) or n >= total:
             return Fused([ids[j] for j in order], fused[order], {s: r[order] for s, r in rows.items()},
                          {s: weights[s] * rows[s][order] for s in names}, rounds)
@@ -177,11 +184,17 @@ def _scores_of(ids: list[str], top: Top, source: Source) -> np.ndarray:
     return out
 
 
-def _bound(tops: Mapping[str, Top], weights: Mapping[str, float]) -> float:
-    """The highest fused score a video outside every top can have (-inf when some top held every video)."""
-    if any(t.bound == -np.inf for t in tops.values()):
-        return -np.inf
-    return float(sum(weights[s] * t.bound for s, t in tops.items()))
+def _bound(tops: Mapping[str, Top], weights: Mapping[str, float], sources: Mapping[str, Source],
+           sound_only: bool) -> float:
+    """The highest fused score a video outside every top can have (-inf when some top held every video); with
+    ``sound_only`` videos (no picture: 0 in the sources that score pictures), also what one of them with some words
+    left outside the cues' tops can have."""
+    bound = -np.inf if any(t.bound == -np.inf for t in tops.values()) else float(
+        sum(weights[s] * t.bound for s, t in tops.items()))
+    words = [s for s in tops if not sources[s].pictured]
+    if sound_only and len(words) < len(tops) and any(tops[s].bound > 0 for s in words):
+        bound = max(bound, float(sum(weights[s] * max(tops[s].bound, 0.0) for s in words)))
+    return bound
 
 
 def _best(fused: np.ndarray, k: int, keep: Keep | None) -> np.ndarray:

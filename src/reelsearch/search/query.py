@@ -62,8 +62,9 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
         sources.update(visual.sources(query))
         weights.update(visual.weights(p.weights[VISUAL]))
     cues = {}
-    if p.cues:
-        scores = cue_index.scores(text, None if allowed is None else catalog.ids(), p.cues, query_vector=cue_query)
+    if p.cues:  # the allowed videos, with a picture or without (their words find them)
+        within = None if allowed is None else allowed.ids if isinstance(allowed, Selection) else list(allowed)
+        scores = cue_index.scores(text, within, p.cues, query_vector=cue_query)
         cues = {c: CueSource(scores, c, catalog.known) for c in p.cues}
         sources.update(cues)
         weights.update({c: p.weights[c] for c in p.cues})
@@ -79,43 +80,15 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
     if exhaustive and example is not None:
         n = max(RESCORED, n)
 
-    def top(n: int, k: int) -> Fused:
-        fused = fuse(sources, weights, n, catalog, model, keep=None if p.visual or example is not None else positive,
-                     first=first)
-        if example is not None:
-            if not exhaustive and len(weights) > 1:
-                fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids,
-                                        per_segment(catalog, model))
-            fused = rescore(catalog, fused, example, weights[LIKE], k, sequence=not exhaustive)
-        return fused
-
-    fused, stored = _with_evidence(top, n, k, catalog, cues)
-    return _results(catalog, visual, cue_index, fused, stored, text, query, p, cues, frames, example, moments,
-                    (sources, weights))
-
-
-def _with_evidence(top, n: int, k: int, catalog: Catalog, cues: dict[str, CueSource]
-                   ) -> tuple[Fused, dict[str, StoredVideo]]:
-    """(``top(n, k)`` less the files of sound alone that no text cue found — they have no picture to match —, the
-    stored videos of what is left): asked again for as many more as were dropped, until k are left or there are no
-    more."""
-    asked = k
-    while True:
-        fused = top(n, asked)
-        stored = catalog.stored(fused.ids)
-        keep = [j for j, id_ in enumerate(fused.ids) if id_ not in stored or stored[id_].pictured
-                or any(fused.rows[c][j] > 0 for c in cues)]
-        dropped = len(fused.ids) - len(keep)
-        if not dropped:
-            return fused, stored
-        if len(keep) >= k or len(fused.ids) < asked:  # enough, or every candidate was seen
-            return _pick(fused, keep[:k]), stored
-        n, asked = n + dropped, asked + dropped
-
-
-def _pick(fused: Fused, keep: list[int]) -> Fused:
-    return Fused([fused.ids[j] for j in keep], fused.scores[keep], {s: r[keep] for s, r in fused.rows.items()},
-                 {s: t[keep] for s, t in fused.terms.items()}, fused.rounds)
+    fused = fuse(sources, weights, n, catalog, model, keep=None if p.visual or example is not None else positive,
+                 first=first)
+    if example is not None:
+        if not exhaustive and len(weights) > 1:
+            fused = candidates_with(fused, sources, weights, sources[LIKE].top(RESCORED).ids,
+                                    per_segment(catalog, model))
+        fused = rescore(catalog, fused, example, weights[LIKE], k, sequence=not exhaustive)
+    return _results(catalog, visual, cue_index, fused, catalog.stored(fused.ids), text, query, p, cues, frames,
+                    example, moments, (sources, weights))
 
 
 def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:
@@ -137,23 +110,30 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
     fusion scores a segment: a video scores by its best), the best moment from the frame rows inside the best segment
     (read for all of them in one query; each frame's score is the weighted sum of its text score and its match with
     the example), each expert's score, the text segment behind the strongest cue (its moment when it outweighs the
-    picture). ``fusion``: the search's sources and weights. A file of sound alone (kind "audio") has no frame strip,
-    and its moment is the words said that match."""
+    picture). ``fusion``: the search's sources and weights. A file of sound alone (kind "audio": no picture, found by
+    its words) has no frame strip, no confidence and its experts of the picture 0; its moment is the words said that
+    match."""
     judged = [*visual.weights(1.0), *cues]  # what a confidence is the calibration of: the picture and the cues
     spans = _moments(catalog, visual, fused, query, *fusion, judged, p.weights[VISUAL]) \
         if query is not None and p.visual else {}
-    best = None  # each hit's best segment (row, bias): what a segment-ranked video's score is made of
-    if visual.segmented and spans and all(i in spans for i in fused.ids):
-        best = (np.stack([spans[i][0] for i in fused.ids]), np.array([spans[i][1] for i in fused.ids]))
+    seen = [j for j, i in enumerate(fused.ids) if i not in stored or stored[i].pictured]  # the hits with a picture
+    ids = [fused.ids[j] for j in seen]
+    best = None  # each pictured hit's best segment (row, bias): what a segment-ranked video's score is made of
+    if visual.segmented and spans and all(i in spans for i in ids):
+        best = (np.stack([spans[i][0] for i in ids]), np.array([spans[i][1] for i in ids]))
     shown = {}  # each expert's own score, shown for a mixture or when text cues take part
     if p.visual and (cues or example is not None or len(visual.experts) > 1):
-        shown = visual.expert_scores(query, fused.ids, fused.rows, best)
+        own = visual.expert_scores(query, ids, {s: r[seen] for s, r in fused.rows.items()}, best)
+        shown = {name: np.zeros(len(fused.ids)) for name in own}
+        for name, s in own.items():
+            shown[name][seen] = s
     shown.update({c: fused.rows[c] for c in cues})
     if example is not None and (p.visual or cues):
         shown[LIKE] = fused.rows[LIKE]
     picture = sum((fused.terms[s] for s in fused.terms if s not in cues), np.zeros(len(fused.ids)))
     if p.visual:
-        bias = visual.bias_of(fused.ids) if best is None else best[1]
+        bias = np.zeros(len(fused.ids))
+        bias[seen] = visual.bias_of(ids) if best is None else best[1]
         picture = picture - p.weights[VISUAL] * bias  # the picture's match, without the bias
     confidence = _confidence(visual, fused, p, judged)
     text_frames = visual.frame_scorer(query) if query is not None else None
@@ -169,16 +149,17 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
         video = stored.get(id_)
         if video is None:  # committed away after it was ranked
             continue
-        fs = frame_scores(video.frame_rows)
-        found_moments = None
+        fs = frame_scores(video.frame_rows) if video.pictured else np.zeros(0)
+        found_moments, frame, moment = None, 0, 0.0
         if id_ in spans:
             found_moments = spans[id_][2][:max(moments, 1)]
             first, stop = spans[id_][3]
             frame = first + int(np.argmax(fs[first:stop])) if stop > first else int(np.argmax(fs))
             found_moments = found_moments if moments > 0 else None
-        else:
+        elif video.pictured:
             frame = int(np.argmax(fs))
-        moment = float(video.times[frame])
+        if video.pictured:
+            moment = float(video.times[frame])
         match = None
         evidence = [c for c in cues if fused.rows[c][j] > 0]
         if evidence:

@@ -380,8 +380,8 @@ class Searcher:
 
 
 def _pictured(media: EmbeddedMedia, label: str) -> EmbeddedMedia:
-    """``media``, or a QueryError naming ``label`` when it has no picture (a file of sound alone: zero rows)."""
-    if not np.any(media.frame_vectors):
+    """``media``, or a QueryError naming ``label`` when it has no picture (a file of sound alone: no rows)."""
+    if not media.pictured:
         raise QueryError(f"{label}: has no picture (sound alone): no caption can be ranked for it")
     return media
 

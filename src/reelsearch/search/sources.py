@@ -9,6 +9,9 @@ them. A source gives its top n (with the bound a threshold test needs) and score
                                                in every segment)
     source.timed                               True when its evidence has times (the cues): a video of several
                                                segments with such evidence is fused segment by segment
+    source.pictured                            True when it scores pictures (the model's, an example's): its top
+                                               never holds a video without a picture (sound alone), which scores 0
+                                               in it (no evidence either way); the cues score every video
 
 The model's part of a search (its *visual* sources) is chosen once per model by :func:`visual_sources` — inner
 product through the vector index, an exact scan with the model's score (order similarity), frame attention over
@@ -67,6 +70,7 @@ class Source(Protocol):
 
     constant: bool
     timed: bool
+    pictured: bool
 
     def top(self, n: int) -> Top: ...
 
@@ -79,10 +83,11 @@ class NearestSource:
     """A query vector's score with the stored rows: the inner product, top n from the catalog's vector index (exact
     or HNSW), or ``score_fn(queries [1, D], rows [m, D])`` (e.g. order similarity), top n by an exact scan;
     ``biased``: plus each video's stored bias (a querybank's offset, negated: part of the model's score), which the
-    vector index holds, so one search gives the top n of the sum."""
+    vector index holds, so one search gives the top n of the sum. A video without a picture (no row) scores 0."""
 
     constant = False
     timed = False
+    pictured = True
 
     def __init__(self, catalog: Catalog, vector: np.ndarray, score_fn=None, *, biased: bool = False):
         self.catalog, self.vector, self.score_fn = catalog, np.asarray(vector, np.float32).reshape(-1), score_fn
@@ -96,9 +101,14 @@ class NearestSource:
         return Top(ids, np.asarray(scores, np.float64), -np.inf if exhausted or not ids else float(scores[-1]))
 
     def scores(self, ids: Sequence[str]) -> np.ndarray:
-        if not ids:
-            return np.zeros(0)
-        return self.segment_scores(self.catalog.rows(ids), self.catalog.biases(ids) if self.biased else None)
+        out = np.zeros(len(ids))
+        sound = self.catalog.sound_only()
+        rowed = [j for j, i in enumerate(ids) if i not in sound]
+        if rowed:
+            some = [ids[j] for j in rowed]
+            biases = self.catalog.biases(some) if self.biased else None
+            out[rowed] = self.segment_scores(self.catalog.rows(some), biases)
+        return out
 
     def segment_scores(self, rows: np.ndarray, biases: np.ndarray | None) -> np.ndarray:
         """The scores of some stored ``rows`` [m, D] (video or segment rows) with their ``biases`` [m]."""
@@ -161,9 +171,9 @@ class SegmentSource(NearestSource):
     def scores(self, ids: Sequence[str]) -> np.ndarray:
         if not ids:
             return np.zeros(0)
-        segs = self.catalog.segments(ids)
-        return np.array([self.segment_scores(segs[i].rows, segs[i].biases).max() if i in segs else -np.inf
-                         for i in ids], np.float64)
+        segs, sound = self.catalog.segments(ids), self.catalog.sound_only()
+        return np.array([self.segment_scores(segs[i].rows, segs[i].biases).max() if i in segs else
+                         0.0 if i in sound else -np.inf for i in ids], np.float64)
 
     def by_segment(self, id_: str, segments: StoredSegments) -> np.ndarray:
         return self.segment_scores(segments.rows, segments.biases)
@@ -174,6 +184,7 @@ class BestOfSource:
     sources' own tops, each scored by every source; a video outside all of them scores at most the highest bound."""
 
     constant = False
+    pictured = True
 
     def __init__(self, *parts: Source):
         self.parts = parts
@@ -199,10 +210,11 @@ class BestOfSource:
 
 class ScoredSource:
     """Scores of every video, computed once (``score_all() -> (ids, scores)``) and looked up: an exhaustive source,
-    whose top n is every video."""
+    whose top n is every video with a picture (one without scores 0)."""
 
     constant = False
     timed = False
+    pictured = True
 
     def __init__(self, score_all):
         self._score_all = score_all
@@ -222,7 +234,7 @@ class ScoredSource:
         every, scores = self._all()
         if ids == every:
             return scores
-        return np.array([scores[self._where[i]] for i in ids], np.float64)
+        return np.array([scores[j] if (j := self._where.get(i)) is not None else 0.0 for i in ids], np.float64)
 
     def by_segment(self, id_: str, segments: StoredSegments) -> np.ndarray | None:
         return None  # a video scored as a whole, alike in every segment

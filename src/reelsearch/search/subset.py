@@ -48,8 +48,8 @@ class Selection:
 
 class Subset:
     """``catalog`` restricted to ``allowed`` (a :class:`Selection`, or ids). Ids the catalog no longer holds (another
-    process committed since they were selected) are left out where rows are read (``ids``, ``chunks``: checked once,
-    when first needed); ``len`` counts the ids given."""
+    process committed since they were selected), and those without a picture (no row), are left out where rows are
+    read (``ids``, ``chunks``: checked once, when first needed); ``len`` counts the ids given."""
 
     def __init__(self, catalog: Catalog, allowed: Selection | Sequence[str]):
         self.catalog = catalog
@@ -69,8 +69,9 @@ class Subset:
 
     def _ids(self) -> list[str]:
         if self._held is None:
-            known = self.catalog.known(self._given) if self._given else []
-            self._held = self._given if all(known) else [i for i, ok in zip(self._given, known, strict=True) if ok]
+            known, sound = self.catalog.known(self._given) if self._given else [], self.catalog.sound_only()
+            self._held = self._given if all(known) and not sound else [
+                i for i, ok in zip(self._given, known, strict=True) if ok and i not in sound]
         return self._held
 
     def __len__(self) -> int:
@@ -126,6 +127,11 @@ class Subset:
                      biased: bool = False) -> tuple[list[list[str]], list[np.ndarray]]:
         found = [self.nearest(q, n, score_fn, biased=biased) for q in np.asarray(queries, np.float32)]
         return [f[0] for f in found], [f[1] for f in found]
+
+    def sound_only(self) -> set[str]:
+        """The catalog's videos without a picture (a superset of the allowed ones: what sources and the fusion's bound
+        need)."""
+        return self.catalog.sound_only()
 
     def segment_count(self) -> int:
         """At most this many segments (the catalog's: a bound is all ``SegmentSource`` needs)."""
@@ -199,4 +205,5 @@ class Subset:
         every = self.catalog.facts()
         keep = [j for j, ok in enumerate(self._allows(every.ids)) if ok]
         return VideoFacts([every.ids[j] for j in keep], [every.paths[j] for j in keep], every.duration[keep],
-                          every.taken_at[keep], [every.taken_from[j] for j in keep])
+                          every.taken_at[keep], [every.taken_from[j] for j in keep],
+                          None if every.sound_only is None else every.sound_only[keep])

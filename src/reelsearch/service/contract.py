@@ -55,7 +55,7 @@ _SECONDS = f"{_NUMBER}[{SPACE}]*[smh]?"
 FILTER_PATTERNS = {
     "after": _padded("(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"
                      "(?:-(?:0?[1-9]|1[0-2])(?:-(?:0?[1-9]|[12][0-9]|3[01]))?)?"),
-    "kind": _padded(_any_case("video", "image")),
+    "kind": _padded(_any_case("video", "image", "audio")),
     "duration": _padded(f"(?:>=|<=|>|<|=)?[{SPACE}]*{_SECONDS}|{_SECONDS}[{SPACE}]*-[{SPACE}]*{_SECONDS}"),
     "has": _padded(_any_case("speech", "text")),
 }
@@ -235,7 +235,7 @@ class VideoSummary(BaseModel):
     path: str
     name: str
     path_b64: str
-    kind: Literal["video", "image"]
+    kind: Literal["video", "image", "audio"]
     duration: float | None = Field(description="Seconds (null for a photo, or when unknown).")
     taken_at: float = Field(description="Seconds since the epoch (UTC): when it was taken (reelsearch.media.dates).")
     taken_from: Literal["exif", "container", "file"] = Field(description="Where `taken_at` comes from: the photo's "

@@ -55,7 +55,9 @@ FAISS_NAME = "vectors.faiss.npz"
 SEGMENTS_FAISS_NAME = "segments.faiss.npz"
 LOCK_NAME = ".writer.lock"
 SETTINGS_NAME = "searcher.json"
-SCHEMA_VERSION = 5  # 2: videos.bias; 3: frame_vectors.detail; 4: videos.taken_at, taken_from; 5: video_segments
+#: 2: videos.bias; 3: frame_vectors.detail; 4: videos.taken_at, taken_from; 5: video_segments; 6: videos.vector NULL
+#: for a file without a picture
+SCHEMA_VERSION = 6
 MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
 CACHE_KIB = 65536
 #: The meta key of the generation the vector file reflects.
@@ -63,10 +65,9 @@ VECTOR_KEY = "vector_gen:faiss"
 
 logger = logging.getLogger(__name__)
 
-#: The tables (``reelsearch.index.tables``) and what only the embedded catalog has (``tombstones``).
-SCHEMA_SQL = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS videos (
+#: The videos' table (a name to make it under: schema 6 makes it again).
+VIDEOS_SQL = """
+CREATE TABLE IF NOT EXISTS {name} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     path BLOB NOT NULL UNIQUE,          -- absolute path, file-system bytes (os.fsencode)
     size INTEGER NOT NULL,
@@ -78,12 +79,18 @@ CREATE TABLE IF NOT EXISTS videos (
     added_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     gen INTEGER NOT NULL,               -- generation of the commit that last wrote the vector
-    vector BLOB NOT NULL,               -- float32 [D], the video-level embedding
+    vector BLOB,                        -- float32 [D], the video-level embedding; NULL: no picture (sound alone)
     -- bias: added to every query's score of the video (a querybank offset, negated)
     bias REAL NOT NULL DEFAULT 0,
     taken_at REAL,                      -- when it was taken, seconds since the epoch (NULL: indexed before schema 4,
     taken_from TEXT                     -- read by the next sync), and from where: container, exif or file
 );
+"""
+#: The tables (``reelsearch.index.tables``) and what only the embedded catalog has (``tombstones``).
+SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+""" + VIDEOS_SQL.format(name="videos") + """
+CREATE INDEX IF NOT EXISTS videos_sound_only ON videos (id) WHERE vector IS NULL;
 CREATE INDEX IF NOT EXISTS videos_sha256 ON videos (sha256);
 CREATE INDEX IF NOT EXISTS videos_gen ON videos (gen);
 CREATE INDEX IF NOT EXISTS videos_bias ON videos (bias);
@@ -156,7 +163,8 @@ class EmbeddedCatalog(SqlCatalog):
     def _migrate(self) -> None:
         """Create the tables, or bring those of an earlier schema up to this one (1 -> 2: the bias column; 2 -> 3:
         the frames' detail, NULL for the videos already stored until the next ``sync`` measures their thumbnails;
-        3 -> 4: the date taken, NULL until the next ``sync`` reads it: the file's mtime meanwhile)."""
+        3 -> 4: the date taken, NULL until the next ``sync`` reads it: the file's mtime meanwhile; 4 -> 5: segments;
+        5 -> 6: a NULL vector for a file without a picture, whose zero rows are dropped)."""
         has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
         version = self._meta("schema_version") if has_meta else None
         if version is not None and int(version) > SCHEMA_VERSION:
@@ -167,12 +175,53 @@ class EmbeddedCatalog(SqlCatalog):
             if version is not None and int(version) < since:
                 if column not in {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}:
                     self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        if version is not None and int(version) < 6:
+            self._nullable_vector()
         self._db.executescript(SCHEMA_SQL + SEGMENTS_SQL)
         if version is not None and int(version) < 5:
             with self._transaction():
                 self._db.execute(ONE_SEGMENT_EACH)
+        if version is not None and int(version) < 6:
+            self._drop_zero_rows()
         if version is None or int(version) < SCHEMA_VERSION:
             self._set_meta("schema_version", SCHEMA_VERSION)
+
+    def _nullable_vector(self) -> None:
+        """Schema 6: ``videos.vector`` may be NULL (no picture). SQLite cannot drop a NOT NULL, so the table is made
+        again with its rows, ids and id counter, foreign keys off meanwhile (the frames and segments that reference it
+        stay); its indexes are made again by the schema script."""
+        columns = [r[1] for r in self._db.execute("PRAGMA table_info(videos)")]
+        if not columns:
+            return
+        names = ", ".join(columns)
+        self._db.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with self._transaction():
+                seq = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'videos'").fetchone()
+                self._db.execute(VIDEOS_SQL.format(name="videos_nullable"))
+                self._db.execute(f"INSERT INTO videos_nullable ({names}) SELECT {names} FROM videos")
+                self._db.execute("DROP TABLE videos")
+                self._db.execute("ALTER TABLE videos_nullable RENAME TO videos")
+                if seq is not None:
+                    self._db.execute("DELETE FROM sqlite_sequence WHERE name = 'videos'")
+                    self._db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('videos', ?)", (seq[0],))
+        finally:
+            self._db.execute("PRAGMA foreign_keys=ON")
+
+    def _drop_zero_rows(self) -> None:
+        """Schema 6: the files of sound alone that an earlier schema stored with zero rows (a zero video row and one
+        placeholder frame) lose them: no vector, frame or segment (the vector files drop them as they catch up)."""
+        zero = [r[0] for r in self._db.execute("SELECT id FROM videos WHERE n_frames = 1 AND vector IS NOT NULL AND "
+                                               "vector = zeroblob(length(vector))")]
+        if zero:
+            with self._transaction():
+                gen = self._next_generation()
+                marks = ",".join("?" * len(zero))
+                for table in ("frames", "frame_vectors", "video_segments"):
+                    self._db.execute(f"DELETE FROM {table} WHERE video_id IN ({marks})", zero)
+                self._db.execute(f"UPDATE videos SET vector = NULL, n_frames = 0, bias = 0, gen = ? WHERE id IN "
+                                 f"({marks})", (gen, *zero))
+            logger.info("%s: %d files of sound alone stored without their zero rows", self.dir, len(zero))
 
     @property
     def location(self) -> str:
@@ -338,7 +387,7 @@ class EmbeddedCatalog(SqlCatalog):
                     index.close()
             self._loaded_gen = stored
             self._open_both(dim, fresh=stored == 0)
-        if self._loaded_gen == self.generation and len(self.vectors) == len(self):
+        if self._loaded_gen == self.generation and len(self.vectors) == self.row_count():
             return
         try:
             with self.writing():
@@ -351,22 +400,26 @@ class EmbeddedCatalog(SqlCatalog):
         assert self.vectors is not None
         gen = self.generation
         synced = self._loaded_gen
-        if synced == gen and len(self.vectors) == len(self):
+        rows = self.row_count()
+        if synced == gen and len(self.vectors) == rows:
             return
-        if len(self.vectors) != len(self) and synced == gen:
+        if len(self.vectors) != rows and synced == gen:
             synced = 0  # the vector store lost or gained rows behind our back: full reconciliation
         if synced == 0:
-            known = {str(r[0]) for r in self._db.execute("SELECT id FROM videos")}
+            known = {str(r[0]) for r in self._db.execute("SELECT id FROM videos WHERE vector IS NOT NULL")}
             stale = [i for i in self.vectors.ids() if i not in known]
             self.vectors.remove(stale)
             self.segment_vectors.remove(self.segment_vectors.ids())
-        else:
-            dead = [str(r[0]) for r in self._db.execute("SELECT id FROM tombstones WHERE gen > ?", (synced,))]
+        else:  # deleted, or written again without a picture: out of the vector files
+            dead = [str(r[0]) for r in self._db.execute("SELECT id FROM tombstones WHERE gen > ? UNION SELECT id "
+                                                        "FROM videos WHERE gen > ? AND vector IS NULL",
+                                                        (synced, synced))]
             self.vectors.remove(dead)
             changed = set(dead) | {str(r[0]) for r in self._db.execute("SELECT id FROM videos WHERE gen > ?",
                                                                        (synced,))}
             self.segment_vectors.remove([k for k in self.segment_vectors.ids() if k.split(":")[0] in changed])
-        cur = self._db.execute("SELECT id, vector, bias FROM videos WHERE gen > ? ORDER BY id", (synced,))
+        cur = self._db.execute("SELECT id, vector, bias FROM videos WHERE gen > ? AND vector IS NOT NULL ORDER BY id",
+                               (synced,))
         while rows := cur.fetchmany(4096):
             self.vectors.add([str(r[0]) for r in rows], np.stack([np.append(np.frombuffer(r[1], np.float32), r[2])
                                                                   for r in rows]))
@@ -429,5 +482,6 @@ class EmbeddedCatalog(SqlCatalog):
                 yield ids, block[:, :-1]
 
     def known(self, ids: Sequence[str]) -> list[bool]:
-        """Whether each of ``ids`` is in the vector index."""
-        return [self.vectors is not None and i in self.vectors for i in ids]
+        """Whether each of ``ids`` is in the vector index, or stored without a picture."""
+        sound = self.sound_only()
+        return [(self.vectors is not None and i in self.vectors) or i in sound for i in ids]

@@ -126,22 +126,29 @@ def _salvage(damaged: Path, fresh: Path) -> tuple[int, int]:
                 except sqlite3.DatabaseError:
                     lost += 1
                     continue
-                # a video is kept whole or not at all: its segments must cover its frames
-                if (row is None or vectors is None or len(frames) != row[6] or sum(s[5] for s in segments) != row[6]
-                        or not all(_whole_image(f[3]) for f in frames)):
+                if row is not None and row[11] is not None and row[6] == 1 and not any(bytes(row[11])):
+                    # an earlier schema's file of sound alone (zero rows, one placeholder frame): without them
+                    row, frames, vectors, segments = (*row[:6], 0, *row[7:11], None, 0.0), [], None, []
+                # a video is kept whole or not at all: its segments must cover its frames (none without a picture)
+                pictured = row is not None and row[11] is not None
+                if (row is None or (vectors is None) == pictured or len(frames) != row[6]
+                        or sum(s[5] for s in segments) != row[6] or not all(_whole_image(f[3]) for f in frames)):
                     lost += 1
                     continue
                 out.execute(f"INSERT INTO videos ({_VIDEO_COLUMNS}) VALUES ({', '.join('?' * 13)})",
                             (*row[:10], 1, *row[11:]))
                 out.executemany("INSERT INTO frames VALUES (?, ?, ?, ?)", frames)
-                # detail NULL: measured again from the thumbnails by the sync that follows the repair
-                out.execute("INSERT INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)", vectors)
+                if pictured:  # detail NULL: measured again from the thumbnails by the sync that follows the repair
+                    out.execute("INSERT INTO frame_vectors (video_id, vectors, times) VALUES (?, ?, ?)", vectors)
+                    dim = len(row[11]) // 4
                 out.executemany("INSERT INTO video_segments VALUES (?, ?, ?, ?, ?, ?, ?, ?)", segments)
-                dim, model = len(row[11]) // 4, row[7]
+                model = row[7]
                 kept += 1
             meta = {"schema_version": SCHEMA_VERSION, "gen": 1}
             if dim is not None:
-                meta |= {"dim": dim, "model_id": model}
+                meta |= {"dim": dim}
+            if model is not None:
+                meta |= {"model_id": model}
             out.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                             [(k, str(v)) for k, v in meta.items()])
             out.execute("COMMIT")

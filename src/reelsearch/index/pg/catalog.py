@@ -78,13 +78,15 @@ class PostgresCatalog(SqlCatalog):
     """The catalog in the PostgreSQL database at ``url`` (migrated to this reelsearch's schema on open).
 
     HNSW settings: ``hnsw_m`` and ``ef_construction`` (when the index is made), ``ef_search`` (per query, at least
-    the number of candidates asked for); ``threshold``: below it ``nearest`` is exact.
+    the number of candidates asked for); ``segment_ef_search``: the segments' query's (None: ``ef_search`` times the
+    segments per video, :meth:`segments_ef`); ``threshold``: below it ``nearest`` is exact.
     """
 
     VECTOR_SQL = "vector_send(v.vector)"
 
     def __init__(self, url: str, *, media_roots: MediaRoots | None = None, threshold: int = 20_000,
-                 hnsw_m: int = 16, ef_construction: int = 64, ef_search: int = 128, lease: float = LEASE):
+                 hnsw_m: int = 16, ef_construction: int = 64, ef_search: int = 128,
+                 segment_ef_search: int | None = None, lease: float = LEASE):
         self.media_roots = media_roots or MediaRoots()
         self.lease = float(lease)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -92,6 +94,7 @@ class PostgresCatalog(SqlCatalog):
         self._claimed: set[bytes] = set()  # the files this writer claimed, until their commit
         self.threshold, self.hnsw_m, self.ef_construction = int(threshold), int(hnsw_m), int(ef_construction)
         self.ef_search = int(ef_search)
+        self.segment_ef_search = None if segment_ef_search is None else int(segment_ef_search)
         self._db = Database(url)
         try:
             migrate(self._db)
@@ -284,14 +287,15 @@ class PostgresCatalog(SqlCatalog):
         """The ``n`` best of each query by inner product (+ bias when ``biased``): HNSW above ``threshold`` videos
         (segments), exact below or when more than MAX_EF_SEARCH are asked for; one query each, in one transaction."""
         dim = self.dim
-        rows = self.segment_count() if segments else len(self)
+        rows = self.segment_count() if segments else self.row_count()
         exact = n > MAX_EF_SEARCH or rows < self.threshold or dim + 1 > HNSW_MAX_DIM
         ids, dists = [], []
         with self._db.transaction():
             if exact:
                 self._db.execute("SET LOCAL enable_indexscan = off")
             else:
-                self._db.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, int(n))}")
+                ef = self.segments_ef() if segments else self.ef_search
+                self._db.execute(f"SET LOCAL hnsw.ef_search = {min(MAX_EF_SEARCH, max(ef, int(n)))}")
             sql = self.nearest_sql(dim, exact, biased, segments=segments)
             for row in queries:
                 text = vector_text(row)
@@ -307,6 +311,16 @@ class PostgresCatalog(SqlCatalog):
                                 biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
         """``_nearest_inner`` over ``video_segments`` (ids ``"VIDEO:ORDINAL"``)."""
         return self._nearest_inner(queries, n, biased, segments=True)
+
+    def segments_ef(self) -> int:
+        """The segments' query's ``hnsw.ef_search``: ``segment_ef_search``, or ``ef_search`` times the segments per
+        video (rounded up; at most MAX_EF_SEARCH). A video ranks by its best segment, and a video's segments lie near
+        each other: they crowd the candidate list, so the HNSW search keeps as many candidates per video as the
+        videos' query keeps (docs/benchmarks.md, "PostgreSQL's segments query")."""
+        if self.segment_ef_search is not None:
+            return self.segment_ef_search
+        per_video = -(-self.segment_count() // max(1, self.row_count()))
+        return min(MAX_EF_SEARCH, self.ef_search * max(1, per_video))
 
     _segment_count: tuple[int, int] | None = None  # (generation, number of segments)
 
@@ -336,8 +350,8 @@ class PostgresCatalog(SqlCatalog):
         ``schema.FOLDED``)."""
         distance = f"(vector <#> ?::vector({dim}))" + (" - bias" if biased else "")
         key, table = ("video_id || ':' || ordinal", "video_segments") if segments else ("id", "videos")
-        if exact:
-            return f"SELECT {key}, {distance} AS d FROM {table} ORDER BY d LIMIT ?"
+        if exact:  # a video without a picture has no vector (NULL), no segment
+            return f"SELECT {key}, {distance} AS d FROM {table} WHERE vector IS NOT NULL ORDER BY d LIMIT ?"
         return (f"SELECT {key}, {distance} FROM {table} ORDER BY {FOLDED.format(dim=dim + 1)} <#> "
                 f"?::halfvec({dim + 1}) LIMIT ?")
 
@@ -347,8 +361,8 @@ class PostgresCatalog(SqlCatalog):
         if not ids:
             return np.empty((0, dim), np.float32)
         keys = [int(i) for i in ids]
-        found = dict(self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id = ANY(?)",
-                                      (keys,)).fetchall())
+        found = dict(self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id = ANY(?) AND vector IS NOT "
+                                      "NULL", (keys,)).fetchall())
         missing = [i for i, k in zip(ids, keys, strict=True) if k not in found]
         if missing:
             raise KeyError(missing[0])
@@ -359,17 +373,17 @@ class PostgresCatalog(SqlCatalog):
         dim, last = self.dim, 0
         if dim is None:
             return
-        while block := self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id > ? ORDER BY id "
-                                        "LIMIT ?", (last, rows)).fetchall():
+        while block := self._db.execute("SELECT id, vector_send(vector) FROM videos WHERE id > ? AND vector IS NOT "
+                                        "NULL ORDER BY id LIMIT ?", (last, rows)).fetchall():
             last = block[-1][0]
             yield [str(r[0]) for r in block], vectors_from_send([r[1] for r in block], dim)
 
     def ids(self) -> list[str]:
-        """Every video's id, in the order of ``chunks``."""
-        return [str(r[0]) for r in self._db.execute("SELECT id FROM videos ORDER BY id")]
+        """Every id of a video with a picture, in the order of ``chunks``."""
+        return [str(r[0]) for r in self._db.execute("SELECT id FROM videos WHERE vector IS NOT NULL ORDER BY id")]
 
     def known(self, ids: Sequence[str]) -> list[bool]:
-        """Whether each of ``ids`` is stored."""
+        """Whether each of ``ids`` is stored (with a picture or without)."""
         keys = [int(i) for i in ids]
         found = {r[0] for r in self._db.execute("SELECT id FROM videos WHERE id = ANY(?)", (keys,))} if keys else set()
         return [k in found for k in keys]

@@ -217,6 +217,24 @@ def segments_hnsw_index(db: Database, dim: int, m: int, ef_construction: int) ->
                    f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
 
 
+def _v8(db: Database) -> None:
+    """A file without a picture (sound alone) has no vector: ``videos.vector`` may be NULL (the HNSW index holds no
+    NULL; a partial index lists them). Those an earlier version stored with zero rows (a zero vector, one placeholder
+    frame) lose them, and the generation moves on (what readers hold of them is out of date)."""
+    db.execute("""
+        ALTER TABLE videos ALTER COLUMN vector DROP NOT NULL;
+        CREATE INDEX IF NOT EXISTS videos_sound_only ON videos (id) WHERE vector IS NULL;
+    """)
+    zero = [r[0] for r in db.execute("SELECT id FROM videos WHERE n_frames = 1 AND vector_norm(vector) = 0")]
+    if zero:
+        db.execute("DELETE FROM frames WHERE video_id = ANY(?)", (zero,))
+        db.execute("DELETE FROM frame_vectors WHERE video_id = ANY(?)", (zero,))
+        db.execute("DELETE FROM video_segments WHERE video_id = ANY(?)", (zero,))
+        db.execute("UPDATE videos SET vector = NULL, n_frames = 0, bias = 0 WHERE id = ANY(?)", (zero,))
+        db.execute("INSERT INTO meta (key, value) VALUES ('gen', '1') ON CONFLICT (key) "
+                   "DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)")
+
+
 #: (version, what it does, the function that applies it), in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (1, "the catalog: videos, frames, frame vectors, text cues, claims", _v1),
@@ -226,6 +244,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (5, "videos.taken_at, taken_from: when each video was taken", _v5),
     (6, "the HNSW index over the vectors and their biases", _v6),
     (7, "video_segments: each video's segments, their vectors and HNSW index", _v7),
+    (8, "videos.vector NULL for a file without a picture, its zero rows dropped", _v8),
 ]
 LATEST = MIGRATIONS[-1][0]
 
