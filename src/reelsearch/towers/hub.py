@@ -29,13 +29,6 @@ def is_hf(spec) -> bool:
     return isinstance(spec, (str, os.PathLike)) and str(spec).startswith(PREFIX)
 
 
-def hf_location(spec: str) -> str:
-    """``spec`` in one form: ``hf:`` and a local folder's real path, or ``hf:`` and a hub id as given."""
-    name = str(spec).removeprefix(PREFIX)
-    folder = Path(name).expanduser()
-    return PREFIX + os.path.realpath(folder) if folder.is_dir() else PREFIX + name
-
-
 def checkpoint_dir(spec: str) -> Path:
     """The local folder of ``hf:NAME_OR_DIR`` (fetched into the Hugging Face cache on first use)."""
     name = str(spec).removeprefix(PREFIX)
