@@ -295,6 +295,7 @@ _shared_lock = threading.Lock()
 def shared_towers(spec: str, int8: bool = False, runtime: str | None = None) -> Towers:
     """One ``Towers`` per checkpoint (and int8 / runtime choice) in a process: the text processor and the frame
     extractor of one model share it."""
+    runtime = onnx_runtime.resolve_runtime(runtime, "cpu", RUNTIME_ENV, str(spec))
     key = (str(spec), bool(int8), runtime)
     with _shared_lock:
         if key not in _shared:
