@@ -20,12 +20,11 @@ pytest.importorskip("transformers")
 
 import hf_checkpoints  # noqa: E402
 import hub_server  # noqa: E402
-from test_search_support import make_media  # noqa: E402
-
 import reelsearch  # noqa: E402
 from reelsearch.cli.main import app, main  # noqa: E402
 from reelsearch.features.extractors import create_extractor  # noqa: E402
 from reelsearch.towers.clip import Towers  # noqa: E402
+from test_search_support import make_media  # noqa: E402
 
 TEXTS = ["a dog runs on the grass", "two people ride a red bike in the park", "snow", "a cat"]
 FAMILIES = ("clip", "siglip")

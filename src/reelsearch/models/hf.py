@@ -15,8 +15,8 @@ from __future__ import annotations
 from reelsearch.config import ModelConfig, config_from_dict
 from reelsearch.config.recipe import ModalityRecipe, TextRecipe
 from reelsearch.config.typed import to_dict
-from reelsearch.towers.clip import shared_towers
 from reelsearch.location import model_location
+from reelsearch.towers.clip import shared_towers
 
 from .joint import JointModel
 

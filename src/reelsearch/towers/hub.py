@@ -49,8 +49,12 @@ def _fetch(name: str) -> Path:
     try:
         from huggingface_hub import snapshot_download  # noqa: PLC0415 - optional package (text extra)
         from huggingface_hub.errors import (  # noqa: PLC0415 - optional package (text extra)
-            HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError,
-            RevisionNotFoundError)
+            HfHubHTTPError,
+            LocalEntryNotFoundError,
+            OfflineModeIsEnabled,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
     except ImportError as exc:
         raise ReelsearchError(f"hf:{name}: fetching a hub checkpoint needs huggingface_hub: pip install "
                               "'reelsearch[text]' (or pass a local folder, hf:/path/to/checkpoint)") from exc
