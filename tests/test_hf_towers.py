@@ -191,3 +191,10 @@ def test_hub_checkpoint_fetched_once_from_the_endpoint(checkpoints, tmp_path):
     assert any(a.startswith("GET /api/models/tiny/clip/revision/") for a in asked)
     assert any(a.endswith("/resolve/" + hub_server.COMMIT + "/model.safetensors") for a in asked)
     assert list((tmp_path / "hf" / "hub").glob("models--tiny--clip/snapshots/*/model.safetensors"))
+
+
+def test_models_lists_known_hub_checkpoints_with_cited_numbers():
+    """`reelsearch models`: the hub checkpoints known to run, with size, license and their paper's numbers."""
+    table = reelsearch.api.models_table()
+    assert "hf:openai/clip-vit-base-patch32" in table and "hf:google/siglip-base-patch16-256-multilingual" in table
+    assert "88.0 / 68.7" in table and "Table 13" in table and "Apache-2.0" in table
