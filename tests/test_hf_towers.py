@@ -141,6 +141,11 @@ def test_cli_index_search_like_duplicates_and_eval(checkpoints, tmp_path):
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert 0 <= got["t2v"]["R@1"] <= 100 and got["t2v"]["R@10"] == 100  # five videos: all within ten
+    res = runner.invoke(app, ["calibrate", spec, "--data", f"manifest:{manifest}", "--split", "test", "--hits", "3",
+                              "--out", str(tmp_path / "calibrated")])
+    assert res.exit_code == 0, res.output
+    calibrated = reelsearch.load(tmp_path / "calibrated")
+    assert calibrated.calibration is not None and calibrated.fingerprint() == reelsearch.load(spec).fingerprint()
 
 
 def test_fuse_with_the_bundled_model(checkpoints, tmp_path):
