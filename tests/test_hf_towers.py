@@ -146,6 +146,14 @@ def test_cli_index_search_like_duplicates_and_eval(checkpoints, tmp_path):
     assert res.exit_code == 0, res.output
     calibrated = reelsearch.load(tmp_path / "calibrated")
     assert calibrated.calibration is not None and calibrated.fingerprint() == reelsearch.load(spec).fingerprint()
+    sentences = list(captions.values())
+    (tmp_path / "mc.csv").write_text("".join("\t".join([p.stem, "", "", "", "", *sentences, str(i + 1)]) + "\n"
+                                             for i, p in enumerate(sorted(paths, key=lambda p: list(captions).index(
+                                                 p.stem)))))
+    res = runner.invoke(app, ["mc", "eval", spec, str(tmp_path / "mc.csv"), "--data", f"manifest:{manifest}:test",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout.strip().splitlines()[-1])["items"] == len(paths)
 
 
 def test_fuse_with_the_bundled_model(checkpoints, tmp_path):
@@ -203,3 +211,27 @@ def test_models_lists_known_hub_checkpoints_with_cited_numbers():
     table = reelsearch.api.models_table()
     assert "hf:openai/clip-vit-base-patch32" in table and "hf:google/siglip-base-patch16-256-multilingual" in table
     assert "88.0 / 68.7" in table and "Table 13" in table and "Apache-2.0" in table
+
+
+def test_train_over_the_image_tower_frames(checkpoints, tmp_path):
+    """A paper model trains with the image tower as its frame extractor (``hf_frame_recipe``): Mithun's expert over
+    CLIP frame embeddings, on a small manifest dataset."""
+    from reelsearch.config.typed import to_dict
+    from reelsearch.models.hf import hf_frame_recipe
+
+    spec = f"hf:{checkpoints['clip']}"
+    paths = make_media(tmp_path / "media")
+    captions = ["a red car", "snow", "a ball", "people", "the water"]
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"id": p.stem, "path": str(p), "split": "train" if i < 3 else "val",
+                                            "captions": [captions[i], f"{captions[i]} in the park"]}) + "\n"
+                                for i, p in enumerate(paths)))
+    recipe = to_dict(hf_frame_recipe(spec))
+    report = reelsearch.train("mithun-expert", f"manifest:{manifest}", tmp_path / "run", progress=False,
+                              overrides={"features.video": {"appearance": recipe}, "train.epochs": 1,
+                                         "train.batch_size": 2, "train.warmup_epochs": 0,
+                                         "model.text.glove_init": None})
+    assert report
+    model = reelsearch.load(tmp_path / "run")
+    assert model.recipes["appearance"].extractor == "hf-image" and model.recipes["appearance"].dim == 16
+    assert model.encode_video([paths[0]]).video.shape == (1, model.dim)
