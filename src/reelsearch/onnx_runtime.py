@@ -18,6 +18,7 @@ instructions), and later sessions load that with no optimisation to run (the sam
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -68,6 +69,23 @@ def resolve_runtime(requested: str | None, device="cpu", env: str = "", what: st
             warnings.warn(f"ONNX Runtime unavailable for {what}, using torch: {reason}", RuntimeWarning, stacklevel=3)
         return "torch"
     return "onnxruntime"
+
+
+@contextlib.contextmanager
+def quiet_quantization():
+    """Silence what onnxruntime's quantisation says while it runs: it logs advice through the root logger (which
+    would otherwise configure it) and warns."""
+    root = logging.getLogger()
+    quiet, level = logging.NullHandler(), root.level
+    root.addHandler(quiet)
+    root.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.removeHandler(quiet)
+        root.setLevel(level)
 
 
 def optimization_level() -> str:

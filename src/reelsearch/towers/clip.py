@@ -256,18 +256,9 @@ def quantize(float_path: Path, int8_path: Path) -> None:
     dynamic quantisation; activations quantised per call), the rest float32."""
     from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415 - optional package (text extra)
 
-    root = logging.getLogger()
-    quiet, level = logging.NullHandler(), root.level
-    root.addHandler(quiet)  # onnxruntime logs advice through the root logger, which would otherwise configure it
-    root.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            quantize_dynamic(str(float_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
-                             op_types_to_quantize=["MatMul"])
-    finally:
-        root.removeHandler(quiet)
-        root.setLevel(level)
+    with onnx_runtime.quiet_quantization():
+        quantize_dynamic(str(float_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
 
 
 @contextlib.contextmanager
