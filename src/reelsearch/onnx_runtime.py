@@ -88,6 +88,21 @@ def quiet_quantization():
         root.setLevel(level)
 
 
+def export_graph(module: torch.nn.Module, example: tuple, path: Path, atomic: bool, input_names: list[str],
+                 output_names: list[str], dynamic_axes: dict, opset: int = 17) -> None:
+    """``module`` exported by ``torch.onnx`` (the TorchScript exporter) to ``path`` (atomically unless ``atomic`` is
+    False: a private folder), traced outside any inference mode (callers often encode under it), without autograd
+    and without the exporter's notes."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")  # the TorchScript exporter's notes
+        stack.enter_context(torch.inference_mode(False))
+        stack.enter_context(torch.no_grad())
+        target = stack.enter_context(atomic_path(path, suffix=".onnx")) if atomic else path
+        torch.onnx.export(module, example, str(target), dynamo=False, opset_version=opset, input_names=input_names,
+                          output_names=output_names, dynamic_axes=dynamic_axes)
+
+
 def optimization_level() -> str:
     """The graph optimisation level ``$REELSEARCH_ORT_OPTIMIZATION`` names (default "all")."""
     level = os.environ.get(OPTIMIZATION_ENV) or "all"

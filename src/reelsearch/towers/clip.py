@@ -241,14 +241,8 @@ class Towers:
             ids = torch.as_tensor(self.tokens(["a"])["input_ids"])
             example, names = (ids, torch.ones_like(ids)), ["input_ids", "attention_mask"]
             axes = {n: {0: "batch", 1: "tokens"} for n in names}
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(warnings.catch_warnings())
-            warnings.simplefilter("ignore")  # the TorchScript exporter's notes
-            stack.enter_context(torch.inference_mode(False))
-            stack.enter_context(torch.no_grad())
-            target = stack.enter_context(atomic_path(path, suffix=".onnx")) if atomic else path
-            torch.onnx.export(module, example, str(target), dynamo=False, opset_version=OPSET, input_names=names,
-                              output_names=["embeddings"], dynamic_axes={**axes, "embeddings": {0: "batch"}})
+        onnx_runtime.export_graph(module, example, path, atomic, names, ["embeddings"],
+                                  {**axes, "embeddings": {0: "batch"}}, OPSET)
 
 
 def quantize(float_path: Path, int8_path: Path) -> None:
