@@ -110,9 +110,10 @@ def test_onnxruntime_towers_equal_transformers_and_are_cached(checkpoints, famil
     assert int8.int8 and any("-int8" in p.name for p in (cache / "onnx").glob(f"{family}-text-*"))
 
 
-def test_cli_index_search_like_duplicates_and_eval(checkpoints, tmp_path):
+def test_cli_index_search_like_duplicates_and_eval(checkpoints, tmp_path, monkeypatch):
     """`--model hf:DIR` indexes media (the image tower per sampled frame), searches by text and by example, finds
     duplicates and evaluates a manifest dataset, as any model."""
+    monkeypatch.chdir(tmp_path)  # (eval writes its result file here)
     spec = f"hf:{checkpoints['clip']}"
     paths = make_media(tmp_path / "media")
     runner = CliRunner()
