@@ -24,7 +24,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("models", "losses"),  # encoders, joint spaces, mixtures, querybank; ranking losses
     ("features", "mc"),  # extractors, FeatureStore, pipelines, cues; the multiple-choice test
     ("config",),  # typed configs and feature recipes, and the names they may use (config.names)
-    ("media", "datasets", "text", "evaluation"),  # decoding; readers; word and token features; metrics
+    ("media", "datasets", "text", "towers", "evaluation"),  # decoding; readers; word and token features; CLIP-family
+    # checkpoints' towers (hf:NAME_OR_DIR); metrics
     ("similarity", "scoring"),  # S(c, v); what ranking needs at run time: score matrices, fusion, calibration curve
     ("onnx_runtime", "served"),  # ONNX Runtime sessions and their cached optimised graphs (atomic files: on io); a
     # running serve's advert and asking it (standard library only: the CLI asks before importing anything heavy)

@@ -21,12 +21,14 @@ from pathlib import Path
 
 from reelsearch.config import MixtureConfig
 from reelsearch.models import load_model, registry
+from reelsearch.towers.known import known_table
 from reelsearch.training import run
 
 
 def load(name_or_path: str | Path = "default", device: str = "cpu", int8_text: bool = False):
     """A saved model, ready to use: ``"default"`` (the bundled one), a pretrained name from ``list_pretrained()``,
-    a model directory or a training run's directory (its ``best/``). Returns a JointModel or MixtureOfExperts.
+    a model directory, a training run's directory (its ``best/``) or ``"hf:NAME_OR_DIR"`` (a CLIP- or SigLIP-family
+    checkpoint, zero-shot: ``reelsearch.models.hf``). Returns a JointModel or MixtureOfExperts.
 
     ``int8_text``: MiniLM text features in int8 (faster ``encode_text`` on a CPU, embeddings
     slightly off float32; ``model.use_int8_text``)."""
@@ -62,8 +64,8 @@ def list_pretrained() -> list[dict]:
 
 
 def models_table() -> str:
-    """The named architectures (``describe_models``) and the pretrained models (``list_pretrained``), as
-    ``reelsearch models`` lists them."""
+    """The named architectures (``describe_models``), the pretrained models (``list_pretrained``) and the hub
+    checkpoints known to run (``reelsearch.towers.known``), as ``reelsearch models`` lists them."""
     archs, pretrained = describe_models(), list_pretrained()
     lines = ["architectures (reelsearch train NAME ...):"]
     width = max(len(a["name"]) for a in archs)
@@ -75,7 +77,9 @@ def models_table() -> str:
         metrics = "; ".join(f"{split}: " + ", ".join(f"{k} {v}" for k, v in m.items())
                             for split, m in p.get("metrics", {}).items())
         lines.append(f"  {p['name']}  ({p['architecture']})  {metrics}\n    {p['description']}")
-    return "\n".join(lines)
+    lines.append("\nopen towers (--model hf:NAME, fetched into the Hugging Face cache on first use; any CLIPModel or "
+                 "SiglipModel checkpoint, or hf:FOLDER, runs too; docs/models.md):")
+    return "\n".join(lines + known_table())
 
 
 def train(config, data, out, **options) -> dict:

@@ -64,8 +64,10 @@ def library_location(index: str | Path | None = None, db: str | None = None) -> 
 
 
 def model_location(model: str | None) -> str | None:
-    """A model setting in one form: an existing path made absolute (its real path); a name such as "default", or
-    None (the library's own), as it is."""
+    """A model setting in one form: an existing path made absolute (its real path), also after ``hf:`` (a checkpoint
+    folder); a name such as "default" or ``hf:`` and a hub id, or None (the library's own), as it is."""
+    if model and model.startswith("hf:") and Path(model[3:]).expanduser().is_dir():
+        return "hf:" + os.path.realpath(Path(model[3:]).expanduser())
     if model and model != "default" and Path(model).exists():
         return os.path.realpath(model)
     return model

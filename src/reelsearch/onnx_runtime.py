@@ -18,6 +18,7 @@ instructions), and later sessions load that with no optimisation to run (the sam
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -68,6 +69,38 @@ def resolve_runtime(requested: str | None, device="cpu", env: str = "", what: st
             warnings.warn(f"ONNX Runtime unavailable for {what}, using torch: {reason}", RuntimeWarning, stacklevel=3)
         return "torch"
     return "onnxruntime"
+
+
+@contextlib.contextmanager
+def quiet_quantization():
+    """Silence what onnxruntime's quantisation says while it runs: it logs advice through the root logger (which
+    would otherwise configure it) and warns."""
+    root = logging.getLogger()
+    quiet, level = logging.NullHandler(), root.level
+    root.addHandler(quiet)
+    root.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.removeHandler(quiet)
+        root.setLevel(level)
+
+
+def export_graph(module: torch.nn.Module, example: tuple, path: Path, atomic: bool, input_names: list[str],
+                 output_names: list[str], dynamic_axes: dict, opset: int = 17) -> None:
+    """``module`` exported by ``torch.onnx`` (the TorchScript exporter) to ``path`` (atomically unless ``atomic`` is
+    False: a private folder), traced outside any inference mode (callers often encode under it), without autograd
+    and without the exporter's notes."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")  # the TorchScript exporter's notes
+        stack.enter_context(torch.inference_mode(False))
+        stack.enter_context(torch.no_grad())
+        target = stack.enter_context(atomic_path(path, suffix=".onnx")) if atomic else path
+        torch.onnx.export(module, example, str(target), dynamo=False, opset_version=opset, input_names=input_names,
+                          output_names=output_names, dynamic_axes=dynamic_axes)
 
 
 def optimization_level() -> str:

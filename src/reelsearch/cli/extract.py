@@ -18,7 +18,8 @@ def extract(
     paths: list[str] = typer.Argument(..., help="Media files, folders (searched recursively) or FORMAT:ROOT[:SPLIT]."),
     out: str = typer.Option(..., "--out", "-o", help="FeatureStore folder (created; resumed when it exists)."),
     recipe: str | None = typer.Option(None, "--recipe", help="Extract exactly the features a model reads: a named "
-                                      "model, a config YAML or a model directory (`default`: the bundled model). "
+                                      "model, a config YAML, a model directory (`default`: the bundled model) or "
+                                      "hf:NAME_OR_DIR. "
                                       "Replaces the feature options below."),
     modality: str = typer.Option("appearance", "--modality", "-m", help="Comma list: appearance,motion,audio."),
     sampling: str = typer.Option("interval:0.5", help="Frames to keep: every:N | interval:SECONDS | uniform:K | all."),

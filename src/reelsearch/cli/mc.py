@@ -61,8 +61,8 @@ def tag(
 
 @app.command("eval")
 def evaluate(
-    checkpoint: str = typer.Argument(..., help="Trained model: a model directory, a training run's folder, or "
-                                     "`default` (the bundled model)."),
+    checkpoint: str = typer.Argument(..., help="Trained model: a model directory, a training run's folder, "
+                                     "`default` (the bundled model) or hf:NAME_OR_DIR (a CLIP/SigLIP checkpoint)."),
     mc_file: Path = typer.Argument(..., help="Multiple-choice file (from `mc build`, or LSMDC16's)."),
     data: str = typer.Option(..., "--data", help=DATA_HELP + " Maps clip ids to media and features."),
     features: Path | None = typer.Option(None, "--features", help="FeatureStore with the videos' features (default: "

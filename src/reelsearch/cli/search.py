@@ -23,7 +23,8 @@ DB_HELP = ("A PostgreSQL catalog instead of an index directory: postgresql://USE
            "from the URL or PGPASSWORD / ~/.pgpass; default: $REELSEARCH_DB when --index is not given).")
 MEDIA_ROOT_HELP = ("OLD=NEW: files stored under the folder OLD (as the indexing host saw them) are read under NEW "
                    "on this host (repeatable; see docs/deploy.md).")
-MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
+MODEL_HELP = ("Model directory, training run or hf:NAME_OR_DIR (a CLIP/SigLIP checkpoint; default: the one the index "
+              "was built with, else the bundled model).")
 #: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
 JSON_KEYS = ("id", "path", "path_b64", "kind", "score", "confidence", "moment", "moments", "experts", "match",
              "unavailable", "taken_at", "taken_from")

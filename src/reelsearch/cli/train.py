@@ -53,8 +53,8 @@ def train(
 
 @app.command("eval")
 def evaluate(
-    checkpoint: str = typer.Argument(..., help="A model directory, a training run directory, or `default` (the "
-                                     "bundled model)."),
+    checkpoint: str = typer.Argument(..., help="A model directory, a training run directory, `default` (the "
+                                     "bundled model) or hf:NAME_OR_DIR (a CLIP/SigLIP checkpoint)."),
     data: str = typer.Option(..., "--data", help="Dataset as FORMAT:ROOT[:SPLIT]."),
     split: str | None = typer.Option(None, "--split", help="Split to evaluate (default: val/dev, else test)."),
     features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature caches, "
@@ -91,7 +91,8 @@ def evaluate(
 
 @app.command("fuse")
 def fuse(
-    checkpoints: list[str] = typer.Argument(..., help="Two or more model or run directories (the experts)."),
+    checkpoints: list[str] = typer.Argument(..., help="Two or more model or run directories, `default` or "
+                                    "hf:NAME_OR_DIR checkpoints (the experts)."),
     out: Path = typer.Option(..., "--out", help="Run folder: the mixture goes to OUT/best/, the "
                              "report to OUT/fusion.json."),
     kind: str = typer.Option("score", "--kind", help="score (weighted sum, Mithun Eq. 4) or rank fusion."),
@@ -186,7 +187,8 @@ def tune_text(
 
 @app.command("querybank")
 def querybank(
-    checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+    checkpoint: str = typer.Argument(..., help="A model or run directory, `default` (the bundled model) "
+                                    "or hf:NAME_OR_DIR (a CLIP/SigLIP checkpoint)."),
     data: str = typer.Option(..., "--data", help="The training data as FORMAT:ROOT, e.g. "
                              "flickr8k:../shared/data/flickr8k."),
     out: Path = typer.Option(..., "--out", help="Run folder: the model with its querybank goes to OUT/best/, "
@@ -220,7 +222,8 @@ def querybank(
 
 @app.command("calibrate")
 def calibrate(
-    checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+    checkpoint: str = typer.Argument(..., help="A model or run directory, `default` (the bundled model) "
+                                    "or hf:NAME_OR_DIR (a CLIP/SigLIP checkpoint)."),
     data: str = typer.Option(..., "--data", help="Development data as FORMAT:ROOT, e.g. "
                              "flickr8k:../shared/data/flickr8k."),
     out: Path = typer.Option(..., "--out", help="Run folder: the model with its calibration goes to OUT/best/, "

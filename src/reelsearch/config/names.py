@@ -11,4 +11,5 @@ from __future__ import annotations
 LOSS_NAMES = frozenset({"vse", "torabi-pairwise", "annotation", "vse++", "mithun-weighted", "infonce"})
 
 #: Names of ``reelsearch.features.extractors.EXTRACTORS``: the features reelsearch can compute itself.
-EXTRACTOR_NAMES = frozenset({"efficientnet-lite0", "efficientnet-lite2", "backbone", "hof-mbh", "soundnet8"})
+EXTRACTOR_NAMES = frozenset({"efficientnet-lite0", "efficientnet-lite2", "backbone", "hof-mbh", "soundnet8",
+                             "hf-image"})

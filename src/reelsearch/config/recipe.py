@@ -157,11 +157,13 @@ class TextRecipe:
     package model, another text tower by name (``reelsearch.text.towers``: ``all-mpnet-base-v2``) or the folder of
     an adapted encoder, ``weights`` its identity, ``layer`` the hidden states after that
     layer instead of the last one, ``tail`` the file of its tuned top layers, ``reelsearch tune-text``: relative in
-    a model folder, absolute once loaded, its digest part of ``weights``). ``dim``: the size of the vectors (GloVe,
-    MiniLM); null for vocab ids.
+    a model folder, absolute once loaded, its digest part of ``weights``) or ``hf`` (the unit-norm caption embedding
+    of the text tower of a CLIP- or SigLIP-family checkpoint, ``encoder`` its ``hf:NAME_OR_DIR``, ``weights`` the
+    checkpoint's identity: one [1, dim] row per caption; ``reelsearch.towers``). ``dim``: the size of the vectors
+    (GloVe, MiniLM, the tower's embedding); null for vocab ids.
     """
 
-    kind: Literal["glove", "vocab", "minilm"]
+    kind: Literal["glove", "vocab", "minilm", "hf"]
     dim: int | None = None
     encoder: str | None = None
     weights: str | None = None
@@ -170,9 +172,12 @@ class TextRecipe:
     tail: str | None = field(default=None, metadata={"omit_default": True})
 
     def check(self) -> None:
-        if self.kind != "minilm" and (self.encoder or self.layer is not None or self.tail):
+        if self.kind == "hf" and (not str(self.encoder or "").startswith("hf:") or self.layer is not None
+                                  or self.tail):
+            raise ConfigError("hf text features name their checkpoint (encoder: hf:NAME_OR_DIR), no layer or tail")
+        if self.kind not in ("minilm", "hf") and (self.encoder or self.layer is not None or self.tail):
             raise ConfigError(f"encoder, layer and tail apply to minilm text features only (kind is {self.kind!r})")
-        tower = TOWERS.get(self.encoder or MINILM)
+        tower = TOWERS.get(self.encoder or MINILM) if self.kind == "minilm" else None
         depth = tower.layers if tower is not None else None  # an adapted folder: its encoder says
         if self.layer is not None and not 0 <= self.layer <= (depth if depth is not None else self.layer):
             raise ConfigError(f"layer must be 0-{depth} ({tower.name}), got {self.layer}")

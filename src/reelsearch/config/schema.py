@@ -70,9 +70,10 @@ class EncoderConfig:
 
 @dataclass
 class ProjectionConfig:
-    """Into the joint space: ``linear-abs-l2`` | ``abs-l2`` | ``linear-l2`` | ``fc-bn-l2`` (models/projection.py)."""
+    """Into the joint space: ``linear-abs-l2`` | ``abs-l2`` | ``linear-l2`` | ``fc-bn-l2`` | ``l2``
+    (models/projection.py)."""
 
-    kind: Literal["linear-abs-l2", "abs-l2", "linear-l2", "fc-bn-l2"]
+    kind: Literal["linear-abs-l2", "abs-l2", "linear-l2", "fc-bn-l2", "l2"]
     dim: int | None = None
 
 

@@ -1,5 +1,6 @@
-"""Find and load a saved model: a model folder (``reelsearch.models.folder``), a training run's folder, or the model
-bundled with the package; and where a command that derives a model puts it and its report."""
+"""Find and load a model: a model folder (``reelsearch.models.folder``), a training run's folder, the model bundled
+with the package, or a CLIP- or SigLIP-family checkpoint (``hf:NAME_OR_DIR``, ``reelsearch.models.hf``); and where a
+command that derives a model puts it and its report."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 import torch
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.towers.hub import is_hf
 
 from .folder import is_model_folder, read_model
+from .hf import hf_model
 
 #: Name that resolves to the model bundled with the package (src/reelsearch/assets/default-model/).
 DEFAULT_MODEL = "default"
@@ -44,7 +47,10 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
     """Load the model saved at ``path`` (see :func:`resolve_checkpoint`) with every part its folder names (its
-    querybank, ``reelsearch.models.querybank``, included), in eval mode."""
+    querybank, ``reelsearch.models.querybank``, included), in eval mode; ``hf:NAME_OR_DIR``: that checkpoint's
+    zero-shot model (``reelsearch.models.hf``)."""
+    if is_hf(path):
+        return hf_model(str(path)).to(map_location)
     return read_model(resolve_checkpoint(path), map_location)
 
 
@@ -60,12 +66,13 @@ def run_model_dir(out: str | Path) -> Path:
 
 
 def derived_run(checkpoint, out: str | Path) -> tuple[Path, Path]:
-    """(the model folder of ``checkpoint``, ``OUT/best`` where a model derived from it is saved: ``run_model_dir``);
-    ReelsearchError unless ``OUT`` is new, empty or the checkpoint's own run folder (it then gains the new part)."""
-    directory = resolve_checkpoint(checkpoint)
+    """(the model folder of ``checkpoint`` (an ``hf:`` checkpoint as it is named), ``OUT/best`` where a model derived
+    from it is saved: ``run_model_dir``); ReelsearchError unless ``OUT`` is new, empty or the checkpoint's own run
+    folder (it then gains the new part)."""
+    directory = checkpoint if is_hf(checkpoint) else resolve_checkpoint(checkpoint)
     out = Path(out)
     best = run_model_dir(out)
-    own_run = directory.resolve() in {(out / sub).resolve() for sub in ("best", "last")}
+    own_run = not is_hf(directory) and directory.resolve() in {(out / sub).resolve() for sub in ("best", "last")}
     if out.exists() and any(out.iterdir()) and not own_run:
         raise ReelsearchError(f"{out}: exists and is not empty; pass a new folder or the model's own run folder")
     return directory, best

@@ -127,10 +127,12 @@ class JointModel(EmbeddingModel, nn.Module):
     @property
     def device(self) -> torch.device:
         """Where the parameters are; remembered (walking the modules costs more than a search's scoring of a hit)
-        until ``.to()`` / ``.cuda()`` / ``.cpu()`` move them (all go through ``_apply``)."""
+        until ``.to()`` / ``.cuda()`` / ``.cpu()`` move them (all go through ``_apply``); the CPU for a model with
+        none (a zero-shot tower model, ``reelsearch.models.hf``)."""
         device = self.__dict__.get("_device")
         if device is None:
-            device = self.__dict__["_device"] = next(self.parameters()).device
+            first = next(self.parameters(), None)
+            device = self.__dict__["_device"] = first.device if first is not None else torch.device("cpu")
         return device
 
     def _apply(self, *args, **kwargs):
@@ -385,7 +387,7 @@ class JointModel(EmbeddingModel, nn.Module):
                                                           "names tuned CNN weights")
                 recipe["options"]["tail"] = str(tails[modality])
         text = config_dict.get("features", {}).get("text", {})
-        if text.get("encoder") and not is_tower(text["encoder"]):  # a bundled adapted encoder
+        if text.get("kind") == "minilm" and text.get("encoder") and not is_tower(text["encoder"]):  # bundled adapted
             text["encoder"] = str(parts.one("text-encoder").path)
         if text.get("tail"):  # tuned text layers (reelsearch tune-text): its own, or its mixture's
             tail = parts.optional("text-tail")

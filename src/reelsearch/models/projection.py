@@ -5,6 +5,7 @@
   abs-l2         Torabi M2/M3 text: the LSTM's last hidden state is already in the joint space, |h_N| then unit norm
   linear-l2      Mithun et al. 2018 §3.3: v = W^(v) v_bar, t = W^(t) t_bar, compared by cosine (unit norm here)
   fc-bn-l2       SCDE (Zhao et al. 2020) Eq. (10): BatchNorm(W f + b), compared by cosine (Eq. 11), so unit norm
+  l2             the input already is in the joint space: unit L2 norm only (a CLIP-family checkpoint's embeddings)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from torch import nn
 
 from reelsearch.errors import ConfigError
 
-PROJECTIONS = ("linear-abs-l2", "abs-l2", "linear-l2", "fc-bn-l2")
+PROJECTIONS = ("linear-abs-l2", "abs-l2", "linear-l2", "fc-bn-l2", "l2")
 
 
 class Projection(nn.Module):
@@ -26,12 +27,12 @@ class Projection(nn.Module):
         if kind not in PROJECTIONS:
             raise ConfigError(f"unknown projection {kind!r}; choose one of {PROJECTIONS}")
         self.kind = kind
-        if kind == "abs-l2":
+        if kind in ("abs-l2", "l2"):
             if dim not in (None, in_dim):
-                raise ConfigError(f"projection 'abs-l2' keeps the size: dim {dim} != input {in_dim}")
+                raise ConfigError(f"projection {kind!r} keeps the size: dim {dim} != input {in_dim}")
             dim = in_dim
         self.dim = dim
-        self.linear = None if kind == "abs-l2" else nn.Linear(in_dim, dim)
+        self.linear = None if kind in ("abs-l2", "l2") else nn.Linear(in_dim, dim)
         self.bn = nn.BatchNorm1d(dim) if kind == "fc-bn-l2" else None
 
     def finish(self, y: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """The feature recipes a model reads, whatever names the model — a model folder or training run, the bundled
-``default``, a named architecture or a config file — and the FeaturePipeline that extracts them
+``default``, an ``hf:`` checkpoint, a named architecture or a config file — and the FeaturePipeline that extracts them
 (``reelsearch extract --recipe``)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.features.pipeline import FeaturePipeline, unavailable_message
 from reelsearch.models.checkpoint import DEFAULT_MODEL, load_model
 from reelsearch.models.registry import resolve_config
+from reelsearch.towers.hub import is_hf
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def recipe_pipeline(spec: str, device: str | None = None, batch_size: int | None
     A saved model (a model or run folder, ``default``): every recipe it reads. A named model or a config file: the
     recipes reelsearch can extract here; each other one is left out with a warning (logged) saying what to import
     instead (``unavailable_message``); ReelsearchError when none can be extracted."""
-    if spec == DEFAULT_MODEL or Path(spec).is_dir():
+    if spec == DEFAULT_MODEL or is_hf(spec) or Path(spec).is_dir():
         return FeaturePipeline(load_model(spec).recipes, device=device, batch_size=batch_size)
     recipes = config_recipes(resolve_config(spec), spec)
     cannot = {m: r for m, r in recipes.items() if not r.available}

@@ -8,6 +8,8 @@ Kinds (``model.text.features`` in a config):
           padding and id 1 is <unk>; words seen fewer than ``min_count`` times map to <unk>.
   minilm  {"feats": [N, L, 384] frozen MiniLM token features, "lengths", "mask"} (SCDE §3.2's BERT stage); with
           ``layer=k`` the hidden states after MiniLM's layer k, for a model whose Transformer continues from there.
+  hf      {"feats": [N, 1, D] the unit-norm caption embedding of a CLIP- or SigLIP-family text tower, "lengths",
+          "mask"} (``reelsearch.towers``): a zero-shot model's text side is that embedding as it is.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from reelsearch.text.int8 import resolve_int8
 from reelsearch.text.minilm import shared_encoder
 from reelsearch.text.tokenize import tokenize
 from reelsearch.text.towers import tower_key
+from reelsearch.towers.clip import shared_towers
 
 PAD, UNK = "<pad>", "<unk>"
 
@@ -173,11 +176,41 @@ class MiniLMTextProcessor(TextProcessor):
         return {"feats": feats, "lengths": lengths, "mask": mask}
 
 
+class TowerTextProcessor(TextProcessor):
+    """Captions -> the text tower's unit-norm embedding of each, as a one-step sequence [N, 1, dim] (``checkpoint``:
+    ``hf:NAME_OR_DIR``); ``int8``: the tower in int8 in ONNX Runtime (a run-time choice, as for MiniLM)."""
+
+    kind = "hf"
+
+    def __init__(self, checkpoint: str, dim: int, int8: bool = False):
+        self.checkpoint, self.dim = str(checkpoint), int(dim)
+        self.int8 = resolve_int8(int8)
+
+    @property
+    def towers(self):
+        return shared_towers(self.checkpoint, int8=self.int8)
+
+    def use_int8(self, enabled: bool = True) -> bool:
+        """Run the text tower in int8 (or float32); returns whether int8 runs (False, with a warning, where it
+        cannot)."""
+        self.int8 = resolve_int8(enabled)
+        return self.int8
+
+    def __call__(self, captions: Sequence[str]) -> dict:
+        return self.from_features(list(self.towers.encode_text(list(captions))[:, None, :]))
+
+    def from_features(self, rows: Sequence) -> dict:
+        feats, lengths = pad_features([torch.as_tensor(np.asarray(f, dtype=np.float32)) for f in rows], self.dim)
+        return {"feats": feats, "lengths": lengths, "mask": torch.ones(feats.shape[:2], dtype=torch.bool)}
+
+
 def processor_for_recipe(recipe) -> TextProcessor:
     """The processor of a GloVe or MiniLM text recipe (``reelsearch.config.TextRecipe``); a vocab processor is built
     from training captions (``VocabTextProcessor.build``) or a saved word list instead."""
     if recipe.kind == "glove":
         return GloveTextProcessor()
+    if recipe.kind == "hf":
+        return TowerTextProcessor(recipe.encoder, recipe.dim)
     if recipe.kind == "minilm":
         return MiniLMTextProcessor(dim=recipe.dim or 384, model_dir=tower_key(recipe.encoder), layer=recipe.layer,
                                    tail=recipe.tail)

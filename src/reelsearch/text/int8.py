@@ -16,12 +16,11 @@ float32; int8 is an opt-in run-time choice of the text encoder (``MiniLMEncoder(
 
 from __future__ import annotations
 
-import logging
 import re
 import warnings
 from pathlib import Path
 
-from reelsearch.onnx_runtime import onnxruntime_unavailable
+from reelsearch.onnx_runtime import onnxruntime_unavailable, quiet_quantization
 
 #: Weight products (ONNX node names of the exported BERT) left in float32.
 FLOAT_MATMULS = re.compile(r"/encoder/layer\.0/(intermediate|output)/dense/MatMul$")
@@ -60,17 +59,8 @@ def quantize_export(float_path: Path, int8_path: Path) -> int:
     weighted = weight_matmuls(model)
     chosen = [name for name in weighted if "/encoder/layer." in name and not FLOAT_MATMULS.search(name)]
     others = [node.name for node in model.graph.node if node.name not in chosen]
-    root = logging.getLogger()
-    quiet, level = logging.NullHandler(), root.level
-    root.addHandler(quiet)  # onnxruntime logs advice through the root logger, which would otherwise configure it
-    root.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            quantize_dynamic(str(float_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
-                             nodes_to_quantize=chosen, nodes_to_exclude=others,
-                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-    finally:
-        root.removeHandler(quiet)
-        root.setLevel(level)
+    with quiet_quantization():
+        quantize_dynamic(str(float_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
+                         nodes_to_quantize=chosen, nodes_to_exclude=others,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     return len(chosen)

@@ -25,6 +25,8 @@ from reelsearch.evaluation.report import format_table
 from reelsearch.io import atomic_write_json
 from reelsearch.models import JointModel, MixtureOfExperts, load_model, resolve_checkpoint
 from reelsearch.models.checkpoint import run_model_dir
+from reelsearch.models.hf import hf_name
+from reelsearch.towers.hub import is_hf
 from reelsearch.training.run import model_pairs, open_eval_split, resolve_device
 
 REPORT_FILE = "fusion.json"
@@ -43,9 +45,12 @@ def gather_experts(checkpoints: Sequence[str | Path]) -> tuple[dict, dict]:
         experts[name], weights[name] = model, weight
 
     for ckpt in checkpoints:
-        directory = resolve_checkpoint(ckpt)
-        name = directory.parent.name if directory.name in ("best", "last") else directory.name
-        model = load_model(directory)
+        if is_hf(ckpt):
+            name, model = hf_name(ckpt), load_model(ckpt)
+        else:
+            directory = resolve_checkpoint(ckpt)
+            name = directory.parent.name if directory.name in ("best", "last") else directory.name
+            model = load_model(directory)
         if model.fusion_kind is FusionKind.RANK:
             raise ReelsearchError(f"{ckpt}: a rank-fused mixture cannot be nested; pass its experts "
                                   "(CHECKPOINT/experts/NAME) instead")

@@ -21,6 +21,7 @@ EXTRACTORS: dict[str, str] = {
     "backbone": "reelsearch.features.extractors.appearance:LocalBackbone",
     "hof-mbh": "reelsearch.features.extractors.motion:FlowHistograms",
     "soundnet8": "reelsearch.features.extractors.audio:SoundNet8Extractor",
+    "hf-image": "reelsearch.features.extractors.clip_image:ImageTower",
 }
 
 

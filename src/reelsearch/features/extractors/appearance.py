@@ -28,7 +28,6 @@ from reelsearch import onnx_runtime
 from reelsearch.cache import cache_root
 from reelsearch.config.recipe import combined_identity, file_identity
 from reelsearch.errors import DataFormatError, ReelsearchError
-from reelsearch.io import atomic_path
 
 logger = logging.getLogger(__name__)
 
@@ -388,14 +387,8 @@ class EfficientNetLite(_FrameCNN):
         """The CNN (frames in, pooled features out, any batch size) as an ONNX graph at ``path``."""
         logger.info("reelsearch: exporting %s to ONNX (once): %s", self.name, path)
         x = torch.zeros(1, 3, self.input_size, self.input_size)
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(warnings.catch_warnings())
-            warnings.simplefilter("ignore")  # the TorchScript exporter's notes
-            stack.enter_context(torch.inference_mode(False))
-            stack.enter_context(torch.no_grad())
-            target = stack.enter_context(atomic_path(path, suffix=".onnx")) if atomic else path
-            torch.onnx.export(self.model, (x,), str(target), dynamo=False, opset_version=17, input_names=["x"],
-                              output_names=["features"], dynamic_axes={"x": {0: "batch"}, "features": {0: "batch"}})
+        onnx_runtime.export_graph(self.model, (x,), path, atomic, ["x"], ["features"],
+                                  {"x": {0: "batch"}, "features": {0: "batch"}})
 
     def classify(self, frames: np.ndarray) -> np.ndarray:
         """ImageNet-1k logits per frame, ``float32 [T, 1000]`` (a sanity check of weights and preprocessing)."""
