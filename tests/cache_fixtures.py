@@ -1,14 +1,18 @@
-"""The ONNX exports a test run shares: the package's MiniLM and the frame CNNs of the bundled model (its tuned
-EfficientNet-Lite0 and -Lite2) and of ``reelsearch-linear`` (the plain Lite0), exported once into the run's cache
-folder and copied into the fresh cache folder of a test that is not about exporting (an export costs 3-14 s of CPU;
-a copy, well under one). Copies, not links: a test may damage its own.
+"""What the workers of a test run share: the ONNX exports of the package's MiniLM and the frame CNNs of the bundled
+model (its tuned EfficientNet-Lite0 and -Lite2) and of ``reelsearch-linear`` (the plain Lite0), exported once into the
+run's cache folder and copied into the fresh cache folder of a test that is not about exporting (an export costs 3-14 s
+of CPU; a copy, well under one; copies, not links: a test may damage its own); and ``run_shared``, a folder of the run
+in which the first worker makes what a session fixture of every worker would make (tests/cue_fixtures.py).
 """
 
 from __future__ import annotations
 
 import fcntl
 import importlib.util
+import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -63,3 +67,16 @@ def seed_cache(folder: Path, exports: list[Path]) -> Path:
     for path in exports:
         shutil.copyfile(path, folder / "onnx" / path.name)
     return folder
+
+
+@contextmanager
+def run_shared(tmp_path_factory, name: str) -> Iterator[Path]:
+    """The folder ``name`` of this test run, the same for all its xdist workers (each has a base temp folder of its
+    own, under the run's), held under a lock while in the block: the first worker makes what it holds, the others
+    wait for it and find it made. Made empty on first use; a run without xdist has it in its own base temp folder."""
+    base = tmp_path_factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    with open(run / f"{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        (run / name).mkdir(exist_ok=True)
+        yield run / name

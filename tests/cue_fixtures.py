@@ -1,4 +1,6 @@
-"""Session fixtures of the speech / on-screen-text tests: generated clips and their extracted cues, made once.
+"""Session fixtures of the speech / on-screen-text tests: generated clips and their extracted cues, made once per run
+(the first xdist worker to need them makes them in a folder of the run, ``cache_fixtures.run_shared``; the other
+loads them: about 6 s of CPU for the clips, 12 s for the cues).
 
 The clips use real Flickr8k photos (../shared/data), espeak-ng speech and rendered text; tests skip with the
 reason when any of those, or an extra, is missing.
@@ -6,6 +8,7 @@ reason when any of those, or an extra, is missing.
 
 from __future__ import annotations
 
+import pickle
 import re
 import time
 import zlib
@@ -14,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cache_fixtures import run_shared
 from conftest import shared_path
 from reelsearch.features.cues import CueResult, CueSegment
 
@@ -83,14 +87,14 @@ def cue_clips(tmp_path_factory) -> dict[str, Path]:
     """clip id -> generated mp4 (CLIP_IDS plus the still "slides" clip)."""
     pytest.importorskip("av")
     pytest.importorskip("cv2")
-    from reelsearch.datasets.cue_clips import cue_script, espeak_available, make_clip
+    from reelsearch.datasets.cue_clips import cue_script, espeak_available, make_clips
 
     if not espeak_available():
         pytest.skip("espeak-ng not installed (apt-get install espeak-ng): no speech for the generated clips")
     images = shared_path("flickr8k", "images")
-    out = tmp_path_factory.mktemp("cue-clips")
     clips = [cue_script(c) for c in CLIP_IDS] + [still_slides_clip()]
-    return {clip.id: make_clip(clip, out, images) for clip in clips}
+    with run_shared(tmp_path_factory, "cue-clips") as out:  # make_clips keeps the clips another worker made there
+        return {clip.id: path for clip, path in zip(clips, make_clips(clips, out, images))}
 
 
 @pytest.fixture(scope="session")
@@ -111,12 +115,19 @@ def text_reader():
 
 
 @pytest.fixture(scope="session")
-def cue_extraction(cue_clips, speech_recognizer, text_reader) -> dict:
+def cue_extraction(cue_clips, speech_recognizer, text_reader, tmp_path_factory) -> dict:
     """clip id -> {cue: CueResult} for CLIP_IDS (both cues, one extraction per clip for the whole session)."""
     from reelsearch.features.cues import CueExtractor
 
-    extractor = CueExtractor(speech_recognizer, text_reader)
-    return {cid: extractor.extract(cue_clips[cid]) for cid in CLIP_IDS}
+    with run_shared(tmp_path_factory, "cue-extraction") as folder:
+        done = folder / "cues.pickle"
+        if done.is_file():  # another worker's extraction of the same clips (the run's, above)
+            return pickle.loads(done.read_bytes())
+        extractor = CueExtractor(speech_recognizer, text_reader)
+        cues = {cid: extractor.extract(cue_clips[cid]) for cid in CLIP_IDS}
+        (folder / "cues.part").write_bytes(pickle.dumps(cues))
+        (folder / "cues.part").replace(done)
+        return cues
 
 
 @pytest.fixture(scope="session")
