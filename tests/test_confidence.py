@@ -5,6 +5,7 @@ the HTTP API and the page (headless Chromium, as tests/test_web.py)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -227,7 +228,14 @@ def test_a_short_query_over_right_hits_is_not_no_good_match(dogs, tmp_path):
         assert not errors, errors
     res = CliRunner().invoke(app, ["search", "dog", "--index", str(dogs / "index"), "-k", "8"])
     assert res.exit_code == 0, res.output
-    assert NO_GOOD_MATCH_MESSAGE not in res.output and "%" in res.stdout.splitlines()[0]
+    assert NO_GOOD_MATCH_MESSAGE not in res.output
+    # plain words: the confidence and what matched; the raw numbers only on request (--details) and in --json
+    first = res.stdout.splitlines()[0]
+    assert "% confident  picture  0:00.0  " in first and "score" not in first and not re.search(r"[+-]0\.\d", first)
+    detailed = CliRunner().invoke(app, ["search", "dog", "--index", str(dogs / "index"), "-k", "8", "--details"])
+    assert detailed.exit_code == 0 and detailed.stdout.splitlines()[0] == first
+    assert re.fullmatch(r" {5}ranking score -0\.\d{4} \(.*\) · own scores: picture expert lite0 0\.\d{3}, "
+                        r"picture expert lite2 0\.\d{3}", detailed.stdout.splitlines()[1])
 
 
 def test_a_negative_term_removes_the_photos_that_show_it(dogs):
