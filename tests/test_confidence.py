@@ -251,6 +251,10 @@ def test_a_negative_term_removes_the_photos_that_show_it(dogs):
                                    "--json"])
     assert res.exit_code == 0, res.output
     assert set(_names(json.loads(res.stdout))) == set(PEOPLE)
+    assert all(r["experts"] == {} for r in json.loads(res.stdout))  # listed, not scored: nothing matched
+    listed = CliRunner().invoke(app, ["search", "kind:image -dog", "--index", str(dogs / "index")]).stdout.splitlines()
+    assert listed[0] == 'filtered: kind image, not "dog"' and len(listed) == 1 + len(PEOPLE)
+    assert all(re.fullmatch(r" {2}\d\. 0:00\.0  .*\.jpg", line) for line in listed[1:]), listed
 
 
 def assert_same_confidence(curve, bundled) -> None:

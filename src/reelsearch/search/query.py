@@ -120,9 +120,10 @@ def _pick(fused: Fused, keep: list[int]) -> Fused:
 
 
 def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:
-    """``ids`` as results in their order (a query of filters alone: score 0, the first frame as the moment)."""
+    """``ids`` as results in their order (a query of filters alone: score 0, no source's score — ``experts`` empty:
+    nothing matched, they were listed —, the first frame as the moment)."""
     stored = catalog.stored(list(ids))
-    out = [SearchResult(i, v.path, 0.0, float(v.times[0]) if len(v.times) else 0.0, 0, v.duration,
+    out = [SearchResult(i, v.path, 0.0, float(v.times[0]) if len(v.times) else 0.0, 0, v.duration, experts={},
                         unavailable=unreachable(v.path)) for i in ids if (v := stored.get(i)) is not None]
     for result in out:
         if not stored[result.id].pictured:
