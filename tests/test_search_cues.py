@@ -245,7 +245,7 @@ def test_page_shows_the_matched_words_and_plays_from_them(server, tmp_path):
         match = first.locator(".match.speech")
         assert match.locator("mark").all_text_contents() == ["preheat", "oven"]
         assert "preheat the oven" in match.locator(".words").text_content()
-        assert "speech" in first.locator(".score").text_content()
+        assert "matched: picture + words said" in first.locator(".score").text_content()  # what matched, in words
         moment = float(match.get_attribute("data-t"))
         match.click()
         _wait_started(page, moment)

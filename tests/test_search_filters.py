@@ -23,8 +23,9 @@ from reelsearch.index.catalog import VideoFacts
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.media.dates import taken_at
+from reelsearch.scoring.calibration import NEGATIVE_CONFIDENCE
 from reelsearch.search import QueryError, Searcher, subset
-from reelsearch.search.filters import NEGATIVE_CONFIDENCE, FilterError, in_folders, parse_query
+from reelsearch.search.filters import FilterError, in_folders, parse_query
 from test_search_support import small_model
 
 torch.set_num_threads(1)
@@ -232,8 +233,8 @@ def test_filters_alone_list_the_matching_videos_newest_first(embedded, files):
 
 
 def test_a_negative_term_removes_what_the_picture_shows_confidently(embedded, files, monkeypatch):
-    """With a calibration, a video whose confidence for the term alone reaches NEGATIVE_CONFIDENCE is gone; the
-    others rank as before."""
+    """With a calibration, a video whose calibrated probability of showing the term (its score for the term alone)
+    reaches NEGATIVE_CONFIDENCE is gone; the others rank as before."""
     term = "green grass in a field"
     model = embedded.model
     q = np.asarray(model.ann_query(model.encode_text([term]))[0], np.float32)
@@ -241,7 +242,13 @@ def test_a_negative_term_removes_what_the_picture_shows_confidently(embedded, fi
     ids = lib.ids()
     own = lib.rows(ids) @ q
     cut = float(np.sort(own)[-20])  # the 20 best videos for the term are "confidently" it
-    monkeypatch.setattr(model, "calibration", lambda s: np.where(np.asarray(s) >= cut, 0.9, 0.1), raising=False)
+    class Sure:  # a calibration whose confidence and whose term curve both say "it" from the cut up
+        def __call__(self, s, length="4+"):
+            return np.where(np.asarray(s) >= cut, 0.9, 0.1)
+
+        shows = __call__
+
+    monkeypatch.setattr(model, "calibration", Sure(), raising=False)
     embedded._visual = None
     plain = embedded.search(f"{QUERY} after:2020-02", 30, frames=False)
     got = embedded.search(f"{QUERY} after:2020-02 -grass", 30, frames=False)

@@ -2,7 +2,8 @@
 the second photo is shown (espeak-ng, transcribed by Whisper) and a line of text is written only over the fourth (read
 by PP-OCR); searching for either finds the slideshow with its top moment in that photo's time, the moments ordered by
 the fused segment score and their confidence raised by the words, on both catalogs. A clip of one segment beside it
-scores as it did per video, and a library of one-segment videos ranks and scores as before."""
+scores as it did per video, and a library of one-segment videos ranks and scores as before. The phrase said, searched
+word for word, is a confident match in Python, the CLI, the HTTP API and the page (issue 33)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,22 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from browser import chromium_page
 from conftest import shared_path
 from cue_fixtures import need_module
+from reelsearch.cli.main import app
 from reelsearch.datasets.cue_clips import CueClip, OnScreenText, Utterance, espeak_available, make_clip
+from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.index import EmbeddedCatalog
+from reelsearch.scoring.calibration import NO_GOOD_MATCH
 from reelsearch.search import Searcher
 from reelsearch.search import fusion as fusion_module
+from reelsearch.search.results import no_good_match
+from reelsearch.service import create_app
+from test_search_support import ServerThread
 
 torch.set_num_threads(1)
 
@@ -110,3 +120,30 @@ def test_a_library_of_one_segment_videos_ranks_as_before(clips, tmp_path, monkey
         assert [r.id for r in a] == [r.id for r in b]
         assert np.allclose([r.score for r in a], [r.score for r in b], atol=1e-6)
     assert before[0][0].match is not None and before[0][0].match.cue == "speech"  # the cues took part
+
+
+def test_an_exact_spoken_phrase_is_a_confident_match_everywhere(clips, tmp_path):
+    """The words said make the confidence (picture and cues, issue 33): the phrase said in the slideshow, searched
+    word for word, is no "no good match" and is confident, in Python, the CLI, the HTTP API and the page."""
+    folder, _ = clips
+    index = tmp_path / "index"
+    phrase = "preheat the oven to two hundred degrees"
+    with Searcher(index, "default") as searcher:
+        searcher.index([folder], progress=False, cues=("speech",))
+        results = searcher.search(phrase, k=2, frames=False)
+        talk = searcher.catalog.find(folder / "talk.mp4")
+        assert results[0].id == talk and results[0].match is not None and results[0].match.cue == "speech"
+        picture = next(r for r in searcher.search(phrase, k=2, frames=False, experts=["visual"]) if r.id == talk)
+        assert picture.confidence < NO_GOOD_MATCH <= results[0].confidence  # the picture alone: no good match
+        assert not no_good_match(results)
+        got = TestClient(create_app(searcher)).get("/search", params={"q": phrase, "k": 2}).json()
+        assert got["no_good_match"] is False and got["results"][0]["confidence"] >= NO_GOOD_MATCH
+        with ServerThread(create_app(searcher)) as server, chromium_page(tmp_path / "profile") as (page, errors):
+            page.goto(server.url + "/?q=" + phrase.replace(" ", "+") + "&k=10", wait_until="networkidle")
+            page.wait_for_selector(".card", timeout=20_000)
+            assert not page.locator("#no-match").is_visible()
+            assert "% confident" in page.locator(".card").nth(0).inner_text()
+            assert not errors, errors
+    res = CliRunner().invoke(app, ["search", phrase, "--index", str(index), "-k", "2"])
+    assert res.exit_code == 0, res.output
+    assert NO_GOOD_MATCH_MESSAGE not in res.output and "said at" in res.stdout

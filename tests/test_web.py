@@ -63,7 +63,13 @@ def test_search_page_in_headless_chromium(tmp_path):
             ids = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
             assert ids == [r.id for r in want]  # the API's order
             first = cards.nth(0)
-            assert f"{want[0].score:.4f}" in first.inner_text()
+            # plain words on the card (a mixture's internal expert names and the raw score only under "numbers")
+            assert "matched: picture" in first.inner_text() and f"{want[0].score:.4f}" not in first.inner_text()
+            assert not any(name in first.locator(".score").inner_text() for name in want[0].experts)
+            first.locator(".numbers summary").click()
+            numbers = first.locator(".numbers").inner_text()
+            assert f"{want[0].score:.4f}" in numbers and "ranking score" in numbers
+            assert all(f"picture expert {name}" in numbers for name in want[0].experts)
             strips = page.locator(".card .strip")  # a frame strip per video; a photo has one frame, no strip
             assert strips.count() == sum(p.suffix == ".mp4" for p in paths)
             page.wait_for_function(  # every thumbnail of the grid loaded from the service

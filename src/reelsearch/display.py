@@ -39,13 +39,47 @@ def match_line(match: dict) -> str:
     return f"{verb} at {clock(match['moment'])}: " + display_path("".join(out) + text[last:], one_line=True)
 
 
-def result_lines(result: dict, rank: int) -> str:
-    """A result (JSON form) as ``reelsearch search`` prints it: rank, score, confidence, moment, date taken (UTC)
-    and path (``(audio only)`` after a file of sound alone), then the match if any, then its moments (when more than
-    one) and why its file is unavailable here (if it is)."""
+#: What each source of a search is called where people read it (``experts`` keys; any other key is one of a mixture
+#: model's picture experts).
+SOURCES = {"visual": "picture", "speech": "words said", "ocr": "text on screen", "like": "the example"}
+
+
+def matched(result: dict) -> str:
+    """What a result (JSON form) matched by, in words: ``picture``, ``words said``, ``text on screen``, ``the
+    example``, joined by `` + `` (the picture when it took part; a cue when its words matched)."""
+    experts = result.get("experts")
+    parts = []
+    if result.get("kind") != "audio" and (experts is None or any(k not in SOURCES or k == "visual" for k in experts)):
+        parts.append("picture")
+    if experts is not None and "like" in experts:
+        parts.append(SOURCES["like"])
+    if result.get("match") is not None:
+        parts.append(SOURCES[result["match"]["cue"]])
+    return " + ".join(parts)
+
+
+def detail_line(result: dict) -> str:
+    """A result's raw numbers (JSON form), named: the ranking score (it orders one search's hits; a model with a
+    querybank subtracts each video's offset, so it is mostly negative and means nothing across searches) and each
+    source's own score (a mixture's picture experts by name)."""
+    out = (f"ranking score {result['score']:+.4f} (its sources' weighted scores less the video's usual score: it "
+           "orders this search's hits only)")
+    experts = result.get("experts") or {}
+    if experts:
+        out += " · own scores: " + ", ".join(
+            f"{SOURCES.get(k, 'picture expert ' + k)} {v:.3f}" for k, v in experts.items())
+    return out
+
+
+def result_lines(result: dict, rank: int, details: bool = False) -> str:
+    """A result (JSON form) as ``reelsearch search`` prints it: rank, confidence, what matched, moment, date taken
+    (UTC) and path (``(audio only)`` after a file of sound alone), then the match if any, then its moments (when more
+    than one) and why its file is unavailable here (if it is); ``details``: a last line of the raw numbers
+    (:func:`detail_line`)."""
     confidence = result.get("confidence")
-    sure = "" if confidence is None else f"  {100 * confidence:3.0f}%"
-    out = f"{rank:3d}. {result['score']:+.4f}{sure}  {clock(result['moment'])}  "
+    sure = "" if confidence is None else f"{100 * confidence:3.0f}% confident  "
+    what = matched(result)
+    out = f"{rank:3d}. {sure}{what + '  ' if what else ''}{clock(result['moment'])}  "
     if result.get("taken_at") is not None:
         out += datetime.fromtimestamp(result["taken_at"], UTC).strftime("%Y-%m-%d  ")
     out += display_path(result["path"], one_line=True)
@@ -55,17 +89,24 @@ def result_lines(result: dict, rank: int) -> str:
         out += f"\n     {match_line(result['match'])}"
     moments = result.get("moments") or []
     if len(moments) > 1:
-        out += "\n     moments: " + ", ".join(f"{clock(m['start'])}-{clock(m['end'])} {m['score']:+.3f}"
-                                         for m in moments)
+        out += "\n     moments: " + ", ".join(
+            f"{clock(m['start'])}-{clock(m['end'])}" + (f" {100 * m['confidence']:.0f}%" if "confidence" in m else "")
+            for m in moments)
     if result.get("unavailable") is not None:
         out += f"\n     unavailable here: {result['unavailable']}"
+    if details:
+        out += f"\n     {detail_line(result)}"
+        if len(moments) > 1:
+            out += " · moment scores: " + ", ".join(f"{m['score']:+.3f}" for m in moments)
     return out
 
 
-def answer_lines(results: list[dict], *, weak: bool, filtered: str | None, as_json: bool) -> list[tuple[str, bool]]:
+def answer_lines(results: list[dict], *, weak: bool, filtered: str | None, as_json: bool,
+                 details: bool = False) -> list[tuple[str, bool]]:
     """What ``reelsearch search`` prints of a search's ``results`` (JSON form, of the keys ``--json`` gives), as
     (line, to stderr): the filters in words (``filtered``), "no good match" when ``weak``, then the results as JSON
-    (one line) or one entry each; under ``as_json`` only the JSON goes to stdout."""
+    (one line) or one entry each (``details``: with their raw numbers); under ``as_json`` only the JSON goes to
+    stdout."""
     out = []
     if filtered:
         out.append((f"filtered: {filtered}", as_json))
@@ -76,4 +117,4 @@ def answer_lines(results: list[dict], *, weak: bool, filtered: str | None, as_js
     if not results:
         out.append(("no results: no indexed video passes the filters" if filtered else
                     "no results (is the index empty? run `reelsearch index PATH`)", False))
-    return out + [(result_lines(r, rank), False) for rank, r in enumerate(results, 1)]
+    return out + [(result_lines(r, rank, details), False) for rank, r in enumerate(results, 1)]

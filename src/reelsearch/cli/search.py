@@ -181,6 +181,8 @@ def search_cmd(
     phrase: list[str] = typer.Option([], "--phrase", help="Must be said or written word for word (as \"...\" in "
                                      "TEXT; repeatable)."),
     local: bool = typer.Option(False, "--local", help=LOCAL_HELP),
+    details: bool = typer.Option(False, "--details", help="Also print each hit's raw numbers: its ranking score "
+                                 "(orders this search's hits only) and each source's own score."),
 ) -> None:
     """Find the videos that best match TEXT — by what they show, what is said and what is written in them —
     and/or look like an example (--like), with the moment (seconds) that matches best and, for a calibrated model,
@@ -195,7 +197,7 @@ def search_cmd(
                                       **filters}, like,
         model=model, int8_text=int8_text, weights=weights, media_roots=media_root)
     if served is not None:
-        _print_answer(*served, as_json=as_json)
+        _print_answer(*served, as_json=as_json, details=details)
         return
     from reelsearch.indexing.index_folder import open_searcher
     from reelsearch.search.filters import Filter, filter_pairs, read_box
@@ -208,7 +210,7 @@ def search_cmd(
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
                                   filters=options, moments=moments, sort=sort)
     _print_answer([r.to_json() for r in results], no_good_match(results), filt.describe() if filt else None,
-                  as_json=as_json)
+                  as_json=as_json, details=details)
 
 
 def _served_answer(where, params: dict, like: str | None, **settings) -> tuple[list[dict], bool, str | None] | None:
@@ -240,11 +242,12 @@ def _served_answer(where, params: dict, like: str | None, **settings) -> tuple[l
     return answer["results"], bool(answer["no_good_match"]), answer.get("filtered")
 
 
-def _print_answer(results: list[dict], weak: bool, filtered: str | None, *, as_json: bool) -> None:
+def _print_answer(results: list[dict], weak: bool, filtered: str | None, *, as_json: bool,
+                  details: bool = False) -> None:
     """Print a search's answer (``reelsearch.display.answer_lines``): ``results`` in JSON form (each narrowed to
-    ``JSON_KEYS``), whether it is no good match, the filters in words."""
+    ``JSON_KEYS``), whether it is no good match, the filters in words; ``details``: the raw numbers too."""
     rows = [{key: value for key, value in r.items() if key in JSON_KEYS} for r in results]
-    for line, err in answer_lines(rows, weak=weak, filtered=filtered, as_json=as_json):
+    for line, err in answer_lines(rows, weak=weak, filtered=filtered, as_json=as_json, details=details):
         typer.echo(line, err=err)
 
 

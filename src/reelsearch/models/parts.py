@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from reelsearch.errors import DataFormatError
 from reelsearch.io import atomic_path, atomic_write_json, atomic_write_text, file_identity, read_text
-from reelsearch.scoring.calibration import Curve
+from reelsearch.scoring.calibration import LENGTHS, SENTENCE, Curve
 from reelsearch.text.mlm import BUNDLED_NAME, bundle_encoder
 from reelsearch.text.tail import tail_first_layer
 
@@ -217,21 +217,36 @@ class ModelCard:
 
 
 class Calibration:
-    """The model's confidence curve (``reelsearch calibrate``): its score of a hit, as a search ranks by it (the
+    """The model's confidence curves (``reelsearch calibrate``): its score of a hit, as a search ranks by it (the
     querybank's offset subtracted), mapped to the share of development hits at that score that were right
-    (``reelsearch.scoring.calibration.Curve``). Tied to the model's fingerprint and querybank, like the bank to the
-    model; ``source`` the data it was fitted on, ``hits`` the hits per query it counted, ``queries`` how many."""
+    (``reelsearch.scoring.calibration.Curve``). ``curve``: full sentences' (the development captions'); ``lengths``:
+    {length: curve} of shorter queries (``reelsearch.scoring.calibration.LENGTHS``: fitted on short queries derived
+    from the captions, ``reelsearch.evaluation.short_queries``); a length without its own curve reads ``curve``.
+    ``terms``: {length: curve} from a photo's score for a term to the share of development photos at that score
+    that show it (all photos, not a top: what a negative term removes, ``reelsearch.search.filters.pictured``).
+    Tied to the model's fingerprint and querybank, like the bank to the model; ``source`` the data it was fitted on,
+    ``hits`` the hits per query it counted, ``queries`` how many captions."""
 
     kind: ClassVar[str] = "calibration"
 
     def __init__(self, curve: Curve, model: str, querybank: str | None, source: str = "", hits: int = 0,
-                 queries: int = 0):
+                 queries: int = 0, lengths: dict[str, Curve] | None = None, terms: dict[str, Curve] | None = None):
         self.curve, self.model, self.querybank = curve, model, querybank
         self.source, self.hits, self.queries = source, hits, queries
+        self.lengths, self.terms = dict(lengths or {}), dict(terms or {})
+        unknown = (set(self.lengths) | set(self.terms)) - set(LENGTHS)
+        if unknown:
+            raise ValueError(f"unknown query lengths {sorted(unknown)} (lengths: {', '.join(LENGTHS)})")
 
-    def __call__(self, scores):
-        """The confidence (0-1) of each score."""
-        return self.curve(scores)
+    def __call__(self, scores, length: str = SENTENCE):
+        """The confidence (0-1) of each score of a query of ``length`` (``query_length`` of its text)."""
+        return self.lengths.get(length, self.curve)(scores)
+
+    def shows(self, scores, length: str = SENTENCE):
+        """The probability (0-1) that a photo with each score for a term of ``length`` shows it: its ``terms`` curve,
+        the longest shorter one for a length without its own; None without any."""
+        known = [n for n in LENGTHS[:LENGTHS.index(length) + 1] if n in self.terms]
+        return self.terms[known[-1]](scores) if known else None
 
     def mismatch(self, model) -> str | None:
         """Why this curve does not describe ``model``'s scores (None when it does): another model's, or a
@@ -249,21 +264,26 @@ class Calibration:
 
     def save(self, directory: Path) -> list[str]:
         atomic_write_json(Path(directory) / CALIBRATION_FILE, {
-            "format": CALIBRATION_FORMAT, "version": 1, "model": self.model, "querybank": self.querybank,
+            "format": CALIBRATION_FORMAT, "version": 2, "model": self.model, "querybank": self.querybank,
             "source": self.source, "hits": self.hits, "queries": self.queries,
-            "score": self.curve.score.tolist(), "right": self.curve.right.tolist()})
+            "score": self.curve.score.tolist(), "right": self.curve.right.tolist(),
+            **{part: {n: {"score": c.score.tolist(), "right": c.right.tolist()} for n, c in curves.items()}
+               for part, curves in (("lengths", self.lengths), ("terms", self.terms))}})
         return [CALIBRATION_FILE]
 
     @classmethod
     def load(cls, directory: Path, entry: dict) -> Calibration:
+        """Version 2, or version 1 (one curve, for every length)."""
         path = entry_path(directory, entry)
         doc = read_json_object(path)
-        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") != 1:
-            raise DataFormatError(path, f"not a {CALIBRATION_FORMAT} file of version 1 (format={doc.get('format')!r}, "
-                                        f"version={doc.get('version')!r})")
+        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") not in (1, 2):
+            raise DataFormatError(path, f"not a {CALIBRATION_FORMAT} file of version 1 or 2 (format="
+                                        f"{doc.get('format')!r}, version={doc.get('version')!r})")
         try:
             curve = Curve(doc["score"], doc["right"])
+            lengths, terms = ({str(n): Curve(c["score"], c["right"]) for n, c in dict(doc.get(part) or {}).items()}
+                              for part in ("lengths", "terms"))
             return cls(curve, str(doc["model"]), doc.get("querybank"), str(doc.get("source", "")),
-                       int(doc.get("hits", 0)), int(doc.get("queries", 0)))
+                       int(doc.get("hits", 0)), int(doc.get("queries", 0)), lengths, terms)
         except (KeyError, TypeError, ValueError) as exc:
             raise DataFormatError(path, f"invalid calibration curve: {exc}") from exc

@@ -1,12 +1,14 @@
 """A calibrated confidence as a model carries it: a curve from a score to the share of hits at that score that were
-right, and the confidence below which a search says "no good match".
+right, one per query length (:data:`LENGTHS`: a word's scores are not a sentence's), and the confidence below which a
+search says "no good match".
 
-The curve is fitted on a development split (``reelsearch.evaluation.calibration``, ``reelsearch calibrate``) and
+The curves are fitted on a development split (``reelsearch.evaluation.calibration``, ``reelsearch calibrate``) and
 saved in the model folder (``reelsearch.models.parts.Calibration``); searches read it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +17,23 @@ import numpy as np
 #: still shown, but not presented as an answer. On Flickr8k dev (the bundled model) 9.6% of captions fall below it,
 #: their best hit right 14.5% of the time (38% above it); captions of things the photos never show fall below it.
 NO_GOOD_MATCH = 0.05
+
+#: A video whose picture more likely shows a negative term than not is removed: the model's calibrated probability
+#: that a photo with its score for the term shows it (``Calibration.shows``) reaches this.
+NEGATIVE_CONFIDENCE = 0.5
+
+#: The query lengths a model's confidence has a curve for, in words: one word, two or three, four or more (full
+#: sentences: the curve of the development captions themselves).
+LENGTHS = ("1", "2-3", "4+")
+#: The length whose curve is fitted on full captions (a model calibrated before lengths had this one alone).
+SENTENCE = LENGTHS[-1]
+_WORD = re.compile(r"\w+")
+
+
+def query_length(text: str | None) -> str:
+    """The length (of :data:`LENGTHS`) of a query's free text: its words (runs of letters and digits) counted."""
+    n = len(_WORD.findall(text or ""))
+    return "1" if n <= 1 else "2-3" if n <= 3 else SENTENCE
 
 
 @dataclass

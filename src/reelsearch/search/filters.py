@@ -31,6 +31,7 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import Catalog, VideoFacts
 from reelsearch.index.textcues import TextCues
+from reelsearch.scoring.calibration import NEGATIVE_CONFIDENCE, SENTENCE
 from reelsearch.search.fusion import fuse
 from reelsearch.search.sources import Visual
 from reelsearch.search.subset import Selection
@@ -45,9 +46,6 @@ KEYS = {"after": "a date: YYYY, YYYY-MM or YYYY-MM-DD", "before": "a date: YYYY,
 KINDS = ("video", "image", "audio")
 #: ``has:`` values and the text cue each needs.
 HAS = {"speech": "speech", "text": "ocr"}
-#: A video whose calibrated confidence for a negative term (its picture scored alone against the term) reaches this
-#: is removed: at that confidence at least half of the held-in queries' hits were right.
-NEGATIVE_CONFIDENCE = 0.5
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|([A-Za-z]+):"([^"]*)"?|(\S+)')
 _KEY = re.compile(r"([A-Za-z]+):(.*)", re.S)
 _DATE = re.compile(r"([0-9]{4})(?:-([0-9]{1,2}))?(?:-([0-9]{1,2}))?")
@@ -263,17 +261,19 @@ def _text_conditions(filt: Filter, cues: TextCues | None):
     return lambda i: i not in banned and all(i in s for s in need)
 
 
-def pictured(visual: Visual, query: np.ndarray, first: int = 64) -> set[str]:
-    """The videos of ``visual``'s catalog whose picture matches a negative term well: the model's calibrated
-    confidence of its own score for the term's embedding ``query`` [1, D] reaches :data:`NEGATIVE_CONFIDENCE` (none
-    without a calibration). The calibration is monotone, so the model's top is read from ``first`` on, doubling, until
-    no video outside it can reach the confidence (the fusion's ``keep``)."""
+def pictured(visual: Visual, query: np.ndarray, length: str = SENTENCE, first: int = 64) -> set[str]:
+    """The videos of ``visual``'s catalog whose picture shows a negative term: the model's calibrated probability
+    (``Calibration.shows``, for terms of the term's ``length``, ``reelsearch.scoring.calibration.query_length``) that a
+    photo with its own score for the term's embedding ``query`` [1, D] shows the term reaches
+    :data:`NEGATIVE_CONFIDENCE` (none without a calibration of terms). The calibration is monotone, so the model's top
+    is read from ``first`` on, doubling, until no video outside it can reach the cut (the fusion's ``keep``)."""
     calibration = getattr(visual.model, "calibration", None)
-    if calibration is None:
+    if calibration is None or calibration.shows(0.0, length) is None:
         return set()
     catalog = visual.catalog
     fused = fuse(visual.sources(query), visual.weights(1.0), len(catalog), catalog, visual,
-                 keep=lambda scores: np.asarray(calibration(scores)) >= NEGATIVE_CONFIDENCE, first=first)
+                 keep=lambda scores: np.asarray(calibration.shows(scores, length)) >= NEGATIVE_CONFIDENCE,
+                 first=first)
     return set(fused.ids)
 
 

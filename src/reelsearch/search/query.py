@@ -33,6 +33,7 @@ import numpy as np
 from reelsearch.index.catalog import Catalog, StoredVideo
 from reelsearch.index.paths import unreachable
 from reelsearch.index.textcues import TextCues
+from reelsearch.scoring.calibration import SENTENCE, query_length
 from reelsearch.search.cues import CueSource
 from reelsearch.search.example import RESCORED, Example, candidates_with, rescore
 from reelsearch.search.experts import Plan
@@ -92,9 +93,10 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
 
 
 def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:
-    """``ids`` as results in their order (a query of filters alone: score 0, the first frame as the moment)."""
+    """``ids`` as results in their order (a query of filters alone: score 0, no source's score — ``experts`` empty:
+    nothing matched, they were listed —, the first frame as the moment)."""
     stored = catalog.stored(list(ids))
-    out = [SearchResult(i, v.path, 0.0, float(v.times[0]) if len(v.times) else 0.0, 0, v.duration,
+    out = [SearchResult(i, v.path, 0.0, float(v.times[0]) if len(v.times) else 0.0, 0, v.duration, experts={},
                         unavailable=unreachable(v.path)) for i in ids if (v := stored.get(i)) is not None]
     for result in out:
         if not stored[result.id].pictured:
@@ -114,7 +116,8 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
     its words) has no frame strip, no confidence and its experts of the picture 0; its moment is the words said that
     match."""
     judged = [*visual.weights(1.0), *cues]  # what a confidence is the calibration of: the picture and the cues
-    spans = _moments(catalog, visual, fused, query, *fusion, judged, p.weights[VISUAL]) \
+    length = query_length(text) if text is not None else SENTENCE  # the calibration's curve for such queries
+    spans = _moments(catalog, visual, fused, query, *fusion, judged, p.weights[VISUAL], length) \
         if query is not None and p.visual else {}
     seen = [j for j, i in enumerate(fused.ids) if i not in stored or stored[i].pictured]  # the hits with a picture
     ids = [fused.ids[j] for j in seen]
@@ -135,7 +138,7 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
         bias = np.zeros(len(fused.ids))
         bias[seen] = visual.bias_of(ids) if best is None else best[1]
         picture = picture - p.weights[VISUAL] * bias  # the picture's match, without the bias
-    confidence = _confidence(visual, fused, p, judged)
+    confidence = _confidence(visual, fused, p, judged, length)
     text_frames = visual.frame_scorer(query) if query is not None else None
 
     def frame_scores(rows: np.ndarray) -> np.ndarray:
@@ -188,12 +191,13 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
 
 
 def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, sources: dict[str, Source],
-             weights: dict[str, float], judged: list[str],
-             weight: float) -> dict[str, tuple[np.ndarray, float, list[Moment], tuple[int, int]]]:
+             weights: dict[str, float], judged: list[str], weight: float,
+             length: str) -> dict[str, tuple[np.ndarray, float, list[Moment], tuple[int, int]]]:
     """{id: (its best segment's row, its bias, its segments as moments best first, the best one's frames [first,
     stop))} of the fused hits, their segments read in one query: scored as the fusion scores a segment (the model's
     segment score, the cues whose time overlaps it: ``reelsearch.search.fusion.segment_scores``), each confident as
-    the calibration of its ``judged`` sources' part over the model's ``weight``; or, where the model does not rank
+    the calibration (its curve for queries of ``length``) of its ``judged`` sources' part over the model's
+    ``weight``; or, where the model does not rank
     segments (ranks, frame attention), in the order of their frames' best scores."""
     segs = catalog.segments(fused.ids)
     if not segs:
@@ -209,7 +213,7 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
             parts = segment_scores(id_, s, sources, weights, {n: float(fused.rows[n][position[id_]]) for n in weights})
             scores = fused_segments(parts, weights)
             if calibration is not None and weight > 0:
-                sure = calibration(sum(weights[n] * parts[n] for n in judged) / weight)
+                sure = calibration(sum(weights[n] * parts[n] for n in judged) / weight, length)
         elif id_ in stored:
             fs = np.asarray(frames_of(stored[id_].frame_rows), np.float64)
             scores = np.array([fs[a:a + c].max() if c else -np.inf for a, c in zip(s.firsts, s.counts, strict=True)])
@@ -223,8 +227,9 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
     return out
 
 
-def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str]) -> np.ndarray | None:
-    """Each fused hit's calibrated confidence: the model's calibration of the ``judged`` sources' part of its fused
+def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str], length: str) -> np.ndarray | None:
+    """Each fused hit's calibrated confidence: the model's calibration (its curve for queries of ``length``,
+    ``reelsearch.scoring.calibration.query_length``) of the ``judged`` sources' part of its fused
     score (the model's terms, bias included, and the cues') over the model's weight, as ``reelsearch calibrate``
     measured the model's own score: the cues count on the model's scale as the fusion weighs them. None without a
     calibration or a picture."""
@@ -233,4 +238,4 @@ def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str]) -> np.
     if calibration is None or weight <= 0:
         return None
     own = sum(fused.terms[s] for s in judged) / weight
-    return calibration(own)
+    return calibration(own, length)

@@ -82,7 +82,8 @@ class SearchResult:
                                           default=None)
     experts: dict[str, float] | None = doc("Each expert's own score: the model's experts (`visual` for a single "
                                            "model), `speech`, `ocr`. Given when text cues or a mixture of experts "
-                                           "take part.", default=None)
+                                           "take part; empty for a listing by filters alone (nothing was scored).",
+                                           default=None)
     match: Match | None = doc("The words said or written that match best (when a text cue has any evidence).",
                               default=None)
     confidence: float | None = doc("0-1: the share of development hits at this score that were right (the model's "

@@ -17,6 +17,7 @@ from reelsearch.index.textcues import TextCues
 from reelsearch.io import numbered_lines, read_text
 from reelsearch.models import load_model
 from reelsearch.models.interface import SearchMode, VideoEmbeddings
+from reelsearch.scoring.calibration import query_length
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import sentence_encoder
 from reelsearch.search.duplicates import DEFAULT_THRESHOLD, MIN_COVERAGE, DuplicateGroup, find_duplicates
@@ -232,7 +233,7 @@ class Searcher:
         query = self.query_encoder.one(text) if text is not None else None
         cue_query = self.cue_queries.one(text) if p.cues else None
         calibrated = getattr(self.model, "calibration", None) is not None  # else negatives are words only
-        negatives = [self.query_encoder.one(term) for term in filt.exclude] if calibrated else []
+        negatives = [(self.query_encoder.one(term), query_length(term)) for term in filt.exclude] if calibrated else []
         with self.lock, torch.no_grad(), self.catalog.snapshot():  # its meta and count read once
             self.catalog.refresh()
             if len(self.catalog) == 0:
@@ -247,13 +248,13 @@ class Searcher:
                               example=example, allowed=allowed, moments=moments)
             return dated(found, self.catalog.facts(), sort)
 
-    def _allowed(self, filt: Filter, negatives: list[np.ndarray]) -> Selection:
+    def _allowed(self, filt: Filter, negatives: list[tuple[np.ndarray, str]]) -> Selection:
         """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those
-        whose picture matches a negative term (embeddings ``negatives``) well (``pictured``)."""
+        whose picture matches a negative term (``negatives``: its embedding, its length) well (``pictured``)."""
         allowed = select(filt, self.catalog, self.cues)
         if negatives and allowed.ids:
             visual = self.visual.on(Subset(self.catalog, allowed))
-            allowed = allowed.without(set().union(*(pictured(visual, q) for q in negatives)))
+            allowed = allowed.without(set().union(*(pictured(visual, q, n) for q, n in negatives)))
         return allowed
 
     def example(self, like: str | os.PathLike) -> Example:

@@ -123,6 +123,33 @@ function timeline(result, c) {
   return bar;
 }
 
+// What each source is called where people read it (as reelsearch.display.SOURCES); any other expert is one of a
+// mixture model's picture experts.
+const SOURCES = {visual: "picture", speech: "words said", ocr: "text on screen", like: "the example"};
+
+// What a result matched by, in words (as reelsearch.display.matched): the picture, the example, the words.
+function matchedBy(result) {
+  const parts = [];
+  const keys = result.experts ? Object.keys(result.experts) : null;
+  if (result.kind !== "audio" && (keys === null || keys.some((k) => !(k in SOURCES) || k === "visual"))) {
+    parts.push("picture");
+  }
+  if (keys !== null && keys.includes("like")) parts.push(SOURCES.like);
+  if (result.match) parts.push(SOURCES[result.match.cue]);
+  return parts.join(" + ");
+}
+
+// A result's raw numbers, named (as reelsearch.display.detail_line).
+function detailText(result) {
+  let out = `ranking score ${result.score >= 0 ? "+" : ""}${result.score.toFixed(4)} ` +
+    "(its sources' weighted scores less the video's usual score: it orders this search's hits only)";
+  if (result.experts) {
+    out += " · own scores: " + Object.entries(result.experts)
+      .map(([k, v]) => `${SOURCES[k] || "picture expert " + k} ${v.toFixed(3)}`).join(", ");
+  }
+  return out;
+}
+
 function card(result, rank) {
   const c = el("article", "card");
   c.dataset.id = result.id;
@@ -137,14 +164,16 @@ function card(result, rank) {
   if (result.kind !== "image") thumb.append(el("span", "badge", clock(result.moment)));  // a photo has no time
   const meta = el("div", "meta");
   meta.append(el("div", "name", result.name));
-  let scoreText = `score ${result.score.toFixed(4)}` +
-    (result.kind === "image" ? "" : ` · best moment ${clock(result.moment)}`);
+  const by = matchedBy(result);
+  let scoreText = (by ? `matched: ${by}` : "") +
+    (result.kind === "image" ? "" : `${by ? " · " : ""}best moment ${clock(result.moment)}`);
   if (result.confidence !== undefined) scoreText = `${Math.round(100 * result.confidence)}% confident · ` + scoreText;
-  if (result.experts) {
-    scoreText += " · " + Object.entries(result.experts).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
-  }
   meta.append(el("div", "score", scoreText));
   if (result.taken_at !== undefined) meta.append(takenLine(result));
+  const numbers = el("details", "numbers");  // the raw numbers, on request
+  numbers.append(el("summary", null, "numbers"), el("div", null, detailText(result)));
+  numbers.addEventListener("click", (ev) => ev.stopPropagation());
+  meta.append(numbers);
   meta.title = result.path;
   const more = el("button", "more-like", "more like this");
   more.type = "button";
@@ -298,7 +327,7 @@ let watchTimer = null;
 async function health() {
   try {
     const h = await (await api("/health")).json();
-    $("library").textContent = `${h.videos} videos indexed · ${h.mode} search` + (h.stale ? " · index built with another model" : "");
+    $("library").textContent = `${h.videos} videos indexed` + (h.stale ? " · index built with another model" : "");
     showWatch(h.watch);
   } catch (err) { /* the page still works without it */ }
 }

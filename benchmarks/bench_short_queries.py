@@ -1,0 +1,68 @@
+"""Retrieval for the queries people type (issue 33 part 3): text-to-image R@1/5/10 on Flickr8k dev for the short
+queries derived from the captions (``reelsearch.evaluation.short_queries``: one word, two or three) beside the full
+captions, the bundled model; with and without the querybank's offsets, and with the prompt "a photo of ...".
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_short_queries.py [--data flickr8k:../shared/data/flickr8k]
+
+A caption's one right photo is its own; a short query is right for every photo a caption of which holds its words,
+and R@k is the share of queries with a right photo in their top k (for a caption: its own photo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from reelsearch.evaluation.short_queries import relevance, short_queries
+from reelsearch.features.caches import DatasetSource
+from reelsearch.models import load_model
+from reelsearch.scoring.calibration import query_length
+from reelsearch.training.calibrate import BATCH
+from reelsearch.training.run import model_pairs
+
+
+def recall(scores: np.ndarray, relevant: np.ndarray, ks=(1, 5, 10)) -> dict:
+    """{R@k: share of rows with a right column in their top k} (ties: the lower column first)."""
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :max(ks)]
+    hit = np.take_along_axis(relevant, order, 1)
+    return {f"R@{k}": round(100 * float(hit[:, :k].any(1).mean()), 1) for k in ks}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="flickr8k:../shared/data/flickr8k")
+    args = parser.parse_args()
+    model = load_model("default")
+    source, _ = DatasetSource.open(args.data, None)
+    pairs = model_pairs(model, source, "dev", "cpu", False)
+    video = model.encode_video(pairs.video_items(), batch_size=BATCH)
+    offsets = model.querybank.video_offsets(video.video)
+    cap2vid = np.asarray(pairs.cap2vid)
+    queries = list(dict.fromkeys(q for c in pairs.captions for q in short_queries(c)))
+    lengths = np.array([query_length(q) for q in queries])
+    relevant = relevance(queries, pairs.captions, cap2vid, len(video.video))
+
+    def raw(texts):
+        return np.asarray(model.fuse(model.expert_scores(model.encode_text(texts, BATCH), video), axis=1), np.float64)
+
+    rows = []
+    caption_scores = raw(pairs.captions)
+    own = cap2vid[:, None] == np.arange(len(video.video))[None]
+    for bank in (False, True):
+        rows.append({"queries": "captions", "n": len(cap2vid), "querybank": bank, "prompt": "",
+                     **recall(caption_scores - offsets * bank, own)})
+    for prompt in ("", "a photo of "):
+        scores = raw([prompt + q for q in queries])
+        for n in ("1", "2-3"):
+            sel = lengths == n
+            for bank in (False, True):
+                rows.append({"queries": f"short, {n} words", "n": int(sel.sum()), "querybank": bank,
+                             "prompt": prompt, **recall(scores[sel] - offsets * bank, relevant[sel])})
+    for row in rows:
+        print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()

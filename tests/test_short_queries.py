@@ -1,0 +1,82 @@
+"""Short queries as people type them: the rule-based extractor over captions, which photos a short query is right
+for, the query lengths a confidence curve is chosen by, and a model's calibration of lengths and negative terms
+(saved, loaded, and read from an older one-curve file)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from reelsearch.errors import DataFormatError
+from reelsearch.evaluation.short_queries import relevance, short_queries
+from reelsearch.models import load_model
+from reelsearch.models.parts import Calibration
+from reelsearch.scoring.calibration import Curve, query_length
+
+
+@pytest.mark.parametrize(("caption", "queries"), [
+    ("A black dog is running through the grass .", ["dog", "a black dog", "a black dog running"]),
+    ("Two children playing in the water", ["children", "two children", "two children playing"]),
+    ("A little tan dog jumps over a log .", ["dog", "a tan dog"]),
+    ("A group of people are standing outside .", ["people", "a group of people", "a group of people standing"]),
+    ("Dogs run .", ["dogs"]),
+    ("A man wearing a red hat", ["man", "a man"]),  # a verb of STOPS is not kept after the phrase
+    ("A black and white dog", []),  # the phrase ends on a colour: no noun head
+    ("In the park , a boy", []),  # starts with a preposition: no subject phrase
+])
+def test_short_queries_of_a_caption(caption, queries):
+    assert short_queries(caption) == queries
+
+
+def test_a_short_query_is_right_for_every_photo_a_caption_of_which_holds_its_words():
+    captions = ["A dog runs .", "Two dogs play in the snow .", "A man sits .", "A man walks his dog .",
+                "Children play in the water ."]
+    cap2vid = [0, 1, 2, 3, 4]
+    got = relevance(["a dog", "dogs", "a man", "two children playing", "water"], captions, cap2vid, 5)
+    np.testing.assert_array_equal(got, [[1, 1, 0, 1, 0],  # "dogs" counts as "dog"
+                                        [1, 1, 0, 1, 0],
+                                        [0, 0, 1, 1, 0],
+                                        [0, 0, 0, 0, 0],  # "playing" is not "play": every word must be there
+                                        [0, 0, 0, 0, 1]])
+
+
+@pytest.mark.parametrize(("text", "length"), [("dog", "1"), ("a dog", "2-3"), ("two children playing", "2-3"),
+                                              ("a dog runs fast", "4+"), ("", "1"), ("dog!", "1")])
+def test_query_length(text, length):
+    assert query_length(text) == length
+
+
+def test_calibration_curve_per_length_and_terms_round_trip(tmp_path):
+    model = load_model("default")
+    cal = model.calibration
+    assert set(cal.lengths) == {"1", "2-3"} and set(cal.terms) == {"1", "2-3"}
+    probe = np.linspace(-0.5, 0.1, 61)
+    # a short query's curve is its own: at a score where a sentence's hits are rarely right, a word's often are
+    assert not np.allclose(cal(probe, "1"), cal(probe, "4+"))
+    np.testing.assert_array_equal(cal(probe), cal(probe, "4+"))
+    np.testing.assert_array_equal(cal.shows(probe, "4+"), cal.shows(probe, "2-3"))  # the longest shorter curve
+    saved = load_model(model.save(tmp_path / "copy")).calibration
+    for n in ("1", "2-3", "4+"):
+        np.testing.assert_array_equal(saved(probe, n), cal(probe, n))
+        np.testing.assert_array_equal(saved.shows(probe, n), cal.shows(probe, n))
+
+
+def test_a_calibration_of_one_curve_still_loads_and_reads_it_for_every_length(tmp_path):
+    folder = load_model("default").save(tmp_path / "copy")
+    doc = json.loads((folder / "calibration.json").read_text())
+    old = {k: v for k, v in doc.items() if k not in ("lengths", "terms")} | {"version": 1}
+    (folder / "calibration.json").write_text(json.dumps(old))
+    cal = load_model(folder).calibration
+    probe = np.linspace(-0.5, 0.1, 61)
+    np.testing.assert_array_equal(cal(probe, "1"), Curve(doc["score"], doc["right"])(probe))
+    assert cal.shows(probe, "1") is None  # no negative-term curve: negative terms are words only
+    (folder / "calibration.json").write_text(json.dumps({**doc, "lengths": {"5": doc["lengths"]["1"]}}))
+    with pytest.raises(DataFormatError, match="unknown query lengths"):
+        load_model(folder)
+
+
+def test_calibration_refuses_an_unknown_length():
+    with pytest.raises(ValueError, match="unknown query lengths"):
+        Calibration(Curve([0.0], [0.5]), "x", None, lengths={"7": Curve([0.0], [0.5])})
