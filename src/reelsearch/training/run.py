@@ -209,16 +209,17 @@ def saved_lines(report: dict, out: str | Path) -> list[str]:
 
 
 def evaluate(checkpoint, data: str, split: str | None = None, features: Path | None = None,
-             device: str | None = None, progress: bool = True, int8_text: bool = False, querybank: bool = True,
+             device: str | None = None, progress: bool = True, text_encoder: str = "float32", querybank: bool = True,
              **data_options) -> dict:
     """Load ``checkpoint`` (a path, "default", or a loaded model) and evaluate it on ``data``'s ``split``;
-    ``int8_text``: captions encoded by int8 MiniLM, as ``reelsearch search --int8-text`` encodes queries;
+    ``text_encoder``: what encodes the captions (``model.use_text_encoder``: "float32", "int8", "static"), as
+    ``reelsearch search --text-encoder`` encodes queries;
     ``querybank``: apply the model's querybank normalisation when it has one (False: its raw scores)."""
     source, split = open_eval_split(data, split, features, **data_options)
     model = load_model(checkpoint) if isinstance(checkpoint, (str, Path)) else checkpoint
-    int8 = model.use_int8_text(True) if int8_text else False
+    encoder = model.use_text_encoder(text_encoder)
     res = evaluate_model(model, source, split, device, progress, querybank)
     res["data"], res["split"], res["model"] = source.label, split, getattr(model, "name", "")
-    if int8:
-        res["text_precision"] = "int8"
+    if encoder != "float32":
+        res["text_encoder"] = encoder
     return res
