@@ -87,7 +87,8 @@ def test_the_command_saves_the_part_in_the_model_folder(distilled):
     assert (root / "run" / "best" / "static-text" / "tokenizer.json").is_file()
     model = load_model(root / "run" / "best")
     assert model.static_text is not None and model.static_text.widths == (16, 24)
-    assert model.text_encoder_name == "float32" and model.serving_text_encoder == "static"
+    assert model.text_encoder_name == "float32"
+    assert model.static_text.checked == {} and model.serving_text_encoder == "float32"  # never measured: not served
     assert load_model(root / "model").static_text is None  # the source model is left as it was
 
 
@@ -142,6 +143,23 @@ def test_toy_retrieval_ranks_each_caption_first(distilled):
     assert agreement.mean() > 0.8, agreement.mean()
 
 
+def test_serving_default_is_static_only_within_3_rsum_of_float32(distilled, tmp_path):
+    """``serve`` (``auto``) runs the static encoder only where its measured dev RSum is within 3 of float32's; the
+    measurement travels with the part."""
+    from reelsearch.models import load_model
+
+    root, _, _ = distilled
+    model = load_model(root / "run" / "best")
+    for static, serves in ((380.0, True), (381.5, True), (377.0, True), (376.9, False), (300.0, False)):
+        model.static_text.checked = {"float32": 380.0, "static": static, "split": "toy:dev"}
+        assert model.static_text.serves() is serves
+        assert model.serving_text_encoder == ("static" if serves else "float32")
+    model.save(tmp_path / "saved")
+    saved = load_model(tmp_path / "saved")
+    assert saved.static_text.checked == {"float32": 380.0, "static": 300.0, "split": "toy:dev"}
+    assert saved.use_text_encoder("auto") == "float32" and saved.use_text_encoder("static") == "static"
+
+
 def test_the_choice_of_text_encoder(distilled):
     """``use_text_encoder``: float32 by default, static only on a model with the part, unknown names refused; the
     Searcher's "auto" is the model's serving default."""
@@ -150,6 +168,7 @@ def test_the_choice_of_text_encoder(distilled):
 
     root, _, captions = distilled
     model = load_model(root / "run" / "best")
+    model.static_text.checked = {"float32": 380.0, "static": 379.0}
     plain = load_model(root / "model")
     assert plain.serving_text_encoder == "float32" and plain.use_text_encoder("auto") == "float32"
     with pytest.raises(ConfigError, match="distill-text"):

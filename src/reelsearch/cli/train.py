@@ -229,6 +229,8 @@ def distill_text(
     split: str = typer.Option("train", "--split", help="The split whose captions the encoder is re-fitted on "
                               "(token frequencies and the map)."),
     dims: int = typer.Option(256, "--dims", min=1, help="PCA dimensions of the token rows."),
+    sif: float = typer.Option(0.0, "--sif", min=0.0, help="SIF frequency weighting a / (a + p(token)) of the "
+                              "token rows, p from the training captions (0: none, the default; docs/search.md)."),
     val_split: str | None = typer.Option(None, "--val-split", help="Split to report the float32 and the static "
                                          "encoder's metrics on (default: val or dev)."),
     features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature "
@@ -242,7 +244,7 @@ def distill_text(
     from reelsearch.training import distill_text as distilling
 
     set_threads(threads)
-    rep = distilling.make_static_text(checkpoint, data, out, split=split, dims=dims, val_split=val_split,
+    rep = distilling.make_static_text(checkpoint, data, out, split=split, dims=dims, sif=sif, val_split=val_split,
                                       features=features, progress=show_progress(not json_out))
     typer.echo(json.dumps(rep, default=str) if json_out else distilling.report_text(rep, out))
 

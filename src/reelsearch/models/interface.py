@@ -115,9 +115,10 @@ class EmbeddingModel:
 
     @property
     def serving_text_encoder(self) -> str:
-        """The text encoder ``reelsearch serve`` runs unless told: the static one where the model has it (the
-        fastest; docs/search.md, "Choosing the text encoder"), else float32 MiniLM."""
-        return "static" if self.static_text is not None else "float32"
+        """The text encoder ``reelsearch serve`` runs unless told: the model's static one (the fastest) where its
+        measured dev RSum is within 3 of float32 MiniLM's (``StaticText.serves``), else float32 MiniLM (docs/search.md,
+        "Choosing the text encoder")."""
+        return "static" if self.static_text is not None and self.static_text.serves() else "float32"
 
     def save(self, directory: str | Path) -> Path:
         """Save the model with every part (weights, config, CNN tails, text encoder, querybank, card) as a model

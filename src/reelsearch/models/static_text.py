@@ -16,6 +16,7 @@ with one float32 scale per row (as the querybank's), the map in float32.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import ClassVar
 
@@ -31,6 +32,9 @@ from .querybank import dequantise_rows, quantise_rows
 FOLDER = "static-text"
 TABLE_FILE, TOKENIZER_FILE = "static-text.safetensors", "tokenizer.json"
 FORMAT = "reelsearch.static-text"
+#: The most dev RSum (with the querybank) the static encoder may lose to float32 MiniLM and still be what ``serve``
+#: runs by default (``serves``).
+SERVING_TOLERANCE = 3.0
 
 
 def load_tokenizer(text: str):
@@ -46,12 +50,14 @@ def load_tokenizer(text: str):
 class StaticText:
     """Token rows ``table`` [V, d] (frequency weights folded in), the map ``proj`` [d, D] and ``bias`` [D], the
     ``widths`` of the experts' slices of D (each L2-normalised), the tokenizer (the text of its ``tokenizer.json``),
-    the ``model`` fingerprint it was distilled from and the training ``source``."""
+    the ``model`` fingerprint it was distilled from, the training ``source``, and ``checked``: the RSum of the model
+    with float32 MiniLM and with this encoder on a development split (``{"float32", "static", "split"}``; empty until
+    ``reelsearch distill-text`` measured it)."""
 
     kind: ClassVar[str] = "static-text"
 
     def __init__(self, table: np.ndarray, proj: np.ndarray, bias: np.ndarray, widths, tokenizer: str,
-                 model: str = "", source: str = ""):
+                 model: str = "", source: str = "", checked: dict | None = None):
         self.table = np.ascontiguousarray(table, np.float32)
         self.proj = np.ascontiguousarray(proj, np.float32)
         self.bias = np.ascontiguousarray(bias, np.float32).reshape(-1)
@@ -61,6 +67,7 @@ class StaticText:
             raise ConfigError(f"static text: table {self.table.shape}, map {self.proj.shape}, bias {self.bias.shape} "
                               f"and widths {self.widths} do not fit together")
         self.tokenizer_json, self.model, self.source = tokenizer, model, source
+        self.checked = dict(checked or {})
         self._tokenizer = None
 
     @property
@@ -94,6 +101,14 @@ class StaticText:
             mean[i] = self.table[ids].mean(axis=0)
         return normalise_slices(mean @ self.proj + self.bias, self.widths)
 
+    def serves(self) -> bool:
+        """Whether ``serve`` runs this encoder by default: its measured RSum is within ``SERVING_TOLERANCE`` of
+        float32 MiniLM's (an encoder never measured is not)."""
+        try:
+            return float(self.checked["static"]) >= float(self.checked["float32"]) - SERVING_TOLERANCE
+        except (KeyError, TypeError, ValueError):
+            return False
+
     def mismatch(self, model) -> str | None:
         """Why these rows do not encode for ``model`` (None when they do): another model's, or of another width."""
         if self.model != model.fingerprint():
@@ -105,7 +120,7 @@ class StaticText:
 
     def describe(self) -> dict:
         return {"vocabulary": int(self.table.shape[0]), "dims": int(self.table.shape[1]), "width": self.dim,
-                "source": self.source}
+                "source": self.source, "checked": self.checked, "serves": self.serves()}
 
     # ---- a part of the model folder (reelsearch.models.folder)
     def fields(self) -> dict:
@@ -119,7 +134,7 @@ class StaticText:
         with atomic_path(folder / TABLE_FILE) as tmp:
             save_file({"table": rows, "table_scale": scale, "proj": self.proj, "bias": self.bias}, str(tmp),
                       metadata={"format": FORMAT, "widths": ",".join(map(str, self.widths)), "model": self.model,
-                                "source": self.source})
+                                "source": self.source, "checked": json.dumps(self.checked)})
         return [FOLDER]
 
     @classmethod
@@ -138,7 +153,7 @@ class StaticText:
             table = dequantise_rows(stored["table"], stored["table_scale"])
             widths = [int(w) for w in meta["widths"].split(",")]
             return cls(table, stored["proj"], stored["bias"], widths, read_text(folder / TOKENIZER_FILE),
-                       meta.get("model", ""), meta.get("source", ""))
+                       meta.get("model", ""), meta.get("source", ""), json.loads(meta.get("checked") or "{}"))
         except Exception as exc:  # noqa: BLE001 (safetensors raises its own error types)
             raise DataFormatError(path, f"unreadable static text encoder: {exc}") from exc
 

@@ -2,8 +2,10 @@
 
 1. Every token of the text tower's WordPiece vocabulary runs alone (``[CLS] token [SEP]``) through the tower and each
    expert's text side: one row of the model's joint space per token.
-2. PCA reduces the rows to ``dims`` (centred); each row is scaled by its SIF weight a / (a + p(token)), p counted over
-   the training captions' tokens (a token they never hold weighs 1).
+2. PCA reduces the rows to ``dims`` (centred); with ``sif`` = a > 0 each row is scaled by its SIF weight
+   a / (a + p(token)), p counted over the training captions' tokens (a token they never hold weighs 1). Off by
+   default: on Flickr8k it cost the bundled model 58 dev RSum at a = 1e-3 (docs/benchmarks.md, "A static text
+   encoder"): a caption corpus's most frequent tokens are its content words ("dog", "man", "water").
 3. Re-fit: a ridge regression from the mean of a training caption's rows to the full model's embedding of it
    (``model.encode_text``, float32), with a bias.
 
@@ -31,7 +33,7 @@ from reelsearch.training.run import evaluate_model
 logger = logging.getLogger(__name__)
 
 REPORT_FILE = "static-text.json"
-SIF = 1e-3  # SIF's a: tokens far more frequent than this weigh less
+SIF = 0.0  # SIF's a (tokens far more frequent than a weigh less); 0: no frequency weighting
 RIDGE = 1e-3  # ridge penalty of the map, relative to the mean diagonal of X'X
 BATCH = 512  # vocabulary tokens run through the tower at a time
 
@@ -114,7 +116,8 @@ def distill(model, captions: list[str], dims: int = 256, sif: float = SIF, ridge
         table = (centred @ vt[:dims].T).astype(np.float32)
         ids = [np.asarray(e.ids, np.int64) for e in tokenizer.encode_batch(captions, add_special_tokens=False)]
         counts = np.bincount(np.concatenate(ids), minlength=vocab).astype(np.float64)
-        table *= (sif / (sif + counts / counts.sum())).astype(np.float32)[:, None]
+        if sif > 0:
+            table *= (sif / (sif + counts / counts.sum())).astype(np.float32)[:, None]
         target = model.encode_text(captions, cached=True)
         proj, bias = ridge_fit(mean_rows(table, ids), target, ridge)
     finally:
@@ -147,6 +150,10 @@ def make_static_text(checkpoint, data: str, out: str | Path, split: str = "train
         for name in ("float32", "static"):
             saved.use_text_encoder(name)
             report[name] = evaluate_model(saved, source, val_split, device, progress)
+        saved.static_text.checked = {name: report[name]["RSum"] for name in ("float32", "static")}
+        saved.static_text.checked["split"] = f"{source.label}:{val_split}"
+        saved.save(best)  # the part records its measurement: whether serve runs it by default
+        report["static_text"] = saved.static_text.describe()
     atomic_write_json(out / REPORT_FILE, report)
     return report
 
