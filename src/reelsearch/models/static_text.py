@@ -2,9 +2,9 @@
 
 Model2Vec's recipe (Tulkens & van Dongen 2024) applied to the whole text side of a model: every token of the
 tower's WordPiece vocabulary goes alone through the model's own text tower and text projection (``[CLS] token
-[SEP]``), the rows are reduced by PCA, scaled by a frequency weight (SIF, Arora et al. 2017: a / (a + p(token)) with
-p from the training captions) and re-fitted to the model's joint space: a linear map (ridge regression) from the
-mean of a training caption's token rows to the full model's embedding of that caption. Encoding a text is then its
+[SEP]``), the rows are reduced by PCA, optionally scaled by a frequency weight (SIF, Arora et al. 2017) and
+re-fitted to the model's joint space: a linear map (ridge regression) from the mean of a training caption's token
+rows to the full model's embedding of that caption (``reelsearch.training.distill_text``). Encoding a text is then its
 tokens (the tower's own tokenizer, without special tokens), the mean of their rows, the map, and each expert's slice
 L2-normalised: well under a millisecond on one core, numpy only.
 

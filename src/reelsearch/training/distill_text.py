@@ -70,6 +70,15 @@ def token_rows(model, encoder, tokens: np.ndarray, vocab_size: int, cls: int, se
     return out
 
 
+def principal_components(rows: np.ndarray, dims: int) -> np.ndarray:
+    """[V, dims]: ``rows`` centred and projected on their ``dims`` principal axes (eigenvectors of the [D, D]
+    scatter matrix, largest first; cheaper than an SVD of the [V, D] rows)."""
+    centred = rows - rows.mean(0)
+    scatter = centred.T.astype(np.float64) @ centred.astype(np.float64)
+    _, vectors = np.linalg.eigh(scatter)
+    return (centred @ vectors[:, ::-1][:, :dims]).astype(np.float32)
+
+
 def mean_rows(table: np.ndarray, ids: list[np.ndarray]) -> np.ndarray:
     """[N, d]: the mean of each caption's token rows."""
     out = np.zeros((len(ids), table.shape[1]), np.float32)
@@ -111,9 +120,7 @@ def distill(model, captions: list[str], dims: int = 256, sif: float = SIF, ridge
         if not 1 <= dims <= model.dim:
             raise ConfigError(f"dims must be 1..{model.dim}, got {dims}")
         rows = token_rows(model, encoder, tokens, vocab, cls, sep, progress)
-        centred = rows - rows.mean(0)
-        _, _, vt = np.linalg.svd(centred.astype(np.float64), full_matrices=False)
-        table = (centred @ vt[:dims].T).astype(np.float32)
+        table = principal_components(rows, dims)
         ids = [np.asarray(e.ids, np.int64) for e in tokenizer.encode_batch(captions, add_special_tokens=False)]
         counts = np.bincount(np.concatenate(ids), minlength=vocab).astype(np.float64)
         if sif > 0:
