@@ -240,7 +240,8 @@ def distill_text(
 ) -> None:
     """Distil a static text encoder from the model's own text tower (Model2Vec's recipe, re-fitted to the
     model's joint space on the training captions), save it with the model, and report its metrics beside
-    float32 MiniLM's; `serve` then encodes queries with it (`--text-encoder`, docs/search.md)."""
+    float32 MiniLM's; `--text-encoder static` then encodes with it, and `serve` does so by default where it
+    is within 3 dev RSum of float32 (docs/search.md, "Choosing the text encoder")."""
     from reelsearch.training import distill_text as distilling
 
     set_threads(threads)
