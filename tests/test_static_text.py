@@ -209,7 +209,11 @@ def test_serve_runs_the_static_encoder_by_default(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     from reelsearch.cli.main import app
+    from reelsearch.cli.options import TEXT_ENCODERS
+    from reelsearch.models.interface import TEXT_ENCODERS as MODEL_TEXT_ENCODERS
     from reelsearch.service import server
+
+    assert TEXT_ENCODERS == ("auto", *MODEL_TEXT_ENCODERS)
 
     pytest.importorskip("fastapi")
     seen = []

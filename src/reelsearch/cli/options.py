@@ -13,7 +13,8 @@ import sys
 
 import typer
 
-#: ``--text-encoder``'s choices (``model.use_text_encoder``; auto: ``model.serving_text_encoder``).
+#: ``--text-encoder``'s choices: ``reelsearch.models.interface.TEXT_ENCODERS`` and auto (``model.use_text_encoder``),
+#: named here so that parsing options imports no model (a test keeps the two in step).
 TEXT_ENCODERS = ("auto", "float32", "int8", "static")
 TEXT_ENCODER_HELP = ("What encodes text: static (the model's static text encoder, `reelsearch distill-text`: the "
                      "fastest), float32 MiniLM (as trained), int8 MiniLM, or auto: static where the model has one, "
