@@ -28,7 +28,7 @@ from reelsearch.io import atomic_write_json, read_text
 from reelsearch.models import load_model
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.models.static_text import StaticText, load_tokenizer
-from reelsearch.training.run import evaluate_model
+from reelsearch.training.run import derived_report_text, evaluate_model
 
 logger = logging.getLogger(__name__)
 
@@ -168,12 +168,6 @@ def make_static_text(checkpoint, data: str, out: str | Path, split: str = "train
 def report_text(report: dict, out: str | Path) -> str:
     """:func:`make_static_text`'s report in a few lines."""
     part = report["static_text"]
-    lines = [f"static text encoder: {part['vocabulary']} tokens x {part['dims']} dims -> {part['width']}-d, "
-             f"re-fitted on {part['source']}"]
-    for name in ("float32", "static"):
-        if name in report:
-            res = report[name]
-            lines.append(f"{name} on {report['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
-                         f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
-    lines.append(f"saved: {Path(out) / 'best'} (report: {Path(out) / REPORT_FILE})")
-    return "\n".join(lines)
+    head = (f"static text encoder: {part['vocabulary']} tokens x {part['dims']} dims -> {part['width']}-d, "
+            f"re-fitted on {part['source']}")
+    return derived_report_text(head, report, ("float32", "static"), Path(out), REPORT_FILE)

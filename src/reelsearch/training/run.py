@@ -198,6 +198,19 @@ def open_tuning(checkpoint, data: str, val_split: str | None = None, **data_opti
     return model, source, val_split
 
 
+def derived_report_text(head: str, report: dict, keys, out: Path, report_file: str) -> str:
+    """A derived model's report (``querybank``, ``distill-text``) in a few lines: ``head``, the metrics under each of
+    ``keys`` the report has (on its ``val_split``), where the model and the report were saved."""
+    lines = [head]
+    for key in keys:
+        if key in report:
+            res = report[key]
+            lines.append(f"{key} on {report['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
+                         f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
+    lines.append(f"saved: {out / 'best'} (report: {out / report_file})")
+    return "\n".join(lines)
+
+
 def saved_lines(report: dict, out: str | Path) -> list[str]:
     """The last lines of a tuning's report (``tune-cnn``, ``tune-text``): the saved model's metrics, where it is."""
     lines = []
