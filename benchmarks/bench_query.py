@@ -8,7 +8,8 @@ a tuned tail when the model has one, + the model's own text encoder + projection
     p99;
   * batches of 32 of them (the most ``reelsearch serve`` encodes together): milliseconds per batch, queries/s.
 Variants: ``torch`` (float32 MiniLM in torch: ``REELSEARCH_TEXT_RUNTIME=torch``), ``onnxruntime`` (float32 MiniLM in
-ONNX Runtime: the default where it is installed), ``onnxruntime-int8`` (``--int8-text``). They run interleaved
+ONNX Runtime: the default where it is installed), ``onnxruntime-int8`` (``--text-encoder int8``) and, for a model
+with one, ``static`` (its static text encoder, ``--text-encoder static``: no MiniLM). They run interleaved
 (alternating order, query by query and batch by batch), so the machine's changing load falls on all alike; the
 ratios are per query (torch time / variant time), then their median. Agreement: the cosine of each variant's
 query embeddings with torch float32's, and of a query encoded alone with the same query encoded in a batch of 32
@@ -44,8 +45,8 @@ def short_captions(n: int, seed: int = 3) -> list[str]:
 
 
 def variants(name: str) -> dict:
-    """{"torch": model, "onnxruntime": model, "onnxruntime-int8": model}: the model ``name`` three times, each
-    with a MiniLM encoder (and tuned tail) of its own."""
+    """{"torch": model, "onnxruntime": model, "onnxruntime-int8": model[, "static": model]}: the model ``name``
+    three times, each with a MiniLM encoder (and tuned tail) of its own, and once with its static text encoder."""
     import reelsearch
     from reelsearch.text.minilm import MiniLMEncoder
 
@@ -63,6 +64,10 @@ def variants(name: str) -> dict:
             print(f"{variant}: unavailable here, skipped", file=sys.stderr)
             continue
         out[variant] = model
+    model = reelsearch.load(name)
+    if model.static_text is not None:
+        model.use_text_encoder("static")
+        out["static"] = model
     return out
 
 

@@ -8,9 +8,10 @@ answer arrived (a closed loop). Every answer is checked (status 200, valid JSON,
 are measured in interleaved rounds (after a short untimed warm-up each time), so that the shared machine's changing
 load falls on all of them alike; the figures pool every round.
 
-Configurations are ``WORKERS:BATCH[:CACHE][:TEXT]``: TEXT is ``f32`` (serve's default text encoder: float32
-MiniLM, in ONNX Runtime where it is installed), ``torch`` (float32 MiniLM in torch, ``REELSEARCH_TEXT_RUNTIME=torch``)
-or ``int8`` (``--int8-text``).
+Configurations are ``WORKERS:BATCH[:CACHE][:TEXT]``: TEXT is ``f32`` (float32 MiniLM, in ONNX Runtime where it
+is installed: ``--text-encoder float32``, the default token), ``torch`` (float32 MiniLM in torch,
+``REELSEARCH_TEXT_RUNTIME=torch``), ``int8`` (``--text-encoder int8``) or ``static`` (the model's static text
+encoder, ``--text-encoder static``; serve's default for a model that has one).
 
 Queries: real MSVD captions, each asked once (no configuration can be helped by a cache), except for
 configurations with a query cache (``W:B:C``, C > 0), which are asked 200 captions over and over: the cost of
@@ -126,13 +127,13 @@ def query_texts(n: int) -> list[str]:
 
 
 # -- the servers and the measurements ---------------------------------------------------------------------------
-#: serve's text encoders: its default (float32 MiniLM, in ONNX Runtime where installed), float32 in torch
-#: (REELSEARCH_TEXT_RUNTIME=torch), int8 MiniLM (--int8-text)
-TEXT_ENCODERS = ("f32", "torch", "int8")
+#: serve's text encoders: float32 MiniLM (in ONNX Runtime where installed), float32 in torch
+#: (REELSEARCH_TEXT_RUNTIME=torch), int8 MiniLM, the model's static text encoder (--text-encoder)
+TEXT_ENCODERS = {"f32": "float32", "torch": "float32", "int8": "int8", "static": "static"}
 
 
 def parse_config(text: str) -> tuple[int, int, int, str]:
-    """``WORKERS:BATCH[:CACHE][:f32|torch|int8]`` -> (workers, batch, cache, text encoder)."""
+    """``WORKERS:BATCH[:CACHE][:f32|torch|int8|static]`` -> (workers, batch, cache, text encoder)."""
     parts = text.split(":")
     encoder = parts.pop() if parts[-1] in TEXT_ENCODERS else "f32"
     numbers = [int(v) for v in parts] + [0] * (3 - len(parts))
@@ -146,7 +147,7 @@ def start_server(directory: Path, workers: int, batch: int, cache: int, text: st
     port = free_port()
     cmd = [sys.executable, "-m", "reelsearch", "serve", "--index", str(directory), "--port", str(port),
            "--workers", str(workers), "--batch", str(batch), "--query-cache", str(cache), "--no-access-log",
-           "--threads", str(threads), "--int8-text" if text == "int8" else "--float32-text"]
+           "--threads", str(threads), "--text-encoder", TEXT_ENCODERS[text]]
     env = {**os.environ, RUNTIME_ENV: "torch"} if text == "torch" else None
     return (subprocess.Popen(cmd, stderr=subprocess.DEVNULL, start_new_session=True, env=env),
             f"http://127.0.0.1:{port}")
@@ -187,7 +188,8 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=8, help="frames (vectors + thumbnails) per video")
     ap.add_argument("--model", default="default")
     ap.add_argument("--configs", nargs="+", default=["1:1", "1:32", "2:1", "2:32", "1:32:1024", "1:32:0:int8"],
-                    help="WORKERS:BATCH[:CACHE] each (CACHE > 0: a query cache, and 200 queries asked over and over)")
+                    help="WORKERS:BATCH[:CACHE][:TEXT] each (CACHE > 0: a query cache, and 200 queries asked over "
+                         "and over; TEXT: f32, torch, int8 or static)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved measurements of every configuration")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--duration", type=float, default=20.0, help="timed seconds per configuration and round")
@@ -222,7 +224,7 @@ def main() -> None:
                 offset = (offset + 5000) % len(distinct)  # fresh queries for every run
                 r = measure(url, queries, args)
                 runs[config].append(r)
-                print(f"round {rnd + 1} workers {config[0]} batch {config[1]:>2} cache {config[2]:>4} {config[3]:>4}: "
+                print(f"round {rnd + 1} workers {config[0]} batch {config[1]:>2} cache {config[2]:>4} {config[3]:>6}: "
                       f"{r['requests'] / r['seconds']:6.1f} req/s  load {r['load'][0]:.2f} -> {r['load'][1]:.2f}",
                       flush=True)
     finally:
@@ -242,7 +244,7 @@ def main() -> None:
                "p99": float(np.percentile(lat, 99)), "max": float(lat.max()), "requests": int(len(lat)),
                "errors": sum(r["errors"] for r in rs), "load": [r["load"] for r in rs]}
         results.append(row)
-        print(f"workers {row['workers']} batch {row['batch']:>2} cache {row['cache']:>4} {row['text']:>4}: "
+        print(f"workers {row['workers']} batch {row['batch']:>2} cache {row['cache']:>4} {row['text']:>6}: "
               f"{row['rps']:6.1f} req/s "
               f"(rounds {', '.join(f'{v:.0f}' for v in per_round)})  p50 {row['p50']:6.1f}  p95 {row['p95']:6.1f}  "
               f"p99 {row['p99']:6.1f}  max {row['max']:6.1f} ms  {row['requests']} requests, {row['errors']} errors")

@@ -69,7 +69,7 @@ def test_the_advert_says_what_is_served(served):
     assert advert["pid"] == proc.pid and advert["host"] == "127.0.0.1" and advert["port"] > 0
     assert advert["library"] == os.path.realpath(root / "index") and advert["model"] == os.path.realpath(model_dir)
     assert advert["model_option"] is None and advert["model_id"].startswith("torabi-m1@")
-    assert not advert["int8_text"] and advert["weights"] is None and advert["media_roots"] == []
+    assert advert["text_encoder"] == "auto" and advert["weights"] is None and advert["media_roots"] == []
 
 
 @pytest.mark.parametrize("args", [[CAPTIONS[0], "-k", "3"], ["a red car", "--kind", "video", "--moments", "1"],
@@ -156,15 +156,16 @@ def test_a_postgresql_catalogs_advert_is_in_the_cache_folder(monkeypatch, tmp_pa
     """Keyed by a hash of the URL, no password in it; written, found and removed without a server."""
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
     url, other = "postgresql://me:s3cret@db.example/videos", "postgresql://me:s3cret@db.example/films"
-    path = write_advert(url, "0.0.0.0", 8123, model_option=None, model="default", model_id="m@1", int8_text=False,
+    path = write_advert(url, "0.0.0.0", 8123, model_option=None, model="default", model_id="m@1", text_encoder="auto",
                         weights=None, media_roots=[], api_key=False)
     assert path == advert_path(url) and path.parent == tmp_path / "cache" / "serve" and advert_path(other) != path
     assert "s3cret" not in path.read_text() and "s3cret" not in path.name
     advert = live_advert(url)
     assert advert["host"] == "127.0.0.1" and advert["port"] == 8123 and advert["library"] == library_key(url)
-    assert refusal(advert, model=None, int8_text=False, weights=None, media_roots=[]) is None
-    assert "model" in refusal(advert, model="other-model", int8_text=False, weights=None, media_roots=[])
-    assert "--media-root" in refusal(advert, model=None, int8_text=False, weights=None, media_roots=["/a=/b"])
+    assert refusal(advert, model=None, text_encoder="auto", weights=None, media_roots=[]) is None
+    assert "model" in refusal(advert, model="other-model", text_encoder="auto", weights=None, media_roots=[])
+    assert "--media-root" in refusal(advert, model=None, text_encoder="auto", weights=None, media_roots=["/a=/b"])
+    assert "--text-encoder auto" in refusal(advert, model=None, text_encoder="static", weights=None, media_roots=[])
     assert live_advert(other) is None
     remove_advert(url)
     assert not path.exists() and live_advert(url) is None

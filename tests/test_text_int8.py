@@ -165,7 +165,7 @@ def test_option_round_trips_through_load_and_searcher(tmp_path):
     _needs_int8()
     import reelsearch
 
-    model = reelsearch.load("default", int8_text=True)
+    model = reelsearch.load("default", text_encoder="int8")
     processors = [e.text_processor for e in model.experts.values()]  # the default is a mixture of two experts
 
     def int8(m) -> bool:
@@ -182,18 +182,18 @@ def test_option_round_trips_through_load_and_searcher(tmp_path):
     model.use_int8_text(True)
     with reelsearch.Searcher(tmp_path / "index", model) as searcher:
         assert int8(searcher.model)  # the Searcher's default leaves a loaded model as it is
-    with reelsearch.Searcher(tmp_path / "index", model, int8_text=False) as searcher:
+    with reelsearch.Searcher(tmp_path / "index", model, text_encoder="float32") as searcher:
         assert not int8(searcher.model)
     with reelsearch.Searcher(tmp_path / "index", "default") as searcher:
         assert not int8(searcher.model)  # a name loads float32, as trained
-    with reelsearch.Searcher(tmp_path / "index", "default", int8_text=True) as searcher:
+    with reelsearch.Searcher(tmp_path / "index", "default", text_encoder="int8") as searcher:
         assert int8(searcher.model)
     assert int8(reelsearch.load("default")) is False  # load's default: float32, as trained
 
 
 def test_option_round_trips_through_the_cli(photos, tmp_path, monkeypatch):
-    """`reelsearch eval --int8-text` encodes captions with int8 (a caption cache and a result file of its own);
-    `serve --int8-text/--float32-text` reaches the workers' Searcher."""
+    """`reelsearch eval --text-encoder int8` encodes captions with int8 (a caption cache and a result file of its own);
+    `serve --text-encoder` reaches the workers' Searcher."""
     pytest.importorskip("fastapi")
     from typer.testing import CliRunner
 
@@ -205,10 +205,10 @@ def test_option_round_trips_through_the_cli(photos, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     res = runner.invoke(app, ["eval", "default", "--data", f"manifest:{manifest}", "--split", "val", "--json",
-                              "--int8-text"])
+                              "--text-encoder", "int8"])
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout.strip().splitlines()[-1])
-    assert got["text_precision"] == "int8" and got["t2v"]["R@1"] > 50
+    assert got["text_encoder"] == "int8" and got["t2v"]["R@1"] > 50
     assert json.loads((tmp_path / "eval-reelsearch-default-manifest-val-int8.json").read_text()) == got
     assert "text-minilm-int8" in [p.name for p in (cache / "text").iterdir()]  # never mixed with float32 features
 
@@ -217,13 +217,13 @@ def test_option_round_trips_through_the_cli(photos, tmp_path, monkeypatch):
     index = tmp_path / "index"
     index.mkdir()
     (index / "library.sqlite").touch()
-    for args, want in (([], False), (["--float32-text"], False), (["--int8-text"], True)):
+    for args, want in (([], "auto"), (["--text-encoder", "float32"], "float32"), (["--text-encoder", "int8"], "int8")):
         res = runner.invoke(app, ["serve", "--index", str(index), *args])
         assert res.exit_code == 0, res.output
-        assert seen["int8_text"] is want
+        assert seen["text_encoder"] == want
     for want in (False, True):
-        built = server.build_app({"index": str(tmp_path / f"index-{want}"), "model": "default", "int8_text": want},
-                                 None)
+        built = server.build_app({"index": str(tmp_path / f"index-{want}"), "model": "default",
+                                  "text_encoder": "int8" if want else "float32"}, None)
         assert all(e.text_processor.int8 is want for e in built.state.searcher.model.experts.values())
 
 

@@ -25,19 +25,20 @@ from reelsearch.towers.known import known_table
 from reelsearch.training import run
 
 
-def load(name_or_path: str | Path = "default", device: str = "cpu", int8_text: bool = False):
+def load(name_or_path: str | Path = "default", device: str = "cpu", text_encoder: str = "float32"):
     """A saved model, ready to use: ``"default"`` (the bundled one), a pretrained name from ``list_pretrained()``,
     a model directory, a training run's directory (its ``best/``) or ``"hf:NAME_OR_DIR"`` (a CLIP- or SigLIP-family
     checkpoint, zero-shot: ``reelsearch.models.hf``). Returns a JointModel or MixtureOfExperts.
 
-    ``int8_text``: MiniLM text features in int8 (faster ``encode_text`` on a CPU, embeddings
-    slightly off float32; ``model.use_int8_text``)."""
+    ``text_encoder``: what ``encode_text`` runs (``model.use_text_encoder``): "float32" MiniLM (as trained), "int8"
+    MiniLM (faster on a CPU, embeddings slightly off float32) or "static" (the model's static text encoder, the
+    fastest; docs/search.md)."""
     pretrained = {p["name"]: p for p in list_pretrained()}
     if str(name_or_path) in pretrained and not Path(name_or_path).exists():
         name_or_path = pretrained[str(name_or_path)]["path"]
     model = load_model(name_or_path, map_location=device)
-    if int8_text:
-        model.use_int8_text(True)
+    if text_encoder != "float32":
+        model.use_text_encoder(text_encoder)
     return model
 
 

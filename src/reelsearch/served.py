@@ -59,13 +59,13 @@ def advert_path(where: str | Path) -> Path:
 
 
 def write_advert(where: str | Path, host: str, port: int, *, model_option: str | None, model: str, model_id: str | None,
-                 int8_text: bool, weights: str | None, media_roots: list[str], api_key: bool) -> Path | None:
+                 text_encoder: str, weights: str | None, media_roots: list[str], api_key: bool) -> Path | None:
     """Advertise the serve process listening on ``host``:``port`` over the library at ``where``; the advert's
     path, or None (logged) when it cannot be written (a read-only index folder: clients then search in process)."""
     path = advert_path(where)
     advert = {"pid": os.getpid(), "hostname": socket.gethostname(), "host": _ANY.get(host, host), "port": port,
               "library": library_key(where), "model_option": model_location(model_option),
-              "model": model_location(model), "model_id": model_id, "int8_text": bool(int8_text),
+              "model": model_location(model), "model_id": model_id, "text_encoder": text_encoder,
               "weights": weights, "media_roots": list(media_roots), "api_key": bool(api_key), "started": time.time()}
     try:
         atomic_write_json(path, advert)
@@ -107,7 +107,7 @@ def live_advert(where: str | Path) -> dict | None:
     return advert
 
 
-def refusal(advert: dict, *, model: str | None, int8_text: bool, weights: str | None,
+def refusal(advert: dict, *, model: str | None, text_encoder: str, weights: str | None,
             media_roots: list[str]) -> str | None:
     """Why the server of ``advert`` cannot answer a search with these settings as a search in process would
     (another model, text encoding, expert weights or media roots; an API key), or None when it can."""
@@ -115,8 +115,8 @@ def refusal(advert: dict, *, model: str | None, int8_text: bool, weights: str | 
         return f"it runs the model {advert.get('model')}, not the library's own"
     if model is not None and model_location(model) != advert.get("model"):
         return f"it runs the model {advert.get('model')}"
-    if bool(int8_text) != advert.get("int8_text"):
-        return "it encodes text otherwise (--int8-text)"
+    if text_encoder != advert.get("text_encoder"):
+        return f"it encodes text otherwise (--text-encoder {advert.get('text_encoder')})"
     if weights is not None or advert.get("weights") is not None:
         return "--weights are the server's own"
     if list(media_roots) != advert.get("media_roots"):

@@ -11,6 +11,28 @@ from __future__ import annotations
 import logging
 import sys
 
+import typer
+
+#: ``--text-encoder``'s choices: ``reelsearch.models.interface.TEXT_ENCODERS`` and auto (``model.use_text_encoder``),
+#: named here so that parsing options imports no model (a test keeps the two in step).
+TEXT_ENCODERS = ("auto", "float32", "int8", "static")
+TEXT_ENCODER_HELP = ("What encodes text: static (the model's static text encoder, `reelsearch distill-text`: the "
+                     "fastest), float32 MiniLM (as trained), int8 MiniLM, or auto: static where the model has one, "
+                     "else float32 (docs/search.md, \"Choosing the text encoder\").")
+
+
+def _one_text_encoder(value: str) -> str:
+    if value not in TEXT_ENCODERS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(TEXT_ENCODERS)}")
+    return value
+
+
+def text_encoder_option(default: str = "auto", help: str = TEXT_ENCODER_HELP):  # noqa: A002 - typer's own name
+    """The ``--text-encoder`` option (one of ``TEXT_ENCODERS``)."""
+    return typer.Option(default, "--text-encoder", help=help, callback=_one_text_encoder,
+                        metavar="[" + "|".join(TEXT_ENCODERS) + "]")
+
+
 _state = {"quiet": False}
 
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 import typer
 
-from reelsearch.cli.options import QUIET_HELP, command_quiet
+from reelsearch.cli.options import QUIET_HELP, command_quiet, text_encoder_option
 from reelsearch.display import answer_lines
 from reelsearch.errors import EXIT_BAD_INPUT, EXIT_PARTIAL_FAILURE
 from reelsearch.location import library_location
@@ -28,8 +28,6 @@ MODEL_HELP = ("Model directory, training run or hf:NAME_OR_DIR (a CLIP/SigLIP ch
 #: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
 JSON_KEYS = ("id", "path", "path_b64", "kind", "score", "confidence", "moment", "moments", "experts", "match",
              "unavailable", "taken_at", "taken_from")
-INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
-             "float32 (default: as trained; see docs/search.md).")
 POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
 SETTLE_HELP = ("With --watch: seconds a file's size and time must stay unchanged before it is indexed (a file being "
                "copied is waited for).")
@@ -163,7 +161,7 @@ def search_cmd(
                                        "(the model), speech, ocr (default: all the index holds)."),
     weights: str | None = typer.Option(None, "--weights", help="Expert weights, e.g. speech=0.5,ocr=0.3,like=0.5 "
                                        "(defaults measured: see docs/speech-and-text.md)."),
-    int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
+    text_encoder: str = text_encoder_option(),
     like: str | None = typer.Option(None, "--like", help="Videos like this example: a video or image file, "
                                     "FILE@SECONDS or VIDEO_ID@SECONDS (one moment), or an indexed VIDEO_ID; with "
                                     "TEXT too, both are fused (weight like=1; see docs/search.md)."),
@@ -195,7 +193,7 @@ def search_cmd(
     served = None if local else _served_answer(
         library_location(index, db), {"q": text, "k": k, "moments": moments, "experts": experts, "sort": sort,
                                       **filters}, like,
-        model=model, int8_text=int8_text, weights=weights, media_roots=media_root)
+        model=model, text_encoder=text_encoder, weights=weights, media_roots=media_root)
     if served is not None:
         _print_answer(*served, as_json=as_json, details=details)
         return
@@ -205,7 +203,7 @@ def search_cmd(
 
     options = Filter.of(filter_pairs(filters))
     _, filt = read_box(text, options)
-    searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, int8_text=int8_text)
+    searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, text_encoder=text_encoder)
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
                                   filters=options, moments=moments, sort=sort)
@@ -293,14 +291,14 @@ def annotate_cmd(
     media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
     as_json: bool = typer.Option(False, "--json", help='Print a ranked JSON list of {"caption","score"}.'),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
-    int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
+    text_encoder: str = text_encoder_option(),
 ) -> None:
     """Rank candidate captions for a video, best first."""
     from reelsearch.indexing.index_folder import annotate_file
     from reelsearch.search import read_captions
 
     ranked = annotate_file(file, read_captions(captions), index, model, db=db, media_roots=media_root,
-                           int8_text=int8_text)
+                           text_encoder=text_encoder)
     if as_json:
         _print_json(ranked)
         return
@@ -335,7 +333,7 @@ def serve_cmd(
                                     "worker keeps (0: none)."),
     weights: str | None = typer.Option(None, "--weights", help="Expert weights of every search, e.g. "
                                        "speech=0.5,ocr=0.3 (defaults: see docs/speech-and-text.md)."),
-    int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help=INT8_HELP),
+    text_encoder: str = text_encoder_option(),
     watch: list[Path] | None = typer.Option(None, "--watch", help="Keep the index in line with this folder "
                                             "(repeatable): new, changed, moved and deleted files are indexed "
                                             "within seconds, the page shows what is being indexed "
@@ -354,7 +352,7 @@ def serve_cmd(
     if poll is not None and not watch:
         raise typer.BadParameter("goes with --watch", param_hint="--poll")
     settings = serve_settings(index, model, db=db, media_roots=media_root, threads=threads, access_log=access_log,
-                              batch=batch, query_cache=query_cache, weights=weights, int8_text=int8_text,
+                              batch=batch, query_cache=query_cache, weights=weights, text_encoder=text_encoder,
                               watch=watch, poll=poll, settle=settle)
     run(settings, host, port, workers=workers, api_key=api_key)
 

@@ -1,6 +1,6 @@
-"""`reelsearch train`, `eval`, `fuse`, `tune-cnn`, `tune-text`, `querybank` and `calibrate`: train a named model on
-a dataset; evaluate a checkpoint; fuse experts; tune a model's frame CNN or its text tower; give a model a querybank;
-calibrate its confidence."""
+"""`reelsearch train`, `eval`, `fuse`, `tune-cnn`, `tune-text`, `querybank`, `distill-text` and `calibrate`: train a
+named model on a dataset; evaluate a checkpoint; fuse experts; tune a model's frame CNN or its text tower; give a
+model a querybank or a static text encoder; calibrate its confidence."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from reelsearch.cli.options import set_threads, show_progress
+from reelsearch.cli.options import set_threads, show_progress, text_encoder_option
 from reelsearch.errors import ReelsearchError
 
 app = typer.Typer()
@@ -65,8 +65,9 @@ def evaluate(
                                     "./eval-MODEL-FORMAT-SPLIT.json in the current directory)."),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
     json_out: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
-    int8_text: bool = typer.Option(False, "--int8-text/--float32-text", help="Encode the captions with int8 "
-                                   "MiniLM, as search does by default (default: float32, as trained)."),
+    text_encoder: str = text_encoder_option("float32", "What encodes the captions: float32 MiniLM (as trained; "
+                                            "the default), int8 MiniLM, static (the model's static text encoder, "
+                                            "`reelsearch distill-text`), or auto (what `serve` runs)."),
     querybank: bool = typer.Option(True, "--querybank/--no-querybank", help="Apply the model's querybank "
                                    "normalisation when it has one (`reelsearch querybank`); --no-querybank "
                                    "ranks by its raw scores."),
@@ -80,7 +81,7 @@ def evaluate(
     set_threads(threads)
     opts = {"protocol": protocol} if protocol else {}
     res = run(checkpoint, data, split=split, features=features, device=device, progress=show_progress(not json_out),
-              int8_text=int8_text, querybank=querybank, **opts)
+              text_encoder=text_encoder, querybank=querybank, **opts)
     target = out or Path(result_file_name(res, querybank))
     try:
         atomic_write_json(target, res)
@@ -218,6 +219,37 @@ def querybank(
                               max_videos=max_videos, val_split=val_split, features=features, seed=seed,
                               progress=show_progress(not json_out))
     typer.echo(json.dumps(rep, default=str) if json_out else bank.report_text(rep, out))
+
+
+@app.command("distill-text")
+def distill_text(
+    checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
+    data: str = typer.Option(..., "--data", help="The training data as FORMAT:ROOT, e.g. "
+                             "flickr8k:../shared/data/flickr8k."),
+    out: Path = typer.Option(..., "--out", help="Run folder: the model with its static text encoder goes to "
+                             "OUT/best/, the report to OUT/static-text.json (a new folder, or CHECKPOINT's own run)."),
+    split: str = typer.Option("train", "--split", help="The split whose captions the encoder is re-fitted on "
+                              "(token frequencies and the map)."),
+    dims: int = typer.Option(256, "--dims", min=1, help="PCA dimensions of the token rows."),
+    sif: float = typer.Option(0.0, "--sif", min=0.0, help="SIF frequency weighting a / (a + p(token)) of the "
+                              "token rows, p from the training captions (0: none, the default; docs/search.md)."),
+    val_split: str | None = typer.Option(None, "--val-split", help="Split to report the float32 and the static "
+                                         "encoder's metrics on (default: val or dev)."),
+    features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature "
+                                         "caches, extracted on first use)."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Distil a static text encoder from the model's own text tower (Model2Vec's recipe, re-fitted to the
+    model's joint space on the training captions), save it with the model, and report its metrics beside
+    float32 MiniLM's; `--text-encoder static` then encodes with it, and `serve` does so by default where it
+    is within 3 dev RSum of float32 (docs/search.md, "Choosing the text encoder")."""
+    from reelsearch.training import distill_text as distilling
+
+    set_threads(threads)
+    rep = distilling.make_static_text(checkpoint, data, out, split=split, dims=dims, sif=sif, val_split=val_split,
+                                      features=features, progress=show_progress(not json_out))
+    typer.echo(json.dumps(rep, default=str) if json_out else distilling.report_text(rep, out))
 
 
 @app.command("calibrate")

@@ -22,9 +22,11 @@ def to_json(results: dict, path: str | Path | None = None, indent: int | None = 
 
 def result_file_name(results: dict, querybank: bool = True) -> str:
     """Where ``reelsearch eval`` saves a checkpoint's ``results`` by default: ``eval-MODEL-FORMAT-SPLIT.json``, with
-    ``-int8`` for int8 text features and ``-raw`` for a model's raw scores (``querybank`` False)."""
+    ``-int8`` / ``-static`` for captions encoded by int8 MiniLM / the static text encoder and ``-raw`` for a model's
+    raw scores (``querybank`` False)."""
     model = re.sub(r"[^A-Za-z0-9_.-]+", "_", results.get("model") or "model")
-    precision = "-int8" if results.get("text_precision") == "int8" else ""
+    encoder = results.get("text_encoder", "float32")
+    precision = "" if encoder == "float32" else f"-{encoder}"
     precision += "" if querybank else "-raw"  # --no-querybank: not what the model ranks by
     return f"eval-{model}-{results['data'].split(':', 1)[0]}-{results['split']}{precision}.json"
 

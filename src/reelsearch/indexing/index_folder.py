@@ -25,7 +25,7 @@ def open_searcher(index: str | Path | None, model: str | None, *, db: str | None
                   **options) -> tuple[Searcher, str]:
     """(the Searcher over the library at ``db`` or ``index`` (``reelsearch.location.library_location``), the model
     it runs): ``model``, else the one the library remembers, else the bundled one. ``must_exist``: ReelsearchError
-    when there is no index there yet. ``options``: more Searcher keywords (``int8_text``, ``weights``, ...)."""
+    when there is no index there yet. ``options``: more Searcher keywords (``text_encoder``, ``weights``, ...)."""
     where = library_location(index, db)
     if must_exist:
         require_index(where)

@@ -95,9 +95,10 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         return self.fusion.kind
 
     # ---- the model interface
-    def encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
-        """The experts' caption embeddings side by side [N, sum D_k] (each through its own text processor)."""
-        return np.concatenate([e.encode_text(texts, batch_size, cached) for e in self.experts.values()], axis=1)
+    def _encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
+        """``encode_text`` by the text towers: the experts' caption embeddings side by side [N, sum D_k] (each
+        through its own text processor)."""
+        return np.concatenate([e._encode_text(texts, batch_size, cached) for e in self.experts.values()], axis=1)
 
     def _split(self, x: np.ndarray, text: bool) -> dict[str, np.ndarray]:
         out, start = {}, 0

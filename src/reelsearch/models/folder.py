@@ -13,8 +13,9 @@ A part (``reelsearch.models.parts``; ``QueryBank``; :class:`Expert`, a nested mo
 ``fields()`` (what its manifest entry records besides kind and files), ``save(directory) -> files`` and
 ``load(directory, entry)``. A model class registers its kind (:func:`model_kind`) and gives its own parts
 (``model.parts()``: its config, weights, CNN tails, text tail, text encoder, or a mixture's experts) and is rebuilt
-from them (``cls.from_parts(parts)``); the querybank (``model.querybank``), the confidence calibration
-(``model.calibration``) and the card (``model.card``) belong to every model. A part its experts share alike
+from them (``cls.from_parts(parts)``); the querybank (``model.querybank``), the static text encoder
+(``model.static_text``), the confidence calibration (``model.calibration``) and the card (``model.card``) belong to
+every model. A part its experts share alike
 (``SHARED_KINDS``: the tuned text tower they run as one) a mixture holds once, beside them; their folders inside it
 leave it out and are handed the mixture's when read.
 
@@ -38,6 +39,7 @@ from reelsearch.io import atomic_write_json
 from .legacy_folder import ROOT_FILES, is_legacy_folder, legacy_manifest
 from .parts import Calibration, CnnTail, ConfigPart, ModelCard, TextEncoder, TextTail, Weights, read_json_object
 from .querybank import QueryBank
+from .static_text import StaticText
 
 MANIFEST_FILE = "reelsearch.json"
 FORMAT, VERSION = "reelsearch.model", 1
@@ -92,7 +94,10 @@ class Expert:
 
 
 PART_KINDS: dict[str, type] = {c.kind: c for c in (ConfigPart, Weights, CnnTail, TextTail, TextEncoder, QueryBank,
-                                                   ModelCard, Expert, Calibration)}
+                                                   StaticText, ModelCard, Expert, Calibration)}
+#: The parts every model may have, by attribute (``model.querybank``, ...) and part kind; the calibration's check
+#: reads the querybank: after it.
+MODEL_PARTS = {"querybank": QueryBank.kind, "static_text": StaticText.kind, "calibration": Calibration.kind}
 
 
 def shared_parts(models) -> list:
@@ -164,10 +169,10 @@ def write_model(model, directory: str | Path, leave_out: tuple[str, ...] = ()) -
 
 
 def _model_parts(model) -> list:
-    """The querybank, the calibration and the card of ``model``, when it has them (a bank or a calibration of other
-    weights is refused)."""
+    """The querybank, the static text encoder, the calibration and the card of ``model``, when it has them (one of
+    other weights is refused)."""
     parts = []
-    for name in ("querybank", "calibration"):
+    for name in MODEL_PARTS:
         part = getattr(model, name, None)
         if part is not None:
             problem = part.mismatch(model)
@@ -214,12 +219,12 @@ def read_model(directory: str | Path, map_location: str | torch.device = "cpu", 
             loaded[i] = Expert.load(directory, e, handed)
     parts = Parts(where, [(e, loaded[i]) for i, e in enumerate(manifest["parts"])], shared)
     model = MODEL_KINDS[manifest["model"]].from_parts(parts)
-    for name in ("querybank", "calibration"):  # the calibration's check reads the querybank: after it
-        part = parts.optional(name)
+    for name, kind in MODEL_PARTS.items():
+        part = parts.optional(kind)
         setattr(model, name, part)
         problem = part.mismatch(model) if part is not None else None
         if problem:
-            raise DataFormatError(parts.path(name), problem)
+            raise DataFormatError(parts.path(kind), problem)
     card = parts.optional("model-card")
     model.card = card.text if card is not None else None
     return model.to(map_location).eval()

@@ -9,8 +9,11 @@
     model.score(text, video) -> [N, M]      the model's own similarity (cosine, order, frame attention, fusion)
     model.expert_scores(text, video)        {expert: [N, M]} (a joint model is its own single expert)
     model.frame_scores(text_row, frames)    [T]: how well each frame alone matches one caption (the best moment)
-    model.use_int8_text(enabled)            MiniLM text features with int8 weights (faster queries) or float32
+    model.use_text_encoder(name)            what encode_text runs: "float32" or "int8" MiniLM, or the "static" text
+                                            encoder (``model.static_text``); ``model.text_encoder_name`` says which
+    model.use_int8_text(enabled)            use_text_encoder("int8" or "float32")
     model.querybank, model.card             its querybank (or None) and model card text (or None)
+    model.static_text                       its static text encoder (or None; ``reelsearch distill-text``)
     model.calibration                       its scores' confidence curve (or None; ``reelsearch calibrate``)
     model.save(dir), Model.load(dir)        the model folder with every part (``reelsearch.models.folder``)
     model.search_mode                       how an index serves it: a :class:`SearchMode`, decided when the model is
@@ -37,6 +40,9 @@ from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.features.pipeline import FeaturePipeline
 
 from .folder import read_model, write_model
+
+#: What ``encode_text`` may run (``use_text_encoder``): MiniLM in float32 or int8, or the static text encoder.
+TEXT_ENCODERS = ("float32", "int8", "static")
 
 
 class SearchMode(enum.StrEnum):
@@ -95,6 +101,24 @@ class EmbeddingModel:
     querybank = None  # a QueryBank (reelsearch.models.querybank): a part of the model, saved and loaded with it
     calibration = None  # a Calibration (reelsearch.models.parts): its scores' confidence, saved and loaded with it
     card: str | None = None  # the model card (MODEL_CARD.md), saved and loaded with it
+    static_text = None  # a StaticText (reelsearch.models.static_text): saved and loaded with it
+    text_encoder_name = "float32"  # what encode_text runs (TEXT_ENCODERS; ``use_text_encoder``)
+
+    def encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
+        """Caption embeddings [N, D] (float32, each expert's rows of unit norm), by the model's text tower or, after
+        ``use_text_encoder("static")``, by its static text encoder. ``cached``: read (and keep) the captions' MiniLM
+        token features in the cache (``reelsearch.features.caches.caption_features``), as evaluation does for
+        captions it sees every epoch."""
+        if self.text_encoder_name == "static":
+            return self.static_text.encode([texts] if isinstance(texts, str) else texts)
+        return self._encode_text(texts, batch_size, cached)
+
+    @property
+    def serving_text_encoder(self) -> str:
+        """The text encoder ``reelsearch serve`` runs unless told: the model's static one (the fastest) where its
+        measured dev RSum is within 3 of float32 MiniLM's (``StaticText.serves``), else float32 MiniLM (docs/search.md,
+        "Choosing the text encoder")."""
+        return "static" if self.static_text is not None and self.static_text.serves() else "float32"
 
     def save(self, directory: str | Path) -> Path:
         """Save the model with every part (weights, config, CNN tails, text encoder, querybank, card) as a model
@@ -155,12 +179,27 @@ class EmbeddingModel:
             raise ConfigError("encode_video: no videos given")
         return VideoEmbeddings.concat(pieces)
 
-    def use_int8_text(self, enabled: bool = True) -> bool:
-        """Run the MiniLM text features of every expert in int8 (``enabled``) or float32; returns
-        whether any now runs int8 (False for GloVe / vocabulary text, or where int8 cannot run: a warning says
-        why). A run-time choice: the weights, the recipe and the fingerprint stay as they are."""
+    def use_text_encoder(self, name: str) -> str:
+        """Encode text with ``name`` (``TEXT_ENCODERS``): "float32" or "int8" MiniLM features for every expert, or
+        the model's static text encoder ("auto": ``serving_text_encoder``); returns what now runs ("float32" where
+        int8 cannot: GloVe / vocabulary text, or a warning says why). ConfigError for another name, or "static" on a
+        model without one. A run-time choice: the weights, the recipe and the fingerprint stay as they are."""
+        if name == "auto":
+            name = self.serving_text_encoder
+        if name not in TEXT_ENCODERS:
+            raise ConfigError(f"unknown text encoder {name!r}; one of auto, {', '.join(TEXT_ENCODERS)}")
+        if name == "static" and self.static_text is None:
+            raise ConfigError(f"model {getattr(self, 'name', '')!r} has no static text encoder: make one with "
+                              "`reelsearch distill-text`")
         processors = [e.text_processor for e in self.experts.values()]
-        return any([p.use_int8(enabled) for p in processors if hasattr(p, "use_int8")])
+        int8 = any([p.use_int8(name == "int8") for p in processors if hasattr(p, "use_int8")])
+        self.text_encoder_name = "static" if name == "static" else "int8" if int8 else "float32"
+        return self.text_encoder_name
+
+    def use_int8_text(self, enabled: bool = True) -> bool:
+        """``use_text_encoder("int8")`` (``enabled``) or ``use_text_encoder("float32")``; returns whether int8 now
+        runs."""
+        return self.use_text_encoder("int8" if enabled else "float32") == "int8"
 
     def fingerprint(self) -> str:
         """Short hash of every weight and of the feature recipes, a tuned text tail's identity included (changes

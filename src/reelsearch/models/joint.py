@@ -184,10 +184,8 @@ class JointModel(EmbeddingModel, nn.Module):
 
     # ---- numpy (the model interface)
     @torch.inference_mode()
-    def encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
-        """Caption embeddings [N, D] (float32, unit norm) of ``texts``. ``cached``: read (and keep) the captions'
-        MiniLM token features in the cache (``reelsearch.features.caches.caption_features``), as evaluation does
-        for captions it sees every epoch."""
+    def _encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
+        """``encode_text`` by the text tower: caption embeddings [N, D] (float32, unit norm) of ``texts``."""
         if isinstance(texts, str):
             texts = [texts]
         texts = list(texts)

@@ -43,14 +43,14 @@ def _logsumexp_rows(bank: np.ndarray, gallery: np.ndarray, beta: float) -> np.nd
     return out
 
 
-def _quantise_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def quantise_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(int8 rows, float32 [N, 1] scales) with rows ~= int8 * scale (symmetric, per row)."""
     scale = np.abs(rows).max(axis=1, keepdims=True) / 127.0
     scale[scale == 0] = 1.0
     return np.clip(np.round(rows / scale), -127, 127).astype(np.int8), scale.astype(np.float32)
 
 
-def _dequantise_rows(rows: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+def dequantise_rows(rows: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
     """Rows as float32 (int8 with their scales, or float rows as an earlier version saved them)."""
     if scale is None:
         return rows.astype(np.float32)
@@ -133,7 +133,7 @@ class QueryBank:
         if tensors is None:
             tensors = {}
             for key, rows in (("text", self.text), ("video", self.video)):
-                tensors[key], tensors[f"{key}_scale"] = _quantise_rows(rows)
+                tensors[key], tensors[f"{key}_scale"] = quantise_rows(rows)
         with atomic_path(Path(directory) / BANK_FILE) as tmp:
             save_file(tensors, str(tmp), metadata={"format": FORMAT, "beta": repr(float(self.beta)),
                                                    "model": self.model, "source": self.source})
@@ -150,7 +150,7 @@ class QueryBank:
             with safe_open(str(path), framework="numpy") as f:
                 meta = f.metadata() or {}
                 stored = {k: f.get_tensor(k) for k in f.keys()}
-            rows = {k: _dequantise_rows(stored[k], stored.get(f"{k}_scale")) for k in ("text", "video")}
+            rows = {k: dequantise_rows(stored[k], stored.get(f"{k}_scale")) for k in ("text", "video")}
             if meta.get("format") != FORMAT:
                 raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
             quantised = all(f"{k}_scale" in stored for k in ("text", "video"))

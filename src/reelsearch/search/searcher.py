@@ -55,10 +55,12 @@ class Searcher:
     mixture). Media are decoded and their features extracted by the model's own feature recipe. ``index``: the
     catalog (``reelsearch.index.open_catalog``): a folder (the embedded catalog; default: the user's data directory),
     a ``postgresql://`` URL (the shared catalog), or a catalog already open (the Searcher closes it);
-    ``media_roots``: ``OLD=NEW`` mappings of the stored paths to this host's (``--media-root``). ``int8_text``:
-    True encodes queries with int8 MiniLM (about 1.4x faster on a CPU, embeddings slightly off float32 and dependent
-    on what is batched with them; docs/search.md), False float32 (as trained), None (default) leaves a loaded model
-    as it is (a name or path loads float32). A model
+    ``media_roots``: ``OLD=NEW`` mappings of the stored paths to this host's (``--media-root``). ``text_encoder``:
+    what encodes queries (``model.use_text_encoder``; docs/search.md, "Choosing the text encoder"): "float32" MiniLM
+    (as trained), "int8" MiniLM (faster on a CPU, embeddings slightly off float32 and dependent on what is batched
+    with them), "static" (the model's static text encoder, ``reelsearch distill-text``: the fastest), "auto" (what
+    ``serve`` runs: ``model.serving_text_encoder``), or None (default): a loaded model as it is (a name or path loads
+    float32). A model
     with a querybank (``reelsearch.models.querybank``) ranks by its normalised scores, as ``reelsearch eval`` does:
     each video's offset is stored when it is indexed (the catalog's bias), each caption's is computed when
     ``annotate`` ranks it. Methods are safe to call from several threads (one lock around the model and the index).
@@ -66,23 +68,23 @@ class Searcher:
 
     def __init__(self, index: str | Path | SqlCatalog | None = None, model="default", *,
                  media_roots: MediaRoots | Sequence[str] | None = None, device: str | None = None,
-                 weights: Mapping[str, float] | str | None = None, int8_text: bool | None = None,
+                 weights: Mapping[str, float] | str | None = None, text_encoder: str | None = None,
                  frames_per_second: float | None = None):
         self.catalog = open_catalog(index, media_roots=media_roots)
         try:
             if frames_per_second is None:
                 frames_per_second = self.catalog.settings().get("frames_per_second", DEFAULT_FRAMES_PER_SECOND)
-            self._load(model, device, weights, int8_text, float(frames_per_second))
+            self._load(model, device, weights, text_encoder, float(frames_per_second))
         except BaseException:
             self.catalog.close()
             raise
 
-    def _load(self, model, device: str | None, weights, int8_text: bool | None, frames_per_second: float) -> None:
+    def _load(self, model, device: str | None, weights, text_encoder: str | None, frames_per_second: float) -> None:
         if isinstance(model, (str, os.PathLike)):
             model = load_model(model)
         self.model = model.eval()
-        if int8_text is not None:
-            self.model.use_int8_text(int8_text)
+        if text_encoder is not None:
+            self.model.use_text_encoder(text_encoder)
         self.embedder = MediaEmbedder(self.model, device=device, rate=frames_per_second)
         name = getattr(self.model, "name", "") or "model"
         self.model_id = f"{name}@{self.model.fingerprint()};{self.embedder.describe()}"

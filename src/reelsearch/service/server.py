@@ -76,7 +76,7 @@ def setup_access_log(enabled: bool) -> None:
 
 def serve_settings(index: str | Path | None, model: str | None, *, db: str | None = None,
                    media_roots: list[str] | None = None, threads: int = 1, access_log: bool = True, batch: int = 32,
-                   query_cache: int = 1024, weights: str | None = None, int8_text: bool = False,
+                   query_cache: int = 1024, weights: str | None = None, text_encoder: str = "auto",
                    watch: list[str | Path] | None = None, poll: float | None = None, settle: float = SETTLE) -> dict:
     """The settings :func:`run` takes, for the library at ``db`` or ``index`` (default: the user's folder) with
     ``model`` (default: the one the library was built with); ReelsearchError, before anything starts, for bad
@@ -91,7 +91,7 @@ def serve_settings(index: str | Path | None, model: str | None, *, db: str | Non
     MediaRoots(media_roots)  # a bad --media-root is refused now
     return {"index": str(where), "model": remembered_model(where, model), "model_option": model,
             "media_roots": list(media_roots or []), "threads": threads, "access_log": access_log, "batch": batch,
-            "query_cache": query_cache, "weights": weights, "int8_text": int8_text, "watch": roots, "poll": poll,
+            "query_cache": query_cache, "weights": weights, "text_encoder": text_encoder, "watch": roots, "poll": poll,
             "settle": settle}
 
 
@@ -100,7 +100,7 @@ def build_app(settings: dict, api_key: str | None):
     torch.set_num_threads(int(settings.get("threads", 1)))
     setup_access_log(bool(settings.get("access_log", True)))
     searcher = Searcher(settings["index"], settings["model"], media_roots=settings.get("media_roots"),
-                        weights=settings.get("weights"), int8_text=bool(settings.get("int8_text", False)))
+                        weights=settings.get("weights"), text_encoder=settings.get("text_encoder", "auto"))
     searcher.query_encoder.max_batch = max(1, int(settings.get("batch", searcher.query_encoder.max_batch)))
     searcher.query_encoder.cache_size = max(0, int(settings.get("query_cache", searcher.query_encoder.cache_size)))
     searcher.warm_up()
@@ -127,7 +127,7 @@ def worker_app():
 
 def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | None = None) -> None:
     """Serve until interrupted. ``settings``: index, model, media_roots, threads, access_log, batch, query_cache,
-    weights (of the search experts), int8_text, watch, poll, settle: see :func:`serve_settings`."""
+    weights (of the search experts), text_encoder, watch, poll, settle: see :func:`serve_settings`."""
     options = {"host": host, "port": port, "log_level": "warning", "access_log": False}
     if settings.get("watch") and workers > 1:
         raise ConfigError("--watch runs in the one serving process: use --workers 1 (or run `reelsearch index DIR "
@@ -184,5 +184,5 @@ class AdvertisingServer(uvicorn.Server):
 def advertise(settings: dict, host: str, port: int, model_id: str | None, api_key: str | None) -> None:
     """Write the advert of a serve with ``settings`` listening on ``host``:``port`` (``reelsearch.served``)."""
     write_advert(settings["index"], host, port, model_option=settings.get("model_option"), model=settings["model"],
-                 model_id=model_id, int8_text=bool(settings.get("int8_text", False)), weights=settings.get("weights"),
+                 model_id=model_id, text_encoder=settings.get("text_encoder", "auto"), weights=settings.get("weights"),
                  media_roots=settings.get("media_roots") or [], api_key=bool(api_key))

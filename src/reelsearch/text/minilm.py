@@ -251,6 +251,18 @@ class MiniLMEncoder:
             return self.encode(captions, layer=layer)[0]
         return [tokens for tokens, _ in self._last_layer(captions)]
 
+    def id_features(self, ids) -> np.ndarray:
+        """The last layer's hidden states of token id rows taken as they are (special tokens included, no padding):
+        float32 [N, L, dim]; ``reelsearch distill-text`` runs each vocabulary token alone this way."""
+        ids = np.asarray(ids, dtype=np.int64)
+        inputs = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        onnx = self._onnx_bert(self.num_layers) if self.runtime == "onnxruntime" else None
+        if onnx is not None:
+            return np.asarray(onnx(inputs), dtype=np.float32)
+        with torch.inference_mode():
+            tensors = {k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()}
+            return self.bert(**tensors).last_hidden_state.float().cpu().numpy()
+
     def sentence_features(self, captions: Sequence[str]) -> np.ndarray:
         """The model's sentence embeddings (mean pooling + L2 norm): float32 [N, 384]."""
         pairs = self._last_layer(captions)

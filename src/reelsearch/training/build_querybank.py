@@ -13,7 +13,7 @@ from reelsearch.io import atomic_write_json
 from reelsearch.models import load_model
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.models.querybank import DEFAULT_BETA, QueryBank, check_bank_model
-from reelsearch.training.run import evaluate_model, model_pairs
+from reelsearch.training.run import derived_report_text, evaluate_model, model_pairs
 
 REPORT_FILE = "querybank.json"
 
@@ -68,12 +68,6 @@ def make_querybank(checkpoint, data: str, out: str | Path, split: str = "train",
 def report_text(report: dict, out: str | Path) -> str:
     """:func:`make_querybank`'s report in a few lines: the bank, the raw and the normalised metrics."""
     bank = report["querybank"]
-    lines = [f"querybank: {bank['captions']} captions, {bank['videos']} videos of {bank['source']}, "
-             f"beta {bank['beta']:g}"]
-    for what in ("raw", "normalised"):
-        if what in report:
-            res = report[what]
-            lines.append(f"{what} on {report['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
-                         f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
-    lines.append(f"saved: {Path(out) / 'best'} (report: {Path(out) / REPORT_FILE})")
-    return "\n".join(lines)
+    head = (f"querybank: {bank['captions']} captions, {bank['videos']} videos of {bank['source']}, "
+            f"beta {bank['beta']:g}")
+    return derived_report_text(head, report, ("raw", "normalised"), Path(out), REPORT_FILE)

@@ -198,6 +198,19 @@ def open_tuning(checkpoint, data: str, val_split: str | None = None, **data_opti
     return model, source, val_split
 
 
+def derived_report_text(head: str, report: dict, keys, out: Path, report_file: str) -> str:
+    """A derived model's report (``querybank``, ``distill-text``) in a few lines: ``head``, the metrics under each of
+    ``keys`` the report has (on its ``val_split``), where the model and the report were saved."""
+    lines = [head]
+    for key in keys:
+        if key in report:
+            res = report[key]
+            lines.append(f"{key} on {report['val_split']}: i2t/t2i R@1 {res['v2t']['R@1']:.1f}/"
+                         f"{res['t2v']['R@1']:.2f}, RSum {res['RSum']:.2f}")
+    lines.append(f"saved: {out / 'best'} (report: {out / report_file})")
+    return "\n".join(lines)
+
+
 def saved_lines(report: dict, out: str | Path) -> list[str]:
     """The last lines of a tuning's report (``tune-cnn``, ``tune-text``): the saved model's metrics, where it is."""
     lines = []
@@ -209,16 +222,17 @@ def saved_lines(report: dict, out: str | Path) -> list[str]:
 
 
 def evaluate(checkpoint, data: str, split: str | None = None, features: Path | None = None,
-             device: str | None = None, progress: bool = True, int8_text: bool = False, querybank: bool = True,
+             device: str | None = None, progress: bool = True, text_encoder: str = "float32", querybank: bool = True,
              **data_options) -> dict:
     """Load ``checkpoint`` (a path, "default", or a loaded model) and evaluate it on ``data``'s ``split``;
-    ``int8_text``: captions encoded by int8 MiniLM, as ``reelsearch search --int8-text`` encodes queries;
+    ``text_encoder``: what encodes the captions (``model.use_text_encoder``: "float32", "int8", "static"), as
+    ``reelsearch search --text-encoder`` encodes queries;
     ``querybank``: apply the model's querybank normalisation when it has one (False: its raw scores)."""
     source, split = open_eval_split(data, split, features, **data_options)
     model = load_model(checkpoint) if isinstance(checkpoint, (str, Path)) else checkpoint
-    int8 = model.use_int8_text(True) if int8_text else False
+    encoder = model.use_text_encoder(text_encoder)
     res = evaluate_model(model, source, split, device, progress, querybank)
     res["data"], res["split"], res["model"] = source.label, split, getattr(model, "name", "")
-    if int8:
-        res["text_precision"] = "int8"
+    if encoder != "float32":
+        res["text_encoder"] = encoder
     return res
