@@ -6,7 +6,7 @@ of 8 short queries as for 3 single ones on one core, so batching doubles what on
 (docs/benchmarks.md, "Serving throughput"). One thread owns the model: callers queue their texts; whenever it is
 free it takes every waiting single query (up to ``max_batch``) and encodes them together. Nothing waits for a batch
 to fill: an idle server encodes a lone query at once. A float32 text encoder gives every query exactly what it
-would get alone; int8 MiniLM (``Searcher(int8_text=True)``) quantises activations per batch, so a query's embedding
+would get alone; int8 MiniLM (``Searcher(text_encoder="int8")``) quantises activations per batch, so a query's embedding
 moves a little with its batch-mates (cosine 0.985-1; ``reelsearch.text.int8``). Requests for many texts (annotate's
 captions) run as their own call. Owning the model in one thread also keeps its tokenizer, which is not safe to call
 from several threads at once, single-threaded.
