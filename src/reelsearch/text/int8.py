@@ -11,7 +11,7 @@ Two properties a user should know: the embeddings drift slightly from float32, a
 taken over the whole batch, a caption's int8 embedding depends a little on the captions encoded with it
 (docs/search.md gives the measured speed and retrieval figures). Training and the feature caches of training stay
 float32; int8 is an opt-in run-time choice of the text encoder (``MiniLMEncoder(int8=True)``,
-``model.use_int8_text()``, ``Searcher(int8_text=True)``, ``--int8-text``).
+``model.use_text_encoder("int8")``, ``Searcher(text_encoder="int8")``, ``--text-encoder int8``).
 """
 
 from __future__ import annotations
