@@ -133,8 +133,8 @@ def index_cmd(
 
 
 def _echo_run(run) -> None:
-    """An index run's failures and warnings on stderr, its summary line on stdout."""
-    for line in run.failure_lines() + run.warning_lines():
+    """An index run's failures, warnings and skipped files on stderr, its summary line on stdout."""
+    for line in run.failure_lines() + run.warning_lines() + run.skipped_lines():
         typer.echo(line, err=True)
     typer.echo(run.line())
 

@@ -74,6 +74,10 @@ class IndexRun:
         container whose duration is wrong, a file of sound alone)."""
         return [f"warning: {display_path(line, one_line=True)}" for _, line in self.report.warnings]
 
+    def skipped_lines(self) -> list[str]:
+        """One ``skipped: PATH: WHY`` line per file of the folders that is not media (each named once)."""
+        return [f"skipped: {display_path(path, one_line=True)}: {why}" for path, why in self.report.skipped]
+
     def line(self) -> str:
         done = f"{self.report.summary()}; {self.total} in {self.location}"
         return done if self.repaired is None else f"{self.repaired.summary()}\n{done}"

@@ -134,6 +134,7 @@ def merge_runs(runs: Sequence[IndexRun], total: int, location: str) -> IndexRun:
             first.setdefault(path, (path, why))
     report.failed = list(first.values())
     report.warnings = _once(x for r in runs for x in r.report.warnings)
+    report.skipped = _once(x for r in runs for x in r.report.skipped)
     done = indexed | first.keys()
     report.unchanged = [p for p in report.unchanged if p not in done]
     cue_reports = [r.report.cues for r in runs if r.report.cues is not None]
