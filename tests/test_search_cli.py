@@ -170,6 +170,17 @@ def test_errors_are_one_line_and_exit_2(setup, tmp_path):
     assert proc.returncode == 2 and str(missing) in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_a_mistyped_folder_is_bad_input_and_makes_no_index(setup, tmp_path):
+    root, paths, model_dir, _ = setup
+    index = tmp_path / "index"
+    cmd = [sys.executable, "-m", "reelsearch", "index", str(root / "media"), str(root / "meida"), "--index", str(index),
+           "--model", str(model_dir), "--no-speech", "--no-ocr"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr == f"error: {root / 'meida'}: no such file or folder\n"
+    assert not index.exists()
+
+
 def test_search_like_an_example(setup):
     """`search --like FILE | ID@SECONDS`, alone and with text: the Searcher's results, the example's file left out;
     bad examples are one-line errors with exit status 2."""

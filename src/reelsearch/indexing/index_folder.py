@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reelsearch.errors import ConfigError
+from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.index import MediaRoots, SyncReport, is_database_url, open_catalog
 from reelsearch.index.embedded.repair import RepairReport, check_index, repair_index
 from reelsearch.index.paths import display_path
@@ -92,7 +92,9 @@ def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = N
     writes the library (None: as long as it takes). ``repair``: first rebuild a damaged embedded index from what is
     still readable (``reelsearch.index.embedded.repair``); the sync then indexes the rest again.
     ``frames_per_second``: the sampling (None: what the library remembers, else one a second); a new rate re-embeds
-    every video."""
+    every video. ReelsearchError, before the library is opened (or made), when a path does not exist."""
+    paths = list(paths)
+    require_paths(paths)
     repaired = repair_index(_embedded(library_location(index, db), "--repair")) if repair else None
     searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots,
                                          frames_per_second=frames_per_second)
@@ -102,6 +104,14 @@ def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = N
         searcher.catalog.remember(model_setting(model_name, searcher.frames_per_second))
         run.repaired = repaired
         return run
+
+
+def require_paths(paths: Iterable[str | os.PathLike]) -> None:
+    """ReelsearchError naming the first of ``paths`` that does not exist (a mistyped name is bad input, not a
+    partial failure; nothing is indexed)."""
+    for path in paths:
+        if not os.path.lexists(os.path.expanduser(os.fspath(path))):
+            raise ReelsearchError(f"{display_path(path, one_line=True)}: no such file or folder")
 
 
 def index_with(searcher: Searcher, paths: Iterable[str | os.PathLike], *, cues: Sequence[str] | None = (),
