@@ -253,6 +253,21 @@ def test_serve_answers_http(setup):
         proc.wait(timeout=30)
 
 
+def test_serve_on_a_busy_port_is_one_line_and_exit_2(setup):
+    import socket
+
+    root = setup[0]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "reelsearch", "serve", "--index", str(root / "index"), "--port",
+                               str(port)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.splitlines() == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use (choose "
+                                        "another --port, or stop what listens there)"]
+
+
 def test_search_needs_an_existing_index_and_annotate_does_not(setup, tmp_path):
     root, paths, model_dir, runner = setup
     res = runner.invoke(app, ["search", "a car", "--index", str(tmp_path / "nope")])
