@@ -156,6 +156,31 @@ def test_a_failed_cue_is_reported_and_loses_nothing_else(tmp_path, monkeypatch):
     assert res.exit_code == 0 and calls == [str(yellow)] and "4 unchanged, 0 cue failures" in res.output
 
 
+def test_a_failure_line_names_the_file_once(tmp_path, monkeypatch):
+    """A file whose name is not UTF-8 fails its speech cue with an error that names it (as the media errors show a
+    name): its line names it once."""
+    from reelsearch.errors import MediaError
+    from reelsearch.features.speech import SpeechRecognizer
+    from reelsearch.media.decode import display_path as error_path
+
+    make_media(tmp_path / "media")
+    odd = Path(os.fsdecode(os.fsencode(tmp_path / "media") + b"/odd \xff.mp4"))
+    (tmp_path / "media" / "yellow.mp4").rename(odd)
+
+    def extract(self, path):
+        if path == str(odd):
+            raise MediaError(error_path(path), "file is empty (0 bytes)")
+        return [], {"has_audio": False}
+
+    monkeypatch.setattr(SpeechRecognizer, "extract", extract)
+    model_dir = small_model("cosine").save(tmp_path / "model")
+    res = CliRunner().invoke(app, ["index", str(tmp_path / "media"), "--index", str(tmp_path / "index"), "--model",
+                                   str(model_dir), "--quiet", "--no-ocr"])
+    assert res.exit_code == 3, res.output
+    [line] = [x for x in res.output.splitlines() if x.startswith("failed: ")]
+    assert line == f"failed: {display_path(odd)}: speech: file is empty (0 bytes)"
+
+
 def test_errors_are_one_line_and_exit_2(setup, tmp_path):
     root, paths, model_dir, _ = setup
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}

@@ -16,6 +16,7 @@ from reelsearch.index.embedded.repair import RepairReport, check_index, repair_i
 from reelsearch.index.paths import display_path
 from reelsearch.indexing.settings import index_exists, model_setting, require_index
 from reelsearch.location import library_location
+from reelsearch.media.decode import display_path as error_path
 from reelsearch.search.cue_indexing import cues_to_run
 from reelsearch.search.searcher import Searcher
 
@@ -61,12 +62,11 @@ class IndexRun:
         return bool(self.report.failed or self.cue_failures)
 
     def failure_lines(self) -> list[str]:
-        """One ``failed: PATH: [CUE: ]PROBLEM`` line per file or cue that failed."""
-        lines = [f"failed: {display_path(path, one_line=True)}: {problem}" for path, problem in self.report.failed]
-        for path, cue, problem in self.cue_failures:
-            shown = display_path(path, one_line=True)
-            problem = display_path(problem, one_line=True).removeprefix(f"{shown}: ")
-            lines.append(f"failed: {shown}: {cue}: {problem}")
+        """One ``failed: PATH: [CUE: ]PROBLEM`` line per file or cue that failed, naming the file once."""
+        lines = [f"failed: {display_path(path, one_line=True)}: {_problem(path, problem)}"
+                 for path, problem in self.report.failed]
+        lines += [f"failed: {display_path(path, one_line=True)}: {cue}: {_problem(path, problem)}"
+                  for path, cue, problem in self.cue_failures]
         return lines
 
     def warning_lines(self) -> list[str]:
@@ -81,6 +81,14 @@ class IndexRun:
     def line(self) -> str:
         done = f"{self.report.summary()}; {self.total} in {self.location}"
         return done if self.repaired is None else f"{self.repaired.summary()}\n{done}"
+
+
+def _problem(path: str | bytes, problem: str) -> str:
+    """``problem`` on one line without the file's name in front: an error names its file (``MediaError``: as
+    ``reelsearch.media.decode.display_path`` shows it), the line names it once."""
+    for shown in (error_path(path), display_path(path, one_line=True)):
+        problem = problem.removeprefix(f"{shown}: ")
+    return display_path(problem, one_line=True)
 
 
 def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = None, model: str | None = None, *,
