@@ -70,6 +70,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # click's plain help: wrapped to the terminal, [brackets] (reelsearch[speech]) kept
 )
 
 
