@@ -206,6 +206,23 @@ def test_a_mistyped_folder_is_bad_input_and_makes_no_index(setup, tmp_path):
     assert not index.exists()
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_closed_pipe_ends_search_quietly(setup, as_json):
+    """`reelsearch search ... | head -1` where the reader is gone before the results are written: exit 0, nothing
+    on stderr about the pipe (no traceback, no BrokenPipeError)."""
+    root = setup[0]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the search writes
+    try:
+        proc = subprocess.run([sys.executable, "-m", "reelsearch", "search", "a yellow flower", "--index",
+                               str(root / "index"), "--local", *(["--json"] if as_json else [])], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr and "Exception" not in proc.stderr
+
+
 def test_search_like_an_example(setup):
     """`search --like FILE | ID@SECONDS`, alone and with text: the Searcher's results, the example's file left out;
     bad examples are one-line errors with exit status 2."""
