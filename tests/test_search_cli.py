@@ -42,7 +42,7 @@ def test_search_json_contract(setup):
     res = runner.invoke(app, ["search", CAPTIONS[0], "--index", str(root / "index"), "-k", "3", "--json"])
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)
-    keys = ["id", "path", "path_b64", "kind", "score", "moment", "moments"]
+    keys = ["id", "path", "name", "path_b64", "kind", "score", "moment", "frame", "duration", "moments"]
     assert len(got) == 3 and all(list(r) == keys for r in got)
     assert all(os.fsdecode(base64.b64decode(r["path_b64"])) == r["path"] for r in got)  # plain names: same path
     with Searcher(root / "index", str(model_dir)) as searcher:  # the model the index remembers (searcher.json)
@@ -56,6 +56,31 @@ def test_search_json_contract(setup):
     assert all(("confidence" in m) == (w.confidence is not None)  # never null in JSON
                for r, x in zip(got, want, strict=True) for m, w in zip(r["moments"], x.moments, strict=True))
     assert all(r["moments"][0]["start"] <= r["moment"] <= r["moments"][0]["end"] for r in got)
+
+
+def test_search_json_hits_are_the_http_apis(setup):
+    """`search --json` gives each hit as the HTTP API does (its fields but the page's frame strip and the server's
+    links), and refuses a k the API refuses."""
+    from fastapi.testclient import TestClient
+
+    from reelsearch.service import create_app
+
+    root, paths, model_dir, runner = setup
+    res = runner.invoke(app, ["search", CAPTIONS[1], "--index", str(root / "index"), "-k", "4", "--json", "--local"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    with Searcher(root / "index", str(model_dir)) as searcher, TestClient(create_app(searcher)) as client:
+        api = client.get("/search", params={"q": CAPTIONS[1], "k": 4}).json()["results"]
+        assert client.get("/search", params={"q": CAPTIONS[1], "k": 101}).status_code == 422
+    assert len(got) == len(api) == 4
+    for hit, want in zip(got, api):
+        want = {key: value for key, value in want.items() if key not in ("frames", "thumbnail", "media")}
+        assert list(hit) == list(want) and {"kind", "duration", "name", "frame"} <= set(hit)
+        assert hit["score"] == pytest.approx(want.pop("score")) and hit.pop("score") is not None
+        assert [m.pop("score") for m in hit["moments"]] == pytest.approx([m.pop("score") for m in want["moments"]])
+        assert hit == want
+    res = runner.invoke(app, ["search", CAPTIONS[1], "--index", str(root / "index"), "-k", "101", "--json"])
+    assert res.exit_code == 2 and "-k" in res.output
 
 
 def test_search_human_readable(setup):

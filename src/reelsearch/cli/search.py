@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from reelsearch.cli.options import QUIET_HELP, command_quiet
-from reelsearch.display import answer_lines
+from reelsearch.display import MAX_K, answer_lines
 from reelsearch.errors import EXIT_BAD_INPUT, EXIT_PARTIAL_FAILURE
 from reelsearch.location import library_location
 
@@ -23,9 +23,10 @@ DB_HELP = ("A PostgreSQL catalog instead of an index directory: postgresql://USE
 MEDIA_ROOT_HELP = ("OLD=NEW: files stored under the folder OLD (as the indexing host saw them) are read under NEW "
                    "on this host (repeatable; see docs/deploy.md).")
 MODEL_HELP = "Model directory or training run (default: the one the index was built with, else the bundled model)."
-#: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
-JSON_KEYS = ("id", "path", "path_b64", "kind", "score", "confidence", "moment", "moments", "experts", "match",
-             "unavailable")
+#: What `reelsearch search --json` prints of each result: the HTTP API's hit (``SearchResult.to_json``, in its order)
+#: without the page's per-frame strip (``frames``) and a server's links (``thumbnail``, ``media``).
+JSON_KEYS = ("id", "path", "name", "path_b64", "kind", "score", "moment", "frame", "duration", "experts", "match",
+             "confidence", "moments", "unavailable")
 INT8_HELP = ("Encode text with int8 MiniLM (about 1.4x faster on a CPU; embeddings slightly off float32) or "
              "float32 (default: as trained; see docs/search.md).")
 POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
@@ -145,15 +146,15 @@ def search_cmd(
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
     db: str | None = typer.Option(None, "--db", help=DB_HELP),
     media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
-    k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
+    k: int = typer.Option(10, "-k", "--top", min=1, max=MAX_K, help="Number of results (as the HTTP API's k)."),
     moments: int = typer.Option(3, "--moments", min=0, max=100, help="Each result's best moments (segments: "
                                 "start, end, score) to give, best first."),
-    as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
-                                 '"confidence","moment","moments","experts","match"} (path_b64: the exact bytes '
-                                 'of the file name, base64; confidence: 0-1, calibrated; moments: the best '
+    as_json: bool = typer.Option(False, "--json", help='Print a JSON list of the HTTP API\'s hits {"id","path",'
+                                 '"name","path_b64","kind","score","moment","frame","duration","experts","match",'
+                                 '"confidence","moments"} (path_b64: the exact bytes of the file name, base64; '
+                                 'kind: video, image or audio; confidence: 0-1, calibrated; moments: the best '
                                  'segments; experts: each expert\'s score; match: the words said or written that '
-                                 'matched, with their time); "no good '
-                                 'match" goes to stderr.'),
+                                 'matched, with their time); "no good match" goes to stderr.'),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
     experts: str | None = typer.Option(None, "--experts", help="Experts to fuse, comma-separated, among visual "
                                        "(the model), speech, ocr (default: all the index holds)."),

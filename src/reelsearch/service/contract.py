@@ -15,14 +15,13 @@ from typing import Annotated, Literal, Union
 from fastapi import Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from reelsearch.display import NO_GOOD_MATCH_MESSAGE
+from reelsearch.display import MAX_K, NO_GOOD_MATCH_MESSAGE
 from reelsearch.scoring.calibration import NO_GOOD_MATCH
 from reelsearch.search.duplicates import DuplicateGroup
 from reelsearch.search.filters import KEYS
 from reelsearch.search.results import SearchResult
 from reelsearch.search.searcher import MAX_QUERY_CHARS
 
-MAX_K = 100
 MAX_CAPTIONS = 1000
 MAX_UPLOAD_BYTES = 512 << 20
 MAX_JSON_BYTES = 8 << 20
