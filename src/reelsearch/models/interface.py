@@ -57,9 +57,10 @@ class SearchMode(enum.StrEnum):
 
 @dataclass
 class VideoEmbeddings:
-    """Embeddings of M videos: ``video`` [M, W] and ``frames`` (one [T_i, W] array per video); a mixture's also
-    keeps each expert's own (``parts``), and its ``frames[i]`` is None when the experts' frames do not line up
-    (features sampled differently per expert; media embedded through one pipeline always line up)."""
+    """Embeddings of M videos: ``video`` [M, W] (also ``np.asarray`` of them) and ``frames`` (one [T_i, W] array per
+    video); a mixture's also keeps each expert's own (``parts``), and its ``frames[i]`` is None when the experts'
+    frames do not line up (features sampled differently per expert; media embedded through one pipeline always line
+    up)."""
 
     video: np.ndarray
     frames: list[np.ndarray]
@@ -67,6 +68,11 @@ class VideoEmbeddings:
 
     def __len__(self) -> int:
         return len(self.video)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """The video rows [M, W]: ``np.asarray(model.encode_video(...))`` is what ``score`` and ranking read."""
+        rows = np.asarray(self.video, dtype=dtype)
+        return rows.copy() if copy else rows
 
     def select(self, index) -> VideoEmbeddings:
         """The videos at ``index`` (a slice or a sequence of positions)."""

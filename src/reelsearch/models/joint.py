@@ -28,7 +28,7 @@ from torch.utils.checkpoint import checkpoint
 
 from reelsearch.config import ModelConfig, config_from_dict, config_to_dict
 from reelsearch.config.schema import FusionKind, migrate_v1
-from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.errors import EMPTY_QUERY, ConfigError, DataFormatError, QueryError
 from reelsearch.features.caches import caption_features
 from reelsearch.features.pairs import pad_sequences
 from reelsearch.similarity import cosine_similarity, get_similarity, order_violation
@@ -185,10 +185,13 @@ class JointModel(EmbeddingModel, nn.Module):
     def encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
         """Caption embeddings [N, D] (float32, unit norm) of ``texts``. ``cached``: read (and keep) the captions'
         MiniLM token features in the cache (``reelsearch.features.caches.caption_features``), as evaluation does
-        for captions it sees every epoch."""
+        for captions it sees every epoch. QueryError for an empty or blank text (as a search's empty query)."""
         if isinstance(texts, str):
             texts = [texts]
         texts = list(texts)
+        blank = next((i for i, t in enumerate(texts) if not isinstance(t, str) or not t.strip()), None)
+        if blank is not None:
+            raise QueryError(EMPTY_QUERY if len(texts) == 1 else f"{EMPTY_QUERY} (text {blank + 1} of {len(texts)})")
         if self.text_processor is None:
             raise ConfigError(f"model {self.name!r} has no text processor")
         features = None
