@@ -159,6 +159,8 @@ class LastSync(BaseModel):
     failed: list[str] = Field(description="`failed: PATH: problem` per file or cue that failed.")
     warnings: list[str] = Field(description="`warning: PATH: what` per file indexed in part or without a picture "
                                 "(truncated, a wrong declared duration, sound alone).")
+    skipped: list[str] = Field(description="`skipped: PATH: why` per file of the folders that is not a photo, video "
+                               "or audio format reelsearch reads.")
     at: float = Field(description="When it ended (Unix time).")
     whole: bool = Field(description="Whether it covered the whole folders (the first one, or after a deletion).")
 
