@@ -181,12 +181,11 @@ class CatalogSync(ABC):
         New files are added, files whose content changed (SHA-256; files with unchanged size and mtime are not
         re-hashed) are re-embedded, and indexed files that vanished from under ``paths`` are dropped (a file indexed
         by name, whatever its extension, stays while it exists; other files of a folder that are not media are
-        reported in ``skipped``); files under
-        other roots are left alone, and so are files under a root that is absent (an unmounted disk does not
-        empty the catalog). ``embed_fn(path)`` is called only for new or changed files whose content is not
-        already indexed (a moved or copied file reuses its embeddings). A file that fails is recorded in
-        ``failed`` and the rest go on. Work is committed every ``commit_every`` files or ``commit_seconds``: a
-        crash keeps every committed file and a re-run continues from there.
+        reported in ``skipped``); files under other roots are left alone, and so are files under a root that is
+        absent (an unmounted disk does not empty the catalog). ``embed_fn(path)`` is called only for new or changed
+        files whose content is not already indexed (a moved or copied file reuses its embeddings). A file that fails
+        is recorded in ``failed`` and the rest go on. Work is committed every ``commit_every`` files or
+        ``commit_seconds``: a crash keeps every committed file and a re-run continues from there.
 
         A different ``model_id`` than the stored one re-embeds everything under ``paths`` and drops every other
         video (embeddings of two models cannot be compared). ``exclusive``: the catalog is to hold exactly the files
