@@ -1,4 +1,8 @@
-"""Every command answers --help."""
+"""Every command answers --help, readable at 80 columns."""
+
+import os
+import subprocess
+import sys
 
 from typer.testing import CliRunner
 
@@ -24,6 +28,22 @@ def test_every_command_has_help():
         res = runner.invoke(app, [*path, "--help"])
         assert res.exit_code == 0, (path, res.output)
         assert "Usage" in res.output
+
+
+def test_help_fits_80_columns_and_keeps_what_it_says():
+    """At 80 columns every command's help is wrapped, nothing cut (no "…") and nothing in brackets lost: the extras
+    `index --help` names (reelsearch[speech], reelsearch[ocr]) show."""
+    runner = CliRunner()
+    for path in [(), *_commands(app)]:
+        res = runner.invoke(app, [*path, "--help"], terminal_width=80)
+        assert res.exit_code == 0, (path, res.output)
+        assert all(len(line) <= 80 for line in res.output.splitlines()), (path, res.output)
+        assert "…" not in res.output and "╭" not in res.output, (path, res.output)
+    env = {**os.environ, "COLUMNS": "80"}
+    proc = subprocess.run([sys.executable, "-m", "reelsearch", "index", "--help"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "reelsearch[speech]" in proc.stdout and "reelsearch[ocr]" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80, proc.stdout
 
 
 def test_options_that_became_config_keys_name_real_keys():

@@ -3,7 +3,15 @@ and --quiet / --verbose mean the same for every command."""
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+import threading
 
 from typer.testing import CliRunner
 
@@ -18,8 +26,9 @@ def _say(log: logging.Logger) -> None:
     log.error("it broke")
 
 
-def test_messages_are_lines_and_the_levels_are_the_options(capsys):
+def test_messages_are_lines_and_the_levels_are_the_options(capsys, monkeypatch):
     log = logging.getLogger("reelsearch.some.module")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # progress bars are a terminal's
     try:
         set_output()
         _say(log)
@@ -39,7 +48,8 @@ def test_messages_are_lines_and_the_levels_are_the_options(capsys):
     assert len([h for h in logging.getLogger("reelsearch").handlers if type(h).__name__ == "_Stderr"]) == 1
 
 
-def test_quiet_and_verbose_are_options_of_every_command():
+def test_quiet_and_verbose_are_options_of_every_command(monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # progress bars are a terminal's
     try:
         assert CliRunner().invoke(app, ["--quiet", "models"]).exit_code == 0 and not show_progress()
         assert CliRunner().invoke(app, ["models"]).exit_code == 0 and show_progress()
@@ -47,3 +57,46 @@ def test_quiet_and_verbose_are_options_of_every_command():
         assert logging.getLogger("reelsearch").level == logging.DEBUG
     finally:
         set_output()
+
+
+def test_progress_bars_only_on_a_terminal(capsys, monkeypatch):
+    set_output()
+    assert not show_progress()  # stderr captured: not a terminal
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert show_progress() and not show_progress(False)
+
+
+def test_index_draws_its_bar_on_a_terminal_only(tmp_path):
+    """`reelsearch index` with stderr a pipe (a log, CI): its lines, no bar; with stderr a terminal (a pty): the bar."""
+    from test_search_support import make_media, small_model
+
+    make_media(tmp_path / "media")
+    model = small_model("cosine").save(tmp_path / "model")
+    cmd = [sys.executable, "-m", "reelsearch", "index", str(tmp_path / "media"), "--model", str(model), "--no-speech",
+           "--no-ocr", "--index"]
+    piped = subprocess.run([*cmd, str(tmp_path / "piped")], capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    main, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # 80 columns: room for the bar
+    drawn = bytearray()
+    reader = threading.Thread(target=_read_all, args=(main, drawn))
+    reader.start()
+    try:
+        shown = subprocess.run([*cmd, str(tmp_path / "terminal")], stdout=subprocess.PIPE, stderr=terminal, timeout=300)
+    finally:
+        os.close(terminal)
+        reader.join(30)
+        os.close(main)
+    assert shown.returncode == 0 and b"indexing: 100%" in drawn, bytes(drawn)
+
+
+def _read_all(fd: int, into: bytearray) -> None:
+    """What is written to the terminal whose other end is ``fd``, until it is closed."""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the terminal's other end is closed: all read
+            return
+        if not chunk:
+            return
+        into += chunk

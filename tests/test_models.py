@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from reelsearch.config import config_from_dict
-from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.errors import ConfigError, DataFormatError, QueryError
 from reelsearch.models import (
     GloveTextProcessor,
     JointModel,
@@ -273,6 +273,28 @@ def test_mixture_of_experts_fuses_by_score_and_round_trips(tmp_path):
         e.text_processor._tokenizer = str.split
     np.testing.assert_allclose(loaded.score(loaded.encode_text(captions), loaded.encode_video(items)), fused,
                                rtol=1e-5, atol=1e-6)
+
+
+def test_the_numpy_interface_refuses_an_empty_text_and_gives_arrays():
+    """``encode_text`` refuses an empty or blank text with a search's empty-query error (a mixture and a single
+    joint space alike); ``np.asarray`` of ``encode_video`` is its video rows, never a 0-d object array."""
+    torch.manual_seed(4)
+    moe = small("mithun-moe").eval()
+    single = moe.experts["object"]
+    for model in (moe, single):
+        for texts in ([""], "   ", ["\n"]):
+            with pytest.raises(QueryError) as err:
+                model.encode_text(texts)
+            assert str(err.value) == "the query is empty"
+        with pytest.raises(QueryError, match=r"^the query is empty \(text 2 of 3\)$"):
+            model.encode_text(["a dog", " ", "a cat"])
+        video = model.encode_video(feature_items(dims(model)))
+        rows = np.asarray(video)
+        assert rows.dtype == np.float32 and rows.shape == video.video.shape and rows.shape[0] == 3
+        np.testing.assert_array_equal(rows, video.video)
+        assert np.asarray(video, np.float64).dtype == np.float64
+        np.testing.assert_allclose(model.score(model.encode_text(["a dog"]), rows), model.score(
+            model.encode_text(["a dog"]), video), rtol=1e-6)
 
 
 def test_experts_reading_one_modality_made_two_ways_get_their_own_features():

@@ -42,7 +42,8 @@ def test_search_json_contract(setup):
     res = runner.invoke(app, ["search", CAPTIONS[0], "--index", str(root / "index"), "-k", "3", "--json"])
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)
-    keys = ["id", "path", "path_b64", "kind", "score", "moment", "moments", "taken_at", "taken_from"]
+    keys = ["id", "path", "name", "path_b64", "kind", "score", "moment", "frame", "duration", "moments", "taken_at",
+            "taken_from"]
     assert len(got) == 3 and all(list(r) == keys for r in got)
     assert all(os.fsdecode(base64.b64decode(r["path_b64"])) == r["path"] for r in got)  # plain names: same path
     with Searcher(root / "index", str(model_dir)) as searcher:  # the model the index remembers (searcher.json)
@@ -56,6 +57,31 @@ def test_search_json_contract(setup):
     assert all(("confidence" in m) == (w.confidence is not None)  # never null in JSON
                for r, x in zip(got, want, strict=True) for m, w in zip(r["moments"], x.moments, strict=True))
     assert all(r["moments"][0]["start"] <= r["moment"] <= r["moments"][0]["end"] for r in got)
+
+
+def test_search_json_hits_are_the_http_apis(setup):
+    """`search --json` gives each hit as the HTTP API does (its fields but the page's frame strip and the server's
+    links), and refuses a k the API refuses."""
+    from fastapi.testclient import TestClient
+
+    from reelsearch.service import create_app
+
+    root, paths, model_dir, runner = setup
+    res = runner.invoke(app, ["search", CAPTIONS[1], "--index", str(root / "index"), "-k", "4", "--json", "--local"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    with Searcher(root / "index", str(model_dir)) as searcher, TestClient(create_app(searcher)) as client:
+        api = client.get("/search", params={"q": CAPTIONS[1], "k": 4}).json()["results"]
+        assert client.get("/search", params={"q": CAPTIONS[1], "k": 101}).status_code == 422
+    assert len(got) == len(api) == 4
+    for hit, want in zip(got, api):
+        want = {key: value for key, value in want.items() if key not in ("frames", "thumbnail", "media")}
+        assert list(hit) == list(want) and {"kind", "duration", "name", "frame"} <= set(hit)
+        assert hit["score"] == pytest.approx(want.pop("score")) and hit.pop("score") is not None
+        assert [m.pop("score") for m in hit["moments"]] == pytest.approx([m.pop("score") for m in want["moments"]])
+        assert hit == want
+    res = runner.invoke(app, ["search", CAPTIONS[1], "--index", str(root / "index"), "-k", "101", "--json"])
+    assert res.exit_code == 2 and "-k" in res.output
 
 
 def test_search_human_readable(setup):
@@ -156,6 +182,31 @@ def test_a_failed_cue_is_reported_and_loses_nothing_else(tmp_path, monkeypatch):
     assert res.exit_code == 0 and calls == [str(yellow)] and "4 unchanged, 0 cue failures" in res.output
 
 
+def test_a_failure_line_names_the_file_once(tmp_path, monkeypatch):
+    """A file whose name is not UTF-8 fails its speech cue with an error that names it (as the media errors show a
+    name): its line names it once."""
+    from reelsearch.errors import MediaError
+    from reelsearch.features.speech import SpeechRecognizer
+    from reelsearch.media.decode import display_path as error_path
+
+    make_media(tmp_path / "media")
+    odd = Path(os.fsdecode(os.fsencode(tmp_path / "media") + b"/odd \xff.mp4"))
+    (tmp_path / "media" / "yellow.mp4").rename(odd)
+
+    def extract(self, path):
+        if path == str(odd):
+            raise MediaError(error_path(path), "file is empty (0 bytes)")
+        return [], {"has_audio": False}
+
+    monkeypatch.setattr(SpeechRecognizer, "extract", extract)
+    model_dir = small_model("cosine").save(tmp_path / "model")
+    res = CliRunner().invoke(app, ["index", str(tmp_path / "media"), "--index", str(tmp_path / "index"), "--model",
+                                   str(model_dir), "--quiet", "--no-ocr"])
+    assert res.exit_code == 3, res.output
+    [line] = [x for x in res.output.splitlines() if x.startswith("failed: ")]
+    assert line == f"failed: {display_path(odd)}: speech: file is empty (0 bytes)"
+
+
 def test_errors_are_one_line_and_exit_2(setup, tmp_path):
     root, paths, model_dir, _ = setup
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -168,6 +219,34 @@ def test_errors_are_one_line_and_exit_2(setup, tmp_path):
            str(root / "index")]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2 and str(missing) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_mistyped_folder_is_bad_input_and_makes_no_index(setup, tmp_path):
+    root, paths, model_dir, _ = setup
+    index = tmp_path / "index"
+    cmd = [sys.executable, "-m", "reelsearch", "index", str(root / "media"), str(root / "meida"), "--index", str(index),
+           "--model", str(model_dir), "--no-speech", "--no-ocr"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr == f"error: {root / 'meida'}: no such file or folder\n"
+    assert not index.exists()
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_closed_pipe_ends_search_quietly(setup, as_json):
+    """`reelsearch search ... | head -1` where the reader is gone before the results are written: exit 0, nothing
+    on stderr about the pipe (no traceback, no BrokenPipeError)."""
+    root = setup[0]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the search writes
+    try:
+        proc = subprocess.run([sys.executable, "-m", "reelsearch", "search", "a yellow flower", "--index",
+                               str(root / "index"), "--local", *(["--json"] if as_json else [])], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr and "Exception" not in proc.stderr
 
 
 def test_search_like_an_example(setup):
@@ -240,6 +319,21 @@ def test_serve_answers_http(setup):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_serve_on_a_busy_port_is_one_line_and_exit_2(setup):
+    import socket
+
+    root = setup[0]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "reelsearch", "serve", "--index", str(root / "index"), "--port",
+                               str(port)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.splitlines() == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use (choose "
+                                        "another --port, or stop what listens there)"]
 
 
 def test_search_needs_an_existing_index_and_annotate_does_not(setup, tmp_path):

@@ -108,13 +108,14 @@ def test_what_the_server_cannot_answer_is_searched_here(served, tmp_path):
     root, model_dir, _ = served
     index = root / "index"
     shutil.copytree(model_dir, tmp_path / "model")
-    for args, why in [(["-k", "500"], "answered 422"),  # beyond the API's k
-                      (["--weights", "visual=1"], "--weights are the server's own"),
+    for args, why in [(["--weights", "visual=1"], "--weights are the server's own"),
                       (["--model", str(tmp_path / "model")], "it runs the model"),
                       (["--like", str(root / "media" / "sea.jpg")], "--like names a file")]:
         asked = search(index, "a yellow flower", *args)
         assert why in asked.stderr and ANSWERED not in asked.stderr
         assert asked.stdout == search(index, "a yellow flower", *args, "--local").stdout
+    res = reelsearch("-v", "search", "a car", "-k", "500", "--index", str(index))[0]  # beyond the API's k: refused
+    assert res.returncode == 2 and "-k" in res.stderr and ANSWERED not in res.stderr and res.stdout == ""
     res = reelsearch("search", "a car", "--like", "99", "--index", str(index))[0]  # the server's 404: the local error
     assert res.returncode == 2 and "no indexed video with id 99" in res.stderr
 

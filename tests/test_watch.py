@@ -334,10 +334,15 @@ def test_serve_watch_health_and_search_follow_the_folder(media, tmp_path):
     watched = tmp_path / "watched"
     watched.mkdir()
     shutil.copyfile(clips[0], watched / "a.mp4")
+    (watched / "notes.txt").write_text("not media")
     app_ = build_app(_serve_settings(tmp_path / "index", model_dir, watched), None)
     client = TestClient(app_)
     try:
         wait_for(lambda: client.get("/health").json()["videos"] == 1, what="the first sync")
+        wait_for(lambda: client.get("/health").json()["watch"].get("last"), what="the first sync's report")
+        first = client.get("/health").json()["watch"]["last"]  # the whole folder's: its other file named
+        assert first["whole"] and first["skipped"] == [
+            f"skipped: {watched / 'notes.txt'}: not a photo, video or audio format reelsearch reads"]
         dest = watched / real[1].name
         states = []
         slow_copy(real[1], dest, during=lambda: states.append(client.get("/health").json()["watch"]))

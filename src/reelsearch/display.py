@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 
 _CONTROLS = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 
+#: Most results one search answers: the HTTP API's ``k`` and ``reelsearch search -k``.
+MAX_K = 100
 #: What a search says when its best hit is below the calibration's threshold, instead of presenting it as an answer.
 NO_GOOD_MATCH_MESSAGE = "no good match: the closest videos are shown below"
 

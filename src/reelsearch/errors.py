@@ -38,6 +38,14 @@ class NoVideoStream(MediaError):
     """A media file has no video stream (an audio file): nothing to see, its sound may still be indexed."""
 
 
+class QueryError(ReelsearchError):
+    """A query or caption list that cannot be used (empty, too long, k out of range)."""
+
+
+#: What an empty (or blank) query is told, by a search and by ``encode_text`` alike.
+EMPTY_QUERY = "the query is empty"
+
+
 class ConfigError(ReelsearchError, ValueError):
     """A setting names something unknown or has an invalid value (e.g. a loss or similarity name)."""
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
 
 import typer
@@ -39,12 +41,26 @@ class _Commands(TyperGroup):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            done = super().invoke(ctx)
+            sys.stdout.flush()  # what is still buffered goes now, while a closed pipe can be told apart
+            return done
+        except BrokenPipeError:  # the reader is gone (`reelsearch search ... | head -1`): it read what it wanted
+            _stdout_to_devnull()
+            raise typer.Exit(0) from None
         except Exception as exc:  # click's NoSuchOption (typer may run a vendored click: told by its attributes)
             hint = _moved_option_hint(exc, ctx.meta.get(_ARGV, []))
             if hint is not None:
                 exc.message, exc.possibilities = hint, None
             raise
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null, so that nothing more, the interpreter's last flush included, fails on a closed
+    pipe."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # a stdout without a descriptor (a test's)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _moved_option_hint(exc: Exception, argv: list[str]) -> str | None:
@@ -70,6 +86,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # click's plain help: wrapped to the terminal, [brackets] (reelsearch[speech]) kept
 )
 
 

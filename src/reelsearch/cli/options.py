@@ -3,7 +3,8 @@
 Library modules log (``logging.getLogger(__name__)``); the CLI decides what a user sees: one handler on the
 ``reelsearch`` logger writes each message to stderr as a line (``warning: ``/``error: `` in front of those levels).
 ``--quiet`` (global, or on a command that has it): warnings and errors only, and no progress bars; ``--verbose``:
-debug messages too; neither: informational messages as well.
+debug messages too; neither: informational messages as well. Progress bars are drawn only on a terminal (stderr
+redirected to a file or a pipe gets none: a log holds the lines, not the bars' redraws).
 """
 
 from __future__ import annotations
@@ -84,8 +85,13 @@ def command_quiet(quiet: bool) -> bool:
 
 
 def show_progress(wanted: bool = True) -> bool:
-    """Whether a progress bar is shown: ``wanted`` (a command's own choice) and not ``--quiet``."""
-    return wanted and not _state["quiet"]
+    """Whether a progress bar is shown: ``wanted`` (a command's own choice), not ``--quiet``, and stderr a terminal."""
+    return wanted and not _state["quiet"] and _stderr_is_terminal()
+
+
+def _stderr_is_terminal() -> bool:
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def set_threads(threads: int | None) -> None:

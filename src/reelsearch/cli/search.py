@@ -12,7 +12,7 @@ from typing import Literal
 import typer
 
 from reelsearch.cli.options import QUIET_HELP, command_quiet, text_encoder_option
-from reelsearch.display import answer_lines
+from reelsearch.display import MAX_K, answer_lines
 from reelsearch.errors import EXIT_BAD_INPUT, EXIT_PARTIAL_FAILURE
 from reelsearch.location import library_location
 
@@ -25,9 +25,10 @@ MEDIA_ROOT_HELP = ("OLD=NEW: files stored under the folder OLD (as the indexing 
                    "on this host (repeatable; see docs/deploy.md).")
 MODEL_HELP = ("Model directory, training run or hf:NAME_OR_DIR (a CLIP/SigLIP checkpoint; default: the one the index "
               "was built with, else the bundled model).")
-#: What `reelsearch search --json` prints of each result (``SearchResult.to_json``), in this order.
-JSON_KEYS = ("id", "path", "path_b64", "kind", "score", "confidence", "moment", "moments", "experts", "match",
-             "unavailable", "taken_at", "taken_from")
+#: What `reelsearch search --json` prints of each result: the HTTP API's hit (``SearchResult.to_json``, in its order)
+#: without the page's per-frame strip (``frames``) and a server's links (``thumbnail``, ``media``).
+JSON_KEYS = ("id", "path", "name", "path_b64", "kind", "score", "moment", "frame", "duration", "experts", "match",
+             "confidence", "moments", "unavailable", "taken_at", "taken_from")
 POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
 SETTLE_HELP = ("With --watch: seconds a file's size and time must stay unchanged before it is indexed (a file being "
                "copied is waited for).")
@@ -133,8 +134,8 @@ def index_cmd(
 
 
 def _echo_run(run) -> None:
-    """An index run's failures and warnings on stderr, its summary line on stdout."""
-    for line in run.failure_lines() + run.warning_lines():
+    """An index run's failures, warnings and skipped files on stderr, its summary line on stdout."""
+    for line in run.failure_lines() + run.warning_lines() + run.skipped_lines():
         typer.echo(line, err=True)
     typer.echo(run.line())
 
@@ -145,12 +146,13 @@ def search_cmd(
     index: Path | None = typer.Option(None, "--index", help=INDEX_HELP),
     db: str | None = typer.Option(None, "--db", help=DB_HELP),
     media_root: list[str] = typer.Option([], "--media-root", help=MEDIA_ROOT_HELP),
-    k: int = typer.Option(10, "-k", "--top", min=1, max=1000, help="Number of results."),
+    k: int = typer.Option(10, "-k", "--top", min=1, max=MAX_K, help="Number of results (as the HTTP API's k)."),
     moments: int = typer.Option(3, "--moments", min=0, max=100, help="Each result's best moments (segments: "
                                 "start, end, score) to give, best first."),
-    as_json: bool = typer.Option(False, "--json", help='Print a JSON list of {"id","path","path_b64","score",'
-                                 '"confidence","moment","moments","experts","match"} (path_b64: the exact bytes '
-                                 'of the file name, base64; confidence: 0-1, calibrated; moments: the best '
+    as_json: bool = typer.Option(False, "--json", help='Print a JSON list of the HTTP API\'s hits {"id","path",'
+                                 '"name","path_b64","kind","score","moment","frame","duration","experts","match",'
+                                 '"confidence","moments"} (path_b64: the exact bytes of the file name, base64; '
+                                 'kind: video, image or audio; confidence: 0-1, calibrated; moments: the best '
                                  'segments; experts: each expert\'s score; match: the words said or written that '
                                  'matched, with their time; taken_at, taken_from: when it was taken, seconds '
                                  'since the epoch, and where that comes from); "no good match" goes to stderr.'),

@@ -15,6 +15,8 @@ from reelsearch.media.decode import AUDIO_EXTENSIONS, MEDIA_EXTENSIONS
 
 #: What a library takes from folders: images, videos, and audio files (indexed for what is said in them).
 LIBRARY_EXTENSIONS = MEDIA_EXTENSIONS | AUDIO_EXTENSIONS
+#: Why a file in a folder that is not of ``LIBRARY_EXTENSIONS`` is skipped (``Walk.skipped``).
+NOT_MEDIA = "not a photo, video or audio format reelsearch reads"
 #: Long side of a stored thumbnail, pixels.
 THUMBNAIL_SIZE = 96
 #: Side of a thumbnail's coarse picture (``thumbnail_picture``), pixels.
@@ -123,18 +125,20 @@ class EmbeddedMedia:
 
 @dataclass
 class Walk:
-    """Media files found under some paths, and the paths that could not be read."""
+    """Media files found under some paths, the paths that could not be read, and the files in folders that are
+    not media (each as (path, why))."""
 
     files: list[str] = field(default_factory=list)
     missing: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
 def walk_media(paths: Iterable[str | os.PathLike]) -> Walk:
     """Every media file under ``paths`` (absolute, sorted, each once); folders recursively, hidden ones skipped.
 
     A file named directly is taken whatever its extension (it may be an unusual container); inside folders only
-    image, video and audio extensions count (``LIBRARY_EXTENSIONS``). Unreadable or absent paths are listed in
-    ``missing``.
+    image, video and audio extensions count (``LIBRARY_EXTENSIONS``): any other file there is listed in ``skipped``
+    (hidden files and folders are left out unlisted). Unreadable or absent paths are listed in ``missing``.
     """
     out = Walk()
     seen: set[str] = set()
@@ -156,8 +160,13 @@ def walk_media(paths: Iterable[str | os.PathLike]) -> Walk:
         for dirpath, dirnames, filenames in os.walk(root, onerror=errors.append):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
-                if not name.startswith(".") and os.path.splitext(name)[1].lower() in LIBRARY_EXTENSIONS:
+                if name.startswith("."):
+                    continue
+                if os.path.splitext(name)[1].lower() in LIBRARY_EXTENSIONS:
                     keep(os.path.join(dirpath, name))
+                elif (path := os.path.join(dirpath, name)) not in seen:
+                    seen.add(path)
+                    out.skipped.append((path, NOT_MEDIA))
         out.missing.extend((e.filename or root, f"cannot list folder: {e.strerror}") for e in errors)
     out.files.sort()
     return out

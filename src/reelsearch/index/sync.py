@@ -44,6 +44,7 @@ class SyncReport:
     removed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why): files in the folders that are not media
     reused: int = 0  # added/updated files whose embeddings were copied from an identical file already indexed
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, line): indexed, but not all of it
     cues: CueReport | None = None  # the text-cue stage after the sync (``reelsearch.search.cue_indexing``)
@@ -54,6 +55,8 @@ class SyncReport:
                f"{len(self.unchanged)} unchanged, {len(self.failed)} failed")
         if self.warnings:
             out += f", {len(self.warnings)} indexed in part"
+        if self.skipped:
+            out += f", {len(self.skipped)} skipped"
         if self.cues is not None:
             out += f"; speech/text: {self.cues.summary()}"
         return out
@@ -176,12 +179,13 @@ class CatalogSync(ABC):
         """Make the catalog reflect the media files under ``paths`` (files, or folders searched recursively).
 
         New files are added, files whose content changed (SHA-256; files with unchanged size and mtime are not
-        re-hashed) are re-embedded, and indexed files that vanished from under ``paths`` are dropped; files under
-        other roots are left alone, and so are files under a root that is absent (an unmounted disk does not
-        empty the catalog). ``embed_fn(path)`` is called only for new or changed files whose content is not
-        already indexed (a moved or copied file reuses its embeddings). A file that fails is recorded in
-        ``failed`` and the rest go on. Work is committed every ``commit_every`` files or ``commit_seconds``: a
-        crash keeps every committed file and a re-run continues from there.
+        re-hashed) are re-embedded, and indexed files that vanished from under ``paths`` are dropped (a file indexed
+        by name, whatever its extension, stays while it exists; other files of a folder that are not media are
+        reported in ``skipped``); files under other roots are left alone, and so are files under a root that is
+        absent (an unmounted disk does not empty the catalog). ``embed_fn(path)`` is called only for new or changed
+        files whose content is not already indexed (a moved or copied file reuses its embeddings). A file that fails
+        is recorded in ``failed`` and the rest go on. Work is committed every ``commit_every`` files or
+        ``commit_seconds``: a crash keeps every committed file and a re-run continues from there.
 
         A different ``model_id`` than the stored one re-embeds everything under ``paths`` and drops every other
         video (embeddings of two models cannot be compared). ``exclusive``: the catalog is to hold exactly the files
@@ -218,10 +222,15 @@ class CatalogSync(ABC):
         model_changed = self.model_id is not None and self.model_id != model_id
         rows = map(StoredFile._make, self._db.execute("SELECT path, id, size, mtime_ns, sha256 FROM videos"))
         stored = {bytes(s.path): s for s in rows if model_changed or exclusive or _under(bytes(s.path), roots)}
+        files = {os.fsencode(self.media_roots.stored(f)): f for f in walk.files}
+        for path in stored.keys() - files.keys():  # indexed by name (another extension, hidden): still there, kept
+            if _under(path, roots) and os.path.isfile(local := self._local(path)):
+                files[path] = local
+        kept = set(files.values())
+        report.skipped.extend(s for s in walk.skipped if s[0] not in kept)
         found = set()
         todo = []
-        for f in walk.files:
-            key = os.fsencode(self.media_roots.stored(f))
+        for key, f in sorted(files.items(), key=lambda item: item[1]):
             found.add(key)
             known = stored.get(key)
             try:

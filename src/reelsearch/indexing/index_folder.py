@@ -10,12 +10,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reelsearch.errors import ConfigError
+from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.index import MediaRoots, SyncReport, is_database_url, open_catalog
 from reelsearch.index.embedded.repair import RepairReport, check_index, repair_index
 from reelsearch.index.paths import display_path
 from reelsearch.indexing.settings import index_exists, model_setting, require_index
 from reelsearch.location import library_location
+from reelsearch.media.decode import display_path as error_path
 from reelsearch.search.cue_indexing import cues_to_run
 from reelsearch.search.searcher import Searcher
 
@@ -61,12 +62,11 @@ class IndexRun:
         return bool(self.report.failed or self.cue_failures)
 
     def failure_lines(self) -> list[str]:
-        """One ``failed: PATH: [CUE: ]PROBLEM`` line per file or cue that failed."""
-        lines = [f"failed: {display_path(path, one_line=True)}: {problem}" for path, problem in self.report.failed]
-        for path, cue, problem in self.cue_failures:
-            shown = display_path(path, one_line=True)
-            problem = display_path(problem, one_line=True).removeprefix(f"{shown}: ")
-            lines.append(f"failed: {shown}: {cue}: {problem}")
+        """One ``failed: PATH: [CUE: ]PROBLEM`` line per file or cue that failed, naming the file once."""
+        lines = [f"failed: {display_path(path, one_line=True)}: {_problem(path, problem)}"
+                 for path, problem in self.report.failed]
+        lines += [f"failed: {display_path(path, one_line=True)}: {cue}: {_problem(path, problem)}"
+                  for path, cue, problem in self.cue_failures]
         return lines
 
     def warning_lines(self) -> list[str]:
@@ -74,9 +74,21 @@ class IndexRun:
         container whose duration is wrong, a file of sound alone)."""
         return [f"warning: {display_path(line, one_line=True)}" for _, line in self.report.warnings]
 
+    def skipped_lines(self) -> list[str]:
+        """One ``skipped: PATH: WHY`` line per file of the folders that is not media (each named once)."""
+        return [f"skipped: {display_path(path, one_line=True)}: {why}" for path, why in self.report.skipped]
+
     def line(self) -> str:
         done = f"{self.report.summary()}; {self.total} in {self.location}"
         return done if self.repaired is None else f"{self.repaired.summary()}\n{done}"
+
+
+def _problem(path: str | bytes, problem: str) -> str:
+    """``problem`` on one line without the file's name in front: an error names its file (``MediaError``: as
+    ``reelsearch.media.decode.display_path`` shows it), the line names it once."""
+    for shown in (error_path(path), display_path(path, one_line=True)):
+        problem = problem.removeprefix(f"{shown}: ")
+    return display_path(problem, one_line=True)
 
 
 def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = None, model: str | None = None, *,
@@ -88,7 +100,9 @@ def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = N
     writes the library (None: as long as it takes). ``repair``: first rebuild a damaged embedded index from what is
     still readable (``reelsearch.index.embedded.repair``); the sync then indexes the rest again.
     ``frames_per_second``: the sampling (None: what the library remembers, else one a second); a new rate re-embeds
-    every video."""
+    every video. ReelsearchError, before the library is opened (or made), when a path does not exist."""
+    paths = list(paths)
+    require_paths(paths)
     repaired = repair_index(_embedded(library_location(index, db), "--repair")) if repair else None
     searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots,
                                          frames_per_second=frames_per_second)
@@ -98,6 +112,14 @@ def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = N
         searcher.catalog.remember(model_setting(model_name, searcher.frames_per_second))
         run.repaired = repaired
         return run
+
+
+def require_paths(paths: Iterable[str | os.PathLike]) -> None:
+    """ReelsearchError naming the first of ``paths`` that does not exist (a mistyped name is bad input, not a
+    partial failure; nothing is indexed)."""
+    for path in paths:
+        if not os.path.lexists(os.path.expanduser(os.fspath(path))):
+            raise ReelsearchError(f"{display_path(path, one_line=True)}: no such file or folder")
 
 
 def index_with(searcher: Searcher, paths: Iterable[str | os.PathLike], *, cues: Sequence[str] | None = (),

@@ -26,7 +26,7 @@ from reelsearch.extras import MissingExtraError
 from reelsearch.index import SyncReport, is_database_url, open_catalog
 from reelsearch.index.media import walk_media
 from reelsearch.index.textcue_records import CueReport
-from reelsearch.indexing.index_folder import IndexRun, index_paths
+from reelsearch.indexing.index_folder import IndexRun, index_paths, require_paths
 from reelsearch.location import library_location
 
 #: Seconds between two looks at the catalog for the progress bar.
@@ -51,6 +51,7 @@ def index_on_ray(paths: Iterable[str | os.PathLike], address: str, workers: int 
                           "the cluster's nodes share it; an embedded index (--index) is one machine's")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
+    require_paths(paths)
     paths = [os.path.abspath(p) for p in paths]  # a task's working directory is Ray's, not this one
     if model is not None and os.path.exists(model):
         model = os.path.abspath(model)
@@ -134,6 +135,7 @@ def merge_runs(runs: Sequence[IndexRun], total: int, location: str) -> IndexRun:
             first.setdefault(path, (path, why))
     report.failed = list(first.values())
     report.warnings = _once(x for r in runs for x in r.report.warnings)
+    report.skipped = _once(x for r in runs for x in r.report.skipped)
     done = indexed | first.keys()
     report.unchanged = [p for p in report.unchanged if p not in done]
     cue_reports = [r.report.cues for r in runs if r.report.cues is not None]

@@ -234,7 +234,7 @@ class FolderWatcher:
         run = index_with(self.searcher, paths, cues=self.cues, progress=False)
         with self._lock:
             self._last = {"summary": run.line(), "failed": run.failure_lines(),
-                          "warnings": run.warning_lines(), "at": time.time(),
+                          "warnings": run.warning_lines(), "skipped": run.skipped_lines(), "at": time.time(),
                           "whole": full}
             self._error = None  # a failed sync's error stays shown until one succeeds
             self._indexing = []

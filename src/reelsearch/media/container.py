@@ -16,7 +16,9 @@ import numpy as np
 from reelsearch.errors import MediaError, NoVideoStream
 from reelsearch.extras import extra_error
 
-IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jp2"})
+#: Photos, phones' HEIC / HEIF and AVIF among them (FFmpeg decodes them: HEVC and AV1 stills, tiled grids too).
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jp2",
+                              ".heic", ".heif", ".avif"})
 VIDEO_EXTENSIONS = frozenset(
     {".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".m2ts", ".mts", ".flv", ".wmv",
      ".3gp", ".ogv", ".gif", ".vob", ".asf", ".divx"}

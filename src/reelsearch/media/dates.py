@@ -1,7 +1,8 @@
 """When a photo or clip was taken, as the index stores it (search filters ``after:`` / ``before:``).
 
-In order: an image's EXIF DateTimeOriginal (tag 36867 in the Exif IFD), else its EXIF DateTime (306); a video's
-container ``creation_time`` tag, else its first stream's with one; else the file's modification time. The date is
+In order: an image's (HEIC and AVIF photos' too) EXIF DateTimeOriginal (tag 36867 in the Exif IFD), else its EXIF
+DateTime (306); a video's container ``creation_time`` tag, else its first stream's with one; else the file's
+modification time. The date is
 seconds since the epoch (UTC; an EXIF date, which has no zone, is read as UTC) with where it came from:
 ``"exif"``, ``"container"`` or ``"file"``.
 """
@@ -9,6 +10,7 @@ seconds since the epoch (UTC; an EXIF date, which has no zone, is read as UTC) w
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from datetime import UTC, datetime
 
@@ -32,6 +34,7 @@ def taken_at(path: str | os.PathLike, mtime: float) -> tuple[float, str]:
 def _exif_date(path: str | os.PathLike) -> tuple[float, str] | None:
     from PIL import Image  # noqa: PLC0415 - optional package (Pillow)
 
+    _read_heif()
     with Image.open(os.fsdecode(path)) as img:
         exif = img.getexif()
         value = exif.get_ifd(_EXIF_IFD).get(_DATE_TIME_ORIGINAL) or exif.get(_DATE_TIME)
@@ -39,6 +42,15 @@ def _exif_date(path: str | os.PathLike) -> tuple[float, str] | None:
         return None
     when = datetime.strptime(str(value).strip("\x00 ")[:19], "%Y:%m:%d %H:%M:%S").replace(tzinfo=UTC)
     return when.timestamp(), "exif"
+
+
+@functools.cache
+def _read_heif() -> None:
+    """Let Pillow open HEIC / HEIF photos (pillow-heif, the media extra; AVIF Pillow reads itself)."""
+    with contextlib.suppress(ImportError):
+        import pillow_heif  # noqa: PLC0415 - optional package (media extra)
+
+        pillow_heif.register_heif_opener()
 
 
 def _container_date(path: str | os.PathLike) -> tuple[float, str] | None:

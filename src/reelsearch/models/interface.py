@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.errors import EMPTY_QUERY, ConfigError, DataFormatError, QueryError
 from reelsearch.features.pipeline import FeaturePipeline
 
 from .folder import read_model, write_model
@@ -63,9 +63,10 @@ class SearchMode(enum.StrEnum):
 
 @dataclass
 class VideoEmbeddings:
-    """Embeddings of M videos: ``video`` [M, W] and ``frames`` (one [T_i, W] array per video); a mixture's also
-    keeps each expert's own (``parts``), and its ``frames[i]`` is None when the experts' frames do not line up
-    (features sampled differently per expert; media embedded through one pipeline always line up)."""
+    """Embeddings of M videos: ``video`` [M, W] (also ``np.asarray`` of them) and ``frames`` (one [T_i, W] array per
+    video); a mixture's also keeps each expert's own (``parts``), and its ``frames[i]`` is None when the experts'
+    frames do not line up (features sampled differently per expert; media embedded through one pipeline always line
+    up)."""
 
     video: np.ndarray
     frames: list[np.ndarray]
@@ -73,6 +74,11 @@ class VideoEmbeddings:
 
     def __len__(self) -> int:
         return len(self.video)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """The video rows [M, W]: ``np.asarray(model.encode_video(...))`` is what ``score`` and ranking read."""
+        rows = np.asarray(self.video, dtype=dtype)
+        return rows.copy() if copy else rows
 
     def select(self, index) -> VideoEmbeddings:
         """The videos at ``index`` (a slice or a sequence of positions)."""
@@ -108,9 +114,13 @@ class EmbeddingModel:
         """Caption embeddings [N, D] (float32, each expert's rows of unit norm), by the model's text tower or, after
         ``use_text_encoder("static")``, by its static text encoder. ``cached``: read (and keep) the captions' MiniLM
         token features in the cache (``reelsearch.features.caches.caption_features``), as evaluation does for
-        captions it sees every epoch."""
+        captions it sees every epoch. QueryError for an empty or blank text (as a search's empty query)."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        blank = next((i for i, t in enumerate(texts) if not isinstance(t, str) or not t.strip()), None)
+        if blank is not None:
+            raise QueryError(EMPTY_QUERY if len(texts) == 1 else f"{EMPTY_QUERY} (text {blank + 1} of {len(texts)})")
         if self.text_encoder_name == "static":
-            return self.static_text.encode([texts] if isinstance(texts, str) else texts)
+            return self.static_text.encode(texts)
         return self._encode_text(texts, batch_size, cached)
 
     @property

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
+from reelsearch.errors import EMPTY_QUERY, ConfigError, DataFormatError, QueryError, ReelsearchError
 from reelsearch.index import EmbeddedMedia, MediaRoots, SqlCatalog, SyncReport, open_catalog
 from reelsearch.index.media import sha256_file
 from reelsearch.index.textcues import TextCues
@@ -35,14 +35,10 @@ from reelsearch.search.subset import Selection, Subset
 MAX_QUERY_CHARS = 1000
 
 
-class QueryError(ReelsearchError):
-    """A query or caption list the searcher cannot use (empty, too long, k out of range)."""
-
-
 def check_query(text: str) -> str:
     """``text`` stripped; QueryError when empty or longer than MAX_QUERY_CHARS."""
     if not isinstance(text, str) or not text.strip():
-        raise QueryError("the query is empty")
+        raise QueryError(EMPTY_QUERY)
     if len(text) > MAX_QUERY_CHARS:
         raise QueryError(f"the query has {len(text)} characters; at most {MAX_QUERY_CHARS} are accepted")
     return text.strip()
@@ -226,7 +222,7 @@ class Searcher:
         example = like if like is None or isinstance(like, Example) else self.example(like)
         only_filters = text is None and example is None
         if only_filters and not filt:
-            raise QueryError("the query is empty")
+            raise QueryError(EMPTY_QUERY)
         with self.lock:
             cue_index = self.cues
             p = plan(self.model, names, w, cue_index.stored_cues() if cue_index is not None else [],

@@ -15,14 +15,13 @@ from typing import Annotated, Literal, Union
 from fastapi import Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from reelsearch.display import NO_GOOD_MATCH_MESSAGE
+from reelsearch.display import MAX_K, NO_GOOD_MATCH_MESSAGE
 from reelsearch.scoring.calibration import NO_GOOD_MATCH
 from reelsearch.search.duplicates import DuplicateGroup
 from reelsearch.search.filters import KEYS
 from reelsearch.search.results import SORTS, SearchResult
 from reelsearch.search.searcher import MAX_QUERY_CHARS
 
-MAX_K = 100
 MAX_CAPTIONS = 1000
 MAX_UPLOAD_BYTES = 512 << 20
 MAX_JSON_BYTES = 8 << 20
@@ -168,6 +167,8 @@ class LastSync(BaseModel):
     failed: list[str] = Field(description="`failed: PATH: problem` per file or cue that failed.")
     warnings: list[str] = Field(description="`warning: PATH: what` per file indexed in part or without a picture "
                                 "(truncated, a wrong declared duration, sound alone).")
+    skipped: list[str] = Field(description="`skipped: PATH: why` per file of the folders that is not a photo, video "
+                               "or audio format reelsearch reads.")
     at: float = Field(description="When it ended (Unix time).")
     whole: bool = Field(description="Whether it covered the whole folders (the first one, or after a deletion).")
 

@@ -127,7 +127,9 @@ def worker_app():
 
 def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | None = None) -> None:
     """Serve until interrupted. ``settings``: index, model, media_roots, threads, access_log, batch, query_cache,
-    weights (of the search experts), text_encoder, watch, poll, settle: see :func:`serve_settings`."""
+    weights (of the search experts), text_encoder, watch, poll, settle: see :func:`serve_settings`. ConfigError, before
+    the model is loaded, when ``host``:``port`` cannot be listened on (a busy port)."""
+    check_port(host, port)
     options = {"host": host, "port": port, "log_level": "warning", "access_log": False}
     if settings.get("watch") and workers > 1:
         raise ConfigError("--watch runs in the one serving process: use --workers 1 (or run `reelsearch index DIR "
@@ -160,6 +162,19 @@ def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | N
         uvicorn.run("reelsearch.service.server:worker_app", factory=True, workers=workers, **options)
     finally:
         remove_advert(settings["index"])
+
+
+def check_port(host: str, port: int) -> None:
+    """ConfigError when ``host``:``port`` cannot be bound as uvicorn binds it (in use, not this machine's address)."""
+    if not port:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port, or "
+                              "stop what listens there)") from None
 
 
 class AdvertisingServer(uvicorn.Server):
