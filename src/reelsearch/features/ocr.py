@@ -8,14 +8,20 @@ is compared with ``CHANGE_THRESHOLD`` (values chosen by measurement: docs/speech
 keeps the text of the last frame read. A text line read on consecutive frames (the same text, up to OCR noise)
 becomes one segment from the first frame it was read on to the first frame without it. Install with
 ``pip install 'reelsearch[ocr]'``.
+
+A :class:`TextSession` reads one video fed frame by frame: from a decode pass of its own (:meth:`TextReader.extract`)
+or from another stage's (``reelsearch index``: its picture stage's pass, ``FrameStream.tap``), the same frames either
+way; a thread of its own reads the selected frames while the decoder goes on.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import queue
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,12 +30,13 @@ from reelsearch.errors import MediaError, ReelsearchError
 from reelsearch.extras import require
 from reelsearch.features.cue_types import CueSegment, shared_instance
 from reelsearch.media.decode import display_path, is_image_path, probe
-from reelsearch.media.timeline import FrameStream
+from reelsearch.media.timeline import FrameStream, StreamReport
 
 THUMB_SHORT_SIDE = 72  # px: the grey thumbnails the change test compares
 CHANGE_DELTA = 12  # grey levels (of 255) a thumbnail pixel must move to count as changed
 CHANGE_THRESHOLD = 0.0005  # share of changed thumbnail pixels (about 5 of 9,216) from which a frame is read again
 SAME_TEXT = 0.8  # difflib ratio from which two readings are the same text
+READ_AHEAD = 4  # selected frames a TextSession holds for its reader thread before the decoder waits
 _WORD = re.compile(r"\w", re.UNICODE)
 
 
@@ -197,28 +204,19 @@ class TextReader:
         The frames come from one decode pass (``FrameStream``: the frame displayed every ``interval`` s, spread
         over the file within ``max_frames``); a file that stops decoding part way is read as far as it decodes.
         Raises MediaError naming the file when no frame can be decoded."""
-        tracks, selector = TextTracks(), FrameSelector(self.change_threshold, self.change_delta)
-        stats = {"frames": 0, "read": 0}
         video = None if is_image_path(path) else probe(path).get("video")
         if video is None and not is_image_path(path):  # no video stream (an audio file): nothing on screen
-            return [], stats
-        rate = 1.0 / self.interval
-        duration = (video or {}).get("duration") or 0.0
-        if self.max_frames is not None and duration * rate > self.max_frames:
-            rate = self.max_frames / duration  # evenly spread within the cap
-        with FrameStream(path, rate, self.short_side) as stream:
-            for t, image in stream:
-                if self.max_frames is not None and stats["frames"] >= self.max_frames:
-                    break
-                stats["frames"] += 1
-                if self.select and not selector(image):
-                    continue
-                stats["read"] += 1
-                tracks.observe(float(t), self._read(image, path))
-            report = stream.report
-        if not stats["frames"]:
-            raise MediaError(report.path, f"no frame decoded ({report.problem or 'empty video stream'})")
-        return tracks.finish(0.0 if report.is_image else report.end), stats
+            return [], {"frames": 0, "read": 0}
+        with self.session(path, (video or {}).get("duration")) as session:
+            with FrameStream(path, session.rate, self.short_side) as stream:
+                for t, image in stream:
+                    if not session.feed(t, image):
+                        break
+            return session.finish(stream.report)
+
+    def session(self, path: str | os.PathLike, duration: float | None) -> TextSession:
+        """A :class:`TextSession` of ``path``, whose video stream declares ``duration`` seconds (None: unknown)."""
+        return TextSession(self, path, duration)
 
     def read(self, path: str | os.PathLike) -> list[CueSegment]:
         """OCR segments of the file (none when no text is on screen)."""
@@ -231,6 +229,70 @@ class TextReader:
             raise
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime / OpenCV errors
             raise MediaError(display_path(path), f"OCR failed on a frame ({type(exc).__name__}: {exc})") from None
+
+
+class TextSession:
+    """One video's OCR, fed its frames in order: ``feed(t, rgb)`` each frame sampled at ``rate`` and ``short_side``,
+    then ``finish(report)`` -> (segments, stats) as :meth:`TextReader.extract` gives them. The change test runs in
+    the feeding thread; the frames it selects are read by a thread of the session's own, at most ``READ_AHEAD``
+    behind (the feeder waits beyond that: bounded memory). Leaving its ``with`` block without ``finish`` stops the
+    reader without reading what is left."""
+
+    def __init__(self, reader: TextReader, path: str | os.PathLike, duration: float | None):
+        self.reader, self.path, self.short_side = reader, path, reader.short_side
+        self.rate = 1.0 / reader.interval
+        if reader.max_frames is not None and (duration or 0.0) * self.rate > reader.max_frames:
+            self.rate = reader.max_frames / duration  # evenly spread within the cap
+        self.stats = {"frames": 0, "read": 0}
+        self.began = time.perf_counter()
+        self._tracks = TextTracks()
+        self._selector = FrameSelector(reader.change_threshold, reader.change_delta)
+        self._error: BaseException | None = None
+        self._stop = False
+        self._frames: queue.Queue = queue.Queue(READ_AHEAD)
+        self._thread = threading.Thread(target=self._read_frames, name="ocr", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> TextSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop = True
+        self._end()
+
+    def feed(self, t: float, image: np.ndarray) -> bool:
+        """Take the frame displayed at ``t`` s; False once ``max_frames`` are taken (or reading failed)."""
+        if self._error is not None or (self.reader.max_frames is not None
+                                       and self.stats["frames"] >= self.reader.max_frames):
+            return False
+        self.stats["frames"] += 1
+        if not self.reader.select or self._selector(image):
+            self.stats["read"] += 1
+            self._frames.put((float(t), image))
+        return True
+
+    def finish(self, report: StreamReport) -> tuple[list[CueSegment], dict]:
+        """(segments, stats) once every frame fed is read; ``report``: the stream's (where its frames end).
+        Raises what reading raised, or MediaError naming the file when no frame was fed."""
+        self._end()
+        if self._error is not None:
+            raise self._error
+        if not self.stats["frames"]:
+            raise MediaError(report.path, f"no frame decoded ({report.problem or 'empty video stream'})")
+        return self._tracks.finish(0.0 if report.is_image else report.end), self.stats
+
+    def _end(self) -> None:
+        if self._thread.is_alive():
+            self._frames.put(None)
+            self._thread.join()
+
+    def _read_frames(self) -> None:
+        while (item := self._frames.get()) is not None:
+            if self._error is None and not self._stop:
+                try:
+                    self._tracks.observe(item[0], self.reader._read(item[1], self.path))
+                except BaseException as exc:  # noqa: BLE001 - raised again by finish, in the caller's thread
+                    self._error = exc
 
 
 def shared_reader(**options) -> TextReader:

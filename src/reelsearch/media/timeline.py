@@ -13,13 +13,16 @@ when opened (its sound may still be indexed); an unreadable one, a :class:`~reel
 
 ``skip="nonref"`` asks the decoder to skip frames no other frame refers to (most B-frames): faster, and a kept frame
 is then the latest *decoded* frame at its target, at most a few frame intervals early (docs/extraction.md, measured).
+
+Another consumer of the same frames at its own rate and size takes them from the same pass (:meth:`FrameStream.tap`:
+the index's on-screen-text reader beside its picture stage), so a file is decoded once for both.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,6 +98,47 @@ class StreamReport:
         return None
 
 
+class _Sampler:
+    """Which decoded frames one ``rate`` keeps (see the module): fed every frame in order, it gives back each kept
+    (time, frame) once the next frame shows it is the one displayed at its target."""
+
+    def __init__(self, rate: float):
+        self.rate, self.step = rate, 1.0 / rate
+        self.k = 0  # the next target is k * step
+        self.pending = None  # (t, frame): the newest frame at or before the target, not yet kept
+        self.kept = 0
+
+    def push(self, t: float, frame) -> tuple | None:
+        out = None
+        if self.pending is not None and t > self.k * self.step + TIME_EPS:
+            out, self.pending = self.pending, None  # pending is displayed at target k (and up to t)
+        elif self.pending is None and self.kept == 0 and t > TIME_EPS:
+            self.k = math.floor(t * self.rate + TIME_EPS) + 1
+            self.kept += 1
+            return t, frame  # the first frame is displayed before it starts
+        if self.pending is None:
+            self.k = max(self.k, math.ceil((t - TIME_EPS) * self.rate))
+        self.pending = (t, frame)
+        self.kept += out is not None
+        return out
+
+    def last(self, duration: Callable) -> tuple | None:
+        """The pending frame when it is still on screen at its target once the frames end."""
+        if self.pending is not None and self.pending[0] + duration(self.pending[1]) > self.k * self.step + TIME_EPS:
+            self.kept += 1
+            return self.pending
+        return None
+
+
+@dataclass
+class _Tap:
+    sampler: _Sampler
+    short_side: int | None
+    take: Callable[[float, np.ndarray], bool]
+    size: tuple[int, int] | None = None
+    open: bool = True
+
+
 class FrameStream:
     """``for t, rgb in FrameStream(path, rate=1.0, short_side=256)``: the sampled frames, one decode pass.
 
@@ -129,9 +173,11 @@ class FrameStream:
         image = is_image_path(path) or (self.stream.frames == 1 and (declared is None or declared <= 0.1))
         self.report = StreamReport(self.shown, None if image else declared, 0.0 if image else fps, is_image=image)
         self._size: tuple[int, int] | None = None
+        self._taps: list[_Tap] = []
         self._started = False
         tb = self.stream.time_base  # a decoded frame's own time base: a frame's time in integers, not Fractions
         self._tb = (tb.numerator, tb.denominator) if tb else None
+        self._rotation = 0  # degrees, as the last frame converted was turned
 
     def __enter__(self) -> FrameStream:
         return self
@@ -142,33 +188,40 @@ class FrameStream:
     def close(self) -> None:
         self.container.close()
 
+    def tap(self, rate: float, short_side: int | None, take: Callable[[float, np.ndarray], bool]) -> None:
+        """Also give ``take(t, rgb)`` the frames this pass samples at ``rate`` and ``short_side`` (chosen as a stream
+        of their own would choose them: with ``skip="none"``, the same frames), in order, in the thread that
+        iterates, each before the stream's own frames that follow it; ``take`` returns False to get no more.
+        Call it before iterating."""
+        if not rate > 0:
+            raise ReelsearchError(f"sampling rate must be > 0 frames a second, got {rate}")
+        if self._started:
+            raise ReelsearchError(f"{self.shown}: tap a FrameStream before reading it")
+        self._taps.append(_Tap(_Sampler(float(rate)), short_side, take))
+
     def __iter__(self) -> Iterator[tuple[float, np.ndarray]]:
         if self._started:
             raise ReelsearchError(f"{self.shown}: a FrameStream is read once")
         self._started = True
-        step = 1.0 / self.rate
-        k = 0  # the next target is k * step
-        pending = None  # (t, frame): the newest frame at or before the target, not yet kept
+        sampler = _Sampler(self.rate)
         last_t = -math.inf
         for frame in self._frames():
             t = self._time(frame, last_t)
             last_t = t
             self.report.end = max(self.report.end, t + self._duration(frame))
             if self.report.is_image:
+                for tap in self._taps:
+                    self._give(tap, (0.0, frame))
                 yield self._keep(0.0, frame)
                 break
-            if pending is not None and t > k * step + TIME_EPS:
-                yield self._keep(*pending)  # pending is displayed at target k (and up to t)
-                pending = None
-            elif pending is None and self.report.sampled == 0 and t > TIME_EPS:
-                yield self._keep(t, frame)  # the first frame is displayed before it starts
-                k = math.floor(t * self.rate + TIME_EPS) + 1
-                continue
-            if pending is None:
-                k = max(k, math.ceil((t - TIME_EPS) * self.rate))
-            pending = (t, frame)
-        if pending is not None and pending[0] + self._duration(pending[1]) > k * step + TIME_EPS:
-            yield self._keep(*pending)
+            for tap in self._taps:
+                self._give(tap, tap.sampler.push(t, frame))
+            if (kept := sampler.push(t, frame)) is not None:
+                yield self._keep(*kept)
+        for tap in self._taps:
+            self._give(tap, tap.sampler.last(self._duration))
+        if (kept := sampler.last(self._duration)) is not None:
+            yield self._keep(*kept)
         self.report.finished = True
         if self.report.declared is not None and self.report.end > self.report.declared + max(
                 SHORT_SECONDS, SHORT_SHARE * self.report.declared):
@@ -209,13 +262,25 @@ class FrameStream:
     def _keep(self, t: float, frame) -> tuple[float, np.ndarray]:
         if self._size is None:
             self._size = target_size(frame.width, frame.height, self.short_side)
-        try:
-            img, rot = to_rgb(frame, self.stream, None, self._size)
-        except MediaError as exc:
-            raise MediaError(self.shown, exc.problem) from None
+        img = self._rgb(frame, self._size)
         if self.report.sampled == 0:
-            self.report.rotation = rot
+            self.report.rotation = self._rotation
             w, h = frame.width, frame.height
-            self.report.width, self.report.height = (h, w) if rot in (90, 270) else (w, h)
+            self.report.width, self.report.height = (h, w) if self._rotation in (90, 270) else (w, h)
         self.report.sampled += 1
         return float(t), img
+
+    def _give(self, tap: _Tap, kept: tuple | None) -> None:
+        if kept is None or not tap.open:
+            return
+        t, frame = kept
+        if tap.size is None:
+            tap.size = target_size(frame.width, frame.height, tap.short_side)
+        tap.open = tap.take(float(t), self._rgb(frame, tap.size)) is not False
+
+    def _rgb(self, frame, size: tuple[int, int]) -> np.ndarray:
+        try:
+            img, self._rotation = to_rgb(frame, self.stream, None, size)
+        except MediaError as exc:
+            raise MediaError(self.shown, exc.problem) from None
+        return img

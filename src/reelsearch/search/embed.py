@@ -14,6 +14,12 @@ so a long film is seen whole). The frames are cut into segments where their feat
   detail (how much it shows: near-uniform frames are no evidence of near-duplicates);
 * with a querybank (``reelsearch.models.querybank``), each segment's bias and the video's: minus their offsets.
 
+With ``cues`` set (a ``reelsearch.features.cues.CueExtractor``: ``Searcher.index`` with the OCR cue on), the same
+decode pass feeds the on-screen-text reader its own frames (its interval, its size: ``FrameStream.tap``), read in a
+thread beside the CNNs, so the index decodes a video's frames once; the pass then decodes every frame (no B-frame
+skipped), so that the reader gets exactly the frames a pass of its own would, and a kept picture frame is the one
+displayed at its target.
+
 A recipe the time sampling cannot serve (audio features, motion from frame pairs) falls back to the recipe's own
 sampling, one segment per file (``timeline`` False). An image is a one-frame video, one segment. A file whose frames
 stop early (truncated) is indexed as far as it decodes, with the stream's one line as a warning (so is one whose
@@ -26,6 +32,7 @@ said in it (the speech cue) and never by a picture, by query by example or as a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -67,6 +74,7 @@ class MediaEmbedder:
             self.pipeline.recipes[n].motion_input is None for n in self.pipeline.frame_names)
         self._lock = threading.Lock()
         self.progress = False  # a bar of the seconds of each long file streamed (``Searcher.index`` sets it)
+        self.cues = None  # a CueExtractor that reads on-screen text in the picture pass (``Searcher.index`` sets it)
 
     def describe(self) -> str:
         """What, besides the model weights, determines the embeddings (part of the index's model id): the feature
@@ -106,7 +114,10 @@ class MediaEmbedder:
             out = self.pipeline.extractor(name).extract_frames(images)
             return round_to(out, self.pipeline.recipes[name].dtype).astype(np.float16)
 
-        with FrameStream(path, self.rate, self.pipeline.short_side, skip="nonref", threads=1) as stream, \
+        cues = self.cues
+        with FrameStream(path, self.rate, self.pipeline.short_side, skip="nonref" if cues is None else "none",
+                         threads=1) as stream, \
+                self._text_beside(cues, path, stream) as text, \
                 self._seconds_bar(path, stream.report.declared) as bar, \
                 ThreadPoolExecutor(len(names) + 1, thread_name_prefix="index") as pool:
             batches = _batches(stream, FRAME_BATCH)
@@ -121,11 +132,22 @@ class MediaEmbedder:
                 for n, future in running.items():
                     parts[n].append(future.result())
             report = stream.report
+            if text is not None:
+                cues.read_beside(path, text, report)
         if not times:
             raise MediaError(path, f"no frame decoded ({report.problem})" if report.problem else "no frame decoded")
         feats = {n: np.concatenate(p) for n, p in parts.items()}
         end = None if report.is_image else max(report.end, times[-1])
         return feats, np.asarray(times, np.float64), looks, end, report.line()
+
+    @staticmethod
+    def _text_beside(cues, path: str, stream: FrameStream):
+        """The OCR session fed by ``stream`` (a tap of it) when ``cues`` reads text beside the pictures."""
+        if cues is None:
+            return contextlib.nullcontext()
+        session = cues.text_beside(path, stream.report.declared)
+        stream.tap(session.rate, session.short_side, session.feed)
+        return session
 
     def _seconds_bar(self, path: str, declared: float | None) -> tqdm:
         """A progress bar of the seconds of a long file streamed (shown with ``progress``, from LONG_SECONDS of

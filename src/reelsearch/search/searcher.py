@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from reelsearch.errors import EMPTY_QUERY, ConfigError, DataFormatError, QueryError, ReelsearchError
+from reelsearch.features.cues import CueExtractor
 from reelsearch.index import EmbeddedMedia, MediaRoots, SqlCatalog, SyncReport, open_catalog
 from reelsearch.index.media import sha256_file
 from reelsearch.index.textcues import TextCues
@@ -164,20 +165,24 @@ class Searcher:
         """Bring the index in line with ``paths`` (files or folders): add new files, re-embed changed ones, drop
         deleted ones (embeddings of another model are replaced); then extract the text ``cues`` ("speech", "ocr";
         None: every cue whose extra is installed, () none) of those files into the text-cue index, in the same
-        writer lock. The report's ``cues`` says what the cue stage did, ``cues_off`` which cues did not run.
-        ``exclusive``: drop the videos indexed from anywhere else too (the index holds exactly ``paths``)."""
+        writer lock (the on-screen text of a file the sync embeds is read in its picture decode pass:
+        ``reelsearch.search.embed``). The report's ``cues`` says what the cue stage did, ``cues_off`` which cues
+        did not run. ``exclusive``: drop the videos indexed from anywhere else too (the index holds exactly
+        ``paths``)."""
         run, off = cues_to_run(cues)
+        extractor = CueExtractor()
         with self.lock, self.catalog.writing(self.catalog.writer_wait), torch.no_grad():
             self.embedder.progress = progress  # a long file's seconds too
+            self.embedder.cues = extractor if "ocr" in run else None  # on-screen text read in the picture pass
             try:
                 report = self.catalog.sync(list(paths), self.embedder, model_id=self.model_id, progress=progress,
                                            exclusive=exclusive)
             finally:
-                self.embedder.progress = False
+                self.embedder.progress, self.embedder.cues = False, None
             cue_index = self.cues
             if cue_index is None and run:
                 cue_index = self._cues = self.catalog.text_cues(sentence_encoder, create=True)
-            report.cues = index_cues(self.catalog, cue_index, report, run, progress=progress)
+            report.cues = index_cues(self.catalog, cue_index, report, run, extractor, progress=progress)
             report.cues_off = off
             return report
 
