@@ -121,7 +121,9 @@ def test_empty_text_is_refused(distilled):
     model = load_model(root / "run" / "best")
     with Searcher(root / "empty-query", model, text_encoder="static") as searcher:
         for text in ("", "   "):
-            with pytest.raises(ReelsearchError, match="no tokens"):
+            with pytest.raises(ReelsearchError, match="no tokens"):  # the part itself
+                model.static_text.encode([text])
+            with pytest.raises(QueryError, match="the query is empty"):  # the model, as with every encoder
                 model.encode_text([text])
             with pytest.raises(QueryError, match="empty"):  # a search refuses it first, as with every encoder
                 searcher.search(text)
