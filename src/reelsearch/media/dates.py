@@ -55,7 +55,9 @@ def _read_heif() -> None:
 
 def _container_date(path: str | os.PathLike) -> tuple[float, str] | None:
     value = probe(path)["creation_time"]
-    return None if not value else (parse_iso(value).timestamp(), "container")
+    when = parse_iso(value).timestamp() if value else 0.0
+    # muxers write the epoch (1970, or the MP4 epoch 1904) when no time was set: that says nothing
+    return None if when <= 0 else (when, "container")
 
 
 def parse_iso(value: str) -> datetime:

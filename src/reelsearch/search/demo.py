@@ -9,6 +9,7 @@ from pathlib import Path
 
 from reelsearch.cache import cache_root
 from reelsearch.datasets.cue_clips import cue_script, espeak_available, make_clips
+from reelsearch.display import result_lines
 from reelsearch.errors import ReelsearchError
 from reelsearch.index import default_index_dir
 from reelsearch.search.cue_indexing import cues_to_run
@@ -78,10 +79,8 @@ def demo_lines(shared: Path, extra: Path | None = None, index: Path | None = Non
         yield report.summary()
         for query in QUERIES + (CUE_QUERIES if clip is not None else []):
             yield f'\nquery: "{query}"'
-            for rank, hit in enumerate(searcher.search(query, k, frames=False), 1):
-                yield f"  {rank}. {hit.score:.3f}  at {hit.moment:5.1f}s  {hit.path}"
-                if hit.match is not None:
-                    yield f"        {hit.match.line()}"
+            for rank, hit in enumerate(searcher.search(query, k, frames=False), 1):  # as `reelsearch search` shows
+                yield from result_lines(hit.to_json(), rank).splitlines()
     yield f"\nsearch it yourself:  .venv/bin/reelsearch search \"your words\" --index {index_dir}"
     yield (f"web page:            .venv/bin/reelsearch serve --index {index_dir}  "
            "then open http://127.0.0.1:8000/")
