@@ -95,9 +95,8 @@ class VideoFacts:
     def kinds(self) -> np.ndarray:
         """[N] str: each file's kind, "audio" (no picture: whatever its extension, e.g. an .mp4 of sound alone),
         "image" (by its extension) or "video"."""
-        images = np.array([is_image_path(p) for p in self.paths], bool)
         sound = np.zeros(len(self.paths), bool) if self.sound_only is None else self.sound_only
-        return np.where(sound, "audio", np.where(images, "image", "video"))
+        return np.array([file_kind(p, not s) for p, s in zip(self.paths, sound, strict=True)], str)
 
     @cached_property
     def folders(self) -> np.ndarray:
@@ -176,6 +175,12 @@ class Catalog(Protocol):
 
     def sound_only(self) -> set[str]:
         """The ids of the videos without a picture (files of sound alone): no row, no frames, no segments."""
+
+
+def file_kind(path: str, pictured: bool = True) -> str:
+    """A file's kind: "audio" without a picture (sound alone, whatever its extension), else "image" by its
+    extension, else "video" (the one rule of ``kind:``, ``VideoFacts.kinds``, results and ``/videos``)."""
+    return "audio" if not pictured else "image" if is_image_path(path) else "video"
 
 
 class CatalogError(ReelsearchError):

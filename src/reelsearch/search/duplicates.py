@@ -30,10 +30,9 @@ from typing import Literal
 
 import numpy as np
 
-from reelsearch.index.catalog import Catalog, StoredVideo
+from reelsearch.index.catalog import Catalog, StoredVideo, file_kind
 from reelsearch.index.media import PICTURE_SIDE, thumbnail_picture
 from reelsearch.index.paths import display_path, path_b64
-from reelsearch.media.decode import is_image_path
 from reelsearch.search.frames import FrameSequence, align, cosine_scores
 from reelsearch.search.results import doc
 from reelsearch.search.sources import row_source
@@ -75,7 +74,7 @@ class DuplicateVideo:
     def __post_init__(self):
         self.name = display_path(os.path.basename(os.fsencode(self.path)))
         self.path_b64 = path_b64(self.path)
-        self.kind = "image" if is_image_path(self.path) else "video"
+        self.kind = file_kind(self.path)
 
 
 @dataclass

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from reelsearch.display import display_path, match_line, result_lines
-from reelsearch.index.catalog import VideoFacts
+from reelsearch.index.catalog import VideoFacts, file_kind
 from reelsearch.index.paths import path_b64
-from reelsearch.media.decode import is_image_path
 from reelsearch.scoring.calibration import NO_GOOD_MATCH
 
 
@@ -104,7 +103,7 @@ class SearchResult:
     def __post_init__(self):
         self.name = display_path(os.path.basename(os.fsencode(self.path)))
         self.path_b64 = path_b64(self.path)
-        self.kind = "image" if is_image_path(self.path) else "video"
+        self.kind = file_kind(self.path)
 
     def lines(self, rank: int) -> str:
         """The result as ``reelsearch search`` prints it (``reelsearch.display.result_lines`` of its JSON form)."""

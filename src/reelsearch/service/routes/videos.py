@@ -12,9 +12,9 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
 
 from reelsearch.features.cues import CUES
+from reelsearch.index.catalog import file_kind
 from reelsearch.index.media import THUMBNAIL_SIZE
 from reelsearch.index.paths import display_path, path_fields, unreachable
-from reelsearch.media.decode import is_image_path
 from reelsearch.search.filters import Filter, in_folders
 from reelsearch.service import contract
 from reelsearch.service.http import JSON, MediaResponse
@@ -38,7 +38,6 @@ def videos(searcher: SearcherDep, folder: str | None = contract.filter_query("fo
     with searcher.lock:
         searcher.catalog.refresh()
         facts = searcher.catalog.facts()
-        sound = searcher.catalog.sound_only()
     folders = Filter.of([("folder", folder)] if folder is not None else []).folders  # as a search reads it
     keep = in_folders(facts, folders[0]) if folders else np.ones(len(facts.ids), bool)
     if sort == "date":
@@ -50,7 +49,7 @@ def videos(searcher: SearcherDep, folder: str | None = contract.filter_query("fo
     counts = Counter(os.path.dirname(p) for p in facts.paths)
     return JSON({"total": int(keep.sum()), "offset": offset, "limit": limit, "sort": sort,
                  "videos": [_summary(facts.ids[j], facts.paths[j], facts.duration[j], facts.taken_at[j],
-                                     facts.taken_from[j], facts.ids[j] in sound) for j in page],
+                                     facts.taken_from[j], str(facts.kinds[j])) for j in page],
                  "folders": [{"path": display_path(d), "videos": n} for d, n in sorted(counts.items())]})
 
 
@@ -61,15 +60,15 @@ def video(searcher: SearcherDep, video_id: str = contract.VIDEO_ID) -> Response:
     with searcher.lock:
         media = searcher.catalog.media(rec.id)
     taken_at = rec.mtime_ns / 1e9 if rec.taken_at is None else rec.taken_at  # as Catalog.facts reads it
-    return JSON({**_summary(rec.id, rec.path, rec.duration, taken_at, rec.taken_from or "file", not media.pictured),
+    return JSON({**_summary(rec.id, rec.path, rec.duration, taken_at, rec.taken_from or "file",
+                                 file_kind(rec.path, media.pictured)),
                  "size": rec.size, "n_frames": rec.n_frames, "sha256": rec.sha256, "model_id": rec.model_id,
                  "frames": [{"index": i, "t": float(t)} for i, t in enumerate(media.timestamps)]})
 
 
-def _summary(id_: str, path: str, duration: float | None, taken_at: float, taken_from: str, sound_only: bool) -> dict:
+def _summary(id_: str, path: str, duration: float | None, taken_at: float, taken_from: str, kind: str) -> dict:
     """What ``GET /videos`` gives of one video (``contract.VideoSummary``)."""
     duration = None if duration is None or np.isnan(duration) else float(duration)
-    kind = "audio" if sound_only else "image" if is_image_path(path) else "video"
     return {"id": id_, **path_fields(path), "kind": kind,
             "duration": duration, "taken_at": float(taken_at), "taken_from": taken_from,
             "thumbnail": f"/videos/{id_}/thumbnail", "media": f"/videos/{id_}/media"}
