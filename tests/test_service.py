@@ -393,6 +393,13 @@ def test_any_file_name_round_trips_over_http(served):
         disposition = media.headers["content-disposition"]  # an ASCII header naming the display form
         assert disposition.isascii() and unquote(disposition.split("''", 1)[1]) == hit["name"]
         assert http.get(hit["thumbnail"]).status_code == 200
+        sharp = http.get(hit["thumbnail"], params={"size": 200})  # made from the file, read by its stored bytes
+        assert sharp.status_code == 200 and sharp.headers["content-type"] == "image/jpeg"
+        listing = json.loads(http.get("/videos", params={"limit": 500}).content.decode("utf-8"))  # strict UTF-8
+        (row,) = [v for v in listing["videos"] if v["id"] == vid]
+        assert (row["path"], row["name"], row["path_b64"]) == (hit["path"], hit["name"], hit["path_b64"])
+        by_folder = http.get("/videos", params={"folder": weird.parent.name}).json()["videos"]
+        assert vid in [v["id"] for v in by_folder]
         by_id = http.post("/annotate", json={"id": vid, "captions": CAPTIONS})
         by_bytes = http.post("/annotate", json={"path_b64": hit["path_b64"], "captions": CAPTIONS})
         assert by_id.status_code == by_bytes.status_code == 200 and by_bytes.json() == by_id.json()
