@@ -187,7 +187,7 @@ def test_a_failure_line_names_the_file_once(tmp_path, monkeypatch):
     name): its line names it once."""
     from reelsearch.errors import MediaError
     from reelsearch.features.speech import SpeechRecognizer
-    from reelsearch.media.decode import display_path as error_path
+    from reelsearch.media.decode import escaped_path as error_path
 
     make_media(tmp_path / "media")
     odd = Path(os.fsdecode(os.fsencode(tmp_path / "media") + b"/odd \xff.mp4"))

@@ -36,8 +36,9 @@ def is_image_path(path: str | os.PathLike) -> bool:
     return os.path.splitext(os.fsdecode(path))[1].lower() in IMAGE_EXTENSIONS
 
 
-def display_path(path: str | os.PathLike) -> str:
-    """A printable form of ``path`` (undecodable bytes shown as \\xNN escapes)."""
+def escaped_path(path: str | os.PathLike) -> str:
+    """``path`` as text that keeps every byte: undecodable bytes as \\xNN escapes, so that two names never read the
+    same (feature-store keys, media errors). What people read is ``reelsearch.display.display_path``."""
     return os.fsencode(path).decode("utf-8", errors="backslashreplace")
 
 
@@ -55,7 +56,7 @@ def open_media(path: str | os.PathLike):
     av = import_av()
 
     raw = os.fsencode(path)
-    shown = display_path(path)
+    shown = escaped_path(path)
     try:
         size = os.stat(raw).st_size
     except OSError as exc:
@@ -179,7 +180,7 @@ def stream_info(container, vs) -> tuple[float, float, float]:
 def probe(path: str | os.PathLike) -> dict:
     """Container facts without decoding: duration, streams, video size/fps/codec/rotation, audio rate/channels, and
     the ``creation_time`` tag (the container's, else the first stream's with one; None without)."""
-    shown = display_path(path)
+    shown = escaped_path(path)
     with open_media(path) as container:
         info: dict = {"path": shown, "format": container.format.name, "streams": [s.type for s in container.streams]}
         tags = [container.metadata, *(s.metadata for s in container.streams)]

@@ -25,7 +25,7 @@ from reelsearch.media.container import (
     MEDIA_EXTENSIONS,
     VIDEO_EXTENSIONS,
     codec_tag,
-    display_path,
+    escaped_path,
     ffmpeg_message,
     frame_time,
     import_av,
@@ -41,7 +41,7 @@ from reelsearch.media.sampling import TIME_EPS, SamplingPolicy, parse_policy, pl
 
 __all__ = [
     "AUDIO_EXTENSIONS", "IMAGE_EXTENSIONS", "MAX_DECODED_BYTES", "MAX_PIXELS", "MEDIA_EXTENSIONS", "VIDEO_EXTENSIONS",
-    "Frames", "SamplingPolicy", "decode_audio", "decode_frames", "display_path", "is_image_path", "parse_policy",
+    "Frames", "SamplingPolicy", "decode_audio", "decode_frames", "escaped_path", "is_image_path", "parse_policy",
     "plan_times", "probe", "spread", "thumbnail",
 ]
 
@@ -147,7 +147,7 @@ def decode_frames(
         policy = parse_policy(policy)
     if strategy not in ("auto", "seek", "sequential"):
         raise ReelsearchError(f"unknown decode strategy {strategy!r}")
-    shown = display_path(path)
+    shown = escaped_path(path)
     with open_media(path) as container:
         vs = video_stream(container, shown)
         vs.thread_type = "AUTO"
@@ -349,7 +349,7 @@ def decode_audio(
     audio decoded."""
     av = import_av()
 
-    shown = display_path(path)
+    shown = escaped_path(path)
     with open_media(path) as container:
         if not container.streams.audio:
             return None

@@ -29,7 +29,7 @@ import numpy as np
 
 from reelsearch.errors import MediaError, ReelsearchError
 from reelsearch.media.container import (
-    display_path,
+    escaped_path,
     ffmpeg_message,
     import_av,
     is_image_path,
@@ -156,7 +156,7 @@ class FrameStream:
         if skip not in SKIP_MODES:
             raise ReelsearchError(f"unknown skip mode {skip!r}; use one of {', '.join(SKIP_MODES)}")
         self.path, self.rate, self.short_side = path, float(rate), short_side
-        self.shown = display_path(path)
+        self.shown = escaped_path(path)
         self.container = open_media(path)
         try:
             self.stream = video_stream(self.container, self.shown)
