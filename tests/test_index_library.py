@@ -376,10 +376,14 @@ def test_model_change_reembeds_everything(open_catalog, folder, tmp_path):
     assert len(lib) == 7
     emb = FakeEmbedder()
     rep = lib.sync([folder], emb, model_id="m2", progress=False)
-    assert len(emb.calls) == 6 and len(rep.added) == 6
+    # the six files were indexed before: re-embedded for the new model, they are updated, not added
+    assert len(emb.calls) == 6 and len(rep.updated) == 6 and rep.added == []
     assert [os.path.basename(p) for p in rep.removed] == ["o.png"]  # other model's vectors cannot stay
     assert lib.model_id == "m2" and len(lib) == 6
     check_consistent(lib)
+    write_png(folder / "new.png", seed=78)
+    rep = lib.sync([folder], FakeEmbedder(), model_id="m3", progress=False)
+    assert [os.path.basename(p) for p in rep.added] == ["new.png"] and len(rep.updated) == 6
 
 
 def test_an_exclusive_sync_drops_what_was_indexed_from_elsewhere(open_catalog, folder, tmp_path):

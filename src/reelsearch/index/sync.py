@@ -92,12 +92,14 @@ class FileChange(NamedTuple):
 
 class SyncPlan(NamedTuple):
     """What a sync has to do: ``todo`` files to hash, ``gone`` stored videos of its scope whose file vanished, every
-    ``stored`` video of its scope, and whether the model changed (everything is embedded again)."""
+    ``stored`` video of its scope, and whether the model changed (everything is embedded again; ``again``: the
+    files that were indexed under the old model, reported as updated, not added)."""
 
     todo: list[FileToSync]
     gone: list[StoredFile]
     stored: list[StoredFile]
     model_changed: bool
+    again: frozenset[str] = frozenset()
 
 
 def _under(path: bytes, roots: list[bytes]) -> bool:
@@ -203,6 +205,9 @@ class CatalogSync(ABC):
                 commit_every = 1
             last = self._embed_changes(plan.todo, embed_fn, model_id, report, progress, commit_every, commit_seconds)
             self._commit(last, gone, model_id)
+            if plan.again:  # embedded afresh for the new model: files the index had, so updated
+                report.updated.extend(p for p in report.added if p in plan.again)
+                report.added = [p for p in report.added if p not in plan.again]
             report.removed.extend(self._local(s.path) for s in gone)
             self._fill_detail()
             self._fill_taken()
@@ -243,7 +248,8 @@ class CatalogSync(ABC):
             else:
                 todo.append(FileToSync(f, st, None if model_changed else known))
         gone = [s for path, s in stored.items() if path not in found]
-        return SyncPlan(todo, gone, list(stored.values()), model_changed)
+        again = frozenset(f for key, f in files.items() if key in stored) if model_changed else frozenset()
+        return SyncPlan(todo, gone, list(stored.values()), model_changed, again)
 
     def _start_over(self, stored: list[StoredFile], model_id: str) -> None:
         """Another model's embeddings: drop every video (the vector index told) and the model's meta."""
