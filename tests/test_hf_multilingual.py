@@ -22,7 +22,9 @@ from typer.testing import CliRunner
 pytest.importorskip("transformers")
 
 import hf_checkpoints  # noqa: E402
+import reelsearch  # noqa: E402
 from reelsearch.cli.main import app  # noqa: E402
+from reelsearch.errors import DataFormatError  # noqa: E402
 from reelsearch.served import live_advert  # noqa: E402
 from reelsearch.towers.clip import Towers  # noqa: E402
 from test_search_support import make_media  # noqa: E402
@@ -138,3 +140,14 @@ def test_index_search_and_serve_take_every_language_unchanged(checkpoint, tmp_pa
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_an_m_clip_style_text_tower_is_refused_in_one_line(tmp_path):
+    """M-CLIP's text tower is its own model class (not a CLIPModel / SiglipModel holding both towers): `hf:` refuses
+    it naming the file and what runs, rather than failing somewhere inside transformers."""
+    folder = tmp_path / "m-clip"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "M-CLIP", "modelBase": "xlm-roberta-large"}))
+    with pytest.raises(DataFormatError, match=r"model_type 'M-CLIP'.*clip and siglip") as refused:
+        reelsearch.load(f"hf:{folder}")
+    assert str(folder / "config.json") in str(refused.value)
