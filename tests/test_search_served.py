@@ -98,7 +98,7 @@ def test_asking_imports_no_torch_and_is_quick(served):
     assert done.returncode == 0, done.stderr
     imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
     assert "reelsearch.served" in imported
-    assert not {m for m in imported if m.split(".")[0] in ("torch", "numpy", "onnxruntime")}
+    assert not {m for m in imported if m.split(".")[0] in ("torch", "numpy", "onnxruntime", "typer", "click")}
     timed = [reelsearch("search", "a yellow flower", "--index", str(root / "index"))[1:] for _ in range(3)]
     # wall about 0.5 s on an idle machine, 1-2 s under a load of 10 on 2 cores (docs/benchmarks.md): generous bounds
     assert min(wall for wall, _ in timed) < 4 and min(cpu for _, cpu in timed) < 1.2, timed
