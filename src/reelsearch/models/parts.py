@@ -9,6 +9,7 @@ mixture's experts (``folder.Expert``) are parts too.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import ClassVar
@@ -26,7 +27,11 @@ from reelsearch.text.tail import tail_first_layer
 CONFIG_FILE, WEIGHTS_FILE, MOE_FILE, CARD_FILE = "config.json", "model.safetensors", "moe.json", "MODEL_CARD.md"
 TAIL_FILE = "tail-{modality}.safetensors"
 CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
+#: Version 3: the curves of 1-3-word queries and of negative terms are of the model's own score (no querybank
+#: offsets: ``reelsearch.scoring.calibration.banked``); version 2 had them less the offsets.
+CALIBRATION_VERSION = 3
 TEXT_TAIL_FILE = "text-tail.safetensors"
+log = logging.getLogger(__name__)
 
 
 def read_json_object(path: Path) -> dict:
@@ -264,7 +269,8 @@ class Calibration:
 
     def save(self, directory: Path) -> list[str]:
         atomic_write_json(Path(directory) / CALIBRATION_FILE, {
-            "format": CALIBRATION_FORMAT, "version": 2, "model": self.model, "querybank": self.querybank,
+            "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "model": self.model,
+            "querybank": self.querybank,
             "source": self.source, "hits": self.hits, "queries": self.queries,
             "score": self.curve.score.tolist(), "right": self.curve.right.tolist(),
             **{part: {n: {"score": c.score.tolist(), "right": c.right.tolist()} for n, c in curves.items()}
@@ -273,12 +279,17 @@ class Calibration:
 
     @classmethod
     def load(cls, directory: Path, entry: dict) -> Calibration:
-        """Version 2, or version 1 (one curve, for every length)."""
+        """Version 3; version 2 (its curves of 1-3-word queries read scores less the querybank's offsets, which a
+        search no longer subtracts for them: a warning says to recalibrate) or version 1 (one curve, for every
+        length)."""
         path = entry_path(directory, entry)
         doc = read_json_object(path)
-        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") not in (1, 2):
-            raise DataFormatError(path, f"not a {CALIBRATION_FORMAT} file of version 1 or 2 (format="
-                                        f"{doc.get('format')!r}, version={doc.get('version')!r})")
+        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") not in (1, 2, CALIBRATION_VERSION):
+            raise DataFormatError(path, f"not a {CALIBRATION_FORMAT} file of version 1 to {CALIBRATION_VERSION} "
+                                        f"(format={doc.get('format')!r}, version={doc.get('version')!r})")
+        if doc.get("version") == 2 and doc.get("querybank") and doc.get("lengths"):
+            log.warning("%s: its curves of 1-3-word queries were fitted on scores less the querybank's offsets, "
+                        "which searches no longer subtract for them: rerun `reelsearch calibrate`", path)
         try:
             curve = Curve(doc["score"], doc["right"])
             lengths, terms = ({str(n): Curve(c["score"], c["right"]) for n, c in dict(doc.get(part) or {}).items()}
