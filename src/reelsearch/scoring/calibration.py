@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 #: A search whose best hit's confidence is below this says "no good match" (docs/search.md): the closest videos are
-#: still shown, but not presented as an answer. On Flickr8k dev (the bundled model) 9.6% of captions fall below it,
-#: their best hit right 14.5% of the time (38% above it); captions of things the photos never show fall below it.
+#: still shown, but not presented as an answer. On Flickr8k dev (the bundled model) 8.2% of captions fall below it,
+#: their best hit right 13.9% of the time (38% above it); captions of things the photos never show fall below it.
 NO_GOOD_MATCH = 0.05
 
 #: A video whose picture more likely shows a negative term than not is removed: the model's calibrated probability
