@@ -163,6 +163,24 @@ def test_confidence_is_the_calibration_of_the_models_own_score(library):
     assert results[0].confidence >= 0.5 > NO_GOOD_MATCH
 
 
+def test_a_short_query_ranks_by_the_models_own_score_and_its_confidence_reads_the_offset(dogs):
+    """1-3 words rank by the model's own score (the querybank lowers their retrieval on dev); the confidence still
+    reads the score less the photo's querybank offset, by the curve of the query's length, as `calibrate` fitted it.
+    A sentence ranks by the score less the offset."""
+    model = load_model("default")
+    with Searcher(dogs / "index", model) as searcher:
+        for query, length in (("dog", "1"), ("a dog running", "2-3"), ("a dog runs on the grass", "4+")):
+            results = searcher.search(query, 8, frames=False)
+            video = model.encode_video([r.path for r in results])
+            own = np.asarray(model.score(model.encode_text([query]), video), np.float64)[0]
+            offsets = model.querybank.video_offsets(video.video)
+            ranked = own - offsets if length == "4+" else own
+            np.testing.assert_allclose([r.score for r in results], ranked, atol=1e-4)
+            assert all(a >= b - 1e-6 for a, b in zip(ranked, ranked[1:])), query  # in the order of that score
+            np.testing.assert_allclose([r.confidence for r in results], model.calibration(own - offsets, length),
+                                       atol=1e-3)
+
+
 def test_cli_says_no_good_match(library):
     runner = CliRunner()
     idx = ["--index", str(library / "index")]
@@ -234,8 +252,11 @@ def test_a_short_query_over_right_hits_is_not_no_good_match(dogs, tmp_path):
     assert "% confident  picture  0:00.0  " in first and "score" not in first and not re.search(r"[+-]0\.\d", first)
     detailed = CliRunner().invoke(app, ["search", "dog", "--index", str(dogs / "index"), "-k", "8", "--details"])
     assert detailed.exit_code == 0 and detailed.stdout.splitlines()[0] == first
-    assert re.fullmatch(r" {5}ranking score -0\.\d{4} \(.*\) · own scores: picture expert lite0 0\.\d{3}, "
+    # "dog" ranks by the model's own score (no querybank offset for 1-3 words): the picture experts' scores' mean
+    assert re.fullmatch(r" {5}ranking score \+0\.\d{4} \(.*\) · own scores: picture expert lite0 0\.\d{3}, "
                         r"picture expert lite2 0\.\d{3}", detailed.stdout.splitlines()[1])
+    numbers = [float(x) for x in re.findall(r"[+]?0\.\d+", detailed.stdout.splitlines()[1])]
+    assert numbers[0] == pytest.approx((numbers[1] + numbers[2]) / 2, abs=2e-3)
 
 
 def test_a_negative_term_removes_the_photos_that_show_it(dogs):
@@ -290,17 +311,22 @@ def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):
         assert set(mine) == set(theirs) == {"1", "2-3"}
         for n in mine:
             assert_same_confidence(mine[n], theirs[n])
-    # per query length, held out: calibrated, and "no good match" over a right best hit at most 2% of the time for
-    # captions and short queries of 1-3 words (measured 2.2%, 2.0%, 1.0%); the derived queries of 4 words are few
-    # (239 held out, 35 right best hits): 2 of them (5.7%)
+    # per query length, held out: calibrated, and "no good match" over a right best hit at most 3% of the time for
+    # captions and one word (measured 2.2%, 0.0% of 59), 5% for 2-3 words (4.3%: 10 of 235; short queries rank by
+    # the model's own score, their confidence reads the score less the querybank offset)
     lengths = report["lengths"]
-    for n, what in (("4+", "captions"), ("1", "short_queries"), ("2-3", "short_queries")):
-        assert lengths[n][what]["ece"] < 0.02 and lengths[n][what]["no_good_match_over_right_best"] <= 0.03, (n, what)
-    assert lengths["4+"]["short_queries"]["no_good_match_over_right_best"] <= 0.09
+    for n, what, most in (("4+", "captions", 0.03), ("1", "short_queries", 0.03), ("2-3", "short_queries", 0.05)):
+        assert lengths[n][what]["ece"] < 0.02 and lengths[n][what]["no_good_match_over_right_best"] <= most, (n, what)
+    # each half held out in turn (every query measured once): at most 5% per length, four words or more folded
+    # (measured 3.3% of 120, 3.1% of 449, 3.9% of 2,133); the derived queries of four to six words alone 6.5% of 340
+    for n, what in (("1", "short_queries"), ("2-3", "short_queries"), ("4+", "together")):
+        assert lengths[n]["both_halves"][what]["no_good_match_over_right_best"] <= 0.05, (n, what)
+    assert lengths["4+"]["both_halves"]["short_queries"]["right_best"] >= 300  # the derived 4+ queries are many now
+    assert lengths["4+"]["both_halves"]["short_queries"]["no_good_match_over_right_best"] <= 0.08
     for n, row in report["negative_terms"].items():  # a negative term removes what shows it, rarely anything else
         assert row["photos_showing_removed"] > 5 * row["other_photos_removed"], (n, row)
-    # the one decision confidence makes: "no good match" for 9.6% of dev captions (evaluation.calibration), give or
-    # take a few of the 5000 whose best hit sits at the threshold (9.64% under `make test-other-cpu`)
-    assert abs(report["no_good_match"]["share_of_queries"] - 0.096) <= 0.004, report["no_good_match"]
+    # the one decision confidence makes: "no good match" for 8.2% of dev captions (evaluation.calibration), give or
+    # take a few of the 5000 whose best hit sits at the threshold (`make test-other-cpu` moved it by 0.04 points)
+    assert abs(report["no_good_match"]["share_of_queries"] - 0.082) <= 0.004, report["no_good_match"]
     again = runner.invoke(app, ["calibrate", "default", "--data", data, "--out", str(tmp_path / "cal")])
     assert isinstance(again.exception, ReelsearchError) and "exists and is not empty" in str(again.exception)
