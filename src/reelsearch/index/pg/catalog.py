@@ -32,7 +32,9 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.paths import MediaRoots
+from reelsearch.index.pg.copy import copy_media, copy_videos
 from reelsearch.index.pg.database import Database
 from reelsearch.index.pg.schema import (
     FOLDED,
@@ -43,7 +45,7 @@ from reelsearch.index.pg.schema import (
     segments_hnsw_index,
 )
 from reelsearch.index.pg.textcues import PostgresTextCues
-from reelsearch.index.sync import FileChange, FileToSync, StoredFile
+from reelsearch.index.sync import FileChange, FileToSync, StoredFile, media_rows
 from reelsearch.index.tables import SqlCatalog
 from reelsearch.index.textcue_records import Encoder
 from reelsearch.index.vectors import SCAN_CHUNK_ROWS
@@ -258,6 +260,14 @@ class PostgresCatalog(SqlCatalog):
         marks = ", ".join("?" * len(values))
         return self._db.execute(f"INSERT INTO videos ({self._INSERT}) VALUES ({marks}) RETURNING id",
                                 values).fetchone()[0]
+
+    def _insert_videos(self, rows: list[tuple[tuple, str]]) -> list[int]:
+        """The new videos' rows by one binary COPY (``copy.copy_videos``)."""
+        return copy_videos(self._db, rows)
+
+    def _write_media(self, written: list[tuple[int, EmbeddedMedia, str]]) -> None:
+        """The written videos' frames, frame vectors and segments by one binary COPY per table (``copy.copy_media``)."""
+        copy_media(self._db, [(vid, media_rows(vid, media), path) for vid, media, path in written])
 
     def _forget(self, ids: Sequence[int], gen: int) -> None:
         """Nothing to tell: the HNSW index is the table's."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import urlsplit
 
 from reelsearch.errors import ReelsearchError
@@ -28,6 +28,18 @@ CONNECT_TIMEOUT = 10
 
 class DatabaseError(ReelsearchError):
     """The database refused a statement (permissions, a constraint, a damaged table): names the database."""
+
+
+class CopyError(DatabaseError):
+    """The server refused a row of a COPY: ``line`` (1-based; None when the server did not say) and its ``problem``."""
+
+    def __init__(self, message: str, line: int | None, problem: str):
+        super().__init__(message)
+        self.line, self.problem = line, problem
+
+
+#: The binary COPY format's header (signature, flags, no extension) and trailer.
+COPY_HEADER, COPY_TRAILER = b"PGCOPY\n\xff\r\n\x00" + bytes(8), b"\xff\xff"
 
 
 def _secrets(url: str) -> list[str]:
@@ -112,6 +124,24 @@ class Database:
     def executemany(self, sql: str, rows) -> None:
         with self.errors(), self.connection().cursor() as cur:
             cur.executemany(_qmark(sql), list(rows))
+
+    def copy(self, sql: str, rows: Iterable[bytes]) -> None:
+        """Run ``COPY ... FROM STDIN (FORMAT BINARY)`` with ``rows`` (each one encoded tuple); CopyError names the
+        line the server refused."""
+        with self.errors():
+            try:
+                with self.connection().cursor() as cur, cur.copy(sql) as copy:
+                    copy.write(COPY_HEADER)
+                    for row in rows:
+                        copy.write(row)
+                    copy.write(COPY_TRAILER)
+            except self.psycopg.Error as exc:
+                if isinstance(exc, self.psycopg.OperationalError) and self._conn is not None and (
+                        self._conn.closed or self._conn.broken):
+                    raise
+                found = re.search(r"\bline (\d+)", exc.diag.context or "")
+                problem = self.describe(exc)
+                raise CopyError(f"{self.location}: {problem}", int(found[1]) if found else None, problem) from None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Database]:
