@@ -374,7 +374,7 @@ class CatalogSync(ABC):
         now = time.time()
         with self._transaction() as db:
             gen = self._next_generation()
-            new, written = [], []
+            new, written, dim = [], [], self.dim
             for change in self._owned(changes):
                 file, st, media = change.file, change.file.stat, change.media
                 taken = change.taken or taken_at(file.path, st.st_mtime_ns / 1e9)
@@ -382,9 +382,10 @@ class CatalogSync(ABC):
                     db.execute("UPDATE videos SET size = ?, mtime_ns = ?, taken_at = ?, taken_from = ? WHERE id = ?",
                                (st.st_size, st.st_mtime_ns, *taken, file.stored.id))
                     continue
-                if self.dim is None and media.pictured:
-                    self._set_meta("dim", media.video_vector.shape[0])
-                    self._first_vector(media.video_vector.shape[0])
+                if dim is None and media.pictured:
+                    dim = media.video_vector.shape[0]
+                    self._set_meta("dim", dim)
+                    self._first_vector(dim)
                 vector = np.asarray(media.video_vector, np.float32) if media.pictured else None  # NULL: no picture
                 values = (st.st_size, st.st_mtime_ns, change.sha256, media.duration, len(media.timestamps), model_id,
                           now, gen, vector, float(media.bias), *taken)

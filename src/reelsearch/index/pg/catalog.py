@@ -201,7 +201,7 @@ class PostgresCatalog(SqlCatalog):
     def _owned(self, changes: list[FileChange]) -> list[FileChange]:
         """The changes whose claims this writer still holds (or never claimed: ``copy_from``), their claims released
         and each logged in ``index_log`` (one row per file committed: the proof that no file is indexed twice)."""
-        kept = []
+        kept, logged = [], []
         for change in changes:
             key = os.fsencode(self.media_roots.stored(change.file.path))
             if key in self._claimed and self._db.execute("DELETE FROM claims WHERE path = ? AND worker = ? "
@@ -211,8 +211,10 @@ class PostgresCatalog(SqlCatalog):
                 continue
             self._claimed.discard(key)
             if change.media is not None:
-                self._db.execute("INSERT INTO index_log (path, worker) VALUES (?, ?)", (key, self.worker))
+                logged.append(key)
             kept.append(change)
+        if logged:
+            self._db.execute("INSERT INTO index_log (path, worker) SELECT unnest(?::bytea[]), ?", (logged, self.worker))
         return kept
 
     def committed(self) -> int:

@@ -38,6 +38,8 @@ class CopyError(DatabaseError):
         self.line, self.problem = line, problem
 
 
+#: Bytes of encoded rows a COPY sends at once.
+COPY_BLOCK = 1 << 20
 #: The binary COPY format's header (signature, flags, no extension) and trailer.
 COPY_HEADER, COPY_TRAILER = b"PGCOPY\n\xff\r\n\x00" + bytes(8), b"\xff\xff"
 
@@ -131,10 +133,14 @@ class Database:
         with self.errors():
             try:
                 with self.connection().cursor() as cur, cur.copy(sql) as copy:
-                    copy.write(COPY_HEADER)
-                    for row in rows:
-                        copy.write(row)
-                    copy.write(COPY_TRAILER)
+                    block, size = [COPY_HEADER], 0
+                    for row in rows:  # written in blocks of about COPY_BLOCK bytes: one call per row is slow
+                        block.append(row)
+                        size += len(row)
+                        if size >= COPY_BLOCK:
+                            copy.write(b"".join(block))
+                            block, size = [], 0
+                    copy.write(b"".join([*block, COPY_TRAILER]))
             except self.psycopg.Error as exc:
                 if isinstance(exc, self.psycopg.OperationalError) and self._conn is not None and (
                         self._conn.closed or self._conn.broken):
