@@ -72,6 +72,7 @@ class Database:
         self._on_connect = on_connect
         self._conn = None
         self._depth = 0  # nesting of transaction()
+        self._settings: dict[str, str] = {}  # the session settings made by ``setting`` on this connection
         self.connection()  # fail now, with a clear message, when the database cannot be reached
 
     def describe(self, exc: Exception) -> str:
@@ -93,6 +94,7 @@ class Database:
             raise CatalogUnavailable(f"{self.location}: cannot connect to the database ({self.describe(exc)}); "
                                      "check that it is running and reachable, and the user, password and database "
                                      "name (in the URL or PGUSER / PGPASSWORD / PGDATABASE)") from None
+        self._settings = {}
         if self._on_connect is not None:
             try:
                 self._on_connect(self)
@@ -122,6 +124,12 @@ class Database:
             if not params:
                 return self.connection().execute(sql)
             return self.connection().execute(_qmark(sql), tuple(params))
+
+    def setting(self, name: str, value) -> None:
+        """``SET name = value`` for this session, unless it is set so already (no round trip then)."""
+        if self._settings.get(name) != str(value):
+            self.execute("SELECT set_config(?, ?, false)", (name, str(value)))
+            self._settings[name] = str(value)
 
     def executemany(self, sql: str, rows) -> None:
         with self.errors(), self.connection().cursor() as cur:
