@@ -362,22 +362,21 @@ class PostgresCatalog(SqlCatalog):
 
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
         """``SqlCatalog.stored``: those the search's nearest statement read already from it (``_keep``)."""
-        held = (self._holding() or {}).get(" rows")
-        if held is None:
-            return super().stored(ids)
-        keys = [str(int(i)) for i in ids]
-        out = super().stored([k for k in keys if k not in held[0]])
-        return {k: held[0][k] if k in held[0] else out[k] for k in keys if k in held[0] or k in out}
+        return self._held_rows(0, ids, super().stored)
 
     def segments(self, ids: Sequence[str]) -> dict[str, StoredSegments]:
         """``SqlCatalog.segments``: those the search's nearest statement read already from it (``_keep``)."""
+        return self._held_rows(1, ids, super().segments)
+
+    def _held_rows(self, which: int, ids: Sequence[str], read) -> dict:
+        """``read(ids)``'s answer, from what ``_keep`` holds (``which``: 0 stored, 1 segments; None: a video without
+        segments) and ``read`` of the rest."""
         held = (self._holding() or {}).get(" rows")
         if held is None:
-            return super().segments(ids)
-        keys = [str(int(i)) for i in ids]
-        out = super().segments([k for k in keys if k not in held[1]])
-        return {k: held[1][k] if k in held[1] else out[k] for k in keys
-                if (k in held[1] and held[1][k] is not None) or k in out}
+            return read(ids)
+        have, keys = held[which], [str(int(i)) for i in ids]
+        out = read([k for k in keys if k not in have])
+        return {k: have[k] if k in have else out[k] for k in keys if have.get(k) is not None or k in out}
 
     def _nearest_segments_inner(self, queries: np.ndarray, n: int,
                                 biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
