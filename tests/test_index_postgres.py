@@ -173,6 +173,7 @@ def test_hnsw_search_uses_a_halfvec_index_of_rows_and_biases_and_float32_scores(
     below float16's error) of a brute-force scan of the stored vectors and biases. Migration 4 replaces a schema-3
     index over ``vector`` with a halfvec one and migration 6 that with the one over [vector, bias], keeping its M and
     efConstruction."""
+    from reelsearch.index.pg.copy import vector_recv
     from reelsearch.index.pg.schema import MIGRATIONS
     from test_index_library import FakeEmbedder, write_png
 
@@ -194,7 +195,8 @@ def test_hnsw_search_uses_a_halfvec_index_of_rows_and_biases_and_float32_scores(
         with lib._db.transaction():  # the query can be served by the index (the planner picks it at scale)
             lib._db.execute("SET LOCAL enable_seqscan = off")
             plan = lib._db.execute("EXPLAIN " + lib.nearest_sql(8, exact=False, biased=True),
-                                   ("[1,0,0,0,0,0,0,0]", "[1,0,0,0,0,0,0,0,1]", 10))
+                                   (vector_recv(np.eye(8)[0]), vector_recv(np.eye(9)[0] + np.eye(9)[8]), 10),
+                                   binary=True)
             assert "videos_hnsw" in "\n".join(r[0] for r in plan)
 
     def index_definition(lib) -> str:

@@ -35,7 +35,7 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import StoredSegments, StoredVideo
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.paths import MediaRoots
-from reelsearch.index.pg.copy import copy_media, copy_videos
+from reelsearch.index.pg.copy import copy_media, copy_videos, vector_recv
 from reelsearch.index.pg.database import Database
 from reelsearch.index.pg.schema import (
     FOLDED,
@@ -339,9 +339,9 @@ class PostgresCatalog(SqlCatalog):
             sql = WITH_ROWS.format(hits=sql)
         ids, dists = [], []
         for row in queries:
-            text = vector_text(row)
-            params = (text, int(n)) if exact else (text, vector_text(np.append(row, 1.0 if biased else 0.0)), int(n))
-            found = self._db.execute(sql, params).fetchall()
+            query = vector_recv(row)
+            params = (query, int(n)) if exact else (query, vector_recv(np.append(row, 1.0 if biased else 0.0)), int(n))
+            found = self._db.execute(sql, params, binary=True).fetchall()
             found.sort(key=lambda r: r[1])  # the index's candidates by their float32 distance
             if held is not None:
                 self._keep(held, found, dim)
@@ -415,7 +415,8 @@ class PostgresCatalog(SqlCatalog):
 
     @staticmethod
     def nearest_sql(dim: int, exact: bool, biased: bool = False, *, segments: bool = False) -> str:
-        """The query of one vector's nearest videos (parameters: the vector, [the vector and its bias weight,] n):
+        """The query of one vector's nearest videos (parameters: the vector, [the vector and its bias weight,] n;
+        vectors as ``copy.vector_recv``'s, in a binary ``execute``):
         (id, float32 inner-product distance, less the bias when ``biased``) of the n best by a scan (one distance per
         row), or of the HNSW index's n candidates (by their halfvec distance over [row, bias], the index's expression:
         ``schema.FOLDED``)."""

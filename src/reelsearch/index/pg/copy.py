@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from reelsearch.index.pg.database import CopyError, Database
+from reelsearch.index.pg.database import CopyError, Database, Vector
 from reelsearch.index.sync import CatalogSync, MediaRows
 
 _LENGTH, _INT8, _INT4, _FLOAT8 = struct.Struct(">i"), struct.Struct(">iq"), struct.Struct(">ii"), struct.Struct(">id")
-_NULL, _VECTOR = _LENGTH.pack(-1), struct.Struct(">ihh")
+_NULL, _DIMS = _LENGTH.pack(-1), struct.Struct(">hh")
 
 
 def _int8(v) -> bytes:
@@ -41,9 +41,15 @@ def _text(v) -> bytes:
     return _bytea(v.encode())
 
 
-def _vector(v) -> bytes:
+def vector_recv(v) -> Vector:
+    """``v`` [D] in pgvector's binary form (``vector_recv``): a ``Database`` parameter of type ``vector``."""
     v = np.asarray(v, ">f4")
-    return _VECTOR.pack(4 + 4 * len(v), len(v), 0) + v.tobytes()
+    return Vector(_DIMS.pack(len(v), 0) + v.tobytes())
+
+
+def _vector(v) -> bytes:
+    data = vector_recv(v)
+    return _LENGTH.pack(len(data)) + data
 
 
 #: Each column type's encoder (of a value that is not None).

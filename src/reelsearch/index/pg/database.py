@@ -30,6 +30,11 @@ class DatabaseError(ReelsearchError):
     """The database refused a statement (permissions, a constraint, a damaged table): names the database."""
 
 
+class Vector(bytes):
+    """A pgvector ``vector`` as a binary statement parameter: its ``vector_recv`` form (dimensions int16, 0 int16,
+    big-endian float4 values)."""
+
+
 class CopyError(DatabaseError):
     """The server refused a row of a COPY: ``line`` (1-based; None when the server did not say) and its ``problem``."""
 
@@ -73,6 +78,7 @@ class Database:
         self._conn = None
         self._depth = 0  # nesting of transaction()
         self._settings: dict[str, str] = {}  # the session settings made by ``setting`` on this connection
+        self._vectors = False  # whether ``Vector`` parameters are dumped on this connection
         self.connection()  # fail now, with a clear message, when the database cannot be reached
 
     def describe(self, exc: Exception) -> str:
@@ -94,7 +100,7 @@ class Database:
             raise CatalogUnavailable(f"{self.location}: cannot connect to the database ({self.describe(exc)}); "
                                      "check that it is running and reachable, and the user, password and database "
                                      "name (in the URL or PGUSER / PGPASSWORD / PGDATABASE)") from None
-        self._settings = {}
+        self._settings, self._vectors = {}, False
         if self._on_connect is not None:
             try:
                 self._on_connect(self)
@@ -117,13 +123,33 @@ class Database:
         except self.psycopg.Error as exc:
             raise DatabaseError(f"{self.location}: {self.describe(exc)}") from None
 
-    def execute(self, sql: str, params: Sequence = ()):
+    def execute(self, sql: str, params: Sequence = (), *, binary: bool = False):
         """Run one statement (``?`` parameters; without any, several statements may be given); its cursor, results
-        fetched."""
+        fetched. ``binary``: parameters and results in PostgreSQL's binary form (no text to format and parse: a
+        ``Vector`` parameter as it is, ``bytea`` results as they are)."""
         with self.errors():
             if not params:
                 return self.connection().execute(sql)
-            return self.connection().execute(_qmark(sql), tuple(params))
+            if binary and not self._vectors:
+                self._dump_vectors()
+            return self.connection().execute(_qmark(sql), tuple(params), binary=binary)
+
+    def _dump_vectors(self) -> None:
+        """Send ``Vector`` parameters as pgvector's ``vector`` type, in binary, on this connection (once the
+        extension exists)."""
+        conn = self.connection()
+        info = self.psycopg.types.TypeInfo.fetch(conn, "vector")
+        if info is None:
+            return
+
+        class VectorDumper(self.psycopg.adapt.Dumper):
+            oid, format = info.oid, self.psycopg.pq.Format.BINARY
+
+            def dump(self, obj: Vector) -> bytes:
+                return bytes(obj)
+
+        conn.adapters.register_dumper(Vector, VectorDumper)
+        self._vectors = True
 
     def setting(self, name: str, value) -> None:
         """``SET name = value`` for this session, unless it is set so already (no round trip then)."""
