@@ -41,7 +41,8 @@ def test_a_search_reads_its_hits_frames_and_segments_in_one_statement(pg_url, mo
     changes = library(40, seed=5) if segments == "several" else one_segment_each(40)
     said: list[str] = []
     execute = Database.execute
-    monkeypatch.setattr(Database, "execute", lambda db, sql, params=(): said.append(sql) or execute(db, sql, params))
+    monkeypatch.setattr(Database, "execute",
+                        lambda db, sql, params=(), **kw: said.append(sql) or execute(db, sql, params, **kw))
     with PostgresCatalog(pg_url, threshold=threshold) as lib:
         lib._commit(changes, [], "m")
         assert lib.several_segments() == (segments == "several")
