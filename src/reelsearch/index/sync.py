@@ -372,12 +372,15 @@ class CatalogSync(ABC):
                "taken_from, path, added_at")
 
     def _commit(self, changes: list[FileChange], gone: list[StoredFile], model_id: str) -> None:
-        """Write a batch of sync results and removals in one transaction (one new generation)."""
+        """Write a batch of sync results and removals in one transaction (one new generation): the new videos'
+        rows and every written video's frames, frame vectors and segments as batches (``_insert_videos``,
+        ``_write_media``)."""
         if not changes and not gone:
             return
         now = time.time()
         with self._transaction() as db:
             gen = self._next_generation()
+            new, written, dim = [], [], self.dim
             for change in self._owned(changes):
                 file, st, media = change.file, change.file.stat, change.media
                 taken = change.taken or taken_at(file.path, st.st_mtime_ns / 1e9)
@@ -385,51 +388,65 @@ class CatalogSync(ABC):
                     db.execute("UPDATE videos SET size = ?, mtime_ns = ?, taken_at = ?, taken_from = ? WHERE id = ?",
                                (st.st_size, st.st_mtime_ns, *taken, file.stored.id))
                     continue
-                if self.dim is None and media.pictured:
-                    self._set_meta("dim", media.video_vector.shape[0])
-                    self._first_vector(media.video_vector.shape[0])
-                vector = self._vector_param(media.video_vector) if media.pictured else None  # NULL: no picture
+                if dim is None and media.pictured:
+                    dim = media.video_vector.shape[0]
+                    self._set_meta("dim", dim)
+                    self._first_vector(dim)
+                vector = np.asarray(media.video_vector, np.float32) if media.pictured else None  # NULL: no picture
                 values = (st.st_size, st.st_mtime_ns, change.sha256, media.duration, len(media.timestamps), model_id,
                           now, gen, vector, float(media.bias), *taken)
                 if file.stored is not None:
                     vid = file.stored.id
                     db.execute("UPDATE videos SET size=?, mtime_ns=?, sha256=?, duration=?, n_frames=?, model_id=?, "
                                "updated_at=?, gen=?, vector=?, bias=?, taken_at=?, taken_from=? WHERE id=?",
-                               (*values, vid))
+                               (*self._with_param(values), vid))
                     db.execute("DELETE FROM frames WHERE video_id = ?", (vid,))
+                    written.append((vid, media, file.path))
                 else:
-                    vid = self._insert_video((*values, os.fsencode(self.media_roots.stored(file.path)), now))
-                self._write_frames(vid, media)
+                    new.append(((*values, os.fsencode(self.media_roots.stored(file.path)), now), media, file.path))
+            ids = self._insert_videos([(values, path) for values, _, path in new])
+            written.extend((vid, media, path) for vid, (_, media, path) in zip(ids, new, strict=True))
+            self._write_media(written)
             for s in gone:
                 db.execute("DELETE FROM videos WHERE id = ?", (s.id,))
             self._forget([s.id for s in gone], gen)
             self._set_meta("model_id", model_id)
 
+    #: Where ``_INSERT``'s values hold the video's vector.
+    _VECTOR_AT = 8
+
+    def _with_param(self, values: tuple) -> tuple:
+        """``values`` (of ``_INSERT``'s columns) with the vector (float32 [D] or None) as ``_vector_param``'s."""
+        vector = values[self._VECTOR_AT]
+        return (*values[:self._VECTOR_AT], None if vector is None else self._vector_param(vector),
+                *values[self._VECTOR_AT + 1:])
+
+    def _insert_videos(self, rows: list[tuple[tuple, str]]) -> list[int]:
+        """INSERT new video rows ((values of ``_INSERT``'s columns, the vector as float32 [D] or None; the file's
+        path)) in the open transaction, one statement each; their ids."""
+        return [self._insert_video(self._with_param(values)) for values, _ in rows]
+
+    def _write_media(self, written: list[tuple[int, EmbeddedMedia, str]]) -> None:
+        """Each (video id, media, file path)'s frames, frame vectors and segments (``media_rows``), inside the
+        commit's transaction, one statement per table and video."""
+        for vid, media, _ in written:
+            self._write_frames(vid, media)
+
     def _write_frames(self, vid: int, media: EmbeddedMedia) -> None:
-        """A video's frames (times, thumbnails), frame vectors and segments (one of every frame when ``media`` has
-        none: ``EmbeddedMedia.checked``; none at all without a picture), inside the commit's transaction."""
-        if not media.pictured:
+        """A video's frames (times, thumbnails), frame vectors and segments (``media_rows``; none at all without a
+        picture), inside the commit's transaction."""
+        self._db.execute("DELETE FROM video_segments WHERE video_id = ?", (vid,))
+        rows = media_rows(vid, media)
+        if rows is None:
             self._db.execute("DELETE FROM frame_vectors WHERE video_id = ?", (vid,))
-            self._db.execute("DELETE FROM video_segments WHERE video_id = ?", (vid,))
             return
-        if media.segment_vectors is None:
-            media = media.checked(len(media.video_vector))
-        thumbs = media.thumbnails or [None] * len(media.timestamps)
-        rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
-        self._db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
-        detail = b"" if media.detail is None else media.detail.astype(np.float32).tobytes()  # b"": not measured
+        self._db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows.frames)
         self._db.execute("INSERT INTO frame_vectors (video_id, vectors, times, detail) VALUES (?, ?, ?, ?) ON CONFLICT "
                          "(video_id) DO UPDATE SET vectors = excluded.vectors, times = excluded.times, "
-                         "detail = excluded.detail",
-                         (vid, media.frame_vectors.astype(np.float16).tobytes(),
-                          media.timestamps.astype(np.float64).tobytes(), detail))
-        self._db.execute("DELETE FROM video_segments WHERE video_id = ?", (vid,))
+                         "detail = excluded.detail", rows.frame_vectors)
         self._db.executemany(
             "INSERT INTO video_segments (video_id, ordinal, start, stop, first_frame, n_frames, vector, bias) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(vid, s, float(t[0]), float(t[1]), int(f[0]), int(f[1] - f[0]), self._vector_param(v), float(b))
-             for s, (v, f, t, b) in enumerate(zip(media.segment_vectors, media.segment_frames, media.segment_times,
-                                                  media.segment_biases, strict=True))])
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [(*r[:6], self._vector_param(r[6]), r[7]) for r in rows.segments])
 
     def _fill_detail(self, batch: int = 256) -> None:
         """Measure on their stored thumbnails the frames' detail of the videos indexed before the detail column
@@ -463,6 +480,34 @@ class CatalogSync(ABC):
             with self._transaction() as db:
                 self._next_generation()  # a change: what other processes hold of the dates is out of date
                 db.executemany("UPDATE videos SET taken_at = ?, taken_from = ? WHERE id = ?", dates)
+
+
+class MediaRows(NamedTuple):
+    """What a commit writes of one video's picture: ``frames`` rows (video_id, idx, t, thumbnail), its
+    ``frame_vectors`` row (video_id, float16 [T, D] bytes, float64 [T] bytes, float32 [T] detail bytes: b"" when not
+    measured) and ``segments`` rows (video_id, ordinal, start, stop, first_frame, n_frames, float32 [D], bias)."""
+
+    frames: list[tuple]
+    frame_vectors: tuple
+    segments: list[tuple]
+
+
+def media_rows(vid: int, media: EmbeddedMedia) -> MediaRows | None:
+    """The rows of video ``vid``'s frames, frame vectors and segments (one segment of every frame when ``media`` has
+    none: ``EmbeddedMedia.checked``); None without a picture."""
+    if not media.pictured:
+        return None
+    if media.segment_vectors is None:
+        media = media.checked(len(media.video_vector))
+    thumbs = media.thumbnails or [None] * len(media.timestamps)
+    frames = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
+    detail = b"" if media.detail is None else np.asarray(media.detail, np.float32).tobytes()
+    vectors = (vid, np.asarray(media.frame_vectors).astype(np.float16).tobytes(),
+               np.asarray(media.timestamps, np.float64).tobytes(), detail)
+    segments = [(vid, s, float(t[0]), float(t[1]), int(f[0]), int(f[1] - f[0]), np.asarray(v, np.float32), float(b))
+                for s, (v, f, t, b) in enumerate(zip(media.segment_vectors, media.segment_frames, media.segment_times,
+                                                     media.segment_biases, strict=True))]
+    return MediaRows(frames, vectors, segments)
 
 
 class _Stat(NamedTuple):
