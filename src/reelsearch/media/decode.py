@@ -32,6 +32,7 @@ from reelsearch.media.container import (
     is_image_path,
     open_media,
     probe,
+    reformatter,
     stream_info,
     target_size,
     to_rgb,
@@ -199,10 +200,11 @@ def _assemble(picked, vs, shown, short_side, duration, fps, is_image=False, with
         raise MediaError(shown, f"{len(picked)} frames of {tw}x{th} exceed {MAX_DECODED_BYTES >> 30} GiB; "
                                 "lower max_frames or set short_side")
     images, nexts, rot = [], [], 0
+    converter = reformatter()
 
     def convert(frame):
         try:
-            img, r = to_rgb(frame, vs, short_side)
+            img, r = to_rgb(frame, vs, short_side, converter=converter)
         except MediaError as exc:
             raise MediaError(shown, exc.problem) from None
         if images and img.shape != images[0].shape:  # mid-stream size change: match the first frame
