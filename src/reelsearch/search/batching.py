@@ -30,8 +30,10 @@ JOIN_SECONDS = 30.0
 class MicroBatcher(Generic[T, R]):
     """``submit(items)`` from any thread -> ``run(batch)``'s results of those items, ``run`` called by one worker
     thread with the items of every job waiting (at most ``max_batch`` items, unless one job has more: its items are
-    never split), in the order submitted. ``run(items) -> [result or exception per item]``: an exception for one item
-    is raised to its submitter only; an exception from ``run`` itself to every job of the batch. ``sizes`` counts the
+    never split), in the order submitted. ``run(items)`` gives (a list, or yields as each is done: each job is handed
+    its results once they are all there, not at the end of the batch) a result or an exception per item: an
+    exception for one item is raised to its submitter only; an exception from ``run`` itself to every job of the
+    batch not yet answered. ``sizes`` counts the
     batches run by their number of items."""
 
     def __init__(self, run: Callable[[list[T]], Sequence[R | BaseException]], *, max_batch: int = 32,
@@ -46,6 +48,8 @@ class MicroBatcher(Generic[T, R]):
 
     def submit(self, items: list[T]) -> list[R | BaseException]:
         """Each item's result, or the exception raised for it (returned, not raised)."""
+        if not items:
+            return []
         job: Future = Future()
         self._jobs().put((items, job))
         return job.result()
@@ -103,18 +107,22 @@ class MicroBatcher(Generic[T, R]):
                 return
 
     def _run(self, batch: list) -> None:
+        """Run ``batch``'s items; each job's result is handed over as soon as ``run`` has yielded its items."""
         items = [item for its, _ in batch for item in its]
         self.sizes[len(items)] = self.sizes.get(len(items), 0) + 1
+        jobs, done = iter(batch), []
+        its, job = next(jobs)
         try:
-            results = list(self.run(items))
-        except BaseException as exc:  # handed to every caller, who raises it
-            for _, job in batch:
-                job.set_exception(exc)
-            return
-        start = 0
-        for its, job in batch:
-            job.set_result(results[start:start + len(its)])
-            start += len(its)
+            for result in self.run(items):
+                done.append(result)
+                while job is not None and len(done) == len(its):
+                    job.set_result(done)
+                    done = []
+                    its, job = next(jobs, (None, None))
+        except BaseException as exc:  # handed to every caller still waiting, who raises it
+            for _, waiting in [(its, job), *jobs]:
+                if waiting is not None:
+                    waiting.set_exception(exc)
 
 
 class Prefetched:

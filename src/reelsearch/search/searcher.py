@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -254,27 +254,28 @@ class Searcher:
         for more: ``reelsearch serve --batch``, ``--batch-wait``)."""
         return self._index_stage
 
-    def _search_batch(self, queries: list[_Query]) -> list[list[SearchResult] | Exception]:
+    def _search_batch(self, queries: list[_Query]) -> Iterator[list[SearchResult] | Exception]:
         """The index stage of a batch of searches: under the lock, one vector-index search for the query vectors of
-        those it serves (``reelsearch.search.batching.prefetch``), then each search as alone, in order; an exception
-        for one is handed to that search only."""
+        those it serves (``reelsearch.search.batching.prefetch``), then each search as alone, in order, each answer
+        yielded as soon as it is found; an exception for one is handed to that search only."""
         with self.lock, torch.no_grad(), self.catalog.snapshot():  # its meta and count read once
             self.catalog.refresh()
             if len(self.catalog) == 0:
-                return [[] for _ in queries]
+                yield from ([] for _ in queries)
+                return
             if self.stale():
                 stale = ReelsearchError(f"{self.catalog.location}: the index holds embeddings of another model "
                                         f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
-                return [stale] * len(queries)
+                yield from (stale for _ in queries)
+                return
             catalog = self._prefetched(queries)
             visual = self.visual.on(catalog)
-            out: list = []
             for q in queries:
                 try:
-                    out.append(self._search_one(q, catalog, visual))
+                    found = self._search_one(q, catalog, visual)
                 except Exception as exc:  # raised to its own caller
-                    out.append(exc)
-            return out
+                    found = exc
+                yield found
 
     def _prefetched(self, queries: list[_Query]) -> Prefetched:
         """The catalog with the vector index's first answer for each of ``queries`` that asks it (text ranked by the
