@@ -91,7 +91,8 @@ def run_client(url: str, queries: list[str], concurrency: int, warmup: float, du
                                for _ in range(concurrency)))
 
     asyncio.run(main())
-    return {"requests": len(out["lat"]), "errors": out["errors"], "seconds": duration, "latencies": out["lat"]}
+    return {"requests": len(out["lat"]), "errors": out["errors"], "seconds": duration, "latencies": out["lat"],
+            "sent": out["next"]}
 
 
 # -- the index --------------------------------------------------------------------------------------------------
@@ -184,16 +185,24 @@ def wait_ready(servers: list, timeout: float = 900) -> None:
             time.sleep(0.5)
 
 
-def measure(url: str, queries: list[str], args) -> dict:
-    """One timed run of the client, in its own process."""
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) the process ``pid`` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(url: str, queries: list[str], args, pid: int) -> dict:
+    """One timed run of the client, in its own process; ``cpu``: the CPU seconds the server ``pid`` used meanwhile
+    (warm-up included: what a shared machine's load does not change much)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(queries, fh)
-    load_before = os.getloadavg()[0]
+    load_before, cpu_before = os.getloadavg()[0], cpu_seconds(pid)
     proc = subprocess.run([sys.executable, __file__, "client", "--url", url, "--queries-file", fh.name,
                            "--concurrency", str(args.concurrency), "--warmup", str(args.warmup), "--duration",
                            str(args.duration)], capture_output=True, text=True, check=True)
     os.unlink(fh.name)
-    return {**json.loads(proc.stdout), "load": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    return {**json.loads(proc.stdout), "load": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+            "cpu": cpu_seconds(pid) - cpu_before}
 
 
 def encode_timings(model_name: str, encoders: list[str], sizes: list[int], queries: list[str], reps: int) -> None:
@@ -270,14 +279,15 @@ def main() -> None:
         runs: dict[tuple, list[dict]] = {c: [] for c in configs}
         offset = 0
         for rnd in range(args.rounds):  # interleaved, so that the machine's changing load hits every config alike
-            for config, (_, url) in zip(configs, servers):
+            for config, (proc, url) in zip(configs, servers):
                 queries = repeated if config[2] else distinct[offset:] + distinct[:offset]
                 offset = (offset + 5000) % len(distinct)  # fresh queries for every run
-                r = measure(url, queries, args)
+                r = measure(url, queries, args, proc.pid)
                 runs[config].append(r)
                 print(f"round {rnd + 1} workers {config[0]} batch {config[1]:>2} cache {config[2]:>4} {config[3]:>6} "
                       f"{config[4] or 'new':>4}: "
-                      f"{r['requests'] / r['seconds']:6.1f} req/s  load {r['load'][0]:.2f} -> {r['load'][1]:.2f}",
+                      f"{r['requests'] / r['seconds']:6.1f} req/s  server CPU "
+                      f"{1000 * r['cpu'] / r['sent']:5.1f} ms/request  load {r['load'][0]:.2f} -> {r['load'][1]:.2f}",
                       flush=True)
     finally:
         for proc, _ in servers:
@@ -295,13 +305,15 @@ def main() -> None:
                "rps": len(lat) / sum(r["seconds"] for r in rs), "rps_rounds": per_round,
                "p50": float(np.percentile(lat, 50)), "p95": float(np.percentile(lat, 95)),
                "p99": float(np.percentile(lat, 99)), "max": float(lat.max()), "requests": int(len(lat)),
-               "errors": sum(r["errors"] for r in rs), "load": [r["load"] for r in rs]}
+               "errors": sum(r["errors"] for r in rs), "load": [r["load"] for r in rs],
+               "cpu_ms": 1000 * sum(r["cpu"] for r in rs) / sum(r["sent"] for r in rs)}
         results.append(row)
         print(f"workers {row['workers']} batch {row['batch']:>2} cache {row['cache']:>4} {row['text']:>6} "
               f"{row['source']:>4}: "
               f"{row['rps']:6.1f} req/s "
               f"(rounds {', '.join(f'{v:.0f}' for v in per_round)})  p50 {row['p50']:6.1f}  p95 {row['p95']:6.1f}  "
-              f"p99 {row['p99']:6.1f}  max {row['max']:6.1f} ms  {row['requests']} requests, {row['errors']} errors")
+              f"p99 {row['p99']:6.1f}  max {row['max']:6.1f} ms  {row['requests']} requests, {row['errors']} errors, "
+              f"server CPU {row['cpu_ms']:.1f} ms/request")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
 
