@@ -285,8 +285,10 @@ def serve_cmd(
                                     "stderr: client, method, path, status, milliseconds."),
     threads: int = typer.Option(1, "--threads", min=1, help="torch threads per worker (1 keeps latency steady "
                                 "when requests or other work share the cores; see docs/benchmarks.md)."),
-    batch: int = typer.Option(32, "--batch", min=1, max=1024, help="Most queries of concurrent requests "
-                              "encoded together (1: each alone)."),
+    batch: int = typer.Option(32, "--batch", min=1, max=1024, help="Most concurrent searches batched together: "
+                              "their texts in one encoder call, their vectors in one index search (1: each alone)."),
+    batch_wait: float = typer.Option(0.0, "--batch-wait", min=0, max=100, help="Milliseconds a batch waits for "
+                                     "more queries after its first (0: none; it takes what queued meanwhile)."),
     query_cache: int = typer.Option(1024, "--query-cache", min=0, help="Recent queries whose embeddings each "
                                     "worker keeps (0: none)."),
     weights: str | None = typer.Option(None, "--weights", help="Expert weights of every search, e.g. "
@@ -310,8 +312,8 @@ def serve_cmd(
     if poll is not None and not watch:
         raise typer.BadParameter("goes with --watch", param_hint="--poll")
     settings = serve_settings(index, model, db=db, media_roots=media_root, threads=threads, access_log=access_log,
-                              batch=batch, query_cache=query_cache, weights=weights, text_encoder=text_encoder,
-                              watch=watch, poll=poll, settle=settle)
+                              batch=batch, batch_wait=batch_wait, query_cache=query_cache, weights=weights,
+                              text_encoder=text_encoder, watch=watch, poll=poll, settle=settle)
     run(settings, host, port, workers=workers, api_key=api_key)
 
 

@@ -43,7 +43,8 @@ class FaissIndex(VectorIndex):
     A search of at most ``single_thread_queries`` queries runs on one OpenMP thread: FAISS parallelises over
     queries, so more threads only add synchronisation, which on a loaded machine costs far more than the search
     (measured: exact search of 10,000 x 1024 took 56 ms p50 on 2 threads vs 6 ms on 1; see docs/index.md).
-    Concurrent requests get their parallelism from the server's threads instead.
+    Concurrent requests get their parallelism from the server's threads instead, and a batch of them (``serve``'s
+    index stage: at most ``--batch`` 32 searches) stays on one thread beside the query encoder's.
     """
 
     KINDS = ("auto", "flat", "hnsw")
@@ -58,7 +59,7 @@ class FaissIndex(VectorIndex):
         hnsw_m: int = 32,
         ef_construction: int = 80,
         ef_search: int = 128,
-        single_thread_queries: int = 4,
+        single_thread_queries: int = 32,
     ):
         if kind not in self.KINDS:
             raise ConfigError(f"unknown FAISS index kind {kind!r}; choose one of {self.KINDS}")
