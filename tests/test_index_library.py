@@ -20,7 +20,7 @@ import pytest
 from reelsearch.index import EmbeddedCatalog, EmbeddedMedia, make_thumbnail
 from reelsearch.index.embedded.catalog import FAISS_NAME, SQLITE_NAME
 from reelsearch.index.pg import PostgresCatalog
-from reelsearch.index.sync import FileChange, FileToSync
+from reelsearch.index.sync_records import FileChange, FileToSync
 from reelsearch.search.experts import Plan
 from reelsearch.search.query import run_query
 from reelsearch.search.sources import ExactScan, InnerProduct
@@ -83,7 +83,8 @@ def search(lib, query, k, score_fn=None):
     added, with their best moments: the search path's SearchResults."""
     visual = InnerProduct(VectorModel(), lib) if score_fn is None else ExactScan(VectorModel(score_fn), lib)
     query = np.asarray(query, np.float32).reshape(1, -1)
-    return run_query(lib, visual, None, "a query", query, None, Plan(True, [], {"visual": 1.0}), k)
+    # a query of four words or more: the search adds the querybank's offsets (the biases) to its scores
+    return run_query(lib, visual, None, "a query of five words", query, None, Plan(True, [], {"visual": 1.0}), k)
 
 
 def write_png(path, seed: int) -> None:

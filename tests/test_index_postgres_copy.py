@@ -14,7 +14,8 @@ from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.pg import copy as pg_copy
 from reelsearch.index.pg.database import CopyError
-from reelsearch.index.sync import CatalogSync, FileChange, FileToSync
+from reelsearch.index.sync import CatalogSync
+from reelsearch.index.sync_records import FileChange, FileToSync
 
 DIM = 6
 

@@ -46,7 +46,7 @@ from reelsearch.index.pg.schema import (
     segments_hnsw_index,
 )
 from reelsearch.index.pg.textcues import PostgresTextCues
-from reelsearch.index.sync import FileChange, FileToSync, StoredFile, media_rows
+from reelsearch.index.sync_records import FileChange, FileToSync, StoredFile, media_rows
 from reelsearch.index.tables import SqlCatalog
 from reelsearch.index.textcue_records import Encoder
 from reelsearch.index.vectors import SCAN_CHUNK_ROWS

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from reelsearch.index.pg.database import CopyError, Database, Vector
-from reelsearch.index.sync import CatalogSync, MediaRows
+from reelsearch.index.sync import CatalogSync
+from reelsearch.index.sync_records import MediaRows
 
 _LENGTH, _INT8, _INT4, _FLOAT8 = struct.Struct(">i"), struct.Struct(">iq"), struct.Struct(">ii"), struct.Struct(">id")
 _NULL, _DIMS = _LENGTH.pack(-1), struct.Struct(">hh")
