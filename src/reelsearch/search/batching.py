@@ -127,11 +127,11 @@ class MicroBatcher(Generic[T, R]):
 
 class Prefetched:
     """``catalog`` with the vector index's answers for some query vectors searched together (one ``nearest_many``
-    for the batch): ``nearest`` of one of them with the same ``n`` is read from ``answers``
-    ({(vector bytes, n): (ids, scores)}), anything else asks ``catalog``; every other attribute is the catalog's.
+    for the batch): ``nearest`` of one of them with the same ``n`` and biases is read from ``answers`` ({(vector
+    bytes, n, biased): (ids, scores)}), anything else asks ``catalog``; every other attribute is the catalog's.
     ``stats`` counts the answers read ("hits") and the searches asked ("misses")."""
 
-    def __init__(self, catalog, answers: dict[tuple[bytes, int], tuple[list[str], np.ndarray]], stats: dict):
+    def __init__(self, catalog, answers: dict[tuple[bytes, int, bool], tuple[list[str], np.ndarray]], stats: dict):
         self.catalog, self.answers, self.stats = catalog, answers, stats
 
     def __len__(self) -> int:
@@ -141,8 +141,8 @@ class Prefetched:
         return getattr(self.catalog, name)
 
     def nearest(self, query: np.ndarray, n: int, score_fn=None, *, biased: bool = False):
-        if score_fn is None and biased:
-            found = self.answers.get((np.asarray(query, np.float32).reshape(-1).tobytes(), n))
+        if score_fn is None:
+            found = self.answers.get((np.asarray(query, np.float32).reshape(-1).tobytes(), n, bool(biased)))
             if found is not None:
                 self.stats["hits"] = self.stats.get("hits", 0) + 1
                 return found[0], found[1]
@@ -150,18 +150,18 @@ class Prefetched:
         return self.catalog.nearest(query, n, score_fn, biased=biased)
 
 
-def prefetch(catalog, wanted: Sequence[tuple[np.ndarray, int]], stats: dict) -> Prefetched:
-    """``catalog`` with the biased inner-product ``nearest`` of every (query vector [D], n) in ``wanted`` searched
-    in one ``nearest_many`` per distinct n (the vector index answers alike alone or in a batch)."""
-    answers: dict[tuple[bytes, int], tuple[list[str], np.ndarray]] = {}
+def prefetch(catalog, wanted: Sequence[tuple[np.ndarray, int, bool]], stats: dict) -> Prefetched:
+    """``catalog`` with the inner-product ``nearest`` of every (query vector [D], n, biased) in ``wanted`` searched
+    in one ``nearest_many`` per distinct (n, biased) (the vector index answers alike alone or in a batch)."""
+    answers: dict[tuple[bytes, int, bool], tuple[list[str], np.ndarray]] = {}
     total = len(catalog)
-    by_n: dict[int, list[np.ndarray]] = {}
-    for vector, n in wanted:
-        by_n.setdefault(min(n, total), []).append(np.asarray(vector, np.float32).reshape(-1))
-    for n, vectors in by_n.items():
+    groups: dict[tuple[int, bool], list[np.ndarray]] = {}
+    for vector, n, biased in wanted:
+        groups.setdefault((min(n, total), bool(biased)), []).append(np.asarray(vector, np.float32).reshape(-1))
+    for (n, biased), vectors in groups.items():
         if n < 1:
             continue
-        ids, scores = catalog.nearest_many(np.stack(vectors), n, biased=True)
+        ids, scores = catalog.nearest_many(np.stack(vectors), n, biased=biased)
         for vector, i, s in zip(vectors, ids, scores, strict=True):
-            answers[(vector.tobytes(), n)] = (i, s)
+            answers[(vector.tobytes(), n, biased)] = (i, s)
     return Prefetched(catalog, answers, stats)

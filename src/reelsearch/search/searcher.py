@@ -19,7 +19,7 @@ from reelsearch.index.textcues import TextCues
 from reelsearch.io import numbered_lines, read_text
 from reelsearch.models import load_model
 from reelsearch.models.interface import SearchMode, VideoEmbeddings
-from reelsearch.scoring.calibration import query_length
+from reelsearch.scoring.calibration import banked, query_length
 from reelsearch.search.batching import MicroBatcher, Prefetched, prefetch
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import sentence_encoder
@@ -286,7 +286,8 @@ class Searcher:
         if isinstance(self.visual, InnerProduct) and not self.catalog.several_segments():
             for q in queries:
                 if q.query is not None and q.plan.visual and not q.filt and q.example is None:
-                    wanted.append((self.model.ann_query(q.query)[0], first_candidates(q.k, 1 + len(q.plan.cues))))
+                    wanted.append((self.model.ann_query(q.query)[0], first_candidates(q.k, 1 + len(q.plan.cues)),
+                                   banked(query_length(q.text))))  # the querybank's offsets: as run_query asks
         return prefetch(self.catalog, wanted, self.stats)
 
     def _search_one(self, q: _Query, catalog: Prefetched, visual: Visual) -> list[SearchResult]:
