@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, shared_path
+from in_process import cli_here
 from reelsearch.errors import ReelsearchError
 from reelsearch.features.extract import ExtractConfig, run_extraction
 from reelsearch.features.jobs import Job, collect_jobs, shard
@@ -149,26 +150,25 @@ def test_real_extractors_and_bad_inputs_in_one_batch(media, tmp_path, real_extra
 
 
 def test_cli_exit_status_summary_and_errors(media, tmp_path):
+    """`reelsearch extract` (through the entry point, in this process): exit 3 with one failed item, its line in
+    errors.jsonl; `features info` counts what was stored; a rerun does nothing again and clears errors.jsonl."""
     folder = tmp_path / "in"
     folder.mkdir()
     for name in ("im1.png", "im2.png"):
         (folder / name).write_bytes((media / "images" / name).read_bytes())
     (folder / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
     out = tmp_path / "store"
-    run = subprocess.run([*REELSEARCH, "extract", str(folder), "--out", str(out), "--no-progress", "--workers", "1"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    run = cli_here("extract", folder, "--out", out, "--no-progress", "--workers", "1")
     assert run.returncode == 3, run.stderr
     assert "3 items" in run.stdout and "1 failed" in run.stdout and "errors.jsonl" in run.stdout
     [err] = [json.loads(x) for x in (out / "errors.jsonl").read_text().splitlines()]
     assert err["id"] == "broken" and err["path"].endswith("broken.jpg") and err["modality"] == "appearance"
-    info = subprocess.run([*REELSEARCH, "features", "info", str(out), "--json"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
-    if info.returncode == 0 and info.stdout.strip().startswith("{"):
-        assert json.loads(info.stdout)["modalities"]["appearance"]["items"] == 2
+    info = cli_here("features", "info", out, "--json")
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["modalities"]["appearance"]["items"] == 2
     (folder / "broken.jpg").unlink()
-    rerun = subprocess.run([*REELSEARCH, "extract", str(folder), "--out", str(out), "--no-progress"],
-                           capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert rerun.returncode == 0 and "done before 2" in rerun.stdout
+    rerun = cli_here("extract", folder, "--out", out, "--no-progress")
+    assert rerun.returncode == 0 and "done before 2" in rerun.stdout, rerun.stderr
     assert (out / "errors.jsonl").read_text() == ""  # this run had no failure
 
 
