@@ -12,6 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from cache_fixtures import seed_cache
 from conftest import shared_path
 from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.text.minilm import MiniLMEncoder, package_model_dir
@@ -177,11 +178,16 @@ def test_refuses_foreign_folders(tmp_path):
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
 
 
-def test_feature_cache_names_keep_encoders_apart(adapted, tmp_path, monkeypatch):
+def test_feature_cache_names_keep_encoders_apart(adapted, tmp_path, monkeypatch, onnx_exports):
+    """Token features of the package's MiniLM and of an adapted one land in caches named apart. The fresh cache folder
+    starts with both encoders' ONNX graphs (exported in the run's cache: this test is not about exporting)."""
     from reelsearch.features.caches import TOKENS, caption_features, caption_key
     from reelsearch.features.store import FeatureStore
     from reelsearch.models import MiniLMTextProcessor
 
+    adapted_encoder = MiniLMEncoder(model_dir=adapted["encoder"], runtime="onnxruntime")
+    adapted_encoder.sentence_features(["a dog"])  # its graph, exported once in the run's cache
+    seed_cache(tmp_path / "cache", onnx_exports + [bert.path for bert in adapted_encoder._onnx.values()])
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
     name = minilm_features_name(adapted["encoder"])
     assert minilm_features_name(None) == minilm_features_name(package_model_dir()) == "text-minilm"

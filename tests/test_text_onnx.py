@@ -5,6 +5,7 @@ still served, and the runtime chosen as documented (auto, $REELSEARCH_TEXT_RUNTI
 from __future__ import annotations
 
 import os
+import shutil
 import warnings
 from pathlib import Path
 
@@ -107,6 +108,26 @@ def test_first_export_under_inference_mode(encoders, tmp_path, monkeypatch, laye
     assert encoder.runtime == "onnxruntime" and len(list((tmp_path / "onnx").glob("*.onnx"))) == 1
     want = encoders[1].encode(["a first query on a cold cache"], layer=layer)[1]
     assert np.abs(got - want).max() < 1e-5
+
+
+def test_export_key_follows_what_the_folder_holds(tmp_path):
+    """A copy of a model folder (a saved model bundling its encoder, a moved folder) has its original's export key;
+    a folder whose weights or files differ, or a tail file over it, has another (keys are digests of the bytes)."""
+    folder = minilm.package_model_dir()
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    assert minilm_onnx.export_key(copy, 6) == minilm_onnx.export_key(folder, 6)
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    assert minilm_onnx.export_key(copy, 6) != minilm_onnx.export_key(folder, 6)
+    shutil.copytree(folder, tmp_path / "other")
+    (tmp_path / "other" / "notes.txt").write_text("one more file")
+    assert minilm_onnx.export_key(tmp_path / "other", 6) != minilm_onnx.export_key(folder, 6)
+    tail = tmp_path / "tail.safetensors"
+    tail.write_bytes(b"tail weights")
+    assert minilm_onnx.export_key(folder, 6, tail) != minilm_onnx.export_key(folder, 6)
 
 
 def test_export_is_cached_reused_and_remade_when_damaged(encoders, cache, messages, monkeypatch):

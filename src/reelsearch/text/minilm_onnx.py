@@ -22,7 +22,7 @@ import torch
 
 from reelsearch import onnx_runtime as _ort
 from reelsearch.cache import cache_root
-from reelsearch.io import atomic_path
+from reelsearch.io import atomic_path, file_identity
 
 logger = logging.getLogger(__name__)
 
@@ -39,15 +39,17 @@ def resolve_runtime(requested: str | None, device="cpu") -> str:
 
 
 def export_key(folder: Path, layer: int, tail: Path | None = None) -> str:
-    """Cache key of an export: the model folder's files and the ``tail`` file over it (path, size, modification
-    time), the layer, the versions of torch and onnxruntime and ``EXPORT_FORMAT``."""
+    """Cache key of an export: what the model folder's files and the ``tail`` file over it hold (each file's name in
+    the folder and the digest of its bytes, so a copied or re-saved folder finds its export), the layer, the
+    versions of torch and onnxruntime and ``EXPORT_FORMAT``."""
     import onnxruntime  # noqa: PLC0415 - optional package (text extra)
 
     digest = hashlib.sha256(f"{EXPORT_FORMAT}|{layer}|{torch.__version__}|{onnxruntime.__version__}".encode())
-    files = sorted(p for p in Path(folder).resolve().rglob("*") if p.is_file())
-    for path in files + ([Path(tail).resolve()] if tail is not None else []):
-        stat = path.stat()
-        digest.update(f"|{path}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    root = Path(folder).resolve()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(f"|{path.relative_to(root).as_posix()}|{file_identity(path)}".encode())
+    if tail is not None:
+        digest.update(f"|tail|{file_identity(tail)}".encode())
     return digest.hexdigest()[:24]
 
 
