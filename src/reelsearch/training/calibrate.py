@@ -16,11 +16,11 @@ the four-to-six-word curve maps the model's own score (``reelsearch.scoring.cali
 score less the querybank's offset. The curve of seven words or more is fitted on the captions.
 The report gives, per length, the held-out reliability and how often "no good match" is said over a right best hit.
 
-A negative term (``-dog``) removes the photos that more likely show it than not: per length of one to three words, a
-curve from a photo's score for a term to the share of photos at that score that show it, fitted on every photo's
-score for the derived short queries that at least :data:`TERM_PHOTOS` photos show (terms common enough to exclude),
-held out by halves of those terms; the report says how many photos showing a held-out term it removes, how many
-others, and what that does to the top 10 of the short queries of two or three words.
+A negative term (``-dog``) removes the photos that may well show it (``NEGATIVE_CONFIDENCE``): per length of one to
+three words, a curve from a photo's score for a term to the share of photos at that score that show it, fitted on
+every photo's score for the derived short queries that at least :data:`TERM_PHOTOS` photos show (terms common enough
+to exclude), held out by halves of those terms; the report says how many photos showing a held-out term it removes,
+how many others, and what that does to the top 10 of the short queries of two or three words.
 """
 
 from __future__ import annotations
