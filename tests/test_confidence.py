@@ -183,6 +183,12 @@ def test_a_short_query_ranks_by_the_models_own_score_and_its_confidence_reads_th
             assert all(a >= b - 1e-6 for a, b in zip(ranked, ranked[1:])), query  # in the order of that score
             np.testing.assert_allclose([r.confidence for r in results], model.calibration(judged, length),
                                        atol=1e-3)
+            # the HTTP API and the CLI answer the same hits with the same confidence (the one search path)
+            served = TestClient(create_app(searcher)).get("/search", params={"q": query, "k": 8}).json()["results"]
+            typed = CliRunner().invoke(app, ["search", query, "--index", str(dogs / "index"), "-k", "8", "--json"])
+            for got in (served, json.loads(typed.stdout)):
+                assert [r["id"] for r in got] == [r.id for r in results], query
+                np.testing.assert_allclose([r["confidence"] for r in got], [r.confidence for r in results], atol=1e-6)
 
 
 def test_cli_says_no_good_match(library):
