@@ -58,6 +58,8 @@ def main() -> None:
         scores = raw([prompt + q for q in queries])
         for n in LENGTHS:
             sel = lengths == n
+            if not sel.any():  # (seven words or more: the captions above)
+                continue
             for bank in (False, True):
                 rows.append({"queries": f"short, {n} words", "n": int(sel.sum()), "querybank": bank,
                              "prompt": prompt, "search": bank == banked(n) and not prompt,

@@ -83,8 +83,9 @@ def search(lib, query, k, score_fn=None):
     added, with their best moments: the search path's SearchResults."""
     visual = InnerProduct(VectorModel(), lib) if score_fn is None else ExactScan(VectorModel(score_fn), lib)
     query = np.asarray(query, np.float32).reshape(1, -1)
-    # a query of four words or more: the search adds the querybank's offsets (the biases) to its scores
-    return run_query(lib, visual, None, "a query of five words", query, None, Plan(True, [], {"visual": 1.0}), k)
+    # a query of seven words or more: the search adds the querybank's offsets (the biases) to its scores
+    return run_query(lib, visual, None, "a query of seven words or more", query, None, Plan(True, [], {"visual": 1.0}),
+                     k)
 
 
 def write_png(path, seed: int) -> None:

@@ -48,7 +48,8 @@ def test_a_short_query_is_right_for_every_photo_a_caption_of_which_holds_its_wor
 
 
 @pytest.mark.parametrize(("text", "length"), [("dog", "1"), ("a dog", "2-3"), ("two children playing", "2-3"),
-                                              ("a dog runs fast", "4+"), ("", "1"), ("dog!", "1")])
+                                              ("a dog runs fast", "4-6"), ("a dog runs on green grass", "4-6"),
+                                              ("a dog runs fast on the green grass", "7+"), ("", "1"), ("dog!", "1")])
 def test_query_length(text, length):
     assert query_length(text) == length
 
@@ -56,24 +57,28 @@ def test_query_length(text, length):
 def test_calibration_curve_per_length_and_terms_round_trip(tmp_path):
     model = load_model("default")
     cal = model.calibration
-    assert set(cal.lengths) == {"1", "2-3"} and set(cal.terms) == {"1", "2-3"}
+    assert set(cal.lengths) == {"1", "2-3", "4-6"} and set(cal.terms) == {"1", "2-3"}
     probe = np.linspace(-0.5, 0.1, 61)
     # a short query's curve is its own: at a score where a sentence's hits are rarely right, a word's often are
-    assert not np.allclose(cal(probe, "1"), cal(probe, "4+"))
-    np.testing.assert_array_equal(cal(probe), cal(probe, "4+"))
-    np.testing.assert_array_equal(cal.shows(probe, "4+"), cal.shows(probe, "2-3"))  # the longest shorter curve
+    assert not np.allclose(cal(probe, "1"), cal(probe, "7+"))
+    np.testing.assert_array_equal(cal(probe), cal(probe, "7+"))
+    for n in ("4-6", "7+"):  # the longest shorter curve
+        np.testing.assert_array_equal(cal.shows(probe, n), cal.shows(probe, "2-3"))
+    # 4-6 words: a curve of the model's own score (no querybank offset, which is about 0.6), the others less it
+    assert [cal.less_offsets(n) for n in ("1", "2-3", "4-6", "7+")] == [True, True, False, True]
+    assert np.median(cal.lengths["4-6"].score) > np.median(cal.curve.score) + 0.3
     saved = load_model(model.save(tmp_path / "copy")).calibration
-    for n in ("1", "2-3", "4+"):
+    for n in ("1", "2-3", "4-6", "7+"):
         np.testing.assert_array_equal(saved(probe, n), cal(probe, n))
         np.testing.assert_array_equal(saved.shows(probe, n), cal.shows(probe, n))
 
 
 def test_a_version_2_calibration_loads_with_a_warning_to_recalibrate(tmp_path, caplog):
     """Version 2's term curves read the score less the querybank's offsets, which a search no longer subtracts for
-    1-3 words: it still loads, with its curves, and says to rerun `reelsearch calibrate`; version 3 says nothing."""
+    1-3 words: it still loads, with its curves, and says to rerun `reelsearch calibrate`; version 4 says nothing."""
     folder = load_model("default").save(tmp_path / "copy")
     doc = json.loads((folder / "calibration.json").read_text())
-    assert doc["version"] == 3
+    assert doc["version"] == 4
     with caplog.at_level("WARNING", logger="reelsearch.models.parts"):
         load_model(folder)
     assert not caplog.records
@@ -85,9 +90,21 @@ def test_a_version_2_calibration_loads_with_a_warning_to_recalibrate(tmp_path, c
                for r in caplog.records)
 
 
-def test_only_queries_of_four_words_or_more_rank_with_the_querybank():
-    assert [banked(query_length(q)) for q in ("dog", "a black dog", "dog running on grass", "")] == [
-        False, False, True, False]
+def test_only_queries_of_seven_words_or_more_rank_with_the_querybank():
+    assert [banked(query_length(q)) for q in ("dog", "a black dog", "dog running on grass", "",
+                                              "a black dog running on the grass")] == [False, False, False, False, True]
+
+
+def test_a_version_3_calibration_reads_its_captions_curve_less_the_offsets_for_four_to_six_words(tmp_path):
+    """Version 3 had no 4-6-word curve: such queries read the captions' curve, of the score less the offsets."""
+    folder = load_model("default").save(tmp_path / "copy")
+    doc = json.loads((folder / "calibration.json").read_text())
+    lengths = {n: c for n, c in doc["lengths"].items() if n != "4-6"}
+    (folder / "calibration.json").write_text(json.dumps({**doc, "version": 3, "lengths": lengths}))
+    cal = load_model(folder).calibration
+    probe = np.linspace(-0.5, 0.1, 61)
+    np.testing.assert_array_equal(cal(probe, "4-6"), cal(probe))
+    assert cal.less_offsets("4-6") and cal.less_offsets("1")
 
 
 def test_a_calibration_of_one_curve_still_loads_and_reads_it_for_every_length(tmp_path):

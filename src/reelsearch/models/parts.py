@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from reelsearch.errors import DataFormatError
 from reelsearch.io import atomic_path, atomic_write_json, atomic_write_text, file_identity, read_text
-from reelsearch.scoring.calibration import LENGTHS, SENTENCE, Curve
+from reelsearch.scoring.calibration import LENGTHS, SENTENCE, Curve, judged_less_offsets
 from reelsearch.text.mlm import BUNDLED_NAME, bundle_encoder
 from reelsearch.text.tail import tail_first_layer
 
@@ -27,9 +27,11 @@ from reelsearch.text.tail import tail_first_layer
 CONFIG_FILE, WEIGHTS_FILE, MOE_FILE, CARD_FILE = "config.json", "model.safetensors", "moe.json", "MODEL_CARD.md"
 TAIL_FILE = "tail-{modality}.safetensors"
 CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
-#: Version 3: the negative terms' curves are of the model's own score (no querybank offsets, as a search scores
-#: 1-3 words: ``reelsearch.scoring.calibration.banked``); version 2 had them less the offsets.
-CALIBRATION_VERSION = 3
+#: Version 4: a curve of its own for 4-6-word queries, of the model's own score (``lengths`` "4-6",
+#: ``reelsearch.scoring.calibration.OWN_SCORE``). Version 3: the negative terms' curves are of the model's own score
+#: (no querybank offsets, as a search scores 1-3 words: ``reelsearch.scoring.calibration.banked``); version 2 had them
+#: less the offsets.
+CALIBRATION_VERSION = 4
 TEXT_TAIL_FILE = "text-tail.safetensors"
 log = logging.getLogger(__name__)
 
@@ -223,8 +225,9 @@ class ModelCard:
 
 class Calibration:
     """The model's confidence curves (``reelsearch calibrate``): its score of a hit less the querybank's offset
-    (whatever the query's length: a search ranks 1-3 words without it, ``reelsearch.scoring.calibration.banked``),
-    mapped to the share of development hits at that score that were right
+    (whatever the query's length: a search ranks 1-6 words without it, ``reelsearch.scoring.calibration.banked``;
+    its own score for the lengths of ``reelsearch.scoring.calibration.OWN_SCORE``, where it has their curve:
+    :meth:`less_offsets`), mapped to the share of development hits at that score that were right
     (``reelsearch.scoring.calibration.Curve``). ``curve``: full sentences' (the development captions'); ``lengths``:
     {length: curve} of shorter queries (``reelsearch.scoring.calibration.LENGTHS``: fitted on short queries derived
     from the captions, ``reelsearch.evaluation.short_queries``); a length without its own curve reads ``curve``.
@@ -248,6 +251,11 @@ class Calibration:
     def __call__(self, scores, length: str = SENTENCE):
         """The confidence (0-1) of each score of a query of ``length`` (``query_length`` of its text)."""
         return self.lengths.get(length, self.curve)(scores)
+
+    def less_offsets(self, length: str = SENTENCE) -> bool:
+        """Whether the curve a query of ``length`` reads maps scores less the querybank's offsets (a length without a
+        curve of its own reads ``curve``, the captions': less the offsets)."""
+        return judged_less_offsets(length if length in self.lengths else SENTENCE)
 
     def shows(self, scores, length: str = SENTENCE):
         """The probability (0-1) that a photo with each score for a term of ``length`` shows it: its ``terms`` curve,
@@ -281,11 +289,12 @@ class Calibration:
 
     @classmethod
     def load(cls, directory: Path, entry: dict) -> Calibration:
-        """Version 3; version 2 (its term curves read scores less the querybank's offsets, which a search no longer
-        subtracts for 1-3 words: a warning says to recalibrate) or version 1 (one curve, for every length)."""
+        """Version 4; version 3 (no 4-6-word curve: such queries read ``curve``, less the offsets); version 2 (its
+        term curves read scores less the querybank's offsets, which a search no longer subtracts for 1-3 words: a
+        warning says to recalibrate) or version 1 (one curve, for every length)."""
         path = entry_path(directory, entry)
         doc = read_json_object(path)
-        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") not in (1, 2, CALIBRATION_VERSION):
+        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") not in (1, 2, 3, CALIBRATION_VERSION):
             raise DataFormatError(path, f"not a {CALIBRATION_FORMAT} file of version 1 to {CALIBRATION_VERSION} "
                                         f"(format={doc.get('format')!r}, version={doc.get('version')!r})")
         if doc.get("version") == 2 and doc.get("querybank") and doc.get("terms"):

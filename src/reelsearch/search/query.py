@@ -16,10 +16,11 @@ Where the model ranks segments and some video has several, the fusion is per seg
 the cues count for the segments their time overlaps, a video scores its best segment, and its moments are its
 segments by the same fused score, each with the confidence of its picture and cues.
 
-A model with a querybank ranks a query of four words or more by its scores less each video's offset (the stored
+A model with a querybank ranks a query of seven words or more by its scores less each video's offset (the stored
 bias), a shorter one by the model's own score (``reelsearch.scoring.calibration.banked``: the bank lowers short
-queries' retrieval); a confidence reads the score less the offset either way (what separates right hits from wrong
-ones best: ``reelsearch calibrate`` fits the curves so).
+queries' retrieval); a confidence reads the score less the offset either way, but for four to six words the model's
+own score (what separates right hits from wrong ones best: ``reelsearch.scoring.calibration.OWN_SCORE``,
+``reelsearch calibrate`` fits the curves so).
 
 With an example, the candidates — the fusion's top k + its own ids, and the example's own top RESCORED — are re-scored
 by the sequence similarity of their frame rows and the example's own file is dropped (``reelsearch.search.example``).
@@ -62,7 +63,7 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
     if allowed is not None:
         catalog = Subset(catalog, allowed)
         visual = visual.on(catalog)
-    if text is not None:  # the querybank's offsets for queries of four words or more
+    if text is not None:  # the querybank's offsets for queries of seven words or more
         visual = visual.with_bias(banked(query_length(text)))
     sources: dict[str, Source] = {}
     weights: dict[str, float] = {}
@@ -221,7 +222,7 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
             scores = fused_segments(parts, weights)
             if calibration is not None and weight > 0:
                 judged_part = sum(weights[n] * parts[n] for n in judged) / weight
-                sure = calibration(judged_part + s.biases - visual.ranked_bias(s.biases), length)
+                sure = calibration(_judged(calibration, visual, judged_part, s.biases, length), length)
         elif id_ in stored:
             fs = np.asarray(frames_of(stored[id_].frame_rows), np.float64)
             scores = np.array([fs[a:a + c].max() if c else -np.inf for a, c in zip(s.firsts, s.counts, strict=True)])
@@ -248,4 +249,12 @@ def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str], length
     if calibration is None or weight <= 0:
         return None
     own = sum(fused.terms[s] for s in judged) / weight
-    return calibration(own + bias - visual.ranked_bias(bias), length)
+    return calibration(_judged(calibration, visual, own, bias, length), length)
+
+
+def _judged(calibration, visual: Visual, scores: np.ndarray, bias: np.ndarray, length: str) -> np.ndarray:
+    """The score a ``calibration``'s curve for ``length`` reads of hits with ranked ``scores`` and stored ``bias`` (a
+    querybank offset, negated): the model's own score, less the offset where the curve reads so
+    (``Calibration.less_offsets``), whether the ranking counted it or not."""
+    own = scores - visual.ranked_bias(bias)
+    return own + bias if calibration.less_offsets(length) else own

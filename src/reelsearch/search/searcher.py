@@ -61,7 +61,7 @@ class Searcher:
     with them), "static" (the model's static text encoder, ``reelsearch distill-text``: the fastest), "auto" (what
     ``serve`` runs: ``model.serving_text_encoder``), or None (default): a loaded model as it is (a name or path loads
     float32). A model
-    with a querybank (``reelsearch.models.querybank``) ranks a query of four words or more by its normalised scores, as
+    with a querybank (``reelsearch.models.querybank``) ranks a query of seven words or more by its normalised scores, as
     ``reelsearch eval`` does, a shorter one by the model's own (``reelsearch.scoring.calibration.banked``):
     each video's offset is stored when it is indexed (the catalog's bias), each caption's is computed when
     ``annotate`` ranks it. Methods are safe to call from several threads (one lock around the model and the index).

@@ -1,23 +1,26 @@
 """Calibrating a model's confidence on development queries (`reelsearch calibrate`); the curve and its checks are
 ``reelsearch.evaluation.calibration``, the model-folder part ``reelsearch.models.parts.Calibration``.
 
-Each caption of the split is a query over all the split's videos, scored as a search ranks them (the model's fused
-score, the querybank's offset subtracted for queries of four words or more: ``reelsearch.scoring.calibration.banked``);
+Each caption of the split is a query over all the split's videos, scored as a search ranks a sentence (the model's
+fused score less the querybank's offset, as for queries of seven words or more:
+``reelsearch.scoring.calibration.banked``; the one in ten captions of four to six words too: the curve is of
+sentences);
 its top ``hits`` are labelled right when the caption describes them.
 The saved curve is fitted on every query; the report adds a held-out check: the split's videos cut in two halves
 (``seed``), the curve fitted on the captions of one half and measured on the captions of the other.
 
-Queries of one to three words get curves of their own (``reelsearch.scoring.calibration.LENGTHS``): fitted the same
-way on the short queries derived from the split's captions (``reelsearch.evaluation.short_queries``: each once, right
-for every video a caption of which holds its words), held out by cutting those queries in two halves. The curve of
-four words or more is fitted on the captions and the derived queries of that length together.
+Queries of one to three and of four to six words get curves of their own (``reelsearch.scoring.calibration.LENGTHS``):
+fitted the same way on the short queries derived from the split's captions (``reelsearch.evaluation.short_queries``:
+each once, right for every video a caption of which holds its words), held out by cutting those queries in two halves;
+the four-to-six-word curve maps the model's own score (``reelsearch.scoring.calibration.OWN_SCORE``), the others the
+score less the querybank's offset. The curve of seven words or more is fitted on the captions.
 The report gives, per length, the held-out reliability and how often "no good match" is said over a right best hit.
 
-A negative term (``-dog``) removes the photos that more likely show it than not: per length of one to three words, a
-curve from a photo's score for a term to the share of photos at that score that show it, fitted on every photo's
-score for the derived short queries that at least :data:`TERM_PHOTOS` photos show (terms common enough to exclude),
-held out by halves of those terms; the report says how many photos showing a held-out term it removes, how many
-others, and what that does to the top 10 of the short queries of two or three words.
+A negative term (``-dog``) removes the photos that may well show it (``NEGATIVE_CONFIDENCE``): per length of one to
+three words, a curve from a photo's score for a term to the share of photos at that score that show it, fitted on
+every photo's score for the derived short queries that at least :data:`TERM_PHOTOS` photos show (terms common enough
+to exclude), held out by halves of those terms; the report says how many photos showing a held-out term it removes,
+how many others, and what that does to the top 10 of the short queries of two or three words.
 """
 
 from __future__ import annotations
@@ -34,13 +37,23 @@ from reelsearch.io import atomic_write_json
 from reelsearch.models import load_model
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.models.parts import Calibration
-from reelsearch.scoring.calibration import LENGTHS, NEGATIVE_CONFIDENCE, NO_GOOD_MATCH, SENTENCE, banked, query_length
+from reelsearch.scoring.calibration import (
+    LENGTHS,
+    NEGATIVE_CONFIDENCE,
+    NO_GOOD_MATCH,
+    SENTENCE,
+    banked,
+    judged_less_offsets,
+    query_length,
+)
 from reelsearch.training.run import model_pairs, resolve_device
 
 REPORT_FILE = "calibration.json"
 BATCH = 512
 #: The photos a development short query must be right for to count as a term (negative-term curves).
 TERM_PHOTOS = 20
+#: The term lengths with negative-term curves (a longer term reads the 2-3-word curve: ``Calibration.shows``).
+TERM_LENGTHS = ("1", "2-3")
 
 
 class ShortQueries:
@@ -56,34 +69,38 @@ class ShortQueries:
 
 
 def search_scores(model, pairs) -> tuple[tuple[np.ndarray, np.ndarray], ShortQueries]:
-    """(the [captions x videos] scores of ``pairs`` as a search ranks videos and as a confidence reads them
-    (``_scores``); the short queries derived from the captions, scored so)."""
+    """(the [captions x videos] scores of ``pairs`` as a search ranks a sentence and as a confidence reads it
+    (``_scores``: every caption counted a sentence, as the curve of seven words or more is theirs); the short
+    queries derived from the captions, scored so)."""
     video = model.encode_video(pairs.video_items(), batch_size=BATCH)
     queries = list(dict.fromkeys(q for c in pairs.captions for q in short_queries(c)))
     cap2vid = np.asarray(pairs.cap2vid)
     ranked, judged = _scores(model, queries, video, False)
-    return _scores(model, pairs.captions, video), ShortQueries(  # (the captions' token features are cached)
+    captions = _scores(model, pairs.captions, video, length=SENTENCE)  # (the captions' token features are cached)
+    return captions, ShortQueries(
         queries, ranked, relevance(queries, pairs.captions, cap2vid, len(video.video)), judged)
 
 
-def _scores(model, texts, video, cached: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def _scores(model, texts, video, cached: bool = True, length: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """([texts x videos] as a search ranks videos: the fused score, less the querybank's offsets of the videos for
     the texts of a length the bank normalises (``reelsearch.scoring.calibration.banked``); as a confidence reads
-    them: less the offsets for every text)."""
+    them: less the offsets for the texts of a length whose curve reads so, ``judged_less_offsets``); ``length``: every
+    text's, instead of its words counted (``query_length``)."""
     text = model.encode_text(texts, BATCH, cached=cached)
     scores = np.asarray(model.fuse(model.expert_scores(text, video), axis=1), np.float64)
     bank = getattr(model, "querybank", None)
     if bank is None:
         return scores, scores
-    judged = scores - bank.video_offsets(video.video)[None, :]
-    rows = np.array([banked(query_length(t)) for t in texts], bool)
-    return np.where(rows[:, None], judged, scores), judged
+    less = scores - bank.video_offsets(video.video)[None, :]
+    lengths = [length or query_length(t) for t in texts]
+    ranked, judged = (np.array([rule(n) for n in lengths], bool)[:, None] for rule in (banked, judged_less_offsets))
+    return np.where(ranked, less, scores), np.where(judged, less, scores)
 
 
 def fit_calibration(model, scores: np.ndarray, cap2vid: np.ndarray, source: str, hits: int = HITS,
                     seed: int = 0, short: ShortQueries | None = None,
                     ranked: np.ndarray | None = None) -> tuple[Calibration, dict]:
-    """(the Calibration fitted per length on the top ``hits`` of the captions' ``scores`` (four words or more; the
+    """(the Calibration fitted per length on the top ``hits`` of the captions' ``scores`` (seven words or more; the
     hits are the top of ``ranked`` where a search ranks by other scores than a confidence reads) and of the ``short``
     queries of that length (module docstring), the report: the captions' curve, a held-out
     reliability table of the captions, how often their best hit falls below ``NO_GOOD_MATCH``, and per length
@@ -110,7 +127,7 @@ def fit_calibration(model, scores: np.ndarray, cap2vid: np.ndarray, source: str,
         lengths[n] = {"curve": {"score": curves[n].score.tolist(), "right": curves[n].right.tolist()},
                       **{what: _checked(half(h[b]), r[b]) for what, h, r, _, b in parts}}
         banners = {what: _banners(half(h[b]), r[b]) + _banners(other(h[a]), r[a]) for what, h, r, a, b in parts}
-        if len(parts) > 1:  # four words or more: captions and derived queries folded
+        if len(parts) > 1:  # a length of captions and derived queries folded
             banners["together"] = sum(banners.values())
         lengths[n]["both_halves"] = {what: {"right_best": int(c[1]), "no_good_match": int(c[0]),
                                             "no_good_match_over_right_best": float(c[0] / max(c[1], 1))}
@@ -142,7 +159,7 @@ def _term_curves(short: ShortQueries, seed: int) -> tuple[dict, dict]:
     tops = np.argsort(-short.scores[base], axis=1, kind="stable")[:, :HITS]
     base_words = [set(short.queries[q].split()) for q in base]
     curves, report = {}, {}
-    for n in LENGTHS[:-1]:
+    for n in TERM_LENGTHS:
         sel = np.flatnonzero(common & (short.lengths == n))
         if len(sel) < 2:
             continue
