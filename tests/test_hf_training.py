@@ -15,6 +15,7 @@ pytest.importorskip("transformers")
 
 import hf_checkpoints  # noqa: E402
 import reelsearch  # noqa: E402
+from cache_fixtures import seed_cache  # noqa: E402
 from reelsearch.cli.main import app  # noqa: E402
 from reelsearch.config.typed import to_dict  # noqa: E402
 from reelsearch.models.hf import MODALITY, hf_frame_recipe  # noqa: E402
@@ -41,11 +42,16 @@ def world(tmp_path_factory) -> dict:
             "root": root}
 
 
+@pytest.fixture(scope="module")
+def seeded_cache(tmp_path_factory, onnx_exports) -> Path:
+    """The module's cache folder, holding the run's ONNX exports of MiniLM and the frame CNNs (not what is tested)."""
+    return seed_cache(tmp_path_factory.getbasetemp() / "hf-cache", onnx_exports)
+
+
 @pytest.fixture(autouse=True)
-def cache(tmp_path_factory, monkeypatch) -> Path:
-    folder = tmp_path_factory.getbasetemp() / "hf-cache"
-    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(folder))
-    return folder
+def cache(seeded_cache, monkeypatch) -> Path:
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(seeded_cache))
+    return seeded_cache
 
 
 def index_and_search(model_dir: Path, media: Path, tmp_path: Path) -> list[dict]:
