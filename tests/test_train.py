@@ -16,8 +16,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from cli_run import run_cli
 from ddp_steps import steps
-from reelsearch.cli.main import main as cli_main
 from reelsearch.training.distributed import init_distributed
 from reelsearch.training.run import evaluate, train
 from train_fixtures import make_dataset, small
@@ -54,17 +54,6 @@ def _run_train(out: Path, manifest: Path, store: Path, epochs: int) -> subproces
             f"train('mithun-expert', 'manifest:{manifest}', {str(out)!r}, features={str(store)!r},"
             f" overrides=small('mithun-expert', epochs={epochs}), progress=False)")
     return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def run_cli(monkeypatch, args: list[str]) -> int:
-    """`reelsearch ARGS` in this process, through the command's own ``main`` (errors: one line, exit status 2): its
-    exit status; what it printed is the caller's ``capsys``."""
-    monkeypatch.setattr(sys, "argv", ["reelsearch", *args])
-    try:
-        cli_main()
-    except SystemExit as exc:
-        return 0 if exc.code is None else exc.code
-    return 0
 
 
 def _weights(run: Path) -> dict:
