@@ -12,6 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from cache_fixtures import seed_cache
 from conftest import shared_path
 from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.text.minilm import MiniLMEncoder, package_model_dir
@@ -177,12 +178,13 @@ def test_refuses_foreign_folders(tmp_path):
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
 
 
-def test_feature_cache_names_keep_encoders_apart(adapted, tmp_path, monkeypatch):
+def test_feature_cache_names_keep_encoders_apart(adapted, tmp_path, monkeypatch, onnx_exports):
     from reelsearch.features.caches import TOKENS, caption_features, caption_key
     from reelsearch.features.store import FeatureStore
     from reelsearch.models import MiniLMTextProcessor
 
-    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    # a fresh cache but for the run's ONNX export of the package's MiniLM (exporting is not what is tested)
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(seed_cache(tmp_path / "cache", onnx_exports)))
     name = minilm_features_name(adapted["encoder"])
     assert minilm_features_name(None) == minilm_features_name(package_model_dir()) == "text-minilm"
     assert name == "text-minilm-" + _sha1(adapted["encoder"] / "model.safetensors")[:10]
