@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from cli_run import run_cli
 from rank_bounds import assert_metrics_within, metric_ranges
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.evaluator import RetrievalEvaluator
@@ -19,8 +18,6 @@ from reelsearch.models import load_model
 from reelsearch.training.fuse import fuse
 from reelsearch.training.run import evaluate, model_pairs, train
 from train_fixtures import make_dataset, small
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +93,7 @@ def test_a_score_fused_mixture_nests_by_its_experts(runs, tmp_path):
     assert rep["fusion"]["weights"] == {"torabi-m1": 1.0, "mithun-expert": 0.5, "torabi-m1-2": 1.0}
 
 
-def test_bad_requests_are_clear(runs, tmp_path):
+def test_bad_requests_are_clear(runs, tmp_path, capsys, monkeypatch):
     root, manifest, store = runs
     with pytest.raises(ReelsearchError, match="at least two experts"):
         fuse([root / "torabi-m1"], tmp_path / "x")
@@ -104,13 +101,11 @@ def test_bad_requests_are_clear(runs, tmp_path):
         fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "x", weights=[1, 1, 1])
     with pytest.raises(ReelsearchError, match="--tune needs --data"):
         fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "x", tune=True)
-    res = subprocess.run([sys.executable, "-m", "reelsearch", "fuse", str(root / "torabi-m1"),
-                          str(root / "mithun-expert"), "--out", str(tmp_path / "cli"), "--weights", "1,x"],
-                         cwd=ROOT, capture_output=True, text=True)
-    assert res.returncode == 2 and "--weights: expected numbers" in res.stderr
-    res = subprocess.run([sys.executable, "-m", "reelsearch", "fuse", str(root / "torabi-m1"),
-                          str(root / "mithun-expert"), "--out", str(tmp_path / "cli"), "--data",
-                          f"manifest:{manifest}", "--features", str(store), "--json", "--threads", "1"],
-                         cwd=ROOT, capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)["result"]["RSum"] > 0
+    experts = ["fuse", str(root / "torabi-m1"), str(root / "mithun-expert"), "--out", str(tmp_path / "cli")]
+    assert run_cli(monkeypatch, [*experts, "--weights", "1,x"]) == 2
+    assert "--weights: expected numbers" in capsys.readouterr().err
+    status = run_cli(monkeypatch, [*experts, "--data", f"manifest:{manifest}", "--features", str(store), "--json",
+                                   "--threads", "1"])
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    assert json.loads(out.out)["result"]["RSum"] > 0

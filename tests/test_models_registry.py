@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import run_cli
 from reelsearch.config import load_config
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.models import create_model, list_models, model_config
@@ -152,12 +153,9 @@ def test_overrides_and_bad_configs(tmp_path):
 @pytest.mark.parametrize("key", ["train.lr_rate", "model.text.glove_inti", "model.text.encoder.hiden_size",
                                  "features.video.appearance.extracter", "train.schedule.metric",
                                  "train.early_stopping.metric"])
-def test_an_unknown_key_anywhere_names_its_path(key, tmp_path):
+def test_an_unknown_key_anywhere_names_its_path(key, tmp_path, capsys, monkeypatch):
     """A misspelt or dead key is an error naming the key path and where it came from: registry override, YAML, the
     command line (exit 2, before any work)."""
-    import subprocess
-    import sys
-
     import yaml
 
     from reelsearch.config import apply_overrides, config_to_dict
@@ -175,10 +173,10 @@ def test_an_unknown_key_anywhere_names_its_path(key, tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=f"typo.yaml: {key.rsplit('.', 1)[0]}"):
         load_config(path)
-    cli = subprocess.run([sys.executable, "-m", "reelsearch", "train", "mithun-expert", "--data", "manifest:/nowhere",
-                          "--out", str(tmp_path / "run"), "--set", f"{key}=5"], capture_output=True, text=True,
-                         timeout=120)
-    assert cli.returncode == 2 and "--set" in cli.stderr and key.rsplit(".", 1)[0] in cli.stderr, cli.stderr
+    status = run_cli(monkeypatch, ["train", "mithun-expert", "--data", "manifest:/nowhere", "--out",
+                                   str(tmp_path / "run"), "--set", f"{key}=5"])
+    err = capsys.readouterr().err
+    assert status == 2 and "--set" in err and key.rsplit(".", 1)[0] in err, err
     assert not (tmp_path / "run").exists()  # refused before any work
 
 

@@ -16,6 +16,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from cli_run import run_cli
+from ddp_steps import steps
+from reelsearch.training.distributed import init_distributed
 from reelsearch.training.run import evaluate, train
 from train_fixtures import make_dataset, small
 
@@ -58,11 +61,10 @@ def _weights(run: Path) -> dict:
 
 
 def test_resume_after_kill_matches_uninterrupted_run(dataset, tmp_path):
+    """A training process killed with SIGKILL after its first mid-epoch checkpoint; the same command resumes it (here,
+    in process, as the uninterrupted run) to the same weights and history."""
     manifest, store = dataset
-    ref = _run_train(tmp_path / "ref", manifest, store, 3)
-    out, _ = ref.communicate(timeout=300)
-    assert ref.returncode == 0, out.decode()
-
+    torch.set_num_threads(1)
     run = tmp_path / "killed"
     proc = _run_train(run, manifest, store, 3)
     deadline = time.time() + 240
@@ -74,9 +76,9 @@ def test_resume_after_kill_matches_uninterrupted_run(dataset, tmp_path):
     proc.wait()
     state = json.loads((run / "last" / "state" / "state.json").read_text())["info"]
     assert state["epoch"] < 3  # killed mid-run
-    again = _run_train(run, manifest, store, 3)
-    out, _ = again.communicate(timeout=300)
-    assert again.returncode == 0, out.decode()
+    for out in (run, tmp_path / "ref"):  # resumed; uninterrupted
+        train("mithun-expert", f"manifest:{manifest}", out, features=store,
+              overrides=small("mithun-expert", epochs=3), progress=False)
     a, b = _weights(tmp_path / "ref"), _weights(run)
     assert a.keys() == b.keys()
     for k in a:
@@ -87,57 +89,30 @@ def test_resume_after_kill_matches_uninterrupted_run(dataset, tmp_path):
     assert strip(ref_log) == strip(got_log)  # identical history except the wall-clock column
 
 
-DDP_SCRIPT = r"""
-import os, sys, json, torch, numpy as np
-sys.path.insert(0, "tests")
-torch.set_num_threads(1)
-from train_fixtures import small
-import reelsearch.training.trainer as T
-from reelsearch.config import TrainConfig, apply_overrides
-from reelsearch.features.caches import DatasetSource
-from reelsearch.losses import TrainLosses, train_losses
-from reelsearch.models import create_model, model_config, text_processor_for
-from reelsearch.training.distributed import init_distributed, shutdown
-from reelsearch.training.joint_task import JointTask
-from reelsearch.training.run import model_pairs
-from reelsearch.training.task import epoch_batches
-T.native_bf16 = lambda device: True  # exercise the autocast path whatever this CPU has
-manifest, store, out, precision = sys.argv[1:5]
-info = init_distributed("cpu")
-source, _ = DatasetSource.open(f"manifest:{manifest}", store)
-cfg = apply_overrides(model_config("mithun-expert"), small("mithun-expert"))
-caps = [c for it in source.dataset.items("train") for c in it.captions]
-torch.manual_seed(0)
-model = create_model(cfg, text_processor_for(cfg, caps))
-data = model_pairs(model, source, "train", progress=False)
-loop = TrainConfig(batch_size=32, lr=1e-3, epochs=1, precision=precision)
-losses = TrainLosses(train_losses(cfg.train).main)  # the model's loss, without its warm-up epoch
-trainer = T.Trainer(JointTask(model, losses, data, None, loop, info), out, progress=False)
-values = [trainer._step(b) for b in epoch_batches(len(data.captions), 32, 0, 0)[:3]]
-if info.rank == 0:
-    json.dump({"loss": values, "weights": {k: v.double().sum().item() for k, v in model.state_dict().items()}},
-              open(os.path.join(out, f"result-{info.world_size}.json"), "w"))
-shutdown(info)
-"""
+@pytest.fixture(scope="module")
+def two_process_steps(dataset, tmp_path_factory):
+    """The steps of ``ddp_steps.py`` in two processes under torchrun, for both precisions in one launch."""
+    manifest, store = dataset
+    out = tmp_path_factory.mktemp("ddp")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29561"]
+    multi = subprocess.run([*torchrun, str(ROOT / "tests" / "ddp_steps.py"), str(manifest), str(store), str(out),
+                            "fp32", "bf16"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert multi.returncode == 0, multi.stderr[-3000:]
+    return {p: json.loads((out / f"result-2-{p}.json").read_text()) for p in ("fp32", "bf16")}
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_two_process_ddp_matches_single_process(dataset, tmp_path, precision):
+def test_two_process_ddp_matches_single_process(dataset, two_process_steps, tmp_path, precision, monkeypatch):
     """Same global batch, same loss and weights; under bf16 autocast the ranks round differently (embeddings are
-    gathered in float32), so the match is to bf16's precision."""
+    gathered in float32), so the match is to bf16's precision. (The single process is this one.)"""
+    import reelsearch.training.trainer as trainer
+
     manifest, store = dataset
-    script = tmp_path / "ddp.py"
-    script.write_text(DDP_SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    args = [str(script), str(manifest), str(store), str(tmp_path), precision]
-    single = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
-    assert single.returncode == 0, single.stderr
-    port = "29561" if precision == "fp32" else "29562"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port]
-    multi = subprocess.run([*torchrun, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
-    assert multi.returncode == 0, multi.stderr[-3000:]
-    one = json.loads((tmp_path / "result-1.json").read_text())
-    two = json.loads((tmp_path / "result-2.json").read_text())
+    torch.set_num_threads(1)
+    monkeypatch.setattr(trainer, "native_bf16", lambda device: True)  # the autocast path whatever this CPU has
+    one = steps(str(manifest), str(store), str(tmp_path), precision, init_distributed("cpu"))
+    two = two_process_steps[precision]
     loss_tol, weight_tol, weight_abs = (1e-4, 1e-3, 1e-4) if precision == "fp32" else (5e-3, 5e-2, 5e-2)
     np.testing.assert_allclose(one["loss"], two["loss"], rtol=loss_tol)  # global hardest negatives, same loss
     for k, v in one["weights"].items():
@@ -262,7 +237,7 @@ def test_images_and_videos_train_together(dataset, tmp_path):
         PairData.concat([a, PairData(["w"], np.array([0]), ["c0"], {"n": [np.zeros((1, 2))]})])
 
 
-def test_several_datasets_need_one_store_each(dataset, tmp_path):
+def test_several_datasets_need_one_store_each(dataset, tmp_path, capsys, monkeypatch):
     import yaml
 
     from reelsearch.config import apply_overrides, config_to_dict
@@ -272,14 +247,12 @@ def test_several_datasets_need_one_store_each(dataset, tmp_path):
     manifest, store = dataset
     config = tmp_path / "m1.yaml"
     config.write_text(yaml.safe_dump(config_to_dict(apply_overrides(model_config("torabi-m1"), small("torabi-m1")))))
-    cli = [sys.executable, "-m", "reelsearch", "train", str(config), "--data", f"manifest:{manifest}",
-           "--data", f"manifest:{manifest}:val", "--features", str(store), "--out", str(tmp_path / "cli"),
-           "--set", "train.epochs=1", "--threads", "1"]
-    res = subprocess.run(cli + ["--features", str(store)], cwd=ROOT, capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
+    cli = ["train", str(config), "--data", f"manifest:{manifest}", "--data", f"manifest:{manifest}:val",
+           "--features", str(store), "--out", str(tmp_path / "cli"), "--set", "train.epochs=1", "--threads", "1"]
+    assert run_cli(monkeypatch, cli + ["--features", str(store)]) == 0, capsys.readouterr().err
     assert json.loads((tmp_path / "cli" / "run.json").read_text())["train_split"] == ["train", "val"]
-    res = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True)
-    assert res.returncode == 2 and "2 datasets but 1 feature stores" in res.stderr
+    capsys.readouterr()
+    assert run_cli(monkeypatch, cli) == 2 and "2 datasets but 1 feature stores" in capsys.readouterr().err
     with pytest.raises(ReelsearchError, match="2 datasets but 1 feature stores"):
         train("torabi-m1", [f"manifest:{manifest}"] * 2, tmp_path / "x", features=[store], progress=False)
 
@@ -331,18 +304,19 @@ def test_lr_scale_input_dropout_and_val_samples_do_what_they_say(dataset, tmp_pa
     assert runs[None]["best"]["val_loss"] != runs[7]["best"]["val_loss"]
 
 
-def test_a_mixture_stops_before_training_when_an_experts_features_cannot_be_had(tmp_path):
+def test_a_mixture_stops_before_training_when_an_experts_features_cannot_be_had(tmp_path, capsys, monkeypatch):
     """`reelsearch train mithun-moe` on MSR-VTT as a new user runs it, without Places365 features: it stops at once
     with the place expert's error and what to do, before any expert trains or any feature is extracted."""
     from conftest import shared_path
 
     cache, out = tmp_path / "cache", tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "reelsearch", "train", "mithun-moe", "--data",
-                          f"msrvtt:{shared_path('msrvtt')}:test", "--out", str(out)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300, env={**os.environ, "REELSEARCH_CACHE_DIR": str(cache)})
-    assert res.returncode == 2, res.stderr[-3000:]
-    assert "the 'place' features come from 'resnet50-places365'" in res.stderr
-    assert "reelsearch features import SRC --out STORE --modality place --extractor resnet50-places365" in res.stderr
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
+    status = run_cli(monkeypatch, ["train", "mithun-moe", "--data", f"msrvtt:{shared_path('msrvtt')}:test", "--out",
+                                   str(out)])
+    err = capsys.readouterr().err
+    assert status == 2, err[-3000:]
+    assert "the 'place' features come from 'resnet50-places365'" in err
+    assert "reelsearch features import SRC --out STORE --modality place --extractor resnet50-places365" in err
     assert not out.exists() and not cache.exists()  # nothing trained, nothing extracted
 
 
@@ -365,16 +339,17 @@ def test_the_feature_check_is_exact(dataset, tmp_path):
         DatasetSource.open(f"manifest:{manifest}", tmp_path / "none")[0].check_features(recipes)
 
 
-def test_old_training_options_name_their_config_key(dataset, tmp_path):
+def test_old_training_options_name_their_config_key(dataset, tmp_path, capsys, monkeypatch):
     """`reelsearch train ... --epochs 2`, the form earlier docs used, names `--set train.epochs=2`."""
     manifest, store = dataset
-    cli = [sys.executable, "-m", "reelsearch", "train", "torabi-m1", "--data", f"manifest:{manifest}", "--features",
-           str(store), "--out", str(tmp_path / "run")]
+    cli = ["train", "torabi-m1", "--data", f"manifest:{manifest}", "--features", str(store), "--out",
+           str(tmp_path / "run")]
     for old, key in ((["--epochs", "2"], "train.epochs=2"), (["--precision=bf16"], "train.precision=bf16"),
                      (["--warmup-epochs", "0"], "train.warmup_epochs=0")):
-        res = subprocess.run(cli + old, cwd=ROOT, capture_output=True, text=True)
-        said = " ".join(res.stderr.replace("│", " ").split())  # the message as one line, out of its frame
-        assert res.returncode == 2 and f"No such option: {old[0].split('=')[0]}; use --set {key}" in said, said
-    res = subprocess.run(cli + ["--epoch", "2"], cwd=ROOT, capture_output=True, text=True)
-    assert res.returncode == 2 and "No such option: --epoch" in res.stderr and "--set" not in res.stderr
+        status = run_cli(monkeypatch, cli + old)
+        said = " ".join(capsys.readouterr().err.replace("│", " ").split())  # the message as one line, out of its frame
+        assert status == 2 and f"No such option: {old[0].split('=')[0]}; use --set {key}" in said, said
+    status = run_cli(monkeypatch, cli + ["--epoch", "2"])
+    err = capsys.readouterr().err
+    assert status == 2 and "No such option: --epoch" in err and "--set" not in err
     assert not (tmp_path / "run").exists()

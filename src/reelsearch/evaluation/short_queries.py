@@ -113,11 +113,18 @@ def _content(text: str) -> frozenset[str]:
 def relevance(queries: Sequence[str], captions: Sequence[str], cap2vid: Sequence[int], videos: int) -> np.ndarray:
     """[queries x videos] bool: a query is right for a video when one caption of it holds all the query's content
     words (module docstring). ``cap2vid``: each caption's video."""
-    caption_words = [_content(c) for c in captions]
+    holding: dict[str, set[int]] = {}  # content word -> the captions that hold it
+    for c, caption in enumerate(captions):
+        for word in _content(caption):
+            holding.setdefault(word, set()).add(c)
+    video_of = np.asarray(cap2vid, dtype=np.int64).reshape(-1)
     out = np.zeros((len(queries), videos), bool)
     for q, query in enumerate(queries):
-        need = _content(query)
-        for c, have in enumerate(caption_words):
-            if need <= have:
-                out[q, cap2vid[c]] = True
+        need = sorted(_content(query), key=lambda w: len(holding.get(w, ())))  # the rarest word first
+        found = set(holding.get(need[0], ())) if need else set(range(len(captions)))
+        for word in need[1:]:
+            if not found:
+                break
+            found &= holding[word]
+        out[q, video_of[sorted(found)]] = True
     return out
