@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from cli_run import run_cli
+from in_process import cli_here
 from rank_bounds import assert_metrics_within, metric_ranges
 from reelsearch.errors import ReelsearchError
 from reelsearch.evaluation.evaluator import RetrievalEvaluator
@@ -93,7 +93,7 @@ def test_a_score_fused_mixture_nests_by_its_experts(runs, tmp_path):
     assert rep["fusion"]["weights"] == {"torabi-m1": 1.0, "mithun-expert": 0.5, "torabi-m1-2": 1.0}
 
 
-def test_bad_requests_are_clear(runs, tmp_path, capsys, monkeypatch):
+def test_bad_requests_are_clear(runs, tmp_path):
     root, manifest, store = runs
     with pytest.raises(ReelsearchError, match="at least two experts"):
         fuse([root / "torabi-m1"], tmp_path / "x")
@@ -102,10 +102,8 @@ def test_bad_requests_are_clear(runs, tmp_path, capsys, monkeypatch):
     with pytest.raises(ReelsearchError, match="--tune needs --data"):
         fuse([root / "torabi-m1", root / "mithun-expert"], tmp_path / "x", tune=True)
     experts = ["fuse", str(root / "torabi-m1"), str(root / "mithun-expert"), "--out", str(tmp_path / "cli")]
-    assert run_cli(monkeypatch, [*experts, "--weights", "1,x"]) == 2
-    assert "--weights: expected numbers" in capsys.readouterr().err
-    status = run_cli(monkeypatch, [*experts, "--data", f"manifest:{manifest}", "--features", str(store), "--json",
-                                   "--threads", "1"])
-    out = capsys.readouterr()
-    assert status == 0, out.err
-    assert json.loads(out.out)["result"]["RSum"] > 0
+    bad = cli_here(*experts, "--weights", "1,x")
+    assert bad.returncode == 2 and "--weights: expected numbers" in bad.stderr, bad.stderr
+    out = cli_here(*experts, "--data", f"manifest:{manifest}", "--features", store, "--json", "--threads", "1")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["result"]["RSum"] > 0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_run import run_cli
+from in_process import cli_here
 from reelsearch.config import load_config
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.models import create_model, list_models, model_config
@@ -153,7 +153,7 @@ def test_overrides_and_bad_configs(tmp_path):
 @pytest.mark.parametrize("key", ["train.lr_rate", "model.text.glove_inti", "model.text.encoder.hiden_size",
                                  "features.video.appearance.extracter", "train.schedule.metric",
                                  "train.early_stopping.metric"])
-def test_an_unknown_key_anywhere_names_its_path(key, tmp_path, capsys, monkeypatch):
+def test_an_unknown_key_anywhere_names_its_path(key, tmp_path):
     """A misspelt or dead key is an error naming the key path and where it came from: registry override, YAML, the
     command line (exit 2, before any work)."""
     import yaml
@@ -173,10 +173,10 @@ def test_an_unknown_key_anywhere_names_its_path(key, tmp_path, capsys, monkeypat
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=f"typo.yaml: {key.rsplit('.', 1)[0]}"):
         load_config(path)
-    status = run_cli(monkeypatch, ["train", "mithun-expert", "--data", "manifest:/nowhere", "--out",
-                                   str(tmp_path / "run"), "--set", f"{key}=5"])
-    err = capsys.readouterr().err
-    assert status == 2 and "--set" in err and key.rsplit(".", 1)[0] in err, err
+    res = cli_here("train", "mithun-expert", "--data", "manifest:/nowhere", "--out", tmp_path / "run", "--set",
+                   f"{key}=5")
+    err = res.stderr
+    assert res.returncode == 2 and "--set" in err and key.rsplit(".", 1)[0] in err, err
     assert not (tmp_path / "run").exists()  # refused before any work
 
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cli_run import run_cli
 from ddp_steps import steps
+from in_process import cli_here
 from reelsearch.training.distributed import init_distributed
 from reelsearch.training.run import evaluate, train
 from train_fixtures import make_dataset, small
@@ -237,7 +237,7 @@ def test_images_and_videos_train_together(dataset, tmp_path):
         PairData.concat([a, PairData(["w"], np.array([0]), ["c0"], {"n": [np.zeros((1, 2))]})])
 
 
-def test_several_datasets_need_one_store_each(dataset, tmp_path, capsys, monkeypatch):
+def test_several_datasets_need_one_store_each(dataset, tmp_path):
     import yaml
 
     from reelsearch.config import apply_overrides, config_to_dict
@@ -249,10 +249,11 @@ def test_several_datasets_need_one_store_each(dataset, tmp_path, capsys, monkeyp
     config.write_text(yaml.safe_dump(config_to_dict(apply_overrides(model_config("torabi-m1"), small("torabi-m1")))))
     cli = ["train", str(config), "--data", f"manifest:{manifest}", "--data", f"manifest:{manifest}:val",
            "--features", str(store), "--out", str(tmp_path / "cli"), "--set", "train.epochs=1", "--threads", "1"]
-    assert run_cli(monkeypatch, cli + ["--features", str(store)]) == 0, capsys.readouterr().err
+    res = cli_here(*cli, "--features", store)
+    assert res.returncode == 0, res.stderr
     assert json.loads((tmp_path / "cli" / "run.json").read_text())["train_split"] == ["train", "val"]
-    capsys.readouterr()
-    assert run_cli(monkeypatch, cli) == 2 and "2 datasets but 1 feature stores" in capsys.readouterr().err
+    res = cli_here(*cli)
+    assert res.returncode == 2 and "2 datasets but 1 feature stores" in res.stderr, res.stderr
     with pytest.raises(ReelsearchError, match="2 datasets but 1 feature stores"):
         train("torabi-m1", [f"manifest:{manifest}"] * 2, tmp_path / "x", features=[store], progress=False)
 
@@ -304,17 +305,16 @@ def test_lr_scale_input_dropout_and_val_samples_do_what_they_say(dataset, tmp_pa
     assert runs[None]["best"]["val_loss"] != runs[7]["best"]["val_loss"]
 
 
-def test_a_mixture_stops_before_training_when_an_experts_features_cannot_be_had(tmp_path, capsys, monkeypatch):
+def test_a_mixture_stops_before_training_when_an_experts_features_cannot_be_had(tmp_path, monkeypatch):
     """`reelsearch train mithun-moe` on MSR-VTT as a new user runs it, without Places365 features: it stops at once
     with the place expert's error and what to do, before any expert trains or any feature is extracted."""
     from conftest import shared_path
 
     cache, out = tmp_path / "cache", tmp_path / "run"
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
-    status = run_cli(monkeypatch, ["train", "mithun-moe", "--data", f"msrvtt:{shared_path('msrvtt')}:test", "--out",
-                                   str(out)])
-    err = capsys.readouterr().err
-    assert status == 2, err[-3000:]
+    res = cli_here("train", "mithun-moe", "--data", f"msrvtt:{shared_path('msrvtt')}:test", "--out", out)
+    err = res.stderr
+    assert res.returncode == 2, err[-3000:]
     assert "the 'place' features come from 'resnet50-places365'" in err
     assert "reelsearch features import SRC --out STORE --modality place --extractor resnet50-places365" in err
     assert not out.exists() and not cache.exists()  # nothing trained, nothing extracted
@@ -339,17 +339,17 @@ def test_the_feature_check_is_exact(dataset, tmp_path):
         DatasetSource.open(f"manifest:{manifest}", tmp_path / "none")[0].check_features(recipes)
 
 
-def test_old_training_options_name_their_config_key(dataset, tmp_path, capsys, monkeypatch):
+def test_old_training_options_name_their_config_key(dataset, tmp_path):
     """`reelsearch train ... --epochs 2`, the form earlier docs used, names `--set train.epochs=2`."""
     manifest, store = dataset
     cli = ["train", "torabi-m1", "--data", f"manifest:{manifest}", "--features", str(store), "--out",
            str(tmp_path / "run")]
     for old, key in ((["--epochs", "2"], "train.epochs=2"), (["--precision=bf16"], "train.precision=bf16"),
                      (["--warmup-epochs", "0"], "train.warmup_epochs=0")):
-        status = run_cli(monkeypatch, cli + old)
-        said = " ".join(capsys.readouterr().err.replace("│", " ").split())  # the message as one line, out of its frame
-        assert status == 2 and f"No such option: {old[0].split('=')[0]}; use --set {key}" in said, said
-    status = run_cli(monkeypatch, cli + ["--epoch", "2"])
-    err = capsys.readouterr().err
-    assert status == 2 and "No such option: --epoch" in err and "--set" not in err
+        res = cli_here(*cli, *old)
+        said = " ".join(res.stderr.replace("│", " ").split())  # the message as one line, out of its frame
+        assert res.returncode == 2 and f"No such option: {old[0].split('=')[0]}; use --set {key}" in said, said
+    res = cli_here(*cli, "--epoch", "2")
+    err = res.stderr
+    assert res.returncode == 2 and "No such option: --epoch" in err and "--set" not in err
     assert not (tmp_path / "run").exists()
