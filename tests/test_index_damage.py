@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 
 import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
 
-from reelsearch.cli.main import app, main
+from in_process import cli_here
+from reelsearch.cli.main import app
 from reelsearch.index import FaissIndex
 from reelsearch.index.embedded.catalog import FAISS_NAME, SQLITE_NAME, EmbeddedCatalog
 from test_search_support import CAPTIONS, make_media, small_model
@@ -49,21 +49,10 @@ def same_results(index, expected: dict) -> None:
         np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
 
 
-def run_cli(args: list[str], capsys) -> tuple[int, str]:
-    """(exit status, stdout + stderr) of the `reelsearch` entry point (its error handling included) run with
-    ``args``."""
-    capsys.readouterr()
-    argv = sys.argv
-    sys.argv = ["reelsearch", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    return code, out.out + out.err
+def run_cli(args: list[str]) -> tuple[int, str]:
+    """(exit status, stdout + stderr) of `reelsearch ARGS` run in this process (tests/in_process.py)."""
+    res = cli_here(*args)
+    return res.returncode, res.stdout + res.stderr
 
 
 @pytest.fixture
@@ -113,26 +102,26 @@ def damage_sqlite(path, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["truncated", "page", "garbage"])
-def test_a_damaged_catalog_is_a_clear_error_then_repaired(copy, how, capsys):
+def test_a_damaged_catalog_is_a_clear_error_then_repaired(copy, how):
     media, index, expected = copy
     damage_sqlite(index / SQLITE_NAME, how)
     for args in (["search", CAPTIONS[0], "--index", str(index)],
                  ["index", str(media), "--index", str(index), *NO_CUES]):
-        code, out = run_cli(args, capsys)
+        code, out = run_cli(args)
         assert code == 2 and "Traceback" not in out, out
         assert out.startswith(f"error: {index / SQLITE_NAME}: the index is damaged") and out.count("\n") == 1, out
         assert f"reelsearch index --check --index {index}" in out and "--repair" in out
-    code, out = run_cli(["index", "--check", "--index", str(index)], capsys)
+    code, out = run_cli(["index", "--check", "--index", str(index)])
     assert code == 2 and f"{index / SQLITE_NAME}: damaged" in out, out
-    code, out = run_cli(["index", str(media), "--index", str(index), "--repair", *NO_CUES], capsys)
+    code, out = run_cli(["index", str(media), "--index", str(index), "--repair", *NO_CUES])
     assert code == 0, out
     assert "repaired:" in out and "5 in" in out
     assert (index / (SQLITE_NAME + ".damaged")).exists()
-    assert run_cli(["index", "--check", "--index", str(index)], capsys)[0] == 0
+    assert run_cli(["index", "--check", "--index", str(index)])[0] == 0
     same_results(index, expected)
 
 
-def test_repair_keeps_the_readable_videos(copy, capsys):
+def test_repair_keeps_the_readable_videos(copy):
     """The last page lost (a thumbnail written last: its end reads back as garbage): the videos whose rows are intact
     are kept, not embedded again; the others are indexed again from their files; search answers as before."""
     media, index, expected = copy
@@ -142,7 +131,7 @@ def test_repair_keeps_the_readable_videos(copy, capsys):
     last = len(data) // page - 1
     data[last * page:] = np.random.default_rng(2).bytes(len(data) - last * page)
     path.write_bytes(bytes(data))
-    code, out = run_cli(["index", str(media), "--index", str(index), "--repair", *NO_CUES], capsys)
+    code, out = run_cli(["index", str(media), "--index", str(index), "--repair", *NO_CUES])
     assert code == 0, out
     kept = int(out.split("repaired: ")[1].split(" videos kept")[0])
     added = int(out.split("\n")[1].split(" added")[0])
@@ -150,7 +139,7 @@ def test_repair_keeps_the_readable_videos(copy, capsys):
     same_results(index, expected)
 
 
-def test_a_video_without_its_segments_is_found_by_check_and_indexed_again_by_repair(copy, capsys):
+def test_a_video_without_its_segments_is_found_by_check_and_indexed_again_by_repair(copy):
     """A video's segment rows deleted (the database itself sound): `index --check` names it, `--repair` leaves it out
     and the sync indexes its file again, with its segments; search answers as before."""
     media, index, expected = copy
@@ -159,12 +148,12 @@ def test_a_video_without_its_segments_is_found_by_check_and_indexed_again_by_rep
         frames = len(lib.stored([vid])[vid].times)
         with lib._transaction() as db:
             db.execute("DELETE FROM video_segments WHERE video_id = ?", (int(vid),))
-    code, out = run_cli(["index", "--check", "--index", str(index)], capsys)
+    code, out = run_cli(["index", "--check", "--index", str(index)])
     assert code == 2 and f"{index / SQLITE_NAME}: damaged: video {vid}: its segments cover 0 of its {frames} frames" \
         in out, out
-    code, out = run_cli(["index", str(media), "--index", str(index), "--repair", *NO_CUES], capsys)
+    code, out = run_cli(["index", str(media), "--index", str(index), "--repair", *NO_CUES])
     assert code == 0 and "repaired: 4 videos kept, 1 unreadable" in out and "1 added" in out, out
-    assert run_cli(["index", "--check", "--index", str(index)], capsys)[0] == 0
+    assert run_cli(["index", "--check", "--index", str(index)])[0] == 0
     with EmbeddedCatalog(index) as lib:
         segs, stored = lib.segments(lib.ids()), lib.stored(lib.ids())
         assert len(segs) == 5 and all(int(s.counts.sum()) == len(stored[i].times) for i, s in segs.items())
