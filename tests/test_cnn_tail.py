@@ -16,7 +16,8 @@ import pytest
 
 from cache_fixtures import seed_cache
 from conftest import shared_path
-from test_cold_cache import cli, flickr_manifest
+from in_process import cli_here
+from test_cold_cache import flickr_manifest
 from train_fixtures import stop_loss_at
 
 torch = pytest.importorskip("torch")
@@ -174,8 +175,8 @@ def tuned(tmp_path_factory, onnx_exports):
     cache = seed_cache(root / "cache", onnx_exports)
     torch.manual_seed(0)
     JointModel(model_config("reelsearch-linear")).save(root / "fresh")
-    res = cli("tune-cnn", root / "fresh", "--data", f"manifest:{manifest}", "--out", root / "out",
-              *tune_keys(epochs=2, views=2, batch_size=8, lr_cnn=1e-3, lr=1e-3), "--threads", "1", cache=cache)
+    res = cli_here("tune-cnn", root / "fresh", "--data", f"manifest:{manifest}", "--out", root / "out",
+                   *tune_keys(epochs=2, views=2, batch_size=8, lr_cnn=1e-3, lr=1e-3), "--threads", "1", cache=cache)
     assert res.returncode == 0, res.stderr[-3000:]
     return root, manifest, cache
 
@@ -218,8 +219,8 @@ def test_the_tuned_model_carries_its_tail_and_runs_the_trained_network(tuned):
             untuned = base.model(x).numpy()
         assert np.allclose(got, want, atol=1e-3 * np.abs(want).max())
         assert not np.allclose(got, untuned, atol=1e-2 * np.abs(want).max())  # the tail was tuned
-    res = cli("eval", moved, "--data", f"manifest:{manifest}", "--split", "val", "--json", "--out",
-              root / "eval.json", cache=cache)
+    res = cli_here("eval", moved, "--data", f"manifest:{manifest}", "--split", "val", "--json", "--out",
+                   root / "eval.json", cache=cache)
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout)["RSum"] == pytest.approx(report["result"]["RSum"])
 
@@ -268,8 +269,8 @@ def test_an_interrupted_tuning_resumes_to_the_uninterrupted_weights(tuned, tmp_p
 
 def test_a_mixture_is_tuned_expert_by_expert(tuned, tmp_path):
     root, manifest, cache = tuned
-    res = cli("tune-cnn", DEFAULT, "--expert", "lite0", "--data", f"manifest:{manifest}", "--out", tmp_path / "moe",
-              *tune_keys(views=2, batch_size=8, epochs=1), "--threads", "1", cache=cache)
+    res = cli_here("tune-cnn", DEFAULT, "--expert", "lite0", "--data", f"manifest:{manifest}", "--out",
+                   tmp_path / "moe", *tune_keys(views=2, batch_size=8, epochs=1), "--threads", "1", cache=cache)
     assert res.returncode == 0, res.stderr[-3000:]
     moe = tmp_path / "moe" / "best"
     assert json.loads((moe / "moe.json").read_text())["experts"] == ["lite0", "lite2"]
@@ -280,8 +281,8 @@ def test_a_mixture_is_tuned_expert_by_expert(tuned, tmp_path):
     report = json.loads((tmp_path / "moe" / "summary.json").read_text())
     assert list(report["experts"]) == ["lite0"] and report["result"]["RSum"] > 0
     assert "lite0: dev RSum" in res.stdout and "saved model on val" in res.stdout
-    res = cli("tune-cnn", DEFAULT, "--expert", "nope", "--data", f"manifest:{manifest}", "--out", tmp_path / "x",
-              cache=cache)
+    res = cli_here("tune-cnn", DEFAULT, "--expert", "nope", "--data", f"manifest:{manifest}", "--out", tmp_path / "x",
+                   cache=cache)
     assert res.returncode != 0 and "no expert 'nope'" in res.stderr
 
 
@@ -289,8 +290,9 @@ def test_a_tuned_model_can_be_tuned_again_from_a_later_block(tuned, tmp_path):
     from safetensors.torch import load_file
 
     root, manifest, cache = tuned
-    res = cli("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "again",
-              *tune_keys(from_block=14, views=2, batch_size=8, epochs=1, lr_cnn=1e-3), "--threads", "1", cache=cache)
+    res = cli_here("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "again",
+                   *tune_keys(from_block=14, views=2, batch_size=8, epochs=1, lr_cnn=1e-3), "--threads", "1",
+                   cache=cache)
     assert res.returncode == 0, res.stderr[-3000:]
     again = tmp_path / "again" / "best"
     before = load_file(str(root / "out" / "best" / "tail-appearance.safetensors"))
@@ -306,14 +308,14 @@ def test_a_tuned_model_can_be_tuned_again_from_a_later_block(tuned, tmp_path):
 
 def test_tune_options_are_config_keys_and_the_old_flags_say_so(tuned, tmp_path):
     root, manifest, cache = tuned
-    res = cli("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "x", "--epochs", "3",
-              cache=cache)
+    res = cli_here("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "x", "--epochs", "3",
+                   cache=cache)
     assert res.returncode == 2 and "No such option: --epochs; use --set tune.epochs=3" in res.stderr
-    res = cli("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "x",
-              *tune_keys(epoch=3), cache=cache)
+    res = cli_here("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "x",
+                   *tune_keys(epoch=3), cache=cache)
     assert res.returncode == 2 and "error: --set: tune.epoch: unknown key (did you mean 'epochs'?)" in res.stderr
-    res = cli("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "x",
-              *tune_keys(views=0), cache=cache)
+    res = cli_here("tune-cnn", root / "out", "--data", f"manifest:{manifest}", "--out", tmp_path / "x",
+                   *tune_keys(views=0), cache=cache)
     assert res.returncode == 2 and "views must be at least 1" in res.stderr
     assert not (tmp_path / "x").exists()
 

@@ -20,6 +20,7 @@ import httpx
 import pytest
 import torch
 
+from in_process import cli_here
 from reelsearch.index.embedded.catalog import LOCK_NAME, SQLITE_NAME, EmbeddedCatalog
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
@@ -106,10 +107,11 @@ def test_index_that_must_not_wait_fails_clearly(tmp_path, model_dir):
         fcntl.flock(lock, fcntl.LOCK_EX)
         lock.write("4242")
         lock.flush()
-        for wait, took in (("0", 0.0), ("1.5", 1.5)):
+        for wait, took in (("0", 0.0), ("1.5", 1.5)):  # a real process, then the command in this one (cli_here)
             start = time.monotonic()
-            proc = subprocess.run(_index_cmd([tmp_path / "media"], index, model_dir, "--wait", wait), env=_env(),
-                                  text=True, capture_output=True, timeout=300)
+            command = _index_cmd([tmp_path / "media"], index, model_dir, "--wait", wait)
+            proc = subprocess.run(command, env=_env(), text=True, capture_output=True, timeout=300) if wait == "0" \
+                else cli_here(*command[3:])
             assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
             assert proc.stderr.strip().endswith(f"error: {index}: another process (pid 4242) is updating this index; "
                                                 "try again when it is done")

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
+from in_process import cli_here
 from reelsearch.cli.main import app
 from reelsearch.errors import ConfigError
 from reelsearch.indexing.index_ray import index_on_ray
@@ -85,11 +86,9 @@ def test_two_ray_workers_on_two_nodes_index_every_file_exactly_once(cluster, pg_
         np.testing.assert_allclose([r["score"] for r in got[0]], [r["score"] for r in got[1]], atol=1e-5)
 
 
-def test_ray_without_a_database_or_a_cluster_is_a_clear_error(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONWARNINGS": "ignore"}
-    env.pop("REELSEARCH_DB", None)
-    res = subprocess.run([sys.executable, "-m", "reelsearch", "index", str(tmp_path), "--index", str(tmp_path / "ix"),
-                          "--ray", "auto", *NO_CUES], env=env, capture_output=True, text=True, timeout=120)
+def test_ray_without_a_database_or_a_cluster_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("REELSEARCH_DB", raising=False)
+    res = cli_here("index", tmp_path, "--index", tmp_path / "ix", "--ray", "auto", *NO_CUES)
     assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
     assert res.stderr.startswith("error: --ray needs a PostgreSQL catalog (--db postgresql://... or REELSEARCH_DB)")
     with pytest.raises(ConfigError, match=r"^--ray 127\.0\.0\.1:1: no Ray cluster answers there \(Connection "):

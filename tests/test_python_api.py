@@ -14,6 +14,7 @@ import pytest
 
 from cache_fixtures import seed_cache
 from conftest import shared_path
+from in_process import cli_here
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +68,7 @@ def test_cli_version_and_models():
 
     res = subprocess.run([sys.executable, "-m", "reelsearch", "--version"], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip() == f"reelsearch {__version__}"
-    res = subprocess.run([sys.executable, "-m", "reelsearch", "models", "--json"], capture_output=True, text=True)
+    res = cli_here("models", "--json")  # the command itself, in this process (the process: `--version` above)
     assert res.returncode == 0, res.stderr
     listing = json.loads(res.stdout)
     import reelsearch

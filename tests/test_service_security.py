@@ -16,6 +16,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from in_process import cli_here
 from reelsearch.errors import ConfigError
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
@@ -119,12 +120,10 @@ def _env():
     return {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
-def test_serve_refuses_a_public_address_without_a_key(library):
+def test_serve_refuses_a_public_address_without_a_key(library, monkeypatch):
     root, *_ = library
-    env = {k: v for k, v in _env().items() if k != "REELSEARCH_API_KEY"}
-    proc = subprocess.run([sys.executable, "-m", "reelsearch", "serve", "--index", str(root / "index"), "--host",
-                           "0.0.0.0", "--port", str(free_port())], capture_output=True, text=True, env=env,
-                          timeout=120)
+    monkeypatch.delenv("REELSEARCH_API_KEY", raising=False)
+    proc = cli_here("serve", "--index", root / "index", "--host", "0.0.0.0", "--port", free_port())
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: --host 0.0.0.0 makes every indexed file readable from the network")
 

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 import pytest
 
+from cache_fixtures import seed_cache
 from conftest import shared_path
 from reelsearch.errors import ReelsearchError
 
@@ -60,8 +61,9 @@ def dev():
 
 
 @pytest.fixture(scope="module")
-def photos(dev, tmp_path_factory):
-    """The dev photos as a manifest dataset (split "val") with a feature cache of its own, extracted once here."""
+def photos(dev, tmp_path_factory, onnx_exports):
+    """The dev photos as a manifest dataset (split "val") with a feature cache of its own, extracted once here (its
+    ONNX graphs the run's, copied in: tests/cache_fixtures.py)."""
     pytest.importorskip("efficientnet_lite_pytorch")
     from reelsearch.training.run import model_pairs, open_eval_split
 
@@ -72,7 +74,7 @@ def photos(dev, tmp_path_factory):
                                             "captions": [c for c, o in zip(captions, owner) if o == i]}) + "\n"
                                 for i, p in enumerate(paths)))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("REELSEARCH_CACHE_DIR", str(root / "cache"))
+        mp.setenv("REELSEARCH_CACHE_DIR", str(seed_cache(root / "cache", onnx_exports)))
         import reelsearch
 
         model = reelsearch.load("default")

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cache_fixtures import seed_cache
 from conftest import shared_path
 from reelsearch.errors import ReelsearchError
 
@@ -45,13 +46,15 @@ def captions() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("onnx-cache")
+def cache(tmp_path_factory, onnx_exports) -> Path:
+    """This module's own cache folder, holding a copy of the run's export of MiniLM (tests/cache_fixtures.py; the
+    tests of a first export start from empty folders of their own)."""
+    return seed_cache(tmp_path_factory.mktemp("onnx-cache"), [p for p in onnx_exports if p.name.startswith("minilm")])
 
 
 @pytest.fixture(scope="module")
 def encoders(cache):
-    """MiniLM in ONNX Runtime (exported into this module's own cache) and in torch."""
+    """MiniLM in ONNX Runtime (its export in this module's own cache) and in torch."""
     _needs_onnx()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("REELSEARCH_CACHE_DIR", str(cache))

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from browser import chromium_page
 from conftest import shared_path
+from in_process import cli_here
 from reelsearch.cli.main import app
 from reelsearch.errors import ConfigError
 from reelsearch.index import EmbeddedCatalog
@@ -305,11 +306,7 @@ def test_ctrl_c_during_a_sync_ends_the_process_at_once_without_its_shutdown(medi
 
 def test_watch_bad_input_is_a_clear_error(media, tmp_path):
     root, clips, real, model_dir = media
-    env = {**os.environ, "PYTHONWARNINGS": "ignore",
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "reelsearch", "index", str(clips[0]), "--watch", "--index",
-                           str(tmp_path / "i"), "--model", str(model_dir)], capture_output=True, text=True, env=env,
-                          timeout=120)
+    proc = cli_here("index", clips[0], "--watch", "--index", tmp_path / "i", "--model", model_dir)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: {clips[0]}: not a folder (watch mode follows folders)"
     runner = CliRunner()
