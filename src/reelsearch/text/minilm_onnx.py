@@ -12,13 +12,13 @@ onnxruntime versions: a tuned tower's export holds its tuned weights. Without ``
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import logging
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from reelsearch import onnx_runtime as _ort
 from reelsearch.cache import cache_root
@@ -43,12 +43,24 @@ def export_key(folder: Path, layer: int, tail: Path | None = None) -> str:
     time), the layer, the versions of torch and onnxruntime and ``EXPORT_FORMAT``."""
     import onnxruntime  # noqa: PLC0415 - optional package (text extra)
 
-    digest = hashlib.sha256(f"{EXPORT_FORMAT}|{layer}|{torch.__version__}|{onnxruntime.__version__}".encode())
+    digest = hashlib.sha256(f"{EXPORT_FORMAT}|{layer}|{torch_version()}|{onnxruntime.__version__}".encode())
     files = sorted(p for p in Path(folder).resolve().rglob("*") if p.is_file())
-    for path in files + ([Path(tail).resolve()] if tail is not None else []):
+    files_digest(digest, files + ([Path(tail).resolve()] if tail is not None else []))
+    return digest.hexdigest()[:24]
+
+
+def files_digest(digest, files) -> None:
+    """Add each of ``files`` (path, size, modification time) to ``digest``: what a cached export of them is keyed
+    by (a file changed or replaced gives another key)."""
+    for path in files:
         stat = path.stat()
         digest.update(f"|{path}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:24]
+
+
+def torch_version() -> str:
+    """The installed torch's version (as ``torch.__version__``), read without importing torch: a cached export is
+    found and run by a process that never loads it."""
+    return importlib.metadata.version("torch")
 
 
 class OnnxBert:
@@ -60,7 +72,7 @@ class OnnxBert:
     cannot be written the export is made in a temporary folder, loaded, and deleted. ``tail``: the tuned tail file
     loaded into the BERT (``reelsearch.text.tail``), part of the key."""
 
-    def __init__(self, bert: Callable[[], torch.nn.Module], folder: str | Path, layer: int, hidden: int, heads: int,
+    def __init__(self, bert: Callable[[], object], folder: str | Path, layer: int, hidden: int, heads: int,
                  threads: int | None = None, quantize: Callable[[Path, Path], object] | None = None,
                  tail: Path | None = None):
         self.hidden, self.int8 = int(hidden), quantize is not None
@@ -96,6 +108,8 @@ class OnnxBert:
 
 def _last_hidden_state(bert):
     """The module torch.onnx exports: plain tensors in, ``bert``'s last hidden states out."""
+    import torch  # noqa: PLC0415 - torch: only to export (a cached export runs without it)
+
     class LastHiddenState(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -111,6 +125,7 @@ def _last_hidden_state(bert):
 def _export(bert, path: Path, hidden: int, heads: int, atomic: bool = True) -> None:
     """Export ``bert`` to ``path`` (atomically, unless the folder is private): torch.onnx, then onnxruntime's BERT
     fusions."""
+    import torch  # noqa: PLC0415 - torch: only to export (a cached export runs without it)
     from onnxruntime.transformers.optimizer import optimize_model  # noqa: PLC0415 - optional package (text extra)
 
     logger.info("reelsearch: exporting MiniLM to ONNX (once): %s", path)
