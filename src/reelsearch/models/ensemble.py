@@ -25,8 +25,9 @@ from reelsearch.config.typed import from_dict
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.scoring.fusion import fuse_experts
 
+from .embeddings import SearchMode, VideoEmbeddings, as_rows
 from .folder import Expert, model_kind, shared_parts
-from .interface import EmbeddingModel, SearchMode, VideoEmbeddings, as_rows
+from .interface import EmbeddingModel
 from .joint import JointModel
 from .parts import MOE_FILE, ConfigPart
 

@@ -19,8 +19,11 @@ from reelsearch import onnx_runtime as _ort
 from reelsearch.config import config_to_dict
 from reelsearch.io import atomic_write_json
 from reelsearch.text.minilm_onnx import OPSET, torch_version
+from reelsearch.towers.hub import is_hf
 
+from .checkpoint import load_model, resolve_checkpoint
 from .query_graphs import FORMAT, TOWER_INPUTS, TOWER_OUTPUT, VERSION, graphs_dir, manifest_path
+from .query_model import manifest_fields
 from .text_processor import MiniLMTextProcessor
 
 logger = logging.getLogger(__name__)
@@ -50,6 +53,19 @@ def tower_key(expert) -> str:
     return digest.hexdigest()[:24]
 
 
+def load_for_search(path: str | Path):
+    """The torch model at ``path`` (``reelsearch.models.checkpoint.load_model``), its query graphs exported when it
+    is a model folder whose text side they can run (a failure is logged: its searches keep loading torch)."""
+    model = load_model(path)
+    if not is_hf(path):
+        try:
+            export_query_graphs(model, resolve_checkpoint(path))
+        except Exception as exc:  # noqa: BLE001 (an export that fails costs the next cold search its speed only)
+            logger.warning("reelsearch: the query graphs of %s were not exported (%s: %s); searches load the model "
+                           "in torch", path, type(exc).__name__, exc)
+    return model
+
+
 def export_query_graphs(model, folder: str | Path) -> Path | None:
     """The manifest of ``model``'s query graphs (the model loaded from the model folder ``folder``), exported now
     when missing; None (nothing written) when its text side cannot run so, or the cache cannot be written."""
@@ -72,10 +88,10 @@ def export_query_graphs(model, folder: str | Path) -> Path | None:
     for name, expert in experts.items():
         graph = graphs_dir() / f"tower-{tower_key(expert)}.onnx"
         _ort.cached_session(graph, lambda target, atomic, e=expert: _export(e, target, atomic, encoder.dim))
-        entries.append({"name": name, "graph": graph.name, "dim": int(expert.dim)})
+        entries.append({"name": name, "graph": graph.name, "dim": int(expert.dim), "row_dim": int(expert.row_dim)})
     manifest = {"format": FORMAT, "version": VERSION, "model": str(Path(folder).resolve()),
                 "fingerprint": model.fingerprint(), "minilm": {"folder": str(encoder.folder), "graph": minilm.name},
-                "experts": entries}
+                "experts": entries, **manifest_fields(model)}
     try:
         atomic_write_json(path, manifest)
     except OSError as exc:

@@ -24,8 +24,7 @@ import numpy as np
 from reelsearch import onnx_runtime as _ort
 from reelsearch.cache import cache_root
 from reelsearch.errors import EMPTY_QUERY, QueryError
-from reelsearch.text.minilm_folder import read_spec, tokenize
-from reelsearch.text.minilm_onnx import files_digest, torch_version
+from reelsearch.text.minilm_onnx import MiniLMSession, files_digest, torch_version
 
 logger = logging.getLogger(__name__)
 
@@ -60,18 +59,15 @@ class QueryGraphs:
         self.manifest = manifest
         self.fingerprint = str(manifest["fingerprint"])
         self.experts = [str(e["name"]) for e in manifest["experts"]]
-        spec = read_spec(Path(manifest["minilm"]["folder"]))
-        if spec is None:
-            raise ValueError(f"{manifest['minilm']['folder']}: not a MiniLM folder its files describe")
-        self._tokenizer = spec.tokenizer()
-        self._minilm = _ort.optimized_session(graphs_dir() / manifest["minilm"]["graph"], threads)
-        self._inputs = [i.name for i in self._minilm.get_inputs()]
+        self.minilm = MiniLMSession(graphs_dir() / manifest["minilm"]["graph"], Path(manifest["minilm"]["folder"]),
+                                    threads)
         self._towers = [_ort.optimized_session(graphs_dir() / e["graph"], threads) for e in manifest["experts"]]
 
     @classmethod
     def open(cls, folder: str | Path, threads: int | None = None) -> QueryGraphs | None:
         """The query graphs of the model folder ``folder`` (None, with a log line, when they were not exported for
         its files as they are now, or cannot be loaded)."""
+        path = None
         try:
             path = manifest_path(folder)
             if not path.is_file():
@@ -82,8 +78,10 @@ class QueryGraphs:
                 return None
             return cls(manifest, threads)
         except Exception as exc:  # noqa: BLE001 (a missing package, a damaged file: the torch model encodes)
-            logger.info("reelsearch: the query graphs of %s cannot run (%s: %s); loading the model in torch", folder,
-                        type(exc).__name__, exc)
+            logger.warning("reelsearch: the query graphs of %s cannot run (%s: %s); loading the model in torch (and "
+                           "exporting them again)", folder, type(exc).__name__, exc)
+            if path is not None:
+                path.unlink(missing_ok=True)
             return None
 
     def encode_text(self, texts) -> np.ndarray:
@@ -91,9 +89,6 @@ class QueryGraphs:
         texts = [texts] if isinstance(texts, str) else list(texts)
         if not texts or any(not isinstance(t, str) or not t.strip() for t in texts):
             raise QueryError(EMPTY_QUERY)
-        feeds = tokenize(self._tokenizer, texts)
-        mask = feeds["attention_mask"]
-        states = self._minilm.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
-        features = np.ascontiguousarray(states * mask[..., None], dtype=np.float32)
+        features, mask = self.minilm.states(texts)
         rows = [tower.run(None, {"features": features, "mask": mask})[0] for tower in self._towers]
         return np.concatenate(rows, axis=1).astype(np.float32, copy=False)

@@ -15,6 +15,7 @@ import hashlib
 import importlib.metadata
 import logging
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import numpy as np
 from reelsearch import onnx_runtime as _ort
 from reelsearch.cache import cache_root
 from reelsearch.io import atomic_path
+from reelsearch.text.minilm_folder import read_spec, tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,42 @@ def torch_version() -> str:
     return importlib.metadata.version("torch")
 
 
+def graph_path(folder: str | Path, layer: int, tail: Path | None = None, int8: bool = False) -> Path:
+    """Where the export of the BERT of the folder ``folder`` up to ``layer`` (with ``tail``, in int8) is cached."""
+    stem = f"minilm-{export_key(Path(folder), layer, tail)}"
+    return cache_root() / "onnx" / (f"{stem}-int8.onnx" if int8 else f"{stem}.onnx")
+
+
+class MiniLMSession:
+    """A cached float32 MiniLM export (``graph``) of the folder ``folder`` run without torch: the folder's own
+    tokenizer (``reelsearch.text.minilm_folder``), then the graph. ``states(texts)`` -> (the last hidden states [N, L,
+    hidden], zero at padding; the attention mask [N, L]); ``sentence_features(texts)``: their mean over the mask, L2
+    normalised, as ``MiniLMEncoder.sentence_features`` (within float rounding). ValueError for a folder its files do
+    not describe."""
+
+    def __init__(self, graph: Path, folder: Path, threads: int | None = None):
+        spec = read_spec(Path(folder))
+        if spec is None:
+            raise ValueError(f"{folder}: not a MiniLM folder its files describe")
+        self.graph, self.folder = Path(graph), Path(folder)
+        self._tokenizer = spec.tokenizer()
+        self.session = _ort.optimized_session(self.graph, threads)
+        self._inputs = [i.name for i in self.session.get_inputs()]
+        self._lock = threading.Lock()  # the tokenizer is not safe to call from several threads at once
+
+    def states(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            feeds = tokenize(self._tokenizer, list(texts))
+        mask = feeds["attention_mask"]
+        states = self.session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+        return np.ascontiguousarray(states * mask[..., None], dtype=np.float32), mask
+
+    def sentence_features(self, texts: list[str]) -> np.ndarray:
+        states, mask = self.states(texts)
+        pooled = states.sum(1) / np.maximum(mask.sum(1, keepdims=True), 1)
+        return (pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+
 class OnnxBert:
     """A Hugging Face BERT (cut after ``layer`` layers) as an ONNX Runtime session: ``self(features)`` -> the last
     hidden states, float32 [B, L, hidden]; ``bert()`` gives the torch module, called only when the graph is exported
@@ -76,8 +114,7 @@ class OnnxBert:
                  threads: int | None = None, quantize: Callable[[Path, Path], object] | None = None,
                  tail: Path | None = None):
         self.hidden, self.int8 = int(hidden), quantize is not None
-        stem = f"minilm-{export_key(Path(folder), layer, tail)}"
-        path = cache_root() / "onnx" / (f"{stem}-int8.onnx" if quantize else f"{stem}.onnx")
+        path = graph_path(folder, layer, tail, self.int8)
 
         def make(target: Path, atomic: bool) -> None:
             if quantize is None:
