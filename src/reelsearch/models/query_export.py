@@ -72,6 +72,8 @@ def export_query_graphs(model, folder: str | Path) -> Path | None:
     path = manifest_path(folder)
     if path.is_file():
         return path
+    if not model.inner_product:  # (searched by an exact scan, ranks or frame attention: QueryModel serves none)
+        return None
     experts = dict(model.experts)
     processors = [e.text_processor for e in experts.values()]
     if not all(isinstance(p, MiniLMTextProcessor) and p.tail is None and not p.int8 for p in processors):

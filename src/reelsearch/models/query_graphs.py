@@ -70,8 +70,7 @@ class QueryGraphs:
         path = None
         try:
             path = manifest_path(folder)
-            if not path.is_file():
-                logger.debug("%s: no query graphs cached for it (%s)", folder, path.name)
+            if not path.is_file():  # (not exported yet, or a model they cannot serve: loaded in torch)
                 return None
             manifest = json.loads(path.read_text(encoding="utf-8"))
             if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
