@@ -63,3 +63,14 @@ def as_rows(video) -> np.ndarray:
     """Video rows [M, W] from VideoEmbeddings or an array (float32, writable: torch can wrap them)."""
     rows = video.video if isinstance(video, VideoEmbeddings) else video
     return np.require(rows, np.float32, ["C", "W"])
+
+
+def split_rows(x: np.ndarray, widths: dict[str, tuple[int, int]], text: bool) -> dict[str, np.ndarray]:
+    """A mixture's rows ``x`` [N, W] (the experts' side by side) as {expert: its columns}: ``widths`` {expert: (text
+    width, row width)} in order; ``text``: caption embeddings (else video or frame rows)."""
+    out, start = {}, 0
+    for k, (d, w) in widths.items():
+        width = d if text else w
+        out[k] = x[:, start:start + width]
+        start += width
+    return out

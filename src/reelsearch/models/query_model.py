@@ -25,7 +25,7 @@ from reelsearch.features.pipeline import FeaturePipeline
 from reelsearch.scoring.fusion import fuse_experts
 
 from .calibration import Calibration, read_json_object
-from .embeddings import SearchMode, as_rows
+from .embeddings import SearchMode, as_rows, split_rows
 from .query_graphs import QueryGraphs
 from .querybank import QueryBank
 
@@ -118,12 +118,7 @@ class QueryModel:
                                for i in range(0, len(texts), batch_size)])
 
     def _split(self, x: np.ndarray, text: bool) -> dict[str, np.ndarray]:
-        out, start = {}, 0
-        for k, (d, w) in self.widths.items():
-            width = d if text else w
-            out[k] = x[:, start:start + width]
-            start += width
-        return out
+        return split_rows(x, self.widths, text)
 
     def ann_query(self, text: np.ndarray) -> np.ndarray:
         """The experts' embeddings side by side, each times its weight: their inner product with a stored row is the
