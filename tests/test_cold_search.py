@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cache_fixtures import seed_cache
 from conftest import shared_path
 from reelsearch.cli.main import app
 from reelsearch.models import load_model
@@ -108,12 +107,16 @@ def test_a_cold_search_imports_no_torch(library, model):
     np.testing.assert_allclose([r["score"] for r in got], [r.score for r in want], atol=1e-4)
 
 
-def test_without_the_graphs_a_search_loads_torch_and_exports_them(library, tmp_path, monkeypatch, onnx_exports):
-    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(seed_cache(tmp_path / "cache", onnx_exports)))
+def test_without_the_graphs_the_model_loads_in_torch(tmp_path, monkeypatch):
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
     assert QueryModel.open("default") is None  # nothing cached here
+    assert QueryModel.open(tmp_path) is None  # not a model folder
+
+
+def test_a_damaged_manifest_is_dropped_and_exported_again(library, model):
     manifest = manifest_path(default_model_dir())
-    manifest.write_text("not json")  # a damaged manifest: not used, dropped, exported again
+    manifest.write_text("not json")
     assert QueryModel.open("default") is None and not manifest.exists()
-    with Searcher(library, "default") as searcher:
+    with Searcher(library, "default") as searcher:  # the torch model, its graphs exported again
         assert searcher.search("a dog", 3, frames=False)
     assert manifest.is_file() and QueryModel.open("default") is not None
