@@ -245,7 +245,7 @@ def weights_quality(n_images: int = 1000) -> dict:
     from reelsearch.datasets.cue_clips import CUE_SCRIPTS, make_clips
     from reelsearch.features.cues import CueExtractor, CueResult, CueSegment
     from reelsearch.index.embedded.textcues import EmbeddedTextCues
-    from reelsearch.search.cues import sentence_encoder
+    from reelsearch.text.sentences import sentence_encoder
 
     out: dict = {}
     dev = load_dataset("flickr8k", SHARED / "flickr8k").items("dev")[:n_images]

@@ -22,8 +22,8 @@ from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.evaluation.calibration import halves, isotonic, reliability, top_hits
 from reelsearch.models import load_model
+from reelsearch.models.calibration import Calibration
 from reelsearch.models.checkpoint import default_model_dir
-from reelsearch.models.parts import Calibration
 from reelsearch.scoring.calibration import NO_GOOD_MATCH, Curve
 from reelsearch.search import Searcher
 from reelsearch.service import create_app

@@ -70,7 +70,7 @@ def _add_transcripts(searcher, index) -> None:
     and /videos/{id}/transcript has segments to return."""
     from reelsearch.features.cues import CueResult, CueSegment
     from reelsearch.index.embedded.textcues import EmbeddedTextCues
-    from reelsearch.search.cues import sentence_encoder
+    from reelsearch.text.sentences import sentence_encoder
 
     videos = searcher.catalog.videos()
     with EmbeddedTextCues(index, encoder=sentence_encoder) as cues:

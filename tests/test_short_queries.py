@@ -12,7 +12,7 @@ import pytest
 from reelsearch.errors import DataFormatError
 from reelsearch.evaluation.short_queries import relevance, short_queries
 from reelsearch.models import load_model
-from reelsearch.models.parts import Calibration
+from reelsearch.models.calibration import Calibration
 from reelsearch.scoring.calibration import Curve, banked, query_length
 
 

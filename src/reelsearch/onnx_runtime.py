@@ -24,13 +24,12 @@ import importlib.util
 import logging
 import os
 import platform
+import sys
 import tempfile
 import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-
-import torch
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.io import atomic_path
@@ -48,7 +47,7 @@ OPTIMIZATION_LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED
 
 def onnxruntime_unavailable(device="cpu") -> str | None:
     """Why a model on ``device`` cannot run in ONNX Runtime here (None when it can)."""
-    if torch.device(device).type != "cpu":
+    if str(device).split(":")[0] != "cpu":
         return f"the model is on {device}; ONNX Runtime runs it on the CPU only"
     for package in ("onnxruntime", "onnx"):
         if importlib.util.find_spec(package) is None:
@@ -91,12 +90,14 @@ def quiet_quantization():
         root.setLevel(level)
 
 
-def export_graph(module: torch.nn.Module, example: tuple, path: Path, atomic: bool, input_names: list[str],
+def export_graph(module, example: tuple, path: Path, atomic: bool, input_names: list[str],
                  output_names: list[str], dynamic_axes: dict, opset: int = 17) -> None:
     """``module`` exported by ``torch.onnx`` (the TorchScript exporter) to ``path`` (atomically unless ``atomic`` is
     False: a private folder), traced outside any inference mode (callers often encode under it), without autograd
     and without the exporter's notes. One export at a time in a process (the exporter's global state: two CNNs
     exported at once from two threads, as a cold-cache index does, fail)."""
+    import torch  # noqa: PLC0415 - torch: only to export (a session of a cached graph runs without it)
+
     with contextlib.ExitStack() as stack:
         stack.enter_context(_EXPORTING)  # torch.onnx's exporter keeps global state: one export at a time
         stack.enter_context(warnings.catch_warnings())
@@ -124,10 +125,19 @@ def session_options(threads: int | None = None, level: str | None = None):
     options = ort.SessionOptions()
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
                                                OPTIMIZATION_LEVELS[level or optimization_level()])
-    options.intra_op_num_threads = int(threads or torch.get_num_threads())
+    options.intra_op_num_threads = int(threads or default_threads())
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # leave idle cores to others
     return options
+
+
+def default_threads() -> int:
+    """Intra-op threads of a session when not told: torch's when torch is loaded (as its own ops run), else the
+    cores this process may use."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return int(torch.get_num_threads())
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def cpu_identity() -> str:

@@ -199,7 +199,8 @@ def search_cmd(
 
     options = Filter.of(filter_pairs(filters))
     _, filt = read_box(text, options)
-    searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, text_encoder=text_encoder)
+    searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, cold=True,
+                                text_encoder=text_encoder)
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
                                   filters=options, moments=moments, sort=sort)

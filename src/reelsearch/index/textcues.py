@@ -54,7 +54,7 @@ class TextCues(TextCueWrites, ABC):
     database (``?`` parameters; the tables of the module docstring, ``META`` the meta table's name).
 
     ``encoder``: ``texts -> [N, D]`` sentence embeddings of what is stored (search gives MiniLM's,
-    ``reelsearch.search.cues.sentence_encoder``); only writing segments and scoring a query given as text need it.
+    ``reelsearch.text.sentences.sentence_encoder``); only writing segments and scoring a query given as text need it.
     One object is used by one thread at a time (the Searcher's lock serialises it); several processes may read while
     one writes.
     """

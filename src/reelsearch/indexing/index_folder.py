@@ -17,26 +17,31 @@ from reelsearch.index.paths import display_path
 from reelsearch.indexing.settings import index_exists, model_setting, require_index
 from reelsearch.location import library_location
 from reelsearch.media.decode import escaped_path as error_path
+from reelsearch.models.query_model import QueryModel
 from reelsearch.search.cue_indexing import cues_to_run
 from reelsearch.search.searcher import Searcher
 
 
 def open_searcher(index: str | Path | None, model: str | None, *, db: str | None = None,
                   media_roots: Sequence[str] | MediaRoots | None = None, must_exist: bool = False,
-                  **options) -> tuple[Searcher, str]:
+                  cold: bool = False, **options) -> tuple[Searcher, str]:
     """(the Searcher over the library at ``db`` or ``index`` (``reelsearch.location.library_location``), the model
     it runs): ``model``, else the one the library remembers, else the bundled one. ``must_exist``: ReelsearchError
-    when there is no index there yet. ``options``: more Searcher keywords (``text_encoder``, ``weights``, ...)."""
+    when there is no index there yet. ``cold``: open the model by its cached query graphs where they serve it
+    (``reelsearch.models.query_model``: no torch; a cold ``reelsearch search``), else load it in torch.
+    ``options``: more Searcher keywords (``text_encoder``, ``weights``, ...)."""
     where = library_location(index, db)
     if must_exist:
         require_index(where)
     catalog = open_catalog(where, media_roots=media_roots)
     try:
         model = model or catalog.settings().get("model") or "default"
+        graphs = QueryModel.open(model) if cold else None
+        graphs = graphs if graphs is not None and graphs.serves(options.get("text_encoder")) else None
     except BaseException:
         catalog.close()
         raise
-    return Searcher(catalog, model, **options), model
+    return Searcher(catalog, graphs or model, **options), model
 
 
 def requested_cues(speech: bool, ocr: bool) -> tuple[list[str], dict[str, str]]:

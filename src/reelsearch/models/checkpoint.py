@@ -12,8 +12,13 @@ import torch
 from reelsearch.errors import ReelsearchError
 from reelsearch.towers.hub import is_hf
 
+from .ensemble import MixtureOfExperts
 from .folder import is_model_folder, read_model
 from .hf import hf_model
+
+#: The kinds of model a folder may hold, each registered with ``read_model`` by its class (``folder.model_kind``):
+#: a mixture's module brings the joint model's.
+MODEL_CLASSES = (MixtureOfExperts,)
 
 #: Name that resolves to the model bundled with the package (src/reelsearch/assets/default-model/).
 DEFAULT_MODEL = "default"

@@ -25,8 +25,9 @@ from reelsearch.config.typed import from_dict
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.scoring.fusion import fuse_experts
 
+from .embeddings import SearchMode, VideoEmbeddings, as_rows, split_rows
 from .folder import Expert, model_kind, shared_parts
-from .interface import EmbeddingModel, SearchMode, VideoEmbeddings, as_rows
+from .interface import EmbeddingModel
 from .joint import JointModel
 from .parts import MOE_FILE, ConfigPart
 
@@ -101,12 +102,7 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
         return np.concatenate([e._encode_text(texts, batch_size, cached) for e in self.experts.values()], axis=1)
 
     def _split(self, x: np.ndarray, text: bool) -> dict[str, np.ndarray]:
-        out, start = {}, 0
-        for k, (d, w) in self.widths.items():
-            width = d if text else w
-            out[k] = x[:, start:start + width]
-            start += width
-        return out
+        return split_rows(x, self.widths, text)
 
     def _expert_items(self, items: list[dict], expert: str) -> list[dict]:
         names = self.feature_names[expert]

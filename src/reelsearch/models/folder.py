@@ -36,8 +36,9 @@ import torch
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.io import atomic_write_json
 
+from .calibration import Calibration, read_json_object
 from .legacy_folder import ROOT_FILES, is_legacy_folder, legacy_manifest
-from .parts import Calibration, CnnTail, ConfigPart, ModelCard, TextEncoder, TextTail, Weights, read_json_object
+from .parts import CnnTail, ConfigPart, ModelCard, TextEncoder, TextTail, Weights
 from .querybank import QueryBank
 from .static_text import StaticText
 

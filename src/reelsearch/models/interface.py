@@ -27,9 +27,7 @@ frame's attention key and projected value, and the video row their mean (bookkee
 
 from __future__ import annotations
 
-import enum
 import hashlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -39,66 +37,11 @@ from tqdm import tqdm
 from reelsearch.errors import EMPTY_QUERY, ConfigError, DataFormatError, QueryError
 from reelsearch.features.pipeline import FeaturePipeline
 
+from .embeddings import SearchMode, VideoEmbeddings
 from .folder import read_model, write_model
 
 #: What ``encode_text`` may run (``use_text_encoder``): MiniLM in float32 or int8, or the static text encoder.
 TEXT_ENCODERS = ("float32", "int8", "static")
-
-
-class SearchMode(enum.StrEnum):
-    """How a catalog serves a model's score (``model.search_mode``; its value is what ``/health`` shows)."""
-
-    ANN = "ann"  # the inner product of ``ann_query``'s rows with the stored rows: a vector index serves it
-    SCAN = "scan"  # ``score`` by an exact scan of the stored rows (order similarity; a score fusion with it)
-    RANK = "rank"  # rank fusion: each expert's rank among every video
-    ZSCORE = "zscore"  # score fusion of zscore-normalised experts: each expert's scores over every video
-    PAIRWISE = "pairwise"  # frame attention: each video's frame rows
-
-    @property
-    def relative(self) -> bool:
-        """Whether a score depends on the other videos scored with it (ranks, normalisation): then every video is
-        scored per expert, and a score alone cannot be calibrated."""
-        return self in (SearchMode.RANK, SearchMode.ZSCORE)
-
-
-@dataclass
-class VideoEmbeddings:
-    """Embeddings of M videos: ``video`` [M, W] (also ``np.asarray`` of them) and ``frames`` (one [T_i, W] array per
-    video); a mixture's also keeps each expert's own (``parts``), and its ``frames[i]`` is None when the experts'
-    frames do not line up (features sampled differently per expert; media embedded through one pipeline always line
-    up)."""
-
-    video: np.ndarray
-    frames: list[np.ndarray]
-    parts: dict[str, VideoEmbeddings] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.video)
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        """The video rows [M, W]: ``np.asarray(model.encode_video(...))`` is what ``score`` and ranking read."""
-        rows = np.asarray(self.video, dtype=dtype)
-        return rows.copy() if copy else rows
-
-    def select(self, index) -> VideoEmbeddings:
-        """The videos at ``index`` (a slice or a sequence of positions)."""
-        idx = np.arange(len(self))[index]
-        return VideoEmbeddings(self.video[idx], [self.frames[i] for i in idx],
-                               {k: p.select(index) for k, p in self.parts.items()})
-
-    @classmethod
-    def concat(cls, pieces: list[VideoEmbeddings]) -> VideoEmbeddings:
-        """One VideoEmbeddings of several, in order."""
-        if len(pieces) == 1:
-            return pieces[0]
-        parts = {k: cls.concat([p.parts[k] for p in pieces]) for k in pieces[0].parts}
-        return cls(np.concatenate([p.video for p in pieces]), [f for p in pieces for f in p.frames], parts)
-
-
-def as_rows(video) -> np.ndarray:
-    """Video rows [M, W] from VideoEmbeddings or an array (float32, writable: torch can wrap them)."""
-    rows = video.video if isinstance(video, VideoEmbeddings) else video
-    return np.require(rows, np.float32, ["C", "W"])
 
 
 class EmbeddingModel:

@@ -35,9 +35,10 @@ from reelsearch.similarity import cosine_similarity, get_similarity, order_viola
 from reelsearch.text.mlm import BUNDLED_NAME
 from reelsearch.text.towers import is_tower, tower_key
 
+from .embeddings import SearchMode, VideoEmbeddings, as_rows
 from .encoders import FrameStates, SequenceEncoder, SoftFrameAttention
 from .folder import model_kind
-from .interface import EmbeddingModel, SearchMode, VideoEmbeddings, as_rows
+from .interface import EmbeddingModel
 from .parts import CONFIG_FILE, TEXT_TAIL_FILE, CnnTail, ConfigPart, TextEncoder, TextTail, Weights
 from .projection import Projection
 from .text_processor import TextProcessor, VocabTextProcessor, processor_for_recipe

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from reelsearch.config.recipe import MINILM_PACKAGE
 
-from .parts import CARD_FILE, CONFIG_FILE, MOE_FILE, WEIGHTS_FILE, read_json_object
+from .calibration import read_json_object
+from .parts import CARD_FILE, CONFIG_FILE, MOE_FILE, WEIGHTS_FILE
 from .querybank import BANK_FILE
 
 #: The file whose presence made an earlier version take a folder for a model (a mixture's first).

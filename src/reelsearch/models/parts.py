@@ -8,7 +8,6 @@ mixture's experts (``folder.Expert``) are parts too.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from pathlib import Path
@@ -19,39 +18,16 @@ from safetensors.torch import load_file, save_file
 
 from reelsearch.errors import DataFormatError
 from reelsearch.io import atomic_path, atomic_write_json, atomic_write_text, file_identity, read_text
-from reelsearch.scoring.calibration import LENGTHS, SENTENCE, Curve, judged_less_offsets
 from reelsearch.text.mlm import BUNDLED_NAME, bundle_encoder
 from reelsearch.text.tail import tail_first_layer
+
+from .calibration import entry_path, read_json_object
 
 #: The files of a model folder (also the names earlier versions wrote, without a manifest).
 CONFIG_FILE, WEIGHTS_FILE, MOE_FILE, CARD_FILE = "config.json", "model.safetensors", "moe.json", "MODEL_CARD.md"
 TAIL_FILE = "tail-{modality}.safetensors"
-CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
-#: Version 4: a curve of its own for 4-6-word queries, of the model's own score (``lengths`` "4-6",
-#: ``reelsearch.scoring.calibration.OWN_SCORE``). Version 3: the negative terms' curves are of the model's own score
-#: (no querybank offsets, as a search scores 1-3 words: ``reelsearch.scoring.calibration.banked``); version 2 had them
-#: less the offsets.
-CALIBRATION_VERSION = 4
 TEXT_TAIL_FILE = "text-tail.safetensors"
 log = logging.getLogger(__name__)
-
-
-def read_json_object(path: Path) -> dict:
-    """A JSON object from ``path``; DataFormatError naming the file when it is missing or not one."""
-    if not path.is_file():
-        raise DataFormatError(path, "missing; not a saved reelsearch model directory")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataFormatError(path, f"invalid JSON: {exc}", getattr(exc, "lineno", None)) from exc
-    if not isinstance(data, dict):
-        raise DataFormatError(path, "expected a JSON object")
-    return data
-
-
-def entry_path(directory: Path, entry: dict) -> Path:
-    """The first file a manifest entry names, in ``directory``."""
-    return Path(directory) / entry["files"][0]
 
 
 class ConfigPart:
@@ -221,90 +197,3 @@ class ModelCard:
     @classmethod
     def load(cls, directory: Path, entry: dict) -> ModelCard:
         return cls(read_text(entry_path(directory, entry)))
-
-
-class Calibration:
-    """The model's confidence curves (``reelsearch calibrate``): its score of a hit less the querybank's offset
-    (whatever the query's length: a search ranks 1-6 words without it, ``reelsearch.scoring.calibration.banked``;
-    its own score for the lengths of ``reelsearch.scoring.calibration.OWN_SCORE``, where it has their curve:
-    :meth:`less_offsets`), mapped to the share of development hits at that score that were right
-    (``reelsearch.scoring.calibration.Curve``). ``curve``: full sentences' (the development captions'); ``lengths``:
-    {length: curve} of shorter queries (``reelsearch.scoring.calibration.LENGTHS``: fitted on short queries derived
-    from the captions, ``reelsearch.evaluation.short_queries``); a length without its own curve reads ``curve``.
-    ``terms``: {length: curve} from a photo's own score for a term (no offset) to the share of development photos
-    at that score that show it (all photos, not a top: what a negative term removes,
-    ``reelsearch.search.filters.pictured``).
-    Tied to the model's fingerprint and querybank, like the bank to the model; ``source`` the data it was fitted on,
-    ``hits`` the hits per query it counted, ``queries`` how many captions."""
-
-    kind: ClassVar[str] = "calibration"
-
-    def __init__(self, curve: Curve, model: str, querybank: str | None, source: str = "", hits: int = 0,
-                 queries: int = 0, lengths: dict[str, Curve] | None = None, terms: dict[str, Curve] | None = None):
-        self.curve, self.model, self.querybank = curve, model, querybank
-        self.source, self.hits, self.queries = source, hits, queries
-        self.lengths, self.terms = dict(lengths or {}), dict(terms or {})
-        unknown = (set(self.lengths) | set(self.terms)) - set(LENGTHS)
-        if unknown:
-            raise ValueError(f"unknown query lengths {sorted(unknown)} (lengths: {', '.join(LENGTHS)})")
-
-    def __call__(self, scores, length: str = SENTENCE):
-        """The confidence (0-1) of each score of a query of ``length`` (``query_length`` of its text)."""
-        return self.lengths.get(length, self.curve)(scores)
-
-    def less_offsets(self, length: str = SENTENCE) -> bool:
-        """Whether the curve a query of ``length`` reads maps scores less the querybank's offsets (a length without a
-        curve of its own reads ``curve``, the captions': less the offsets)."""
-        return judged_less_offsets(length if length in self.lengths else SENTENCE)
-
-    def shows(self, scores, length: str = SENTENCE):
-        """The probability (0-1) that a photo with each score for a term of ``length`` shows it: its ``terms`` curve,
-        the longest shorter one for a length without its own; None without any."""
-        known = [n for n in LENGTHS[:LENGTHS.index(length) + 1] if n in self.terms]
-        return self.terms[known[-1]](scores) if known else None
-
-    def mismatch(self, model) -> str | None:
-        """Why this curve does not describe ``model``'s scores (None when it does): another model's, or a
-        querybank added, dropped or rebuilt since (the scores it mapped have moved)."""
-        bank = getattr(model, "querybank", None)
-        if self.model != model.fingerprint():
-            return (f"a calibration of another model (fingerprint {self.model}, this model {model.fingerprint()}): "
-                    "rerun `reelsearch calibrate`")
-        if self.querybank != (bank.digest() if bank is not None else None):
-            return "a calibration of the model's scores with another querybank: rerun `reelsearch calibrate`"
-        return None
-
-    def fields(self) -> dict:
-        return {}
-
-    def save(self, directory: Path) -> list[str]:
-        atomic_write_json(Path(directory) / CALIBRATION_FILE, {
-            "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "model": self.model,
-            "querybank": self.querybank,
-            "source": self.source, "hits": self.hits, "queries": self.queries,
-            "score": self.curve.score.tolist(), "right": self.curve.right.tolist(),
-            **{part: {n: {"score": c.score.tolist(), "right": c.right.tolist()} for n, c in curves.items()}
-               for part, curves in (("lengths", self.lengths), ("terms", self.terms))}})
-        return [CALIBRATION_FILE]
-
-    @classmethod
-    def load(cls, directory: Path, entry: dict) -> Calibration:
-        """Version 4; version 3 (no 4-6-word curve: such queries read ``curve``, less the offsets); version 2 (its
-        term curves read scores less the querybank's offsets, which a search no longer subtracts for 1-3 words: a
-        warning says to recalibrate) or version 1 (one curve, for every length)."""
-        path = entry_path(directory, entry)
-        doc = read_json_object(path)
-        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") not in (1, 2, 3, CALIBRATION_VERSION):
-            raise DataFormatError(path, f"not a {CALIBRATION_FORMAT} file of version 1 to {CALIBRATION_VERSION} "
-                                        f"(format={doc.get('format')!r}, version={doc.get('version')!r})")
-        if doc.get("version") == 2 and doc.get("querybank") and doc.get("terms"):
-            log.warning("%s: its negative-term curves were fitted on scores less the querybank's offsets, which a "
-                        "search no longer subtracts for 1-3 words: rerun `reelsearch calibrate`", path)
-        try:
-            curve = Curve(doc["score"], doc["right"])
-            lengths, terms = ({str(n): Curve(c["score"], c["right"]) for n, c in dict(doc.get(part) or {}).items()}
-                              for part in ("lengths", "terms"))
-            return cls(curve, str(doc["model"]), doc.get("querybank"), str(doc.get("source", "")),
-                       int(doc.get("hits", 0)), int(doc.get("queries", 0)), lengths, terms)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DataFormatError(path, f"invalid calibration curve: {exc}") from exc

@@ -3,7 +3,7 @@ right, one per query length (:data:`LENGTHS`: a word's scores are not a sentence
 search says "no good match".
 
 The curves are fitted on a development split (``reelsearch.evaluation.calibration``, ``reelsearch calibrate``) and
-saved in the model folder (``reelsearch.models.parts.Calibration``); searches read it.
+saved in the model folder (``reelsearch.models.calibration.Calibration``); searches read it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from reelsearch.index.catalog import StoredSegments
 from reelsearch.index.textcue_records import CueScores, SegmentMatch, TextSpans
 from reelsearch.scoring.fusion import score_fusion
 from reelsearch.search.sources import Top
-from reelsearch.text.minilm import shared_encoder
 
 #: (keyword, semantic) weights of a cue's two scores when they are summed into the cue's expert score: the best
 #: mean R@1 over paraphrase and exact-words queries on Flickr8k dev captions (benchmarks/bench_cues.py --weights).
@@ -29,12 +28,6 @@ KEYWORD_MEANING = (1.0, 2.0)
 #: Measured by benchmarks/bench_fusion.py: the 99th percentile of a caption's cosine to an unrelated video's speech
 #: or on-screen text is 0.21 / 0.22; 0.25 is the grid's lowest floor above it, and as good as 0.2 for the rest.
 SEMANTIC_FLOOR = 0.25
-
-
-def sentence_encoder(texts: Sequence[str]) -> np.ndarray:
-    """MiniLM sentence embeddings [N, 384] of ``texts`` (the process's shared encoder, loaded on first use): what the
-    text-cue index embeds its segments, and search its queries, with."""
-    return shared_encoder().sentence_features(list(texts))
 
 
 def floored(scores: np.ndarray, floor: float) -> np.ndarray:

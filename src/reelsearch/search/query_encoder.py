@@ -21,7 +21,6 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import torch
 
 from reelsearch.search.batching import MicroBatcher
 
@@ -152,8 +151,7 @@ class QueryEncoder:
 
     def _call(self, texts: list[str]) -> np.ndarray:
         start = time.perf_counter()
-        with torch.no_grad():
-            out = self.encode(texts)
+        out = self.encode(texts)  # (the model's encode_text runs under torch's inference mode where it runs torch)
         self.timings.setdefault(len(texts), deque(maxlen=TIMED_CALLS)).append((time.perf_counter() - start) * 1000)
         self.stats["calls"] += 1
         self.stats["encoded"] += len(texts)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from reelsearch.errors import EMPTY_QUERY, ConfigError, DataFormatError, QueryError, ReelsearchError
 from reelsearch.features.cues import CueExtractor
@@ -17,12 +16,11 @@ from reelsearch.index import EmbeddedMedia, MediaRoots, SqlCatalog, SyncReport, 
 from reelsearch.index.media import sha256_file
 from reelsearch.index.textcues import TextCues
 from reelsearch.io import numbered_lines, read_text
-from reelsearch.models import load_model
-from reelsearch.models.interface import SearchMode, VideoEmbeddings
+from reelsearch.models.embeddings import SearchMode, VideoEmbeddings
+from reelsearch.models.query_model import QueryModel
 from reelsearch.scoring.calibration import banked, query_length
 from reelsearch.search.batching import MicroBatcher, Prefetched, prefetch
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
-from reelsearch.search.cues import sentence_encoder
 from reelsearch.search.duplicates import DEFAULT_THRESHOLD, MIN_COVERAGE, DuplicateGroup, find_duplicates
 from reelsearch.search.embed import DEFAULT_FRAMES_PER_SECOND, MediaEmbedder
 from reelsearch.search.example import Example, ExampleError, split_like
@@ -34,6 +32,7 @@ from reelsearch.search.query_encoder import QueryEncoder
 from reelsearch.search.results import SORTS, SearchResult, dated
 from reelsearch.search.sources import InnerProduct, Visual, visual_sources
 from reelsearch.search.subset import Selection, Subset
+from reelsearch.text.sentences import sentence_encoder
 
 #: Longest query accepted (characters).
 MAX_QUERY_CHARS = 1000
@@ -82,10 +81,11 @@ class Searcher:
 
     def _load(self, model, device: str | None, weights, text_encoder: str | None, frames_per_second: float) -> None:
         if isinstance(model, (str, os.PathLike)):
-            model = load_model(model)
+            model = _torch_model(model)
         self.model = model.eval()
         if text_encoder is not None:
             self.model.use_text_encoder(text_encoder)
+        self._device = device
         self.embedder = MediaEmbedder(self.model, device=device, rate=frames_per_second)
         name = getattr(self.model, "name", "") or "model"
         self.model_id = f"{name}@{self.model.fingerprint()};{self.embedder.describe()}"
@@ -99,6 +99,18 @@ class Searcher:
         self._cues: TextCues | None = None
         self._cue_queries: QueryEncoder | None = None  # MiniLM sentence embeddings of queries, for the text cues
         self._visual: Visual | None = None
+
+    def full_model(self):
+        """The torch model: a searcher opened on a model's query graphs (``reelsearch.models.query_model``, a cold
+        search) loads it on first need (embedding media, ``index``, a query by an unindexed file) and runs it from
+        then on (the same fingerprint, the same results)."""
+        with self.lock:
+            if isinstance(self.model, QueryModel):
+                self.model = _torch_model(self.model.folder).eval()
+                self.embedder = MediaEmbedder(self.model, device=self._device, rate=self.embedder.rate)
+                self.query_encoder.encode = self.model.encode_text
+                self._visual = None
+            return self.model
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -179,7 +191,8 @@ class Searcher:
         ``paths``)."""
         run, off = cues_to_run(cues)
         extractor = CueExtractor()
-        with self.lock, self.catalog.writing(self.catalog.writer_wait), torch.no_grad():
+        self.full_model()
+        with self.lock, self.catalog.writing(self.catalog.writer_wait):
             self.embedder.progress = progress  # a long file's seconds too
             self.embedder.cues = extractor if "ocr" in run else None  # on-screen text read in the picture pass
             try:
@@ -259,7 +272,7 @@ class Searcher:
         """The index stage of a batch of searches: under the lock, one vector-index search for the query vectors of
         those it serves (``reelsearch.search.batching.prefetch``), then each search as alone, in order, each answer
         yielded as soon as it is found; an exception for one is handed to that search only."""
-        with self.lock, torch.no_grad(), self.catalog.snapshot():  # its meta and count read once
+        with self.lock, self.catalog.snapshot():  # its meta and count read once
             self.catalog.refresh()
             if len(self.catalog) == 0:
                 yield from ([] for _ in queries)
@@ -325,11 +338,12 @@ class Searcher:
         path, label = os.fspath(path), label or os.fspath(path)
         if not os.path.isfile(path):
             raise ExampleError(f"{label}: no such file")
-        with self.lock, torch.no_grad():
+        with self.lock:
             media = self._stored_media(path)
             exclude = {i for i in [self.catalog.find(path)] if i is not None}
         if media is None:
-            with self._embed_lock, torch.no_grad():
+            self.full_model()
+            with self._embed_lock:
                 media = self.embedder(path).checked(self.model.row_dim)
         digest = sha256_file(path)
         with self.lock:
@@ -374,12 +388,13 @@ class Searcher:
         """
         captions = self._check_captions(captions)
         path = os.fspath(file)
-        with self.lock, torch.no_grad():
+        with self.lock:
             media = self._stored_media(path)
         if media is None:
             if not os.path.isfile(path):
                 raise ReelsearchError(f"{path}: no such file")
-            with self._embed_lock, torch.no_grad():
+            self.full_model()
+            with self._embed_lock:
                 media = self.embedder(path).checked(self.model.row_dim)
         return self.annotate_media(_pictured(media, path), captions)
 
@@ -394,7 +409,7 @@ class Searcher:
         """``captions`` ranked for an embedded video (the model's own similarity; mixtures fuse per caption)."""
         captions = self._check_captions(captions)
         queries = self.query_encoder.many(captions)
-        with self.lock, torch.no_grad():
+        with self.lock:
             video = VideoEmbeddings(np.asarray(media.video_vector, np.float32)[None], [media.frame_vectors])
             scores = self.model.score(queries, video, axis=0)
             bank = getattr(self.model, "querybank", None)
@@ -452,6 +467,14 @@ def _pictured(media: EmbeddedMedia, label: str) -> EmbeddedMedia:
     if not media.pictured:
         raise QueryError(f"{label}: has no picture (sound alone): no caption can be ranked for it")
     return media
+
+
+def _torch_model(path):
+    """The torch model at ``path``, its query graphs exported for the next cold search
+    (``reelsearch.models.query_export.load_for_search``)."""
+    from reelsearch.models.query_export import load_for_search  # noqa: PLC0415 - torch: only where the model's query graphs cannot serve (docs/search.md)
+
+    return load_for_search(path)
 
 
 def read_captions(path: str | Path) -> list[str]:

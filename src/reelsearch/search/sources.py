@@ -33,7 +33,7 @@ import numpy as np
 
 from reelsearch.config.schema import FusionKind, Normalize
 from reelsearch.index.catalog import Catalog, StoredSegments, segment_key
-from reelsearch.models.interface import SearchMode, VideoEmbeddings
+from reelsearch.models.embeddings import SearchMode, VideoEmbeddings
 
 #: Name of the model's single source (a joint model's expert is shown under this name too).
 VISUAL = "visual"

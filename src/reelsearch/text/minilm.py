@@ -219,6 +219,12 @@ class MiniLMEncoder:
                 return None
         return self._onnx[layer]
 
+    def onnx_graph(self, layer: int | None = None) -> Path | None:
+        """The cached ONNX graph of the BERT up to ``layer`` (default: the last) that ONNX Runtime runs (exported now
+        when it is not yet); None where torch runs or the export could not be cached."""
+        onnx = self._onnx_bert(self.num_layers if layer is None else layer) if self.runtime == "onnxruntime" else None
+        return None if onnx is None else onnx.path
+
     def _shape(self) -> tuple[int, int]:
         """The BERT's hidden size and attention heads."""
         if self.spec is not None:

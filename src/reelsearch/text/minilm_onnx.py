@@ -12,17 +12,19 @@ onnxruntime versions: a tuned tower's export holds its tuned weights. Without ``
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import logging
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from reelsearch import onnx_runtime as _ort
 from reelsearch.cache import cache_root
 from reelsearch.io import atomic_path, file_identity
+from reelsearch.text.minilm_folder import read_spec, tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +46,63 @@ def export_key(folder: Path, layer: int, tail: Path | None = None) -> str:
     versions of torch and onnxruntime and ``EXPORT_FORMAT``."""
     import onnxruntime  # noqa: PLC0415 - optional package (text extra)
 
-    digest = hashlib.sha256(f"{EXPORT_FORMAT}|{layer}|{torch.__version__}|{onnxruntime.__version__}".encode())
+    digest = hashlib.sha256(f"{EXPORT_FORMAT}|{layer}|{torch_version()}|{onnxruntime.__version__}".encode())
     root = Path(folder).resolve()
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         digest.update(f"|{path.relative_to(root).as_posix()}|{file_identity(path)}".encode())
     if tail is not None:
         digest.update(f"|tail|{file_identity(tail)}".encode())
     return digest.hexdigest()[:24]
+
+
+def files_digest(digest, files) -> None:
+    """Add each of ``files`` (path, size, modification time) to ``digest``: what a cached export of them is keyed
+    by (a file changed or replaced gives another key)."""
+    for path in files:
+        stat = path.stat()
+        digest.update(f"|{path}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+
+
+def torch_version() -> str:
+    """The installed torch's version (as ``torch.__version__``), read without importing torch: a cached export is
+    found and run by a process that never loads it."""
+    return importlib.metadata.version("torch")
+
+
+def graph_path(folder: str | Path, layer: int, tail: Path | None = None, int8: bool = False) -> Path:
+    """Where the export of the BERT of the folder ``folder`` up to ``layer`` (with ``tail``, in int8) is cached."""
+    stem = f"minilm-{export_key(Path(folder), layer, tail)}"
+    return cache_root() / "onnx" / (f"{stem}-int8.onnx" if int8 else f"{stem}.onnx")
+
+
+class MiniLMSession:
+    """A cached float32 MiniLM export (``graph``) of the folder ``folder`` run without torch: the folder's own
+    tokenizer (``reelsearch.text.minilm_folder``), then the graph. ``states(texts)`` -> (the last hidden states [N, L,
+    hidden], zero at padding; the attention mask [N, L]); ``sentence_features(texts)``: their mean over the mask, L2
+    normalised, as ``MiniLMEncoder.sentence_features`` (within float rounding). ValueError for a folder its files do
+    not describe."""
+
+    def __init__(self, graph: Path, folder: Path, threads: int | None = None):
+        spec = read_spec(Path(folder))
+        if spec is None:
+            raise ValueError(f"{folder}: not a MiniLM folder its files describe")
+        self.graph, self.folder = Path(graph), Path(folder)
+        self._tokenizer = spec.tokenizer()
+        self.session = _ort.optimized_session(self.graph, threads)
+        self._inputs = [i.name for i in self.session.get_inputs()]
+        self._lock = threading.Lock()  # the tokenizer is not safe to call from several threads at once
+
+    def states(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            feeds = tokenize(self._tokenizer, list(texts))
+        mask = feeds["attention_mask"]
+        states = self.session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+        return np.ascontiguousarray(states * mask[..., None], dtype=np.float32), mask
+
+    def sentence_features(self, texts: list[str]) -> np.ndarray:
+        states, mask = self.states(texts)
+        pooled = states.sum(1) / np.maximum(mask.sum(1, keepdims=True), 1)
+        return (pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
 class OnnxBert:
@@ -62,12 +114,11 @@ class OnnxBert:
     cannot be written the export is made in a temporary folder, loaded, and deleted. ``tail``: the tuned tail file
     loaded into the BERT (``reelsearch.text.tail``), part of the key."""
 
-    def __init__(self, bert: Callable[[], torch.nn.Module], folder: str | Path, layer: int, hidden: int, heads: int,
+    def __init__(self, bert: Callable[[], object], folder: str | Path, layer: int, hidden: int, heads: int,
                  threads: int | None = None, quantize: Callable[[Path, Path], object] | None = None,
                  tail: Path | None = None):
         self.hidden, self.int8 = int(hidden), quantize is not None
-        stem = f"minilm-{export_key(Path(folder), layer, tail)}"
-        path = cache_root() / "onnx" / (f"{stem}-int8.onnx" if quantize else f"{stem}.onnx")
+        path = graph_path(folder, layer, tail, self.int8)
 
         def make(target: Path, atomic: bool) -> None:
             if quantize is None:
@@ -98,6 +149,8 @@ class OnnxBert:
 
 def _last_hidden_state(bert):
     """The module torch.onnx exports: plain tensors in, ``bert``'s last hidden states out."""
+    import torch  # noqa: PLC0415 - torch: only to export (a cached export runs without it)
+
     class LastHiddenState(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -113,6 +166,7 @@ def _last_hidden_state(bert):
 def _export(bert, path: Path, hidden: int, heads: int, atomic: bool = True) -> None:
     """Export ``bert`` to ``path`` (atomically, unless the folder is private): torch.onnx, then onnxruntime's BERT
     fusions."""
+    import torch  # noqa: PLC0415 - torch: only to export (a cached export runs without it)
     from onnxruntime.transformers.optimizer import optimize_model  # noqa: PLC0415 - optional package (text extra)
 
     logger.info("reelsearch: exporting MiniLM to ONNX (once): %s", path)

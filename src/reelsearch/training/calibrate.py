@@ -1,5 +1,5 @@
 """Calibrating a model's confidence on development queries (`reelsearch calibrate`); the curve and its checks are
-``reelsearch.evaluation.calibration``, the model-folder part ``reelsearch.models.parts.Calibration``.
+``reelsearch.evaluation.calibration``, the model-folder part ``reelsearch.models.calibration.Calibration``.
 
 Each caption of the split is a query over all the split's videos, scored as a search ranks a sentence (the model's
 fused score less the querybank's offset, as for queries of seven words or more:
@@ -35,8 +35,8 @@ from reelsearch.evaluation.short_queries import relevance, short_queries
 from reelsearch.features.caches import DatasetSource
 from reelsearch.io import atomic_write_json
 from reelsearch.models import load_model
+from reelsearch.models.calibration import Calibration
 from reelsearch.models.checkpoint import derived_run
-from reelsearch.models.parts import Calibration
 from reelsearch.scoring.calibration import (
     LENGTHS,
     NEGATIVE_CONFIDENCE,
