@@ -220,16 +220,22 @@ class CatalogSync(ABC):
             while pending:
                 chunk, pending = pending[:size], pending[size:]
                 started = time.monotonic()
-                for item, claimed in zip(chunk, self._claim(chunk, model_id), strict=True):
-                    if claimed is False:
+                claimed, waiting = [], len(held)
+                for item, claim in zip(chunk, self._claim(chunk, model_id), strict=True):
+                    if claim is False:
                         held.append(item)
-                        continue
-                    bar.update()
-                    if claimed is not None:
-                        self._embed_one(claimed, embed_fn, model_id, report, changes)
+                    elif claim is not None:
+                        claimed.append(claim)
+                hashed = self._hash(claimed, report)
+                reusable = self._reusable([digest for _, digest in hashed], model_id)
+                dim = self.dim
+                for item, digest in hashed:
+                    self._embed_one(item, digest, reusable.get(digest), embed_fn, dim or _first_dim(changes), report,
+                                    changes)
                     if len(changes) >= commit_every or time.monotonic() - last_commit > commit_seconds:
                         self._commit(changes, [], model_id)
-                        changes, last_commit = [], time.monotonic()
+                        changes, last_commit, dim = [], time.monotonic(), self.dim
+                bar.update(len(chunk) - (len(held) - waiting))
                 pace = (time.monotonic() - started) / len(chunk)
                 size = max(1, min(commit_every, int(self.CLAIM_SECONDS / pace) if pace > 0 else commit_every))
             if held:  # files other writers hold: done by them, or taken over once their lease expires
@@ -240,25 +246,44 @@ class CatalogSync(ABC):
         bar.close()
         return changes
 
-    def _embed_one(self, item: FileToSync, embed_fn: EmbedFn, model_id: str, report: SyncReport,
-                   changes: list[FileChange]) -> None:
-        """Hash the claimed ``item``; its change (touched, embedded or reused) appended to ``changes``, or its
-        problem to ``report.failed``."""
+    def _hash(self, items: list[FileToSync], report: SyncReport) -> list[tuple[FileToSync, str]]:
+        """(item, SHA-256) of each claimed file that could be read; the others to ``report.failed``."""
+        out = []
+        for item in items:
+            try:
+                out.append((item, sha256_file(item.path)))
+            except OSError as exc:
+                report.failed.append((item.path, _describe(exc)))
+                self._claim_failed(item, _describe(exc))
+        return out
+
+    def _reusable(self, digests: list[str], model_id: str) -> dict[str, str]:
+        """{digest: id of an indexed video with that content and model} of ``digests``, one query."""
+        if self.model_id != model_id or not digests:
+            return {}
+        marks = ", ".join("?" * len(digests))
+        return {d: str(i) for d, i in self._db.execute(f"SELECT sha256, MIN(id) FROM videos WHERE sha256 IN ({marks}) "
+                                                       "GROUP BY sha256", list(digests))}
+
+    def _embed_one(self, item: FileToSync, digest: str, reuse: str | None, embed_fn: EmbedFn, dim: int | None,
+                   report: SyncReport, changes: list[FileChange]) -> None:
+        """The change of the claimed, hashed ``item`` appended to ``changes``: touched (same content), the embeddings
+        of the indexed video ``reuse`` (same content elsewhere), or embedded and checked against the catalog's width
+        ``dim``; or its problem to ``report.failed``."""
         try:
-            digest = sha256_file(item.path)
             if item.stored is not None and item.stored.sha256 == digest:
                 changes.append(FileChange(item, digest))
                 report.unchanged.append(item.path)
                 return
-            media, reused = self._reuse(digest, model_id)
+            media = None if reuse is None else self.media(reuse)
             if media is None:
                 media = embed_fn(item.path)
                 if not isinstance(media, EmbeddedMedia):
                     raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
-            media = media.checked(self.dim or _first_dim(changes))
+            media = media.checked(dim)
             if media.warning:
                 report.warnings.append((item.path, media.warning))
-            report.reused += reused
+            report.reused += reuse is not None
             changes.append(FileChange(item, digest, media))
             (report.updated if item.stored is not None else report.added).append(item.path)
         except (KeyboardInterrupt, SystemExit, MemoryError):
@@ -266,15 +291,6 @@ class CatalogSync(ABC):
         except Exception as exc:  # one bad file never stops the sync
             report.failed.append((item.path, _describe(exc)))
             self._claim_failed(item, _describe(exc))
-
-    def _reuse(self, digest: str, model_id: str) -> tuple[EmbeddedMedia | None, int]:
-        """Embeddings of an indexed file with the same content and model, if any."""
-        if self.model_id != model_id:
-            return None, 0
-        row = self._db.execute("SELECT id FROM videos WHERE sha256 = ? LIMIT 1", (digest,)).fetchone()
-        if row is None:
-            return None, 0
-        return self.media(str(row[0])), 1
 
     def copy_from(self, source: CatalogSync, *, progress: bool = True, commit_every: int = 256) -> SyncReport:
         """Copy every video of ``source`` (another catalog, e.g. an embedded one into PostgreSQL) with everything

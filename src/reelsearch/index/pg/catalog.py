@@ -4,10 +4,11 @@ The tables, the reads and the sync are ``reelsearch.index.tables``'s and ``reels
 embedded catalog; what is PostgreSQL's own:
 
 * ``videos.vector`` is ``vector(D)`` (float32) with an HNSW index (inner product) over [vector, bias] cast to
-  ``halfvec(D + 1)`` (float16: a third of the size, no recall lost; ``schema.hnsw_index``), made when the first
-  video of a model sets D. ``nearest`` is ``ORDER BY vector <#> q [- bias] LIMIT n``, exact (a sequential scan), below
-  ``threshold`` videos, as FAISS's flat index; above, the index's n candidates (``ORDER BY [vector, bias]::halfvec <#>
-  [q, 1 or 0]``, ``hnsw.ef_search`` at least n). Either way the scores are the exact float32 inner products (+ bias),
+  ``halfvec(D + 1)`` (float16: a third of the size, no recall lost; ``schema.hnsw_index``), made after the sync
+  in which the first video of a model set D (one build over the first load, not an insert per row). ``nearest`` is
+  ``ORDER BY vector <#> q [- bias] LIMIT n``, exact (a sequential scan), below ``threshold`` videos, as FAISS's
+  flat index; above, the index's n candidates (``ORDER BY [vector, bias]::halfvec <#> [q, 1 or 0]``,
+  ``hnsw.ef_search`` at least n). Either way the scores are the exact float32 inner products (+ bias),
   best first. ``score_fn`` (order similarity) is an exact scan of ``chunks`` in this process.
 * Nothing to catch up: every read sees what any writer committed, so replicas need no restart and no refresh; the
   caches (biases, text-cue segments) are keyed by the generation, which every commit bumps.
@@ -325,12 +326,12 @@ class PostgresCatalog(SqlCatalog):
         """Nothing to tell: the HNSW index is the table's."""
 
     def _first_vector(self, dim: int) -> None:
+        """The vector columns become ``vector(dim)``; their HNSW indexes are made after the sync's rows (``_synced``):
+        one ``CREATE INDEX`` over a first load instead of an insert into the graph per row."""
         self._db.execute(f"ALTER TABLE videos ALTER COLUMN vector TYPE vector({int(dim)})")
         if 4 * dim + 512 < INLINE_BYTES:  # kept in the row, not compressed out of line: a scan reads it directly
             self._db.execute("ALTER TABLE videos ALTER COLUMN vector SET STORAGE PLAIN")
-        hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
         self._db.execute(f"ALTER TABLE video_segments ALTER COLUMN vector TYPE vector({int(dim)})")
-        segments_hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
 
     def _vectors_dropped(self) -> None:
         with self._transaction():
@@ -341,7 +342,18 @@ class PostgresCatalog(SqlCatalog):
             self._db.execute("ALTER TABLE video_segments ALTER COLUMN vector TYPE vector")
 
     def _synced(self) -> None:
-        """Nothing to do: the vectors are committed with their videos."""
+        """The HNSW indexes, when a first load (``_first_vector``) or a writer that died before its end left none:
+        made by one writer (the advisory lock), while the others' commits wait. Once made, rows join them as they
+        are committed."""
+        dim = self.dim
+        if dim is None or dim + 1 > HNSW_MAX_DIM or self._db.execute(
+                "SELECT to_regclass('videos_hnsw') IS NOT NULL AND to_regclass('video_segments_hnsw') IS NOT NULL"
+        ).fetchone()[0]:
+            return
+        with self._transaction():
+            self._exclusive()
+            hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
+            segments_hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool, *,
