@@ -194,9 +194,8 @@ def test_kill_mid_sync_keeps_a_consistent_index(open_catalog, folder):
         lib.sync([folder], FakeEmbedder(interrupt_after=3), progress=False, commit_every=2)
     lib.close()
     lib = open_catalog()
-    # the committed batch of two, the third embedding never committed; PostgreSQL commits each file by itself (its
-    # cooperating writers' claims are per file): the three embedded
-    done = 3 if lib.ONE_FILE_PER_COMMIT else 2
+    # the committed batch of two, the third embedding never committed (both catalogs commit in batches)
+    done = 2
     assert len(lib) == done
     check_consistent(lib)
     emb = FakeEmbedder()

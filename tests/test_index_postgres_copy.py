@@ -1,7 +1,7 @@
 """The PostgreSQL catalog's bulk writes by binary COPY (``reelsearch.index.pg.copy``): a library loaded by COPY reads
 back as one loaded one INSERT per row does (frames, thumbnails, detail, segments, biases, dates, a file without a
-picture), a load interrupted mid-way keeps its committed batches and resumes, and a row the server refuses is named
-by its file."""
+picture), a load interrupted mid-way keeps its committed batches and resumes, a row the server refuses is named by its
+file, and a first load makes its HNSW indexes after its rows."""
 
 from __future__ import annotations
 
@@ -164,3 +164,26 @@ def test_binary_rows_are_postgresql_s_own(pg_url):
         got = lib._db.execute("SELECT a, b, c, d, e, f::text FROM probe ORDER BY a NULLS LAST").fetchall()
     assert got[0][:5] == (2**40, -7, 0.1, "é ü", b"\x00\xff") and got[0][5] == "[1.5,-2,1e-08]"
     assert got[1] == (None,) * 6
+
+
+def test_a_first_load_makes_the_hnsw_indexes_once_after_its_rows(pg_url, tmp_path):
+    """A sync into an empty catalog commits its rows with no HNSW index to update row by row, then makes both indexes
+    at its end; a sync that finds them missing (its writer died before the end) makes them."""
+    from test_index_library import FakeEmbedder, write_png
+
+    for i in range(6):
+        write_png(tmp_path / "media" / f"img{i}.png", seed=i)
+    with PostgresCatalog(pg_url) as lib:
+        def indexes() -> int:
+            return lib._db.execute("SELECT count(*) FROM pg_indexes WHERE indexname IN ('videos_hnsw', "
+                                   "'video_segments_hnsw')").fetchone()[0]
+
+        during = []
+        commit = lib._commit
+        lib._commit = lambda *a: commit(*a) or during.append(indexes())
+        report = lib.sync([tmp_path / "media"], FakeEmbedder(), progress=False, commit_every=2)
+        assert len(report.added) == 6 and during[:3] == [0, 0, 0] and indexes() == 2
+        lib._db.execute("DROP INDEX videos_hnsw")
+        lib._db.execute("DROP INDEX video_segments_hnsw")
+        assert lib.sync([tmp_path / "media"], FakeEmbedder(), progress=False).summary().startswith("0 added")
+        assert indexes() == 2

@@ -27,7 +27,7 @@ TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
 
 #: One worker: the library API's sync (what `reelsearch index PATH --db URL` runs) with the tests' embedder over the
-#: files' bytes, slowed to 0.1 s a file so that the kill lands mid-run; a 2-second lease.
+#: files' bytes, slowed to 0.1 s a file so that the kill lands mid-run; a 2-second lease; commits of 4 files.
 WORKER = """
 import json, sys, time
 from test_index_library import FakeEmbedder
@@ -39,7 +39,7 @@ class Slow(FakeEmbedder):
         return super().__call__(path)
 
 with PostgresCatalog(sys.argv[1], lease=2.0) as lib:
-    report = lib.sync([sys.argv[2]], Slow(fail_on={"broken.jpg"}), progress=False)
+    report = lib.sync([sys.argv[2]], Slow(fail_on={"broken.jpg"}), progress=False, commit_every=4)
 print(json.dumps({"added": report.added, "failed": report.failed}))
 """
 
@@ -100,6 +100,60 @@ def test_three_workers_one_killed_index_every_file_exactly_once(pg_url, tmp_path
     assert all(bytes(p) == broken for p, _ in left)  # no claim left behind but the failed file's
 
 
+#: A writer that commits one batch of every file, printing each file's name once embedded, 0.1 s a file; 1-second lease.
+BATCH_WORKER = """
+import sys, time
+from test_index_library import FakeEmbedder
+from reelsearch.index.pg import PostgresCatalog
+
+class Slow(FakeEmbedder):
+    def __call__(self, path):
+        time.sleep(0.1)
+        print(path, flush=True)
+        return super().__call__(path)
+
+with PostgresCatalog(sys.argv[1], lease=1.0) as lib:
+    lib.sync([sys.argv[2]], Slow(), progress=False, commit_every=1000, commit_seconds=600)
+"""
+
+
+def test_a_batch_killed_mid_way_commits_nothing_and_a_rerun_indexes_each_of_its_files_once(pg_url, tmp_path):
+    """A writer killed (kill -9) half-way through a batch: none of the batch is committed, its claims stay until
+    their lease runs out (no one renews them), then a rerun takes them over and indexes every file exactly once."""
+    from test_index_library import FakeEmbedder, write_png
+
+    folder = tmp_path / "photos"
+    for i in range(12):
+        write_png(folder / f"img{i:02d}.png", seed=i)
+    with PostgresCatalog(pg_url):
+        pass  # the schema, made once
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
+    victim = subprocess.Popen([sys.executable, "-c", BATCH_WORKER, pg_url, str(folder)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env, text=True)
+    try:
+        embedded = [victim.stdout.readline() for _ in range(5)]
+        assert all(embedded), victim.stderr.read()
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM videos").fetchone()[0] == 0  # the batch was never committed
+        assert conn.execute("SELECT count(*) FROM index_log").fetchone()[0] == 0
+        orphaned = _held(conn, victim.pid)
+    assert len(orphaned) >= 5  # the files it embedded (and those claimed with them) stay claimed until the lease ends
+    with PostgresCatalog(pg_url, lease=1.0) as rerun:
+        report = rerun.sync([folder], FakeEmbedder(), progress=False)
+    assert len(report.added) == 12 and report.failed == []
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        logged = dict(conn.execute("SELECT path, count(*) FROM index_log GROUP BY path").fetchall())
+        assert conn.execute("SELECT count(*) FROM claims").fetchone()[0] == 0
+    assert {bytes(p) for p in logged} == {os.fsencode(str(p)) for p in folder.glob("*.png")}
+    assert set(logged.values()) == {1} and set(orphaned) <= {bytes(p) for p in logged}
+
+
 def test_a_file_indexed_by_another_writer_since_the_plan_is_skipped(pg_url, tmp_path):
     """A writer's plan is made before it claims: a file another writer committed meanwhile is not embedded again
     (the claim compares the stored row with the file), and claims are released by the commit."""
@@ -113,11 +167,11 @@ def test_a_file_indexed_by_another_writer_since_the_plan_is_skipped(pg_url, tmp_
         plan_items = second._plan_sync([str(folder)], "default", False, type(report)()).todo
         assert plan_items == []  # committed: nothing to do
         item = first._plan_sync([str(folder)], "other", False, type(report)()).todo[0]
-        claimed = second._claim(item, "default")
+        claimed = second._claim([item], "default")[0]
         assert claimed is None  # indexed (with this model) already: skipped, the claim released
-        claimed = second._claim(item, "other")
+        claimed = second._claim([item], "other")[0]
         assert claimed is not None and claimed.stored is None  # another model's row: embedded again
-        assert first._claim(item, "other") is False  # held by the second writer, whose lease lives
+        assert first._claim([item], "other")[0] is False  # held by the second writer, whose lease lives
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM claims").fetchone()[0] == 0  # closed writers release theirs
         assert conn.execute("SELECT count(*) FROM index_log").fetchone()[0] == 4

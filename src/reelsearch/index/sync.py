@@ -81,16 +81,16 @@ class CatalogSync(ABC):
         """After a sync's last commit, in the writer lock: bring the vector index up to date."""
 
     # -- per-file claims (cooperating writers); the embedded catalog's writer lock makes every file its own -----
-    #: Commit each file in a transaction of its own (the claims of cooperating writers are per file).
-    ONE_FILE_PER_COMMIT = False
     #: Seconds between looks at files that another writer holds.
     CLAIM_POLL = 0.5
+    #: Seconds of work a writer claims at once (files, at the pace of the last ones; at most a commit's batch).
+    CLAIM_SECONDS = 2.0
 
-    def _claim(self, item: FileToSync, model_id: str) -> FileToSync | None | bool:
-        """Take ``item`` for this writer before it is hashed: the item (with its stored row as it is now), None when
-        there is nothing to do (another writer indexed it since the plan, or failed on it), False while another
-        writer holds it (asked again later)."""
-        return item
+    def _claim(self, items: list[FileToSync], model_id: str) -> list[FileToSync | None | bool]:
+        """Take ``items`` for this writer before they are hashed, each: the item (with its stored row as it is now),
+        None when there is nothing to do (another writer indexed it since the plan, or failed on it), False while
+        another writer holds it (asked again later)."""
+        return list(items)
 
     def _claim_failed(self, item: FileToSync, problem: str) -> None:
         """This writer could not index ``item`` (reported here: other writers leave it alone)."""
@@ -140,8 +140,6 @@ class CatalogSync(ABC):
                 self._start_over(plan.stored, model_id)
                 report.removed.extend(self._local(s.path) for s in gone)
                 gone = []
-            if self.ONE_FILE_PER_COMMIT:
-                commit_every = 1
             last = self._embed_changes(plan.todo, embed_fn, model_id, report, progress, commit_every, commit_seconds)
             self._commit(last, gone, model_id)
             if plan.again:  # embedded afresh for the new model: files the index had, so updated
@@ -208,63 +206,91 @@ class CatalogSync(ABC):
 
     def _embed_changes(self, todo: list[FileToSync], embed_fn: EmbedFn, model_id: str, report: SyncReport,
                        progress: bool, commit_every: int, commit_seconds: float) -> list[FileChange]:
-        """Hash each file of ``todo``; touch the ones whose content is unchanged, embed (or reuse the embeddings of
-        an identical indexed file) the others; commit in batches and return the last, uncommitted one. A file that
-        fails is reported, the rest go on."""
+        """Claim the files of ``todo`` a few at a time (``_claim``: as many as the last ones took ``CLAIM_SECONDS``
+        to do, at most ``commit_every``); hash each, touch the ones whose content is unchanged, embed (or reuse the
+        embeddings of an identical indexed file) the others; commit in batches and return the last, uncommitted one.
+        Before waiting for files other writers hold, what this writer holds is committed (they may be waiting for
+        it). A file that fails is reported, the rest go on."""
         changes: list[FileChange] = []
         last_commit = time.monotonic()
         bar = tqdm(total=len(todo), desc="indexing", unit="file", disable=not progress or not todo)
-        pending = list(todo)
+        pending, size = list(todo), 1
         while pending:
             held = []
-            for item in pending:
-                claimed = self._claim(item, model_id)
-                if claimed is False:
-                    held.append(item)
-                    continue
-                bar.update()
-                if claimed is None:
-                    continue
-                item = claimed
-                try:
-                    digest = sha256_file(item.path)
-                    if item.stored is not None and item.stored.sha256 == digest:
-                        changes.append(FileChange(item, digest))
-                        report.unchanged.append(item.path)
-                    else:
-                        media, reused = self._reuse(digest, model_id)
-                        if media is None:
-                            media = embed_fn(item.path)
-                            if not isinstance(media, EmbeddedMedia):
-                                raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
-                        media = media.checked(self.dim or _first_dim(changes))
-                        if media.warning:
-                            report.warnings.append((item.path, media.warning))
-                        report.reused += reused
-                        changes.append(FileChange(item, digest, media))
-                        (report.updated if item.stored is not None else report.added).append(item.path)
-                except (KeyboardInterrupt, SystemExit, MemoryError):
-                    raise
-                except Exception as exc:  # one bad file never stops the sync
-                    report.failed.append((item.path, _describe(exc)))
-                    self._claim_failed(item, _describe(exc))
-                if len(changes) >= commit_every or time.monotonic() - last_commit > commit_seconds:
-                    self._commit(changes, [], model_id)
-                    changes, last_commit = [], time.monotonic()
+            while pending:
+                chunk, pending = pending[:size], pending[size:]
+                started = time.monotonic()
+                claimed, waiting = [], len(held)
+                for item, claim in zip(chunk, self._claim(chunk, model_id), strict=True):
+                    if claim is False:
+                        held.append(item)
+                    elif claim is not None:
+                        claimed.append(claim)
+                hashed = self._hash(claimed, report)
+                reusable = self._reusable([digest for _, digest in hashed], model_id)
+                dim = self.dim
+                for item, digest in hashed:
+                    self._embed_one(item, digest, reusable.get(digest), embed_fn, dim or _first_dim(changes), report,
+                                    changes)
+                    if len(changes) >= commit_every or time.monotonic() - last_commit > commit_seconds:
+                        self._commit(changes, [], model_id)
+                        changes, last_commit, dim = [], time.monotonic(), self.dim
+                bar.update(len(chunk) - (len(held) - waiting))
+                pace = (time.monotonic() - started) / len(chunk)
+                size = max(1, min(commit_every, int(self.CLAIM_SECONDS / pace) if pace > 0 else commit_every))
             if held:  # files other writers hold: done by them, or taken over once their lease expires
+                self._commit(changes, [], model_id)
+                changes, last_commit = [], time.monotonic()
                 time.sleep(self.CLAIM_POLL)
             pending = held
         bar.close()
         return changes
 
-    def _reuse(self, digest: str, model_id: str) -> tuple[EmbeddedMedia | None, int]:
-        """Embeddings of an indexed file with the same content and model, if any."""
-        if self.model_id != model_id:
-            return None, 0
-        row = self._db.execute("SELECT id FROM videos WHERE sha256 = ? LIMIT 1", (digest,)).fetchone()
-        if row is None:
-            return None, 0
-        return self.media(str(row[0])), 1
+    def _hash(self, items: list[FileToSync], report: SyncReport) -> list[tuple[FileToSync, str]]:
+        """(item, SHA-256) of each claimed file that could be read; the others to ``report.failed``."""
+        out = []
+        for item in items:
+            try:
+                out.append((item, sha256_file(item.path)))
+            except OSError as exc:
+                report.failed.append((item.path, _describe(exc)))
+                self._claim_failed(item, _describe(exc))
+        return out
+
+    def _reusable(self, digests: list[str], model_id: str) -> dict[str, str]:
+        """{digest: id of an indexed video with that content and model} of ``digests``, one query."""
+        if self.model_id != model_id or not digests:
+            return {}
+        marks = ", ".join("?" * len(digests))
+        return {d: str(i) for d, i in self._db.execute(f"SELECT sha256, MIN(id) FROM videos WHERE sha256 IN ({marks}) "
+                                                       "GROUP BY sha256", list(digests))}
+
+    def _embed_one(self, item: FileToSync, digest: str, reuse: str | None, embed_fn: EmbedFn, dim: int | None,
+                   report: SyncReport, changes: list[FileChange]) -> None:
+        """The change of the claimed, hashed ``item`` appended to ``changes``: touched (same content), the embeddings
+        of the indexed video ``reuse`` (same content elsewhere), or embedded and checked against the catalog's width
+        ``dim``; or its problem to ``report.failed``."""
+        try:
+            if item.stored is not None and item.stored.sha256 == digest:
+                changes.append(FileChange(item, digest))
+                report.unchanged.append(item.path)
+                return
+            media = None if reuse is None else self.media(reuse)
+            if media is None:
+                media = embed_fn(item.path)
+                if not isinstance(media, EmbeddedMedia):
+                    raise TypeError(f"embed_fn returned {type(media).__name__}, not EmbeddedMedia")
+            media = media.checked(dim)
+            if media.warning:
+                report.warnings.append((item.path, media.warning))
+            report.reused += reuse is not None
+            changes.append(FileChange(item, digest, media))
+            (report.updated if item.stored is not None else report.added).append(item.path)
+        except (KeyboardInterrupt, SystemExit, MemoryError):
+            raise
+        except Exception as exc:  # one bad file never stops the sync
+            report.failed.append((item.path, _describe(exc)))
+            self._claim_failed(item, _describe(exc))
 
     def copy_from(self, source: CatalogSync, *, progress: bool = True, commit_every: int = 256) -> SyncReport:
         """Copy every video of ``source`` (another catalog, e.g. an embedded one into PostgreSQL) with everything

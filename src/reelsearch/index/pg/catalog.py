@@ -4,17 +4,19 @@ The tables, the reads and the sync are ``reelsearch.index.tables``'s and ``reels
 embedded catalog; what is PostgreSQL's own:
 
 * ``videos.vector`` is ``vector(D)`` (float32) with an HNSW index (inner product) over [vector, bias] cast to
-  ``halfvec(D + 1)`` (float16: a third of the size, no recall lost; ``schema.hnsw_index``), made when the first
-  video of a model sets D. ``nearest`` is ``ORDER BY vector <#> q [- bias] LIMIT n``, exact (a sequential scan), below
-  ``threshold`` videos, as FAISS's flat index; above, the index's n candidates (``ORDER BY [vector, bias]::halfvec <#>
-  [q, 1 or 0]``, ``hnsw.ef_search`` at least n). Either way the scores are the exact float32 inner products (+ bias),
+  ``halfvec(D + 1)`` (float16: a third of the size, no recall lost; ``schema.hnsw_index``), made after the sync
+  in which the first video of a model set D (one build over the first load, not an insert per row). ``nearest`` is
+  ``ORDER BY vector <#> q [- bias] LIMIT n``, exact (a sequential scan), below ``threshold`` videos, as FAISS's
+  flat index; above, the index's n candidates (``ORDER BY [vector, bias]::halfvec <#> [q, 1 or 0]``,
+  ``hnsw.ef_search`` at least n). Either way the scores are the exact float32 inner products (+ bias),
   best first. ``score_fn`` (order similarity) is an exact scan of ``chunks`` in this process.
 * Nothing to catch up: every read sees what any writer committed, so replicas need no restart and no refresh; the
   caches (biases, text-cue segments) are keyed by the generation, which every commit bumps.
 * Any number of writers index at once (``reelsearch index PATH --db URL`` on several machines): each file is claimed
   with a lease (a ``claims`` row taken with ``FOR UPDATE SKIP LOCKED``, expiring ``lease`` seconds after its last
-  renewal; a thread renews this writer's while it lives), committed in a transaction of its own that releases the
-  claim and logs the commit (``index_log``); a dead writer's claims expire and are taken over, a file indexed
+  renewal; a thread renews this writer's while it lives), a few at a time (one transaction claims them), and
+  committed in batches, as by the embedded catalog, each one transaction that releases the batch's claims and logs
+  its files (``index_log``); a dead writer's claims (its batch in flight) expire and are taken over, a file indexed
   meanwhile by another writer is skipped. There is no writer lock: only a change of model is done alone.
 """
 
@@ -187,38 +189,56 @@ class PostgresCatalog(SqlCatalog):
         return contextlib.nullcontext()
 
     # -- cooperating writers: a claim (lease) per file ---------------------------------------------------------
-    ONE_FILE_PER_COMMIT = True
-
-    def _claim(self, item: FileToSync, model_id: str) -> FileToSync | None | bool:
-        """Take ``item`` with a lease (a ``claims`` row, ``lease`` seconds, renewed while this writer lives): the
-        item with its stored row as it is now; None when it is indexed already (by another writer since the plan)
-        or another writer failed on it; False while another live writer holds it. A claim whose lease expired (its
-        writer died) is taken over."""
-        key = os.fsencode(self.media_roots.stored(item.path))
+    def _claim(self, items: list[FileToSync], model_id: str) -> list[FileToSync | None | bool]:
+        """Take ``items`` with a lease each (a ``claims`` row, ``lease`` seconds, renewed while this writer lives), in
+        one transaction: each item with its stored row as it is now; None when it is indexed already (by another
+        writer since the plan) or another writer failed on it; False while another live writer holds it. A claim
+        whose lease expired (its writer died) is taken over. Claims are inserted in path order (two writers never
+        wait on each other's)."""
+        keys = [os.fsencode(self.media_roots.stored(item.path)) for item in items]
         with self._db.transaction():
-            fresh = self._db.execute("INSERT INTO claims (path, worker, expires_at) VALUES (?, ?, now() + ? * "
-                                     "interval '1 second') ON CONFLICT (path) DO NOTHING RETURNING 1",
-                                     (key, self.worker, self.lease)).fetchone()
-            if fresh is None:
-                row = self._db.execute("SELECT worker, expires_at < now(), error FROM claims WHERE path = ? "
-                                       "FOR UPDATE SKIP LOCKED", (key,)).fetchone()
-                if row is None:
-                    return False  # another writer is claiming it this instant
-                worker, expired, error = row
-                if worker != self.worker and not expired:
-                    return None if error is not None else False
-                self._db.execute("UPDATE claims SET worker = ?, expires_at = now() + ? * interval '1 second', "
-                                 "error = NULL WHERE path = ?", (self.worker, self.lease, key))
-            row = self._db.execute("SELECT path, id, size, mtime_ns, sha256, model_id FROM videos WHERE path = ?",
-                                   (key,)).fetchone()
-            if row is not None and row[5] == model_id and (row[2], row[3]) == (item.stat.st_size,
-                                                                              item.stat.st_mtime_ns):
-                self._db.execute("DELETE FROM claims WHERE path = ?", (key,))
-                return None  # indexed meanwhile
-        self._heartbeat()
-        self._claimed.add(key)
-        stored = None if row is None or row[5] != model_id else StoredFile(bytes(row[0]), *row[1:5])
-        return item._replace(stored=stored)
+            mine = {bytes(r[0]) for r in self._db.execute(
+                "INSERT INTO claims (path, worker, expires_at) SELECT p, ?, now() + ? * interval '1 second' FROM "
+                "unnest(?::bytea[]) AS p ORDER BY p ON CONFLICT (path) DO NOTHING RETURNING path",
+                (self.worker, self.lease, keys))}
+            state: dict[bytes, bool | None] = {}  # a key claimed by another: False (held) or None (it failed on it)
+            others = [k for k in keys if k not in mine]
+            if others:
+                found = {bytes(r[0]): r[1:] for r in self._db.execute(
+                    "SELECT path, worker, expires_at < now(), error FROM claims WHERE path = ANY(?) ORDER BY path "
+                    "FOR UPDATE SKIP LOCKED", (others,))}
+                taken = []
+                for key in others:
+                    worker, expired, error = found.get(key, (None, False, None))  # not found: being claimed now
+                    if worker == self.worker or expired:
+                        taken.append(key)
+                    else:
+                        state[key] = None if error is not None else False
+                if taken:
+                    self._db.execute("UPDATE claims SET worker = ?, expires_at = now() + ? * interval '1 second', "
+                                     "error = NULL WHERE path = ANY(?)", (self.worker, self.lease, taken))
+                    mine.update(taken)
+            rows = {bytes(r[0]): r for r in self._db.execute(
+                "SELECT path, id, size, mtime_ns, sha256, model_id FROM videos WHERE path = ANY(?)",
+                ([k for k in keys if k in mine],))} if mine else {}
+            stats = {k: (item.stat.st_size, item.stat.st_mtime_ns) for k, item in zip(keys, items, strict=True)}
+            done = [k for k, r in rows.items() if r[5] == model_id and (r[2], r[3]) == stats[k]]
+            if done:
+                self._db.execute("DELETE FROM claims WHERE path = ANY(?)", (done,))
+                state.update(dict.fromkeys(done))  # indexed meanwhile
+                mine.difference_update(done)
+        if mine:
+            self._heartbeat()
+            self._claimed.update(mine)
+        out: list[FileToSync | None | bool] = []
+        for item, key in zip(items, keys, strict=True):
+            if key not in mine:
+                out.append(state[key])
+                continue
+            row = rows.get(key)
+            stored = None if row is None or row[5] != model_id else StoredFile(bytes(row[0]), *row[1:5])
+            out.append(item._replace(stored=stored))
+        return out
 
     def _claim_failed(self, item: FileToSync, problem: str) -> None:
         """The claim stays with the problem until its lease expires: the other writers of this run leave it."""
@@ -227,14 +247,18 @@ class PostgresCatalog(SqlCatalog):
 
     def _owned(self, changes: list[FileChange]) -> list[FileChange]:
         """The changes whose claims this writer still holds (or never claimed: ``copy_from``), their claims released
-        and each logged in ``index_log`` (one row per file committed: the proof that no file is indexed twice)."""
+        and each logged in ``index_log`` (one row per file committed: the proof that no file is indexed twice); two
+        statements a batch."""
+        keys = [os.fsencode(self.media_roots.stored(change.file.path)) for change in changes]
+        claimed = [k for k in keys if k in self._claimed]
+        released = {bytes(r[0]) for r in self._db.execute(
+            "DELETE FROM claims WHERE path = ANY(?) AND worker = ? RETURNING path", (claimed, self.worker))} \
+            if claimed else set()
         kept, logged = [], []
-        for change in changes:
-            key = os.fsencode(self.media_roots.stored(change.file.path))
-            if key in self._claimed and self._db.execute("DELETE FROM claims WHERE path = ? AND worker = ? "
-                                                         "RETURNING 1", (key, self.worker)).fetchone() is None:
+        for change, key in zip(changes, keys, strict=True):
+            if key in self._claimed and key not in released:
                 logger.warning("%s: lost the claim of %s (its lease expired); another writer indexes it", self.location,
-                            change.file.path)
+                               change.file.path)
                 continue
             self._claimed.discard(key)
             if change.media is not None:
@@ -302,12 +326,12 @@ class PostgresCatalog(SqlCatalog):
         """Nothing to tell: the HNSW index is the table's."""
 
     def _first_vector(self, dim: int) -> None:
+        """The vector columns become ``vector(dim)``; their HNSW indexes are made after the sync's rows (``_synced``):
+        one ``CREATE INDEX`` over a first load instead of an insert into the graph per row."""
         self._db.execute(f"ALTER TABLE videos ALTER COLUMN vector TYPE vector({int(dim)})")
         if 4 * dim + 512 < INLINE_BYTES:  # kept in the row, not compressed out of line: a scan reads it directly
             self._db.execute("ALTER TABLE videos ALTER COLUMN vector SET STORAGE PLAIN")
-        hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
         self._db.execute(f"ALTER TABLE video_segments ALTER COLUMN vector TYPE vector({int(dim)})")
-        segments_hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
 
     def _vectors_dropped(self) -> None:
         with self._transaction():
@@ -318,7 +342,18 @@ class PostgresCatalog(SqlCatalog):
             self._db.execute("ALTER TABLE video_segments ALTER COLUMN vector TYPE vector")
 
     def _synced(self) -> None:
-        """Nothing to do: the vectors are committed with their videos."""
+        """The HNSW indexes, when a first load (``_first_vector``) or a writer that died before its end left none:
+        made by one writer (the advisory lock), while the others' commits wait. Once made, rows join them as they
+        are committed."""
+        dim = self.dim
+        if dim is None or dim + 1 > HNSW_MAX_DIM or self._db.execute(
+                "SELECT to_regclass('videos_hnsw') IS NOT NULL AND to_regclass('video_segments_hnsw') IS NOT NULL"
+        ).fetchone()[0]:
+            return
+        with self._transaction():
+            self._exclusive()
+            hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
+            segments_hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool, *,
