@@ -59,7 +59,9 @@ SETTINGS_NAME = "searcher.json"
 #: 2: videos.bias; 3: frame_vectors.detail; 4: videos.taken_at, taken_from; 5: video_segments; 6: videos.vector NULL
 #: for a file without a picture; 7: vector files of product-quantised codes (the float32 HNSW files are rebuilt)
 SCHEMA_VERSION = 7
-MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
+#: No memory-mapped reads: the re-rank reads a few hundred random rows a query, whose mapped pages would stay in the
+#: process's resident set (pread puts them in the page cache, and SQLite's own cache holds CACHE_KIB at most)
+MMAP_BYTES = 0
 CACHE_KIB = 65536
 #: The meta key of the generation the vector file reflects.
 VECTOR_KEY = "vector_gen:faiss"
@@ -151,7 +153,7 @@ class EmbeddedCatalog(SqlCatalog):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # reads of random hits without a syscall per page
+            self._db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self._migrate()
         except BaseException:
@@ -458,13 +460,15 @@ class EmbeddedCatalog(SqlCatalog):
         return out
 
     def _segment_rows(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """``_video_rows`` of segments (ids "VIDEO:ORDINAL")."""
+        """``_video_rows`` of segments (ids "VIDEO:ORDINAL"): one primary-key lookup each (a row-value ``IN`` would
+        scan the table; CROSS JOIN keeps the asked-for pairs the outer loop)."""
         out = {}
         for start in range(0, len(ids), READ_ROWS // 2):
             keys = [int(k) for i in ids[start:start + READ_ROWS // 2] for k in i.split(":")]
+            pairs = ",".join(["(?, ?)"] * (len(keys) // 2))
             for vid, ordinal, vector, bias in self._db.execute(
-                    "SELECT video_id, ordinal, vector, bias FROM video_segments WHERE (video_id, ordinal) IN (VALUES "
-                    f"{','.join(['(?, ?)'] * (len(keys) // 2))})", keys):
+                    f"SELECT s.video_id, s.ordinal, s.vector, s.bias FROM (VALUES {pairs}) AS w CROSS JOIN "
+                    "video_segments s ON s.video_id = w.column1 AND s.ordinal = w.column2", keys):
                 out[f"{vid}:{ordinal}"] = np.append(np.frombuffer(vector, np.float32), np.float32(bias))
         return out
 

@@ -81,7 +81,7 @@ class FaissIndex(VectorIndex):
         ef_search: int = 128,
         single_thread_queries: int = 4,
         rows_of: RowReader | None = None,
-        rerank: int = 100,
+        rerank: int = 200,
         nprobe: int | None = None,
     ):
         if kind not in self.KINDS:
