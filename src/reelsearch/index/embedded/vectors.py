@@ -154,9 +154,12 @@ class FaissIndex(VectorIndex):
         (``structure``: the index's, passed so that a rebuild can read the old one's while making the new)."""
         if structure == "ivfpq":
             labels = np.fromiter(self._id_of, np.int64, len(self._id_of))
-            for start in range(0, len(labels), READ_ROWS):
-                block = labels[start : start + READ_ROWS]
-                yield block, self._read([self._id_of[lab] for lab in block.tolist()])
+            for start in range(0, len(labels), READ_ROWS):  # a row gone from disk meanwhile is left out
+                ids = [self._id_of[lab] for lab in labels[start : start + READ_ROWS].tolist()]
+                found = self.rows_of(ids)
+                keep = [j for j, i in enumerate(ids) if i in found]
+                yield (labels[start : start + READ_ROWS][keep],
+                       np.stack([found[ids[j]] for j in keep]) if keep else np.empty((0, self.dim), np.float32))
             return
         import faiss  # noqa: PLC0415 - optional package (index extra)
 
@@ -186,7 +189,8 @@ class FaissIndex(VectorIndex):
             if from_disk:
                 labels = np.fromiter(self._id_of, np.int64, len(self._id_of))
                 pick = np.sort(np.random.default_rng(0).choice(len(labels), min(len(labels), 100_000), False))
-                train = self._read([self._id_of[lab] for lab in labels[pick].tolist()])
+                found = self.rows_of([self._id_of[lab] for lab in labels[pick].tolist()])
+                train = np.stack(list(found.values())) if found else np.empty((0, self.dim), np.float32)
             else:
                 train = np.concatenate([v for _, v in blocks] or [np.empty((0, self.dim), np.float32)])
             if extra is not None:
