@@ -41,10 +41,12 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # The suite as another CPU would compute it (docs/testing.md): torch's kernels without AVX, ONNX Runtime
-# without graph optimisations, and an empty cache so that every feature and export is made again under them.
+# without graph optimisations, and an empty cache so that every feature and export is made again under them
+# (slower kernels, everything computed again: a test may take three times its `make test` limit).
 test-other-cpu: $(STAMP)
 	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && ATEN_CPU_CAPABILITY=default \
-		REELSEARCH_ORT_OPTIMIZATION=off REELSEARCH_CACHE_DIR="$$cache" $(PY) -m pytest -q -n 2 --dist loadfile $(TESTS)
+		REELSEARCH_ORT_OPTIMIZATION=off REELSEARCH_CACHE_DIR="$$cache" $(PY) -m pytest -q -n 2 --dist loadfile \
+		--timeout 1800 $(TESTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

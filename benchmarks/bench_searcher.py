@@ -50,7 +50,7 @@ def models():
 def fill(searcher, n: int, frames: int, seed: int = 0) -> float:
     """Commit n synthetic videos of the searcher's layout; returns seconds."""
     from reelsearch.index.media import EmbeddedMedia
-    from reelsearch.index.sync import FileChange, FileToSync
+    from reelsearch.index.sync_records import FileChange, FileToSync
 
     rng = np.random.default_rng(seed)
     lib, dim = searcher.catalog, searcher.model.row_dim

@@ -13,6 +13,12 @@ is installed: ``--text-encoder float32``, the default token), ``torch`` (float32
 ``REELSEARCH_TEXT_RUNTIME=torch``), ``int8`` (``--text-encoder int8``) or ``static`` (the model's static text
 encoder, ``--text-encoder static``; serve's default for a model that has one).
 
+A configuration ending in ``@base`` runs the server from another checkout's source (``--base-src``, e.g. the main
+branch before a change), so that old and new code are measured in one run.
+
+Before the load, ``--encode-sizes`` times the text encoder of each configuration in this process (``encode_text`` of
+real captions, batches of each size, the sizes alternating): p50 / p99 ms per batch, what batching buys per query.
+
 Queries: real MSVD captions, each asked once (no configuration can be helped by a cache), except for
 configurations with a query cache (``W:B:C``, C > 0), which are asked 200 captions over and over: the cost of
 serving without the text encoder.
@@ -85,7 +91,8 @@ def run_client(url: str, queries: list[str], concurrency: int, warmup: float, du
                                for _ in range(concurrency)))
 
     asyncio.run(main())
-    return {"requests": len(out["lat"]), "errors": out["errors"], "seconds": duration, "latencies": out["lat"]}
+    return {"requests": len(out["lat"]), "errors": out["errors"], "seconds": duration, "latencies": out["lat"],
+            "sent": out["next"]}
 
 
 # -- the index --------------------------------------------------------------------------------------------------
@@ -132,23 +139,32 @@ def query_texts(n: int) -> list[str]:
 TEXT_ENCODERS = {"f32": "float32", "torch": "float32", "int8": "int8", "static": "static"}
 
 
-def parse_config(text: str) -> tuple[int, int, int, str]:
-    """``WORKERS:BATCH[:CACHE][:f32|torch|int8|static]`` -> (workers, batch, cache, text encoder)."""
+def parse_config(text: str) -> tuple[int, int, int, str, str]:
+    """``WORKERS:BATCH[:CACHE][:f32|torch|int8|static][@base]`` -> (workers, batch, cache, text encoder, source:
+    "base" or "")."""
+    text, _, source = text.partition("@")
     parts = text.split(":")
     encoder = parts.pop() if parts[-1] in TEXT_ENCODERS else "f32"
     numbers = [int(v) for v in parts] + [0] * (3 - len(parts))
-    return numbers[0], numbers[1], numbers[2], encoder
+    return numbers[0], numbers[1], numbers[2], encoder, source
 
 
-def start_server(directory: Path, workers: int, batch: int, cache: int, text: str, threads: int):
-    """`reelsearch serve` in its own process group; returns (process, url)."""
+def start_server(directory: Path, workers: int, batch: int, cache: int, text: str, source: str, threads: int,
+                 base_src: Path | None = None):
+    """`reelsearch serve` in its own process group (``source`` "base": from ``base_src``); returns (process, url)."""
     from reelsearch.service.background import free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "reelsearch", "serve", "--index", str(directory), "--port", str(port),
            "--workers", str(workers), "--batch", str(batch), "--query-cache", str(cache), "--no-access-log",
            "--threads", str(threads), "--text-encoder", TEXT_ENCODERS[text]]
-    env = {**os.environ, RUNTIME_ENV: "torch"} if text == "torch" else None
+    env = {**os.environ, **({RUNTIME_ENV: "torch"} if text == "torch" else {})}
+    if source == "base":
+        if base_src is None:
+            raise SystemExit("a configuration @base needs --base-src")
+        env["PYTHONPATH"] = str(base_src.resolve())
+    else:
+        env["PYTHONPATH"] = str(ROOT / "src")
     return (subprocess.Popen(cmd, stderr=subprocess.DEVNULL, start_new_session=True, env=env),
             f"http://127.0.0.1:{port}")
 
@@ -169,16 +185,53 @@ def wait_ready(servers: list, timeout: float = 900) -> None:
             time.sleep(0.5)
 
 
-def measure(url: str, queries: list[str], args) -> dict:
-    """One timed run of the client, in its own process."""
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) the process ``pid`` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(url: str, queries: list[str], args, pid: int) -> dict:
+    """One timed run of the client, in its own process; ``cpu``: the CPU seconds the server ``pid`` used meanwhile
+    (warm-up included: what a shared machine's load does not change much)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(queries, fh)
-    load_before = os.getloadavg()[0]
+    load_before, cpu_before = os.getloadavg()[0], cpu_seconds(pid)
     proc = subprocess.run([sys.executable, __file__, "client", "--url", url, "--queries-file", fh.name,
                            "--concurrency", str(args.concurrency), "--warmup", str(args.warmup), "--duration",
                            str(args.duration)], capture_output=True, text=True, check=True)
     os.unlink(fh.name)
-    return {**json.loads(proc.stdout), "load": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    return {**json.loads(proc.stdout), "load": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+            "cpu": cpu_seconds(pid) - cpu_before}
+
+
+def encode_timings(model_name: str, encoders: list[str], sizes: list[int], queries: list[str], reps: int) -> None:
+    """Print p50 / p99 ms of the model's ``encode_text`` for batches of each size, per text encoder (one thread)."""
+    import torch
+
+    from reelsearch.models import load_model
+
+    torch.set_num_threads(1)
+    for text in encoders:
+        if text == "torch":
+            continue  # the runtime is chosen per process (REELSEARCH_TEXT_RUNTIME)
+        model = load_model(model_name).eval()
+        model.use_text_encoder(TEXT_ENCODERS[text])
+        times: dict[int, list[float]] = {n: [] for n in sizes}
+        offset = 0
+        with torch.no_grad():
+            model.encode_text(queries[:max(sizes)])  # warm up
+            for _ in range(reps):
+                for n in sizes:
+                    batch = queries[offset:offset + n]
+                    offset = (offset + n) % (len(queries) - max(sizes))
+                    start = time.perf_counter()
+                    model.encode_text(batch)
+                    times[n].append((time.perf_counter() - start) * 1000)
+        for n in sizes:
+            p50, p99 = np.percentile(times[n], [50, 99])
+            print(f"encode {text:>6} batch {n:>2}: p50 {p50:6.2f}  p99 {p99:6.2f} ms  ({p50 / n:5.2f} ms per query "
+                  "at p50)", flush=True)
 
 
 def main() -> None:
@@ -199,6 +252,10 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=30_000, help="distinct captions sent (no repeats within a run)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-serve")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-cache")
+    ap.add_argument("--base-src", type=Path, help="the source folder (src/) of configurations ending in @base")
+    ap.add_argument("--encode-sizes", type=int, nargs="*", default=[1, 2, 4, 8, 16, 32],
+                    help="batch sizes whose encode time is measured first (none: skip)")
+    ap.add_argument("--encode-reps", type=int, default=50, help="batches of each size timed")
     ap.add_argument("--url")
     ap.add_argument("--queries-file", type=Path)
     ap.add_argument("--out", type=Path, help="also write the results as JSON here")
@@ -210,8 +267,11 @@ def main() -> None:
     directory = args.work / f"index-{args.videos}-{args.frames}"
     build_index(directory, args.videos, args.frames, args.model, args.cache)
     configs = [parse_config(c) for c in args.configs]
-    servers = [start_server(directory, *config, args.threads) for config in configs]
     distinct = query_texts(args.queries)
+    if args.encode_sizes:
+        encode_timings(args.model, list(dict.fromkeys(c[3] for c in configs)), args.encode_sizes, distinct[-2000:],
+                       args.encode_reps)
+    servers = [start_server(directory, *config, args.threads, args.base_src) for config in configs]
     repeated = distinct[:200]  # for configurations with a query cache: every query is asked again and again
     try:
         wait_ready(servers)
@@ -219,13 +279,15 @@ def main() -> None:
         runs: dict[tuple, list[dict]] = {c: [] for c in configs}
         offset = 0
         for rnd in range(args.rounds):  # interleaved, so that the machine's changing load hits every config alike
-            for config, (_, url) in zip(configs, servers):
+            for config, (proc, url) in zip(configs, servers):
                 queries = repeated if config[2] else distinct[offset:] + distinct[:offset]
                 offset = (offset + 5000) % len(distinct)  # fresh queries for every run
-                r = measure(url, queries, args)
+                r = measure(url, queries, args, proc.pid)
                 runs[config].append(r)
-                print(f"round {rnd + 1} workers {config[0]} batch {config[1]:>2} cache {config[2]:>4} {config[3]:>6}: "
-                      f"{r['requests'] / r['seconds']:6.1f} req/s  load {r['load'][0]:.2f} -> {r['load'][1]:.2f}",
+                print(f"round {rnd + 1} workers {config[0]} batch {config[1]:>2} cache {config[2]:>4} {config[3]:>6} "
+                      f"{config[4] or 'new':>4}: "
+                      f"{r['requests'] / r['seconds']:6.1f} req/s  server CPU "
+                      f"{1000 * r['cpu'] / r['sent']:5.1f} ms/request  load {r['load'][0]:.2f} -> {r['load'][1]:.2f}",
                       flush=True)
     finally:
         for proc, _ in servers:
@@ -239,15 +301,19 @@ def main() -> None:
         lat = np.concatenate([r["latencies"] for r in rs])
         per_round = [r["requests"] / r["seconds"] for r in rs]
         row = {"workers": config[0], "batch": config[1], "cache": config[2], "text": config[3],
+               "source": config[4] or "new",
                "rps": len(lat) / sum(r["seconds"] for r in rs), "rps_rounds": per_round,
                "p50": float(np.percentile(lat, 50)), "p95": float(np.percentile(lat, 95)),
                "p99": float(np.percentile(lat, 99)), "max": float(lat.max()), "requests": int(len(lat)),
-               "errors": sum(r["errors"] for r in rs), "load": [r["load"] for r in rs]}
+               "errors": sum(r["errors"] for r in rs), "load": [r["load"] for r in rs],
+               "cpu_ms": 1000 * sum(r["cpu"] for r in rs) / sum(r["sent"] for r in rs)}
         results.append(row)
-        print(f"workers {row['workers']} batch {row['batch']:>2} cache {row['cache']:>4} {row['text']:>6}: "
+        print(f"workers {row['workers']} batch {row['batch']:>2} cache {row['cache']:>4} {row['text']:>6} "
+              f"{row['source']:>4}: "
               f"{row['rps']:6.1f} req/s "
               f"(rounds {', '.join(f'{v:.0f}' for v in per_round)})  p50 {row['p50']:6.1f}  p95 {row['p95']:6.1f}  "
-              f"p99 {row['p99']:6.1f}  max {row['max']:6.1f} ms  {row['requests']} requests, {row['errors']} errors")
+              f"p99 {row['p99']:6.1f}  max {row['max']:6.1f} ms  {row['requests']} requests, {row['errors']} errors, "
+              f"server CPU {row['cpu_ms']:.1f} ms/request")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
 

@@ -1,6 +1,7 @@
 """Retrieval for the queries people type (issue 33 part 3): text-to-image R@1/5/10 on Flickr8k dev for the short
-queries derived from the captions (``reelsearch.evaluation.short_queries``: one word, two or three) beside the full
-captions, the bundled model; with and without the querybank's offsets, and with the prompt "a photo of ...".
+queries derived from the captions (``reelsearch.evaluation.short_queries``: one word, two or three, four or five)
+beside the full captions, the bundled model; with and without the querybank's offsets (``search``: what a search does,
+``reelsearch.scoring.calibration.banked``), and with the prompt "a photo of ...".
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_short_queries.py [--data flickr8k:../shared/data/flickr8k]
 
@@ -18,7 +19,7 @@ import numpy as np
 from reelsearch.evaluation.short_queries import relevance, short_queries
 from reelsearch.features.caches import DatasetSource
 from reelsearch.models import load_model
-from reelsearch.scoring.calibration import query_length
+from reelsearch.scoring.calibration import LENGTHS, SENTENCE, banked, query_length
 from reelsearch.training.calibrate import BATCH
 from reelsearch.training.run import model_pairs
 
@@ -52,14 +53,15 @@ def main() -> None:
     own = cap2vid[:, None] == np.arange(len(video.video))[None]
     for bank in (False, True):
         rows.append({"queries": "captions", "n": len(cap2vid), "querybank": bank, "prompt": "",
-                     **recall(caption_scores - offsets * bank, own)})
+                     "search": bank == banked(SENTENCE), **recall(caption_scores - offsets * bank, own)})
     for prompt in ("", "a photo of "):
         scores = raw([prompt + q for q in queries])
-        for n in ("1", "2-3"):
+        for n in LENGTHS:
             sel = lengths == n
             for bank in (False, True):
                 rows.append({"queries": f"short, {n} words", "n": int(sel.sum()), "querybank": bank,
-                             "prompt": prompt, **recall(scores[sel] - offsets * bank, relevant[sel])})
+                             "prompt": prompt, "search": bank == banked(n) and not prompt,
+                             **recall(scores[sel] - offsets * bank, relevant[sel])})
     for row in rows:
         print(json.dumps(row))
 

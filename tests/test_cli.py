@@ -1,9 +1,11 @@
 """Every command answers --help, readable at 80 columns."""
 
 import os
+import re
 import subprocess
 import sys
 
+import typer.main
 from typer.testing import CliRunner
 
 from reelsearch.cli.main import app
@@ -39,6 +41,11 @@ def test_help_fits_80_columns_and_keeps_what_it_says():
         assert res.exit_code == 0, (path, res.output)
         assert all(len(line) <= 80 for line in res.output.splitlines()), (path, res.output)
         assert "…" not in res.output and "╭" not in res.output, (path, res.output)
+    # a command's summary in the list may end in "..." but never inside brackets ("(Bogolin et al." once did)
+    listing = runner.invoke(app, ["--help"], terminal_width=80).output.split("Commands:")[1]
+    summaries = re.findall(r"^  \S+ +(.*(?:\n {4,}.*)*)", listing, flags=re.M)
+    assert len(summaries) == len(typer.main.get_command(app).commands), listing
+    assert all(s.count("(") == s.count(")") for s in summaries), listing
     env = {**os.environ, "COLUMNS": "80"}
     proc = subprocess.run([sys.executable, "-m", "reelsearch", "index", "--help"], capture_output=True, text=True,
                           env=env, timeout=120)

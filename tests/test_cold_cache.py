@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cache_fixtures import seed_cache
 from conftest import shared_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,10 +83,13 @@ def test_mc_eval_on_a_cold_cache_finds_or_extracts_features(trained, tmp_path):
     assert out["items"] == len(items) == 8 and out["missing"] == 0 and 0 <= out["accuracy"] <= 100
 
 
-def test_eval_default_writes_its_result_where_the_user_is(trained, tmp_path):
+def test_eval_default_writes_its_result_where_the_user_is(trained, tmp_path, onnx_exports):
+    """The bundled model's features are extracted on demand into the cold cache; its ONNX graphs are the run's (copied
+    in: exporting on a cold cache is `train`'s test above and tests/test_onnx_runtime.py's)."""
     from reelsearch.models.checkpoint import default_model_dir
 
     _, manifest, cache = trained
+    seed_cache(cache, onnx_exports)
     before = sorted(p.name for p in default_model_dir().iterdir())
     res = cli("eval", "default", "--data", f"manifest:{manifest}", "--split", "val", "--json", cache=cache,
               cwd=tmp_path)

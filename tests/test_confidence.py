@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.evaluation.calibration import halves, isotonic, reliability, top_hits
 from reelsearch.models import load_model
+from reelsearch.models.checkpoint import default_model_dir
 from reelsearch.models.parts import Calibration
 from reelsearch.scoring.calibration import NO_GOOD_MATCH, Curve
 from reelsearch.search import Searcher
@@ -163,6 +165,24 @@ def test_confidence_is_the_calibration_of_the_models_own_score(library):
     assert results[0].confidence >= 0.5 > NO_GOOD_MATCH
 
 
+def test_a_short_query_ranks_by_the_models_own_score_and_its_confidence_reads_the_offset(dogs):
+    """1-3 words rank by the model's own score (the querybank lowers their retrieval on dev); the confidence still
+    reads the score less the photo's querybank offset, by the curve of the query's length, as `calibrate` fitted it.
+    A sentence ranks by the score less the offset."""
+    model = load_model("default")
+    with Searcher(dogs / "index", model) as searcher:
+        for query, length in (("dog", "1"), ("a dog running", "2-3"), ("a dog runs on the grass", "4+")):
+            results = searcher.search(query, 8, frames=False)
+            video = model.encode_video([r.path for r in results])
+            own = np.asarray(model.score(model.encode_text([query]), video), np.float64)[0]
+            offsets = model.querybank.video_offsets(video.video)
+            ranked = own - offsets if length == "4+" else own
+            np.testing.assert_allclose([r.score for r in results], ranked, atol=1e-4)
+            assert all(a >= b - 1e-6 for a, b in zip(ranked, ranked[1:])), query  # in the order of that score
+            np.testing.assert_allclose([r.confidence for r in results], model.calibration(own - offsets, length),
+                                       atol=1e-3)
+
+
 def test_cli_says_no_good_match(library):
     runner = CliRunner()
     idx = ["--index", str(library / "index")]
@@ -234,8 +254,11 @@ def test_a_short_query_over_right_hits_is_not_no_good_match(dogs, tmp_path):
     assert "% confident  picture  0:00.0  " in first and "score" not in first and not re.search(r"[+-]0\.\d", first)
     detailed = CliRunner().invoke(app, ["search", "dog", "--index", str(dogs / "index"), "-k", "8", "--details"])
     assert detailed.exit_code == 0 and detailed.stdout.splitlines()[0] == first
-    assert re.fullmatch(r" {5}ranking score -0\.\d{4} \(.*\) · own scores: picture expert lite0 0\.\d{3}, "
+    # "dog" ranks by the model's own score (no querybank offset for 1-3 words): the picture experts' scores' mean
+    assert re.fullmatch(r" {5}ranking score \+0\.\d{4} \(.*\) · own scores: picture expert lite0 0\.\d{3}, "
                         r"picture expert lite2 0\.\d{3}", detailed.stdout.splitlines()[1])
+    numbers = [float(x) for x in re.findall(r"[+]?0\.\d+", detailed.stdout.splitlines()[1])]
+    assert numbers[0] == pytest.approx((numbers[1] + numbers[2]) / 2, abs=2e-3)
 
 
 def test_a_negative_term_removes_the_photos_that_show_it(dogs):
@@ -257,17 +280,65 @@ def test_a_negative_term_removes_the_photos_that_show_it(dogs):
     assert all(re.fullmatch(r" {2}\d\. 0:00\.0  .*\.jpg", line) for line in listed[1:]), listed
 
 
+def levy_distance(f: Curve, g: Curve) -> float:
+    """The Lévy distance of two non-decreasing curves over the scores both span: the least ``e`` such that
+    ``g(x - e) - e <= f(x) <= g(x + e) + e`` at every score ``x`` (and the same with ``f`` and ``g`` swapped), read at
+    both curves' knots and on a fine grid, found by bisection. A step moved sideways by ``s`` costs ``s``, not its
+    height; curves apart by ``d`` in confidence cost ``d``."""
+    lo, hi = max(f.score[0], g.score[0]), min(f.score[-1], g.score[-1])
+    grid = np.union1d(np.linspace(lo, hi, 4001), np.concatenate([f.score, g.score]))
+    grid = grid[(grid >= lo) & (grid <= hi)]
+
+    def within(e: float) -> bool:
+        return all(np.all(a(grid) >= b(grid - e) - e) and np.all(a(grid) <= b(grid + e) + e)
+                   for a, b in ((f, g), (g, f)))
+
+    below, above = 0.0, 1.0  # within(1) always holds: confidences lie in [0, 1]
+    for _ in range(30):
+        below, above = (below, (below + above) / 2) if within((below + above) / 2) else ((below + above) / 2, above)
+    return above
+
+
 def assert_same_confidence(curve, bundled) -> None:
-    """``curve`` gives the confidences ``bundled`` gives, as a function of the score: the model's features differ in
-    their last bits from one CPU's kernels to another's (an AVX-512 machine, ``make test-other-cpu``), which moves
-    isotonic breakpoints (an AVX-512 machine's knots differed by up to 0.014), so knots are not compared one by one.
-    Read on a fine grid over the scores both span: the mean gap (what a user sees on average) and the largest (one
-    moved step). Measured under `make test-other-cpu` against the bundled curve (made on an AVX2 CPU): mean 2.5e-5,
-    largest 0.010."""
+    """``curve`` gives the confidences ``bundled`` gives, as a function of the score. The model's features differ in
+    their last bits from one CPU's kernels to another's, which moves isotonic steps a little sideways and, where
+    near-tied scores pool differently, changes a step's height over a sliver of scores: on a real AVX-512 machine a
+    step of 0.12 in the 2-3-word curve sat 0.002 further along (tests/data/calibration-avx512.json), so neither knots
+    nor the largest vertical gap are compared. Compared instead: the mean gap over the scores both span (what a user
+    sees on average; AVX-512 measured at most 3.0e-4) and the Lévy distance (a step's sideways move; AVX-512 at most
+    2.9e-3): each within a few times what another CPU gave, far below what another curve gives."""
     lo, hi = max(curve.score[0], bundled.score[0]), min(curve.score[-1], bundled.score[-1])
     grid = np.linspace(lo, hi, 4001)
-    gap = np.abs(curve(grid) - bundled(grid))
-    assert gap.mean() <= 0.002 and gap.max() <= 0.05, (gap.mean(), gap.max())
+    mean_gap, levy = float(np.abs(curve(grid) - bundled(grid)).mean()), levy_distance(curve, bundled)
+    assert mean_gap <= 0.002 and levy <= 0.01, (mean_gap, levy)
+
+
+def calibration_curves(path) -> dict[str, Curve]:
+    """Every curve of a calibration.json, by name: ``main``, ``lengths/N``, ``terms/N``."""
+    doc = json.loads(path.read_text())
+    return {"main": Curve(doc["score"], doc["right"]),
+            **{f"{part}/{n}": Curve(c["score"], c["right"])
+               for part in ("lengths", "terms") for n, c in doc[part].items()}}
+
+
+def test_the_curve_comparison_takes_another_cpus_curve_and_no_other_curve():
+    """The calibration computed on a real AVX-512 machine (the bundled model, Flickr8k dev) passes as the bundled
+    one, although a step of its 2-3-word curve moved (0.12 apart at one score); other curves, a curve shifted by 0.03
+    in score or lowered by 0.03 in confidence do not. The Lévy distance of a pure shift is the shift."""
+    bundled = calibration_curves(default_model_dir() / "calibration.json")
+    other_cpu = calibration_curves(Path(__file__).parent / "data" / "calibration-avx512.json")
+    assert set(other_cpu) == set(bundled) == {"main", "lengths/1", "lengths/2-3", "terms/1", "terms/2-3"}
+    for name, curve in other_cpu.items():
+        assert_same_confidence(curve, bundled[name])
+    grid = np.linspace(-0.2, 0.1, 3001)
+    assert np.abs(other_cpu["lengths/2-3"](grid) - bundled["lengths/2-3"](grid)).max() > 0.1  # what a gap check saw
+    main = bundled["main"]
+    for wrong in (bundled["lengths/1"], bundled["terms/1"], Curve(main.score + 0.03, main.right),
+                  Curve(main.score, np.clip(main.right - 0.03, 0, 1))):
+        with pytest.raises(AssertionError):
+            assert_same_confidence(wrong, main)
+    steep = Curve(np.array([0.0, 0.5, 0.5001, 1.0]), np.array([0.0, 0.0, 1.0, 1.0]))
+    assert abs(levy_distance(Curve(steep.score + 0.02, steep.right), steep) - 0.02) < 1e-4
 
 
 def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):
@@ -290,17 +361,22 @@ def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):
         assert set(mine) == set(theirs) == {"1", "2-3"}
         for n in mine:
             assert_same_confidence(mine[n], theirs[n])
-    # per query length, held out: calibrated, and "no good match" over a right best hit at most 2% of the time for
-    # captions and short queries of 1-3 words (measured 2.2%, 2.0%, 1.0%); the derived queries of 4 words are few
-    # (239 held out, 35 right best hits): 2 of them (5.7%)
+    # per query length, held out: calibrated, and "no good match" over a right best hit at most 3% of the time for
+    # captions and one word (measured 2.2%, 0.0% of 59), 5% for 2-3 words (4.3%: 10 of 235; short queries rank by
+    # the model's own score, their confidence reads the score less the querybank offset)
     lengths = report["lengths"]
-    for n, what in (("4+", "captions"), ("1", "short_queries"), ("2-3", "short_queries")):
-        assert lengths[n][what]["ece"] < 0.02 and lengths[n][what]["no_good_match_over_right_best"] <= 0.03, (n, what)
-    assert lengths["4+"]["short_queries"]["no_good_match_over_right_best"] <= 0.09
+    for n, what, most in (("4+", "captions", 0.03), ("1", "short_queries", 0.03), ("2-3", "short_queries", 0.05)):
+        assert lengths[n][what]["ece"] < 0.02 and lengths[n][what]["no_good_match_over_right_best"] <= most, (n, what)
+    # each half held out in turn (every query measured once): at most 5% per length, four words or more folded
+    # (measured 3.3% of 120, 3.1% of 449, 3.9% of 2,133); the derived queries of four to six words alone 6.5% of 340
+    for n, what in (("1", "short_queries"), ("2-3", "short_queries"), ("4+", "together")):
+        assert lengths[n]["both_halves"][what]["no_good_match_over_right_best"] <= 0.05, (n, what)
+    assert lengths["4+"]["both_halves"]["short_queries"]["right_best"] >= 300  # the derived 4+ queries are many now
+    assert lengths["4+"]["both_halves"]["short_queries"]["no_good_match_over_right_best"] <= 0.08
     for n, row in report["negative_terms"].items():  # a negative term removes what shows it, rarely anything else
         assert row["photos_showing_removed"] > 5 * row["other_photos_removed"], (n, row)
-    # the one decision confidence makes: "no good match" for 9.6% of dev captions (evaluation.calibration), give or
-    # take a few of the 5000 whose best hit sits at the threshold (9.64% under `make test-other-cpu`)
-    assert abs(report["no_good_match"]["share_of_queries"] - 0.096) <= 0.004, report["no_good_match"]
+    # the one decision confidence makes: "no good match" for 8.2% of dev captions (evaluation.calibration), give or
+    # take a few of the 5000 whose best hit sits at the threshold (`make test-other-cpu` moved it by 0.04 points)
+    assert abs(report["no_good_match"]["share_of_queries"] - 0.082) <= 0.004, report["no_good_match"]
     again = runner.invoke(app, ["calibrate", "default", "--data", data, "--out", str(tmp_path / "cal")])
     assert isinstance(again.exception, ReelsearchError) and "exists and is not empty" in str(again.exception)

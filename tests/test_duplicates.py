@@ -24,7 +24,7 @@ from reelsearch.datasets.long_videos import LongVideo, Shot, write_video
 from reelsearch.datasets.variants import Variant, excerpt_span, footage_set, make_variant, photo_clip
 from reelsearch.index import EmbeddedCatalog, EmbeddedMedia
 from reelsearch.index.media import thumbnail_picture
-from reelsearch.index.sync import FileChange, FileToSync
+from reelsearch.index.sync_records import FileChange, FileToSync
 from reelsearch.search import Searcher
 from reelsearch.search import duplicates as duplicates_module
 from reelsearch.search.demo import sample_clips

@@ -20,7 +20,7 @@ import pytest
 from reelsearch.index import EmbeddedCatalog, EmbeddedMedia, make_thumbnail
 from reelsearch.index.embedded.catalog import FAISS_NAME, SQLITE_NAME
 from reelsearch.index.pg import PostgresCatalog
-from reelsearch.index.sync import FileChange, FileToSync
+from reelsearch.index.sync_records import FileChange, FileToSync
 from reelsearch.search.experts import Plan
 from reelsearch.search.query import run_query
 from reelsearch.search.sources import ExactScan, InnerProduct
@@ -83,7 +83,8 @@ def search(lib, query, k, score_fn=None):
     added, with their best moments: the search path's SearchResults."""
     visual = InnerProduct(VectorModel(), lib) if score_fn is None else ExactScan(VectorModel(score_fn), lib)
     query = np.asarray(query, np.float32).reshape(1, -1)
-    return run_query(lib, visual, None, "a query", query, None, Plan(True, [], {"visual": 1.0}), k)
+    # a query of four words or more: the search adds the querybank's offsets (the biases) to its scores
+    return run_query(lib, visual, None, "a query of five words", query, None, Plan(True, [], {"visual": 1.0}), k)
 
 
 def write_png(path, seed: int) -> None:
@@ -376,10 +377,14 @@ def test_model_change_reembeds_everything(open_catalog, folder, tmp_path):
     assert len(lib) == 7
     emb = FakeEmbedder()
     rep = lib.sync([folder], emb, model_id="m2", progress=False)
-    assert len(emb.calls) == 6 and len(rep.added) == 6
+    # the six files were indexed before: re-embedded for the new model, they are updated, not added
+    assert len(emb.calls) == 6 and len(rep.updated) == 6 and rep.added == []
     assert [os.path.basename(p) for p in rep.removed] == ["o.png"]  # other model's vectors cannot stay
     assert lib.model_id == "m2" and len(lib) == 6
     check_consistent(lib)
+    write_png(folder / "new.png", seed=78)
+    rep = lib.sync([folder], FakeEmbedder(), model_id="m3", progress=False)
+    assert [os.path.basename(p) for p in rep.added] == ["new.png"] and len(rep.updated) == 6
 
 
 def test_an_exclusive_sync_drops_what_was_indexed_from_elsewhere(open_catalog, folder, tmp_path):

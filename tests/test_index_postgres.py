@@ -173,6 +173,7 @@ def test_hnsw_search_uses_a_halfvec_index_of_rows_and_biases_and_float32_scores(
     below float16's error) of a brute-force scan of the stored vectors and biases. Migration 4 replaces a schema-3
     index over ``vector`` with a halfvec one and migration 6 that with the one over [vector, bias], keeping its M and
     efConstruction."""
+    from reelsearch.index.pg.copy import vector_recv
     from reelsearch.index.pg.schema import MIGRATIONS
     from test_index_library import FakeEmbedder, write_png
 
@@ -194,7 +195,8 @@ def test_hnsw_search_uses_a_halfvec_index_of_rows_and_biases_and_float32_scores(
         with lib._db.transaction():  # the query can be served by the index (the planner picks it at scale)
             lib._db.execute("SET LOCAL enable_seqscan = off")
             plan = lib._db.execute("EXPLAIN " + lib.nearest_sql(8, exact=False, biased=True),
-                                   ("[1,0,0,0,0,0,0,0]", "[1,0,0,0,0,0,0,0,1]", 10))
+                                   (vector_recv(np.eye(8)[0]), vector_recv(np.eye(9)[0] + np.eye(9)[8]), 10),
+                                   binary=True)
             assert "videos_hnsw" in "\n".join(r[0] for r in plan)
 
     def index_definition(lib) -> str:
@@ -242,16 +244,19 @@ def test_the_segments_query_keeps_as_many_candidates_per_video_as_the_videos_que
         lib.sync([folder], TwoSegments(), progress=False)
         assert lib.segment_count() == 12 and lib.segments_ef() == 80
         said = []
-        execute = lib._db.execute
-        lib._db.execute = lambda sql, params=(): (said.append(sql) if "ef_search" in sql else None) or execute(sql,
-                                                                                                              params)
+
+        def ef_search() -> None:  # the session's setting, as the server holds it after a search
+            said.append(lib._db.execute("SHOW hnsw.ef_search").fetchone()[0])
+
         q = np.random.default_rng(5).standard_normal(8).astype(np.float32)
         keys, _ = lib.nearest_segments(q, 5)
+        ef_search()
         lib.nearest(q, 5)
+        ef_search()
         lib.segment_ef_search = 300
         assert lib.nearest_segments(q, 5)[0] == keys
-        assert said == ["SET LOCAL hnsw.ef_search = 80", "SET LOCAL hnsw.ef_search = 40",
-                        "SET LOCAL hnsw.ef_search = 300"]
+        ef_search()
+        assert said == ["80", "40", "300"]
         rows = np.concatenate([lib.segments([v])[v].rows for v in lib.ids()])
         every = [f"{v}:{o}" for v in lib.ids() for o in range(2)]
         assert keys == [every[i] for i in np.argsort(-(rows @ q))[:5]]

@@ -19,7 +19,7 @@ import psycopg
 
 from conftest import shared_path
 from reelsearch.index.pg import LATEST, PostgresCatalog
-from reelsearch.index.sync import SyncReport
+from reelsearch.index.sync_records import SyncReport
 from reelsearch.indexing.index_folder import IndexRun
 from reelsearch.indexing.index_ray import merge_runs
 

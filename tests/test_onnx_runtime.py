@@ -3,10 +3,13 @@ load that (the same outputs), a damaged one is made again, another level has its
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
@@ -89,3 +92,39 @@ def test_a_read_only_folder_still_serves(tmp_path, monkeypatch):
     monkeypatch.setattr(onnx_runtime, "atomic_path", refuse)
     assert _run(optimized_session(path, 1)).shape == (5, 3)
     assert not optimized_path(path, "all").exists()
+
+
+class _Slow(torch.nn.Module):
+    """A module whose tracing takes a while: two exports from two threads overlap."""
+
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(scale))
+
+    def forward(self, x):
+        time.sleep(0.3)
+        return torch.relu(x * self.scale).sum(dim=1, keepdim=True)
+
+
+def test_two_threads_export_at_once_and_both_graphs_run(tmp_path):
+    """A cold-cache index exports its two CNNs from two threads at once; torch.onnx's exporter keeps global state
+    (once: "GLOBALS.in_onnx_export must be True" and one CNN fell back to torch): exports take turns, both run."""
+    errors, paths = [], [tmp_path / f"m{i}.onnx" for i in range(3)]
+
+    def export(i: int) -> None:
+        try:
+            onnx_runtime.export_graph(_Slow(i + 1.0), (torch.ones(1, 4),), paths[i], True, ["x"], ["y"],
+                                      {"x": {0: "n"}, "y": {0: "n"}})
+        except Exception as exc:  # noqa: BLE001 - collected, asserted below
+            errors.append(f"{i}: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=export, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    x = np.array([[1.0, -2.0, 3.0, 0.5]], np.float32)
+    for i, path in enumerate(paths):
+        got = onnx_runtime.session(path, onnx_runtime.session_options(1)).run(None, {"x": x})[0]
+        np.testing.assert_allclose(got, [[4.5 * (i + 1)]], rtol=1e-5)

@@ -4,29 +4,34 @@ by name stays through later runs over its folder."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from conftest import shared_path
+from reelsearch.cli.main import app
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
 from test_search_support import small_model
 
 pillow_heif = pytest.importorskip("pillow_heif")
+torch.set_num_threads(1)
 
 #: The EXIF date written into the HEIC and AVIF copies (what `after:` / `before:` filter by).
 TAKEN = "2021:06:05 10:00:00"
 
 
-def _cli(*args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "reelsearch", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=600)
+def _cli(*args) -> SimpleNamespace:
+    """`reelsearch` run with ``args`` in this process (these tests are about what it indexes, not about a process):
+    its exit status, stdout and stderr (its messages) as a finished process's."""
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return SimpleNamespace(returncode=res.exit_code, stdout=res.stdout, stderr=res.stderr)
 
 
 @pytest.fixture(scope="module")

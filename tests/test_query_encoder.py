@@ -28,7 +28,7 @@ class Gate:
     def __call__(self, texts):
         if not self.calls:
             deadline = time.monotonic() + 30
-            while len(texts) + self.ref[0]._queue.qsize() < self.total and time.monotonic() < deadline:
+            while len(texts) + self.ref[0].batcher.pending() < self.total and time.monotonic() < deadline:
                 time.sleep(0.005)
         self.calls.append(list(texts))
         return self.encode(texts)

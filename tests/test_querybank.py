@@ -15,7 +15,7 @@ import pytest
 
 from cache_fixtures import seed_cache
 from rank_bounds import assert_metrics_within
-from test_cold_cache import cli, flickr_manifest
+from test_cold_cache import flickr_manifest
 
 torch = pytest.importorskip("torch")
 from reelsearch.errors import ConfigError, DataFormatError  # noqa: E402
@@ -129,9 +129,10 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path, monkeypatch, onnx
     cache = seed_cache(tmp_path / "cache", onnx_exports)  # no features yet; the run's ONNX exports
     torch.manual_seed(0)
     JointModel(model_config("reelsearch-linear")).save(tmp_path / "model")
-    res = cli("querybank", tmp_path / "model", "--data", f"manifest:{manifest}", "--out", tmp_path / "qb",
-              "--threads", "1", "--json", cache=cache)
-    assert res.returncode == 0, res.stderr[-3000:]
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
+    res = CliRunner().invoke(app, ["querybank", str(tmp_path / "model"), "--data", f"manifest:{manifest}", "--out",
+                                   str(tmp_path / "qb"), "--threads", "1", "--json"])
+    assert res.exit_code == 0, res.output[-3000:]
     rep = json.loads(res.stdout)
     assert rep["querybank"]["captions"] == 24 * 5 and rep["querybank"]["videos"] == 24
     # a run folder: the model with its bank in best/, the report beside it (never in the model folder)
@@ -140,7 +141,6 @@ def test_the_cli_builds_the_bank_and_eval_applies_it(tmp_path, monkeypatch, onnx
         "config.json", "model.safetensors", BANK_FILE, "reelsearch.json"]
     # a refusal is a ReelsearchError (one line, exit status 2 from `reelsearch`, as tests/test_search_cli.py checks
     # in a real process): checked in this one
-    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
     into_model = CliRunner().invoke(app, ["querybank", str(tmp_path / "model"), "--data", f"manifest:{manifest}",
                                           "--out", str(tmp_path / "model")])
     assert isinstance(into_model.exception, ReelsearchError)

@@ -200,7 +200,7 @@ def test_another_model_needs_reindexing(media, tmp_path):
         with pytest.raises(ReelsearchError, match="another model"):
             b.search("a red car", k=3)
         report = b.index(paths[:2], progress=False, cues=())
-        assert len(report.added) == 2 and not b.stale()
+        assert len(report.updated) == 2 and not report.added and not b.stale()  # re-embedded: updated
         assert len(b.search("a red car", k=3)) == 2
 
 

@@ -140,7 +140,7 @@ def test_frames_per_second_is_remembered_and_a_new_rate_re_embeds(setup, tmp_pat
     assert res.exit_code == 0 and "0 added, 0 updated, 0 removed, 5 unchanged" in res.output, res.output
     res = runner.invoke(app, ["index", str(media), *index, "--frames-per-second", "1"])
     assert res.exit_code == 0 and "frames=2/s" in res.output and "re-embedding every file" in res.output, res.output
-    assert "5 added, 0 updated, 0 removed, 0 unchanged, 0 failed; 5 in" in res.output
+    assert "0 added, 5 updated, 0 removed, 0 unchanged, 0 failed; 5 in" in res.output
     with Searcher(tmp_path / "index", str(model_dir)) as searcher:
         clip = searcher.catalog.find(media / "yellow.mp4")
         assert list(searcher.catalog.stored([clip])[clip].times) == pytest.approx([0.0, 1.0], abs=0.06)
@@ -187,7 +187,7 @@ def test_a_failure_line_names_the_file_once(tmp_path, monkeypatch):
     name): its line names it once."""
     from reelsearch.errors import MediaError
     from reelsearch.features.speech import SpeechRecognizer
-    from reelsearch.media.decode import display_path as error_path
+    from reelsearch.media.decode import escaped_path as error_path
 
     make_media(tmp_path / "media")
     odd = Path(os.fsdecode(os.fsencode(tmp_path / "media") + b"/odd \xff.mp4"))

@@ -21,6 +21,7 @@ from reelsearch.index.embedded.catalog import EmbeddedCatalog
 from reelsearch.index.embedded.textcues import EmbeddedTextCues
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.models import MixtureOfExperts, SearchMode, load_model
+from reelsearch.scoring.calibration import banked, query_length
 from reelsearch.scoring.fusion import fuse_experts
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import SEMANTIC_FLOOR, floored
@@ -87,8 +88,9 @@ def library(request, tmp_path_factory):
 
 
 def _exhaustive(model, lib, cues, text, query, p, visual):
-    """Every video's fused score, written out: sum of weight x score (or of weight x rank) per expert, plus the
-    visual weight x the video's bias (read back one video at a time)."""
+    """Every video's fused score, written out: sum of weight x score (or of weight x rank) per expert, plus, for a
+    query of four words or more (``banked``), the visual weight x the video's bias (read back one video at a
+    time)."""
     ids = lib.ids()
     vectors = lib.rows(ids)
     sc = cues.scores(text, ids)
@@ -102,7 +104,7 @@ def _exhaustive(model, lib, cues, text, query, p, visual):
         total = -sum(weights[e] * rankdata(-rows[e], method="average") for e in rows)
     else:
         total = sum(weights[e] * rows[e] for e in rows)
-        if p.visual:
+        if p.visual and banked(query_length(text)):
             total = total + p.weights["visual"] * np.array([lib.media(i).bias for i in ids])
     return ids, np.asarray(total)
 
@@ -142,9 +144,9 @@ def test_candidates_give_the_exhaustive_ranking(library, experts, monkeypatch):
             continue
         kth = total[want[-1]]  # the same videos, up to the order of equal scores at the end
         assert {r.id for r in got if r.score > kth + 1e-4} == {ids[i] for i in want if total[i] > kth + 1e-4}
-        for r in got:  # the breakdown adds up to the fused score (score fusion), with the video's bias
+        for r in got:  # the breakdown adds up to the fused score (score fusion), with the video's bias (4+ words)
             if visual.kind == "score":
-                bias = p.weights["visual"] * lib.media(r.id).bias if p.visual else 0.0
+                bias = p.weights["visual"] * lib.media(r.id).bias if p.visual and banked(query_length(text)) else 0.0
                 weights = _weights(model, p, visual)
                 assert sum(weights[e] * s for e, s in r.experts.items()) + bias == pytest.approx(r.score, abs=1e-4)
     if not visual.exhaustive and p.visual and model.search_mode == "ann":

@@ -47,51 +47,58 @@ def slideshow(tmp_path_factory):
     return folder, video, captions
 
 
-@pytest.fixture(params=["embedded", "postgres"])
-def where(request, tmp_path):
-    return request.getfixturevalue("pg_url") if request.param == "postgres" else tmp_path / "index"
-
-
-def test_a_caption_finds_its_video_and_moment(slideshow, where):
-    folder, video, captions = slideshow
+@pytest.fixture(scope="module", params=["embedded", "postgres"])
+def indexed(request, slideshow, tmp_path_factory):
+    """(searcher, its report of indexing the slideshow's folder): the folder indexed once per catalog (a database of
+    the session's server, dropped after the module) for the tests that only search it."""
+    server = request.getfixturevalue("pg_server") if request.param == "postgres" else None
+    name = server.create_database() if server else None
+    where = server.url(name) if server else tmp_path_factory.mktemp("index") / "index"
     with Searcher(where, "default") as searcher:
-        report = searcher.index([folder], progress=False, cues=())
-        assert len(report.added) == 2 and not report.failed and not report.warnings
-        catalog = searcher.catalog
-        ids = {p.rsplit("/", 1)[-1]: catalog.find(p) for p in report.added}
-        segs = catalog.segments([ids["slideshow.mp4"], ids["short.mp4"]])
-        assert len(segs[ids["short.mp4"]]) == 1  # a short clip of one shot is one segment
-        cut = segs[ids["slideshow.mp4"]]
-        assert PHOTOS <= len(cut) <= 2 * PHOTOS and cut.ends[-1] == pytest.approx(video.duration, abs=1.0)
-        assert len(catalog.stored([ids["slideshow.mp4"]])[ids["slideshow.mp4"]].times) >= 110  # uncapped, 1/s
-        right = 0
-        for shot, start in zip(video.shots, video.starts, strict=True):
-            results = searcher.search(captions[shot.source], k=2, moments=2)
-            hit = next(r for r in results if r.id == ids["slideshow.mp4"])
-            assert hit.moments and len(hit.moments) == 2 and hit.moments[0].score >= hit.moments[1].score
-            assert hit.score == pytest.approx(hit.moments[0].score, abs=1e-4)
-            assert hit.moments[0].start <= hit.moment <= hit.moments[0].end
-            right += start - 1.0 <= hit.moment <= start + shot.duration + 1.0
-            assert "moments" in hit.to_json()
-        assert right >= PHOTOS - 1  # the photo's own interval, for (nearly) every caption
+        yield searcher, searcher.index([slideshow[0]], progress=False, cues=())
+    if server:
+        server.drop_database(name)
 
 
-def test_a_filter_ranks_the_videos_it_keeps_by_their_best_segment(slideshow, where):
+def test_a_caption_finds_its_video_and_moment(slideshow, indexed):
+    folder, video, captions = slideshow
+    searcher, report = indexed
+    assert len(report.added) == 2 and not report.failed and not report.warnings
+    catalog = searcher.catalog
+    ids = {p.rsplit("/", 1)[-1]: catalog.find(p) for p in report.added}
+    segs = catalog.segments([ids["slideshow.mp4"], ids["short.mp4"]])
+    assert len(segs[ids["short.mp4"]]) == 1  # a short clip of one shot is one segment
+    cut = segs[ids["slideshow.mp4"]]
+    assert PHOTOS <= len(cut) <= 2 * PHOTOS and cut.ends[-1] == pytest.approx(video.duration, abs=1.0)
+    assert len(catalog.stored([ids["slideshow.mp4"]])[ids["slideshow.mp4"]].times) >= 110  # uncapped, 1/s
+    right = 0
+    for shot, start in zip(video.shots, video.starts, strict=True):
+        results = searcher.search(captions[shot.source], k=2, moments=2)
+        hit = next(r for r in results if r.id == ids["slideshow.mp4"])
+        assert hit.moments and len(hit.moments) == 2 and hit.moments[0].score >= hit.moments[1].score
+        assert hit.score == pytest.approx(hit.moments[0].score, abs=1e-4)
+        assert hit.moments[0].start <= hit.moment <= hit.moments[0].end
+        right += start - 1.0 <= hit.moment <= start + shot.duration + 1.0
+        assert "moments" in hit.to_json()
+    assert right >= PHOTOS - 1  # the photo's own interval, for (nearly) every caption
+
+
+def test_a_filter_ranks_the_videos_it_keeps_by_their_best_segment(slideshow, indexed):
     """A filter's exact scan of the kept videos' segments (with their biases) gives each kept video the score and
     moments the unfiltered search gives it; the video the filter drops is gone."""
     folder, video, captions = slideshow
-    with Searcher(where, "default") as searcher:
-        searcher.index([folder], progress=False, cues=())
-        long_id = searcher.catalog.find(str(folder / "slideshow.mp4"))
-        for caption in list(captions.values())[:3]:
-            free = next(r for r in searcher.search(caption, k=2, moments=2) if r.id == long_id)
-            kept = searcher.search(f"duration:>60 {caption}", k=2, moments=2)
-            assert [r.id for r in kept] == [long_id]
-            assert kept[0].score == pytest.approx(free.score, abs=1e-4)
-            assert [(m.start, m.end) for m in kept[0].moments] == [(m.start, m.end) for m in free.moments]
+    searcher, _ = indexed
+    long_id = searcher.catalog.find(str(folder / "slideshow.mp4"))
+    for caption in list(captions.values())[:3]:
+        free = next(r for r in searcher.search(caption, k=2, moments=2) if r.id == long_id)
+        kept = searcher.search(f"duration:>60 {caption}", k=2, moments=2)
+        assert [r.id for r in kept] == [long_id]
+        assert kept[0].score == pytest.approx(free.score, abs=1e-4)
+        assert [(m.start, m.end) for m in kept[0].moments] == [(m.start, m.end) for m in free.moments]
 
 
-def test_a_clip_cut_from_the_long_video_finds_it_at_its_time(slideshow, tmp_path, monkeypatch):
+@pytest.mark.parametrize("indexed", ["embedded"], indirect=True)
+def test_a_clip_cut_from_the_long_video_finds_it_at_its_time(slideshow, indexed, tmp_path, monkeypatch):
     """``--like`` a clip of one of the slideshow's photos: the long video comes first with its moment in that photo's
     time, found by its best segment's score (its whole-video row, the mean of six photos, scores far lower), even
     when the first stage keeps one candidate."""
@@ -99,16 +106,15 @@ def test_a_clip_cut_from_the_long_video_finds_it_at_its_time(slideshow, tmp_path
     shot, start = video.shots[3], video.starts[3]
     clip = write_video(LongVideo("cutout", (Shot("photo", shot.source, 8.0),), (320, 240), 10), tmp_path,
                        FLICKR / "images", threads=1)
-    with Searcher(tmp_path / "index", "default") as searcher:
-        searcher.index([folder], progress=False, cues=())
-        slides = searcher.catalog.find(folder / "slideshow.mp4")
-        example = searcher.example(str(clip))
-        source = example.source(searcher.catalog, searcher.visual)
-        segs = searcher.catalog.segments([slides])[slides]
-        assert source.scores([slides])[0] == pytest.approx(float((segs.rows @ example.row).max()), abs=1e-5)
-        monkeypatch.setattr(example_module, "RESCORED", 1)
-        hit = searcher.search(None, 1, like=str(clip))[0]
-        assert hit.id == slides and start - 1.0 <= hit.moment <= start + shot.duration + 1.0
+    searcher, _ = indexed
+    slides = searcher.catalog.find(folder / "slideshow.mp4")
+    example = searcher.example(str(clip))
+    source = example.source(searcher.catalog, searcher.visual)
+    segs = searcher.catalog.segments([slides])[slides]
+    assert source.scores([slides])[0] == pytest.approx(float((segs.rows @ example.row).max()), abs=1e-5)
+    monkeypatch.setattr(example_module, "RESCORED", 1)
+    hit = searcher.search(None, 1, like=str(clip))[0]
+    assert hit.id == slides and start - 1.0 <= hit.moment <= start + shot.duration + 1.0
 
 
 def test_an_index_of_another_sampling_re_embeds(slideshow, tmp_path):

@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from reelsearch.cli.main import app
 from reelsearch.served import ADVERT_NAME, advert_path, library_key, live_advert, refusal, remove_advert, write_advert
 from test_search_support import CAPTIONS, cli_indexed
 
@@ -39,6 +41,14 @@ def _children_cpu() -> float:
 def search(index: Path, *args: str) -> subprocess.CompletedProcess:
     done = reelsearch("-v", "search", *args, "--index", str(index))[0]
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def search_here(index: Path, *args: str):
+    """``reelsearch -v search ARGS --local`` in this process (the CLI's own command, as a real process runs it: the
+    same stdout and stderr lines, without paying Python's and torch's start again for every comparison)."""
+    done = CliRunner().invoke(app, ["-v", "search", *args, "--index", str(index), "--local"])
+    assert done.exit_code == 0, done.output
     return done
 
 
@@ -77,10 +87,10 @@ def test_the_advert_says_what_is_served(served):
 def test_the_server_answers_as_a_search_in_process_would(served, args):
     root, _, _ = served
     index = root / "index"
-    asked, local = search(index, *args), search(index, *args, "--local")
+    asked, local = search(index, *args), search_here(index, *args)
     assert ANSWERED in asked.stderr and ANSWERED not in local.stderr
     assert asked.stdout == local.stdout and asked.stdout.strip()
-    asked_json, local_json = search(index, *args, "--json"), search(index, *args, "--json", "--local")
+    asked_json, local_json = search(index, *args, "--json"), search_here(index, *args, "--json")
     assert ANSWERED in asked_json.stderr
     got, want = json.loads(asked_json.stdout), json.loads(local_json.stdout)
     assert [list(r) for r in got] == [list(r) for r in want] and [r["id"] for r in got] == [r["id"] for r in want]
@@ -98,7 +108,7 @@ def test_asking_imports_no_torch_and_is_quick(served):
     assert done.returncode == 0, done.stderr
     imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
     assert "reelsearch.served" in imported
-    assert not {m for m in imported if m.split(".")[0] in ("torch", "numpy", "onnxruntime")}
+    assert not {m for m in imported if m.split(".")[0] in ("torch", "numpy", "onnxruntime", "typer", "click")}
     timed = [reelsearch("search", "a yellow flower", "--index", str(root / "index"))[1:] for _ in range(3)]
     # wall about 0.5 s on an idle machine, 1-2 s under a load of 10 on 2 cores (docs/benchmarks.md): generous bounds
     assert min(wall for wall, _ in timed) < 4 and min(cpu for _, cpu in timed) < 1.2, timed
@@ -108,12 +118,14 @@ def test_what_the_server_cannot_answer_is_searched_here(served, tmp_path):
     root, model_dir, _ = served
     index = root / "index"
     shutil.copytree(model_dir, tmp_path / "model")
+    local = search(index, "a yellow flower", "--local")  # a real process told to search here
+    assert ANSWERED not in local.stderr and local.stdout == search(index, "a yellow flower").stdout
     for args, why in [(["--weights", "visual=1"], "--weights are the server's own"),
                       (["--model", str(tmp_path / "model")], "it runs the model"),
                       (["--like", str(root / "media" / "sea.jpg")], "--like names a file")]:
         asked = search(index, "a yellow flower", *args)
         assert why in asked.stderr and ANSWERED not in asked.stderr
-        assert asked.stdout == search(index, "a yellow flower", *args, "--local").stdout
+        assert asked.stdout == search_here(index, "a yellow flower", *args).stdout
     res = reelsearch("-v", "search", "a car", "-k", "500", "--index", str(index))[0]  # beyond the API's k: refused
     assert res.returncode == 2 and "-k" in res.stderr and ANSWERED not in res.stderr and res.stdout == ""
     res = reelsearch("search", "a car", "--like", "99", "--index", str(index))[0]  # the server's 404: the local error

@@ -1,3 +1,3 @@
-from reelsearch.cli.main import main
+from reelsearch.cli.entry import main
 
 main()

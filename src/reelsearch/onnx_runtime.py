@@ -25,6 +25,7 @@ import logging
 import os
 import platform
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 RUNTIMES = ("auto", "onnxruntime", "torch")
 OPTIMIZATION_ENV = "REELSEARCH_ORT_OPTIMIZATION"
+#: Held while torch.onnx exports: its exporter is not thread-safe (``export_graph``).
+_EXPORTING = threading.Lock()
 #: ``$REELSEARCH_ORT_OPTIMIZATION`` values and the ``onnxruntime.GraphOptimizationLevel`` member each names.
 OPTIMIZATION_LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED", "basic": "ORT_ENABLE_BASIC",
                        "off": "ORT_DISABLE_ALL"}
@@ -92,8 +95,10 @@ def export_graph(module: torch.nn.Module, example: tuple, path: Path, atomic: bo
                  output_names: list[str], dynamic_axes: dict, opset: int = 17) -> None:
     """``module`` exported by ``torch.onnx`` (the TorchScript exporter) to ``path`` (atomically unless ``atomic`` is
     False: a private folder), traced outside any inference mode (callers often encode under it), without autograd
-    and without the exporter's notes."""
+    and without the exporter's notes. One export at a time in a process (the exporter's global state: two CNNs
+    exported at once from two threads, as a cold-cache index does, fail)."""
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_EXPORTING)  # torch.onnx's exporter keeps global state: one export at a time
         stack.enter_context(warnings.catch_warnings())
         warnings.simplefilter("ignore")  # the TorchScript exporter's notes
         stack.enter_context(torch.inference_mode(False))

@@ -7,6 +7,7 @@ import json
 import typer
 
 app = typer.Typer(name="data", help="Inspect datasets (Flickr8k, COCO, MSR-VTT, MSVD, LSMDC, JSONL manifests).",
+                  short_help="Inspect datasets: items and captions of each split.",
                   no_args_is_help=True)
 
 

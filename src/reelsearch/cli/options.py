@@ -4,15 +4,15 @@ Library modules log (``logging.getLogger(__name__)``); the CLI decides what a us
 ``reelsearch`` logger writes each message to stderr as a line (``warning: ``/``error: `` in front of those levels).
 ``--quiet`` (global, or on a command that has it): warnings and errors only, and no progress bars; ``--verbose``:
 debug messages too; neither: informational messages as well. Progress bars are drawn only on a terminal (stderr
-redirected to a file or a pipe gets none: a log holds the lines, not the bars' redraws).
+redirected to a file or a pipe gets none: a log holds the lines, not the bars' redraws). The standard library alone
+(typer inside the functions that need it), so that the entry (``reelsearch.cli.entry``) sets the output up before
+it imports anything heavy.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-
-import typer
 
 #: ``--text-encoder``'s choices: ``reelsearch.models.interface.TEXT_ENCODERS`` and auto (``model.use_text_encoder``),
 #: named here so that parsing options imports no model (a test keeps the two in step).
@@ -23,6 +23,8 @@ TEXT_ENCODER_HELP = ("What encodes text: static (the model's static text encoder
 
 
 def _one_text_encoder(value: str) -> str:
+    import typer  # noqa: PLC0415 - cli may import lazily: the entry (reelsearch.cli.entry) reads this module first
+
     if value not in TEXT_ENCODERS:
         raise typer.BadParameter(f"{value!r} is not one of {', '.join(TEXT_ENCODERS)}")
     return value
@@ -30,6 +32,8 @@ def _one_text_encoder(value: str) -> str:
 
 def text_encoder_option(default: str = "auto", help: str = TEXT_ENCODER_HELP):  # noqa: A002 - typer's own name
     """The ``--text-encoder`` option (one of ``TEXT_ENCODERS``)."""
+    import typer  # noqa: PLC0415 - cli may import lazily: the entry (reelsearch.cli.entry) reads this module first
+
     return typer.Option(default, "--text-encoder", help=help, callback=_one_text_encoder,
                         metavar="[" + "|".join(TEXT_ENCODERS) + "]")
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from pathlib import Path
 from typing import Literal
 
 import typer
 
+from reelsearch.cli.entry import asked_already, print_answer, served_answer
 from reelsearch.cli.options import QUIET_HELP, command_quiet, text_encoder_option
-from reelsearch.display import MAX_K, answer_lines
+from reelsearch.display import MAX_K
 from reelsearch.errors import EXIT_BAD_INPUT, EXIT_PARTIAL_FAILURE
 from reelsearch.location import library_location
 
@@ -25,17 +25,11 @@ MEDIA_ROOT_HELP = ("OLD=NEW: files stored under the folder OLD (as the indexing 
                    "on this host (repeatable; see docs/deploy.md).")
 MODEL_HELP = ("Model directory, training run or hf:NAME_OR_DIR (a CLIP/SigLIP checkpoint; default: the one the index "
               "was built with, else the bundled model).")
-#: What `reelsearch search --json` prints of each result: the HTTP API's hit (``SearchResult.to_json``, in its order)
-#: without the page's per-frame strip (``frames``) and a server's links (``thumbnail``, ``media``).
-JSON_KEYS = ("id", "path", "name", "path_b64", "kind", "score", "moment", "frame", "duration", "experts", "match",
-             "confidence", "moments", "unavailable", "taken_at", "taken_from")
 POLL_HELP = "With --watch: scan the folders every POLL seconds instead of inotify (network shares)."
 SETTLE_HELP = ("With --watch: seconds a file's size and time must stay unchanged before it is indexed (a file being "
                "copied is waited for).")
 LOCAL_HELP = ("Search in this process even when a `reelsearch serve` over the same library and model runs (by default "
               "it is asked: the same results, faster; see docs/search.md).")
-#: ``--like`` as the HTTP API takes it: an indexed video's id, optionally @SECONDS (a file is searched in process).
-_LIKE_ID = re.compile(r"(?P<id>[0-9]+)(?:@(?P<t>[0-9]+(?:\.[0-9]*)?))?")
 RAY_HELP = ("Index with cooperating workers on a Ray cluster (the ray extra; needs --db): ADDRESS as ray.init takes "
             "it: auto (the running cluster), local (a new one on this machine), HOST:PORT (docs/deploy.md).")
 
@@ -192,12 +186,12 @@ def search_cmd(
     same library and model is asked instead (unless --local), and its answer printed the same."""
     filters = {"after": after, "before": before, "folder": folder, "kind": kind, "duration": duration, "has": has,
                "exclude": exclude, "phrase": phrase}
-    served = None if local else _served_answer(
+    served = None if local or asked_already() else served_answer(
         library_location(index, db), {"q": text, "k": k, "moments": moments, "experts": experts, "sort": sort,
                                       **filters}, like,
         model=model, text_encoder=text_encoder, weights=weights, media_roots=media_root)
     if served is not None:
-        _print_answer(*served, as_json=as_json, details=details)
+        print_answer(*served, as_json=as_json, details=details)
         return
     from reelsearch.indexing.index_folder import open_searcher
     from reelsearch.search.filters import Filter, filter_pairs, read_box
@@ -209,46 +203,8 @@ def search_cmd(
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
                                   filters=options, moments=moments, sort=sort)
-    _print_answer([r.to_json() for r in results], no_good_match(results), filt.describe() if filt else None,
+    print_answer([r.to_json() for r in results], no_good_match(results), filt.describe() if filt else None,
                   as_json=as_json, details=details)
-
-
-def _served_answer(where, params: dict, like: str | None, **settings) -> tuple[list[dict], bool, str | None] | None:
-    """(results, no good match, the filters in words) of ``GET /search`` with ``params`` (and ``like``) from a
-    ``reelsearch serve`` over the library at ``where`` that runs with ``settings`` (``served.refusal``); None when
-    none runs, or it cannot answer (why: a debug line, under --verbose)."""
-    from reelsearch.served import NotServed, ask, live_advert, refusal
-
-    advert = live_advert(where)
-    if advert is None:
-        return None
-    why = refusal(advert, **settings)
-    example = None if like is None else _LIKE_ID.fullmatch(like)
-    if why is None and like is not None and (example is None or Path(like).exists()):
-        why = "--like names a file"
-    if why is not None:
-        logger.debug("searching here, not asking the server on port %s: %s", advert["port"], why)
-        return None
-    query = [(key, str(v)) for key, value in params.items() if value is not None
-             for v in (value if isinstance(value, list) else [value])]
-    if example is not None:
-        query += [("like", example["id"])] + ([("t", example["t"])] if example["t"] else [])
-    try:
-        answer = ask(advert, "/search", query)
-    except NotServed as exc:
-        logger.debug("searching here: %s", exc)
-        return None
-    logger.debug("answered by the reelsearch serve on port %s (process %s)", advert["port"], advert["pid"])
-    return answer["results"], bool(answer["no_good_match"]), answer.get("filtered")
-
-
-def _print_answer(results: list[dict], weak: bool, filtered: str | None, *, as_json: bool,
-                  details: bool = False) -> None:
-    """Print a search's answer (``reelsearch.display.answer_lines``): ``results`` in JSON form (each narrowed to
-    ``JSON_KEYS``), whether it is no good match, the filters in words; ``details``: the raw numbers too."""
-    rows = [{key: value for key, value in r.items() if key in JSON_KEYS} for r in results]
-    for line, err in answer_lines(rows, weak=weak, filtered=filtered, as_json=as_json, details=details):
-        typer.echo(line, err=err)
 
 
 @app.command("duplicates")
@@ -329,8 +285,10 @@ def serve_cmd(
                                     "stderr: client, method, path, status, milliseconds."),
     threads: int = typer.Option(1, "--threads", min=1, help="torch threads per worker (1 keeps latency steady "
                                 "when requests or other work share the cores; see docs/benchmarks.md)."),
-    batch: int = typer.Option(32, "--batch", min=1, max=1024, help="Most queries of concurrent requests "
-                              "encoded together (1: each alone)."),
+    batch: int = typer.Option(32, "--batch", min=1, max=1024, help="Most concurrent searches batched together: "
+                              "their texts in one encoder call, their vectors in one index search (1: each alone)."),
+    batch_wait: float = typer.Option(0.0, "--batch-wait", min=0, max=100, help="Milliseconds a batch waits for "
+                                     "more queries after its first (0: none; it takes what queued meanwhile)."),
     query_cache: int = typer.Option(1024, "--query-cache", min=0, help="Recent queries whose embeddings each "
                                     "worker keeps (0: none)."),
     weights: str | None = typer.Option(None, "--weights", help="Expert weights of every search, e.g. "
@@ -354,8 +312,8 @@ def serve_cmd(
     if poll is not None and not watch:
         raise typer.BadParameter("goes with --watch", param_hint="--poll")
     settings = serve_settings(index, model, db=db, media_roots=media_root, threads=threads, access_log=access_log,
-                              batch=batch, query_cache=query_cache, weights=weights, text_encoder=text_encoder,
-                              watch=watch, poll=poll, settle=settle)
+                              batch=batch, batch_wait=batch_wait, query_cache=query_cache, weights=weights,
+                              text_encoder=text_encoder, watch=watch, poll=poll, settle=settle)
     run(settings, host, port, workers=workers, api_key=api_key)
 
 

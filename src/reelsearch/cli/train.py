@@ -186,7 +186,7 @@ def tune_text(
     typer.echo(json.dumps(rep, default=str) if json_out else text_tail.report_text(rep, out))
 
 
-@app.command("querybank")
+@app.command("querybank", short_help="Normalise the model's scores by a bank of training captions (querybank).")
 def querybank(
     checkpoint: str = typer.Argument(..., help="A model or run directory, `default` (the bundled model) "
                                     "or hf:NAME_OR_DIR (a CLIP/SigLIP checkpoint)."),

@@ -42,13 +42,17 @@ def isotonic(scores, right) -> Curve:
     return Curve(np.array(knots_x), np.clip(knots_y, 0.0, 1.0))
 
 
-def top_hits(scores: np.ndarray, relevant: np.ndarray, k: int = HITS) -> tuple[np.ndarray, np.ndarray]:
+def top_hits(scores: np.ndarray, relevant: np.ndarray, k: int = HITS,
+             values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(hit scores [Q, k], right [Q, k] bool) of each query's ``k`` best columns of ``scores`` [Q, V], best first;
-    ``relevant`` [Q, V] bool says which columns are right for each query. Ties keep the lower column first."""
+    ``relevant`` [Q, V] bool says which columns are right for each query; ``values`` [Q, V]: what is given for each
+    hit instead of its score (what a confidence reads, when the ranking reads another score). Ties keep the lower
+    column first."""
     scores = np.asarray(scores)
     k = min(k, scores.shape[1])
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(scores, order, 1), np.take_along_axis(np.asarray(relevant, bool), order, 1)
+    values = scores if values is None else np.asarray(values)
+    return np.take_along_axis(values, order, 1), np.take_along_axis(np.asarray(relevant, bool), order, 1)
 
 
 def reliability(confidence, right, bins: int = 10) -> dict:

@@ -3,11 +3,14 @@ they are right for: what the confidence is calibrated and measured on besides fu
 
 The extractor is a few rules over a caption's words (lower case, punctuation dropped), no parser: the subject noun
 phrase is the words before the first verb or preposition (a word of :data:`STOPS`, or one ending in "ing"), its head
-the last of them. A caption gives up to three queries: the head alone (``dog``), the phrase cut to its first word
+the last of them. A caption gives up to four queries: the head alone (``dog``), the phrase cut to its first word
 when that is an article or a number plus its last two (``a black dog``, ``two children``; three for ``a group of
-people``: a phrase headed by a word of :data:`GROUPS` goes on past its "of"), and that phrase with the
-verb in "ing" that follows it (``two children playing``, after an optional is / are). A caption whose phrase is
-empty or longer than six words gives none.
+people``: a phrase headed by a word of :data:`GROUPS` goes on past its "of"), that phrase with the
+verb in "ing" that follows it (``two children playing``, after an optional is / are), and what the head does: the
+head, the word after the phrase (its verb), a preposition of :data:`PREPOSITIONS` if one follows, and the object's
+head with its article (``dog running through the grass``, ``man riding a bike``; none when the object is longer than
+four words or goes on with "of": ``in front of``). A caption whose phrase is empty or longer than six words gives
+none.
 
 A short query is right for a photo when some one caption of the photo holds every content word of the query (its
 words but the articles), a word's plural (``-s``, ``-es``) counting as the word: "a dog" is right for every photo
@@ -35,6 +38,9 @@ grey gray dark light old tall short long wet muddy shaggy fluffy
 """.split())
 #: Heads that name a number of something (``a group of people``): the phrase goes on past their "of".
 GROUPS = frozenset({"group", "couple", "pair", "crowd", "team", "bunch", "herd", "family"})
+#: Prepositions kept between a verb and its object (``running through the grass``).
+PREPOSITIONS = frozenset("""in on at through across along into onto over under near by down up off with behind beside
+toward towards around against""".split())
 ARTICLES = frozenset({"a", "an", "the"})
 NUMBERS = frozenset({"one", "two", "three", "four", "five", "six", "several", "many", "some"})
 _WORD = re.compile(r"[a-z]+")
@@ -65,7 +71,23 @@ def short_queries(caption: str) -> list[str]:
         rest = rest[1:]
     if rest[:1] and rest[0].endswith("ing") and len(rest[0]) > 4 and rest[0] not in STOPS:
         out.append(" ".join([*cut, rest[0]]))
+    out += _action(head, rest)
     return list(dict.fromkeys(out))
+
+
+def _action(head: str, rest: list[str]) -> list[str]:
+    """``[head verb (preposition) (article) object]`` from the words after the subject phrase, or none."""
+    if len(rest) < 2 or rest[0] in PREPOSITIONS | ARTICLES or rest[0] in ("and", "while", "as", "who", "that", "of"):
+        return []
+    verb, rest = rest[0], rest[1:]
+    prep = rest[:1] if rest[0] in PREPOSITIONS else []
+    rest = rest[len(prep):]
+    n = _phrase_end(rest, 0)
+    obj = rest[:n]
+    if not obj or len(obj) > 4 or obj[-1] in ARTICLES | NUMBERS | NOT_HEADS or rest[n:n + 1] == ["of"]:
+        return []
+    lead = obj[:1] if obj[0] in ARTICLES and len(obj) > 1 else []
+    return [" ".join([head, verb, *prep, *lead, obj[-1]])]
 
 
 def _phrase_end(ws: list[str], start: int) -> int:

@@ -22,7 +22,7 @@ from reelsearch.extras import missing_extra
 from reelsearch.features.cue_types import CueResult, CueSegment, shared_instance
 from reelsearch.features.ocr import TextSession, shared_reader
 from reelsearch.features.speech import shared_recognizer
-from reelsearch.media.decode import display_path
+from reelsearch.media.decode import escaped_path
 
 __all__ = ["CUES", "CueExtractor", "CueResult", "CueSegment", "available_cues", "shared_instance"]
 
@@ -101,7 +101,7 @@ class CueExtractor:
         except ReelsearchError as exc:
             result.segments, result.error = [], str(exc)
         except Exception as exc:  # noqa: BLE001 - an engine's own failure must not lose the other cue
-            result.segments, result.error = [], f"{display_path(path)}: {cue} failed ({type(exc).__name__}: {exc})"
+            result.segments, result.error = [], f"{escaped_path(path)}: {cue} failed ({type(exc).__name__}: {exc})"
         result.seconds = time.perf_counter() - began
         return result
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from reelsearch.datasets import load_dataset, parse_data_spec
 from reelsearch.errors import ReelsearchError
-from reelsearch.media.decode import AUDIO_EXTENSIONS, MEDIA_EXTENSIONS, display_path
+from reelsearch.media.decode import AUDIO_EXTENSIONS, MEDIA_EXTENSIONS, escaped_path
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Job:
 
     @property
     def shown(self) -> str:
-        return display_path(self.path) if self.path is not None else ""
+        return escaped_path(self.path) if self.path is not None else ""
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Collected:
 
 def _key_of(rel: Path) -> str:
     stem = rel.with_suffix("") if rel.suffix.lower() in MEDIA_EXTENSIONS | AUDIO_EXTENSIONS else rel
-    return display_path(stem.as_posix())
+    return escaped_path(stem.as_posix())
 
 
 def _walk(folder: Path) -> list[Path]:
@@ -71,7 +71,7 @@ def collect_jobs(sources: list[str | Path], split: str | None = None) -> Collect
         elif path.is_file():
             jobs.append(Job(_key_of(Path(path.name)), path))
         else:
-            raise ReelsearchError(f"{display_path(text)}: no such file, folder or dataset spec (FORMAT:ROOT[:SPLIT])")
+            raise ReelsearchError(f"{escaped_path(text)}: no such file, folder or dataset spec (FORMAT:ROOT[:SPLIT])")
     by_key: dict[str, list[Job]] = {}
     for job in jobs:
         by_key.setdefault(job.key, []).append(job)
@@ -80,7 +80,7 @@ def collect_jobs(sources: list[str | Path], split: str | None = None) -> Collect
         group = by_key[key]
         paths = {j.path for j in group}
         if len(paths) > 1:
-            others = ", ".join(sorted(display_path(p) for p in paths if p is not None))
+            others = ", ".join(sorted(escaped_path(p) for p in paths if p is not None))
             for j in group:
                 problems.append({"id": key, "path": j.shown, "error": f"key {key!r} is shared by: {others}"})
         else:

@@ -29,7 +29,7 @@ import numpy as np
 from reelsearch.errors import MediaError, ReelsearchError
 from reelsearch.extras import require
 from reelsearch.features.cue_types import CueSegment, shared_instance
-from reelsearch.media.decode import display_path, is_image_path, probe
+from reelsearch.media.decode import escaped_path, is_image_path, probe
 from reelsearch.media.timeline import FrameStream, StreamReport
 
 THUMB_SHORT_SIDE = 72  # px: the grey thumbnails the change test compares
@@ -228,7 +228,7 @@ class TextReader:
         except ReelsearchError:
             raise
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime / OpenCV errors
-            raise MediaError(display_path(path), f"OCR failed on a frame ({type(exc).__name__}: {exc})") from None
+            raise MediaError(escaped_path(path), f"OCR failed on a frame ({type(exc).__name__}: {exc})") from None
 
 
 class TextSession:

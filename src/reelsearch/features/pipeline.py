@@ -27,7 +27,7 @@ from reelsearch.config.recipe import ModalityRecipe
 from reelsearch.errors import ConfigError, MediaError, ReelsearchError
 from reelsearch.features.extract import decode_job, make_extractor, motion_of_pairs
 from reelsearch.features.jobs import Job
-from reelsearch.media.decode import display_path, parse_policy
+from reelsearch.media.decode import escaped_path, parse_policy
 
 
 @dataclass
@@ -173,7 +173,7 @@ class FeaturePipeline:
     def extract(self, path: str | Path, start: float | None = None, end: float | None = None) -> MediaFeatures:
         """Every feature of one media file, rounded to the recipes' dtypes. A file that cannot be decoded, or that
         lacks an input a feature needs, raises a MediaError naming it."""
-        job = Job(display_path(Path(path).stem), Path(path), start, end)
+        job = Job(escaped_path(Path(path).stem), Path(path), start, end)
         decoded = self.decode(job)
         feats, absent = {}, []
         for name in self.recipes:

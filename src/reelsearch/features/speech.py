@@ -21,7 +21,7 @@ import numpy as np
 from reelsearch.errors import MediaError, ReelsearchError
 from reelsearch.extras import require
 from reelsearch.features.cue_types import CueSegment, shared_instance
-from reelsearch.media.decode import decode_audio, display_path
+from reelsearch.media.decode import decode_audio, escaped_path
 
 SAMPLE_RATE = 16_000  # Whisper's input rate
 MODEL_NAME = "whisper-tiny.en"
@@ -116,7 +116,7 @@ class SpeechRecognizer:
                                              word_timestamps=self.word_timestamps)
                 raw = list(pieces)
         except (RuntimeError, ValueError) as exc:
-            raise MediaError(display_path(path), f"speech recognition failed ({exc})") from None
+            raise MediaError(escaped_path(path), f"speech recognition failed ({exc})") from None
         return [seg for seg in (_segment(p, duration) for p in raw) if seg is not None]
 
 

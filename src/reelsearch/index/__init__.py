@@ -13,7 +13,7 @@ from reelsearch.index.media import EmbeddedMedia, make_thumbnail, sha256_file, w
 from reelsearch.index.open import open_catalog
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.pg import PostgresCatalog, is_database_url
-from reelsearch.index.sync import SyncReport
+from reelsearch.index.sync_records import SyncReport
 from reelsearch.index.tables import SqlCatalog, VideoRecord
 from reelsearch.index.vectors import ScoreFn, VectorIndex, VectorIndexError, top_k
 

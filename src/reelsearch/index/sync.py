@@ -17,7 +17,6 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -26,78 +25,20 @@ from tqdm import tqdm
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import CatalogError
 from reelsearch.index.media import EmbeddedMedia, absolute, sha256_file, thumbnail_detail, walk_media
-from reelsearch.index.textcue_records import CueReport
+from reelsearch.index.sync_records import (
+    FileChange,
+    FileToSync,
+    StoredFile,
+    SyncPlan,
+    SyncReport,
+    media_rows,
+)
 from reelsearch.media.dates import taken_at
 
 logger = logging.getLogger(__name__)
 
 #: What sync calls to embed a new or changed file (the model's job: ``reelsearch.search.embed.MediaEmbedder``).
 EmbedFn = Callable[[str], EmbeddedMedia]
-
-
-@dataclass
-class SyncReport:
-    """Outcome of :meth:`CatalogSync.sync`: paths per fate; ``failed`` holds (path, problem) pairs."""
-
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why): files in the folders that are not media
-    reused: int = 0  # added/updated files whose embeddings were copied from an identical file already indexed
-    warnings: list[tuple[str, str]] = field(default_factory=list)  # (path, line): indexed, but not all of it
-    cues: CueReport | None = None  # the text-cue stage after the sync (``reelsearch.search.cue_indexing``)
-    cues_off: dict[str, str] = field(default_factory=dict)  # cue -> why it did not run
-
-    def summary(self) -> str:
-        out = (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
-               f"{len(self.unchanged)} unchanged, {len(self.failed)} failed")
-        if self.warnings:
-            out += f", {len(self.warnings)} indexed in part"
-        if self.skipped:
-            out += f", {len(self.skipped)} skipped"
-        if self.cues is not None:
-            out += f"; speech/text: {self.cues.summary()}"
-        return out
-
-
-class StoredFile(NamedTuple):
-    """A video row as sync compares it with a file on disk."""
-
-    path: bytes  # absolute path as stored, file-system bytes
-    id: int
-    size: int
-    mtime_ns: int
-    sha256: str
-
-
-class FileToSync(NamedTuple):
-    """A file sync hashes: new, or its size or mtime changed; ``stored`` its row (None: new, or a model change)."""
-
-    path: str
-    stat: os.stat_result
-    stored: StoredFile | None
-
-
-class FileChange(NamedTuple):
-    """What a commit writes for one file: its content hash and new embeddings, or with ``media`` None only its new
-    size and mtime (same content)."""
-
-    file: FileToSync
-    sha256: str
-    media: EmbeddedMedia | None = None
-    taken: tuple[float, str] | None = None  # (taken_at, taken_from) known already (a copy); None: read from the file
-
-
-class SyncPlan(NamedTuple):
-    """What a sync has to do: ``todo`` files to hash, ``gone`` stored videos of its scope whose file vanished, every
-    ``stored`` video of its scope, and whether the model changed (everything is embedded again)."""
-
-    todo: list[FileToSync]
-    gone: list[StoredFile]
-    stored: list[StoredFile]
-    model_changed: bool
 
 
 def _under(path: bytes, roots: list[bytes]) -> bool:
@@ -203,6 +144,9 @@ class CatalogSync(ABC):
                 commit_every = 1
             last = self._embed_changes(plan.todo, embed_fn, model_id, report, progress, commit_every, commit_seconds)
             self._commit(last, gone, model_id)
+            if plan.again:  # embedded afresh for the new model: files the index had, so updated
+                report.updated.extend(p for p in report.added if p in plan.again)
+                report.added = [p for p in report.added if p not in plan.again]
             report.removed.extend(self._local(s.path) for s in gone)
             self._fill_detail()
             self._fill_taken()
@@ -243,7 +187,8 @@ class CatalogSync(ABC):
             else:
                 todo.append(FileToSync(f, st, None if model_changed else known))
         gone = [s for path, s in stored.items() if path not in found]
-        return SyncPlan(todo, gone, list(stored.values()), model_changed)
+        again = frozenset(f for key, f in files.items() if key in stored) if model_changed else frozenset()
+        return SyncPlan(todo, gone, list(stored.values()), model_changed, again)
 
     def _start_over(self, stored: list[StoredFile], model_id: str) -> None:
         """Another model's embeddings: drop every video (the vector index told) and the model's meta."""
@@ -366,12 +311,15 @@ class CatalogSync(ABC):
                "taken_from, path, added_at")
 
     def _commit(self, changes: list[FileChange], gone: list[StoredFile], model_id: str) -> None:
-        """Write a batch of sync results and removals in one transaction (one new generation)."""
+        """Write a batch of sync results and removals in one transaction (one new generation): the new videos'
+        rows and every written video's frames, frame vectors and segments as batches (``_insert_videos``,
+        ``_write_media``)."""
         if not changes and not gone:
             return
         now = time.time()
         with self._transaction() as db:
             gen = self._next_generation()
+            new, written, dim = [], [], self.dim
             for change in self._owned(changes):
                 file, st, media = change.file, change.file.stat, change.media
                 taken = change.taken or taken_at(file.path, st.st_mtime_ns / 1e9)
@@ -379,51 +327,65 @@ class CatalogSync(ABC):
                     db.execute("UPDATE videos SET size = ?, mtime_ns = ?, taken_at = ?, taken_from = ? WHERE id = ?",
                                (st.st_size, st.st_mtime_ns, *taken, file.stored.id))
                     continue
-                if self.dim is None and media.pictured:
-                    self._set_meta("dim", media.video_vector.shape[0])
-                    self._first_vector(media.video_vector.shape[0])
-                vector = self._vector_param(media.video_vector) if media.pictured else None  # NULL: no picture
+                if dim is None and media.pictured:
+                    dim = media.video_vector.shape[0]
+                    self._set_meta("dim", dim)
+                    self._first_vector(dim)
+                vector = np.asarray(media.video_vector, np.float32) if media.pictured else None  # NULL: no picture
                 values = (st.st_size, st.st_mtime_ns, change.sha256, media.duration, len(media.timestamps), model_id,
                           now, gen, vector, float(media.bias), *taken)
                 if file.stored is not None:
                     vid = file.stored.id
                     db.execute("UPDATE videos SET size=?, mtime_ns=?, sha256=?, duration=?, n_frames=?, model_id=?, "
                                "updated_at=?, gen=?, vector=?, bias=?, taken_at=?, taken_from=? WHERE id=?",
-                               (*values, vid))
+                               (*self._with_param(values), vid))
                     db.execute("DELETE FROM frames WHERE video_id = ?", (vid,))
+                    written.append((vid, media, file.path))
                 else:
-                    vid = self._insert_video((*values, os.fsencode(self.media_roots.stored(file.path)), now))
-                self._write_frames(vid, media)
+                    new.append(((*values, os.fsencode(self.media_roots.stored(file.path)), now), media, file.path))
+            ids = self._insert_videos([(values, path) for values, _, path in new])
+            written.extend((vid, media, path) for vid, (_, media, path) in zip(ids, new, strict=True))
+            self._write_media(written)
             for s in gone:
                 db.execute("DELETE FROM videos WHERE id = ?", (s.id,))
             self._forget([s.id for s in gone], gen)
             self._set_meta("model_id", model_id)
 
+    #: Where ``_INSERT``'s values hold the video's vector.
+    _VECTOR_AT = 8
+
+    def _with_param(self, values: tuple) -> tuple:
+        """``values`` (of ``_INSERT``'s columns) with the vector (float32 [D] or None) as ``_vector_param``'s."""
+        vector = values[self._VECTOR_AT]
+        return (*values[:self._VECTOR_AT], None if vector is None else self._vector_param(vector),
+                *values[self._VECTOR_AT + 1:])
+
+    def _insert_videos(self, rows: list[tuple[tuple, str]]) -> list[int]:
+        """INSERT new video rows ((values of ``_INSERT``'s columns, the vector as float32 [D] or None; the file's
+        path)) in the open transaction, one statement each; their ids."""
+        return [self._insert_video(self._with_param(values)) for values, _ in rows]
+
+    def _write_media(self, written: list[tuple[int, EmbeddedMedia, str]]) -> None:
+        """Each (video id, media, file path)'s frames, frame vectors and segments (``media_rows``), inside the
+        commit's transaction, one statement per table and video."""
+        for vid, media, _ in written:
+            self._write_frames(vid, media)
+
     def _write_frames(self, vid: int, media: EmbeddedMedia) -> None:
-        """A video's frames (times, thumbnails), frame vectors and segments (one of every frame when ``media`` has
-        none: ``EmbeddedMedia.checked``; none at all without a picture), inside the commit's transaction."""
-        if not media.pictured:
+        """A video's frames (times, thumbnails), frame vectors and segments (``media_rows``; none at all without a
+        picture), inside the commit's transaction."""
+        self._db.execute("DELETE FROM video_segments WHERE video_id = ?", (vid,))
+        rows = media_rows(vid, media)
+        if rows is None:
             self._db.execute("DELETE FROM frame_vectors WHERE video_id = ?", (vid,))
-            self._db.execute("DELETE FROM video_segments WHERE video_id = ?", (vid,))
             return
-        if media.segment_vectors is None:
-            media = media.checked(len(media.video_vector))
-        thumbs = media.thumbnails or [None] * len(media.timestamps)
-        rows = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
-        self._db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows)
-        detail = b"" if media.detail is None else media.detail.astype(np.float32).tobytes()  # b"": not measured
+        self._db.executemany("INSERT INTO frames (video_id, idx, t, thumbnail) VALUES (?, ?, ?, ?)", rows.frames)
         self._db.execute("INSERT INTO frame_vectors (video_id, vectors, times, detail) VALUES (?, ?, ?, ?) ON CONFLICT "
                          "(video_id) DO UPDATE SET vectors = excluded.vectors, times = excluded.times, "
-                         "detail = excluded.detail",
-                         (vid, media.frame_vectors.astype(np.float16).tobytes(),
-                          media.timestamps.astype(np.float64).tobytes(), detail))
-        self._db.execute("DELETE FROM video_segments WHERE video_id = ?", (vid,))
+                         "detail = excluded.detail", rows.frame_vectors)
         self._db.executemany(
             "INSERT INTO video_segments (video_id, ordinal, start, stop, first_frame, n_frames, vector, bias) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(vid, s, float(t[0]), float(t[1]), int(f[0]), int(f[1] - f[0]), self._vector_param(v), float(b))
-             for s, (v, f, t, b) in enumerate(zip(media.segment_vectors, media.segment_frames, media.segment_times,
-                                                  media.segment_biases, strict=True))])
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [(*r[:6], self._vector_param(r[6]), r[7]) for r in rows.segments])
 
     def _fill_detail(self, batch: int = 256) -> None:
         """Measure on their stored thumbnails the frames' detail of the videos indexed before the detail column

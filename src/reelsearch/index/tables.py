@@ -342,12 +342,16 @@ class SqlCatalog(CatalogSync, ABC):
             "ORDER BY s.video_id, s.ordinal", keys).fetchall()
         out: dict[str, list] = {}
         for r in rows:
-            out.setdefault(str(r[0]), []).append(r)
-        return {vid: StoredSegments(np.array([r[1] for r in rs], np.float64), np.array([r[2] for r in rs], np.float64),
-                                    np.array([r[3] for r in rs], np.int64), np.array([r[4] for r in rs], np.int64),
-                                    np.stack([self._vector(r[5]) for r in rs]).astype(np.float32),
-                                    np.array([r[6] for r in rs], np.float64))
-                for vid, rs in out.items()}
+            out.setdefault(str(r[0]), []).append(r[1:])
+        return {vid: self._stored_segments(rs) for vid, rs in out.items()}
+
+    def _stored_segments(self, rows: Sequence[tuple]) -> StoredSegments:
+        """One video's segments from its rows (start, stop, first_frame, n_frames, ``VECTOR_SQL`` value, bias) in
+        ordinal order."""
+        return StoredSegments(np.array([r[0] for r in rows], np.float64), np.array([r[1] for r in rows], np.float64),
+                              np.array([r[2] for r in rows], np.int64), np.array([r[3] for r in rows], np.int64),
+                              np.stack([self._vector(r[4]) for r in rows]).astype(np.float32),
+                              np.array([r[5] for r in rows], np.float64))
 
     def _queries(self, queries: np.ndarray) -> np.ndarray:
         """``queries`` [Q, D] as float32, or CatalogError when their width is not the catalog's."""
@@ -366,15 +370,17 @@ class SqlCatalog(CatalogSync, ABC):
         rows = self._db.execute(
             "SELECT v.id, v.path, v.duration, f.vectors, f.times, f.detail FROM videos v LEFT JOIN frame_vectors f "
             f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(keys))})", keys)
-        out = {}
         dim = self.dim or 0
-        for id_, path, duration, vectors, times, detail in rows:
-            frame_rows = (np.empty((0, dim), np.float32) if vectors is None else
-                          np.frombuffer(vectors, np.float16).reshape(-1, dim).astype(np.float32))
-            out[str(id_)] = StoredVideo(str(id_), self._local(path), duration, frame_rows,
-                                        np.frombuffer(times or b"", np.float64),
-                                        np.frombuffer(detail, np.float32) if detail else None)
-        return out
+        return {str(r[0]): self._stored_video(r, dim) for r in rows}
+
+    def _stored_video(self, row: Sequence, dim: int) -> StoredVideo:
+        """A ``StoredVideo`` from its row (id, path, duration, frame vectors, times, detail) of ``videos`` and
+        ``frame_vectors`` (the last three None: no picture)."""
+        id_, path, duration, vectors, times, detail = row
+        frame_rows = (np.empty((0, dim), np.float32) if vectors is None else
+                      np.frombuffer(vectors, np.float16).reshape(-1, dim).astype(np.float32))
+        return StoredVideo(str(id_), self._local(path), duration, frame_rows, np.frombuffer(times or b"", np.float64),
+                           np.frombuffer(detail, np.float32) if detail else None)
 
     _bias_state: tuple[int, tuple[float, float], np.ndarray | None] | None = None
 

@@ -16,7 +16,7 @@ from reelsearch.index.embedded.repair import RepairReport, check_index, repair_i
 from reelsearch.index.paths import display_path
 from reelsearch.indexing.settings import index_exists, model_setting, require_index
 from reelsearch.location import library_location
-from reelsearch.media.decode import display_path as error_path
+from reelsearch.media.decode import escaped_path as error_path
 from reelsearch.search.cue_indexing import cues_to_run
 from reelsearch.search.searcher import Searcher
 
@@ -85,7 +85,7 @@ class IndexRun:
 
 def _problem(path: str | bytes, problem: str) -> str:
     """``problem`` on one line without the file's name in front: an error names its file (``MediaError``: as
-    ``reelsearch.media.decode.display_path`` shows it), the line names it once."""
+    ``reelsearch.media.decode.escaped_path`` shows it), the line names it once."""
     for shown in (error_path(path), display_path(path, one_line=True)):
         problem = problem.removeprefix(f"{shown}: ")
     return display_path(problem, one_line=True)

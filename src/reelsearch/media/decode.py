@@ -25,13 +25,14 @@ from reelsearch.media.container import (
     MEDIA_EXTENSIONS,
     VIDEO_EXTENSIONS,
     codec_tag,
-    display_path,
+    escaped_path,
     ffmpeg_message,
     frame_time,
     import_av,
     is_image_path,
     open_media,
     probe,
+    reformatter,
     stream_info,
     target_size,
     to_rgb,
@@ -41,7 +42,7 @@ from reelsearch.media.sampling import TIME_EPS, SamplingPolicy, parse_policy, pl
 
 __all__ = [
     "AUDIO_EXTENSIONS", "IMAGE_EXTENSIONS", "MAX_DECODED_BYTES", "MAX_PIXELS", "MEDIA_EXTENSIONS", "VIDEO_EXTENSIONS",
-    "Frames", "SamplingPolicy", "decode_audio", "decode_frames", "display_path", "is_image_path", "parse_policy",
+    "Frames", "SamplingPolicy", "decode_audio", "decode_frames", "escaped_path", "is_image_path", "parse_policy",
     "plan_times", "probe", "spread", "thumbnail",
 ]
 
@@ -147,7 +148,7 @@ def decode_frames(
         policy = parse_policy(policy)
     if strategy not in ("auto", "seek", "sequential"):
         raise ReelsearchError(f"unknown decode strategy {strategy!r}")
-    shown = display_path(path)
+    shown = escaped_path(path)
     with open_media(path) as container:
         vs = video_stream(container, shown)
         vs.thread_type = "AUTO"
@@ -199,10 +200,11 @@ def _assemble(picked, vs, shown, short_side, duration, fps, is_image=False, with
         raise MediaError(shown, f"{len(picked)} frames of {tw}x{th} exceed {MAX_DECODED_BYTES >> 30} GiB; "
                                 "lower max_frames or set short_side")
     images, nexts, rot = [], [], 0
+    converter = reformatter()
 
     def convert(frame):
         try:
-            img, r = to_rgb(frame, vs, short_side)
+            img, r = to_rgb(frame, vs, short_side, converter=converter)
         except MediaError as exc:
             raise MediaError(shown, exc.problem) from None
         if images and img.shape != images[0].shape:  # mid-stream size change: match the first frame
@@ -349,7 +351,7 @@ def decode_audio(
     audio decoded."""
     av = import_av()
 
-    shown = display_path(path)
+    shown = escaped_path(path)
     with open_media(path) as container:
         if not container.streams.audio:
             return None

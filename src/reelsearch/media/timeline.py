@@ -29,11 +29,12 @@ import numpy as np
 
 from reelsearch.errors import MediaError, ReelsearchError
 from reelsearch.media.container import (
-    display_path,
+    escaped_path,
     ffmpeg_message,
     import_av,
     is_image_path,
     open_media,
+    reformatter,
     stream_info,
     target_size,
     to_rgb,
@@ -135,6 +136,7 @@ class _Tap:
     sampler: _Sampler
     short_side: int | None
     take: Callable[[float, np.ndarray], bool]
+    converter: object  # media.container.reformatter()
     size: tuple[int, int] | None = None
     open: bool = True
 
@@ -156,7 +158,7 @@ class FrameStream:
         if skip not in SKIP_MODES:
             raise ReelsearchError(f"unknown skip mode {skip!r}; use one of {', '.join(SKIP_MODES)}")
         self.path, self.rate, self.short_side = path, float(rate), short_side
-        self.shown = display_path(path)
+        self.shown = escaped_path(path)
         self.container = open_media(path)
         try:
             self.stream = video_stream(self.container, self.shown)
@@ -178,6 +180,7 @@ class FrameStream:
         tb = self.stream.time_base  # a decoded frame's own time base: a frame's time in integers, not Fractions
         self._tb = (tb.numerator, tb.denominator) if tb else None
         self._rotation = 0  # degrees, as the last frame converted was turned
+        self._converter = reformatter()  # the sampled frames' (a tap has its own: another size)
 
     def __enter__(self) -> FrameStream:
         return self
@@ -197,7 +200,7 @@ class FrameStream:
             raise ReelsearchError(f"sampling rate must be > 0 frames a second, got {rate}")
         if self._started:
             raise ReelsearchError(f"{self.shown}: tap a FrameStream before reading it")
-        self._taps.append(_Tap(_Sampler(float(rate)), short_side, take))
+        self._taps.append(_Tap(_Sampler(float(rate)), short_side, take, reformatter()))
 
     def __iter__(self) -> Iterator[tuple[float, np.ndarray]]:
         if self._started:
@@ -262,7 +265,7 @@ class FrameStream:
     def _keep(self, t: float, frame) -> tuple[float, np.ndarray]:
         if self._size is None:
             self._size = target_size(frame.width, frame.height, self.short_side)
-        img = self._rgb(frame, self._size)
+        img = self._rgb(frame, self._size, self._converter)
         if self.report.sampled == 0:
             self.report.rotation = self._rotation
             w, h = frame.width, frame.height
@@ -276,11 +279,11 @@ class FrameStream:
         t, frame = kept
         if tap.size is None:
             tap.size = target_size(frame.width, frame.height, tap.short_side)
-        tap.open = tap.take(float(t), self._rgb(frame, tap.size)) is not False
+        tap.open = tap.take(float(t), self._rgb(frame, tap.size, tap.converter)) is not False
 
-    def _rgb(self, frame, size: tuple[int, int]) -> np.ndarray:
+    def _rgb(self, frame, size: tuple[int, int], converter) -> np.ndarray:
         try:
-            img, self._rotation = to_rgb(frame, self.stream, None, size)
+            img, self._rotation = to_rgb(frame, self.stream, None, size, converter)
         except MediaError as exc:
             raise MediaError(self.shown, exc.problem) from None
         return img

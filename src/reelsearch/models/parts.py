@@ -9,6 +9,7 @@ mixture's experts (``folder.Expert``) are parts too.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import ClassVar
@@ -26,7 +27,11 @@ from reelsearch.text.tail import tail_first_layer
 CONFIG_FILE, WEIGHTS_FILE, MOE_FILE, CARD_FILE = "config.json", "model.safetensors", "moe.json", "MODEL_CARD.md"
 TAIL_FILE = "tail-{modality}.safetensors"
 CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
+#: Version 3: the negative terms' curves are of the model's own score (no querybank offsets, as a search scores
+#: 1-3 words: ``reelsearch.scoring.calibration.banked``); version 2 had them less the offsets.
+CALIBRATION_VERSION = 3
 TEXT_TAIL_FILE = "text-tail.safetensors"
+log = logging.getLogger(__name__)
 
 
 def read_json_object(path: Path) -> dict:
@@ -217,13 +222,15 @@ class ModelCard:
 
 
 class Calibration:
-    """The model's confidence curves (``reelsearch calibrate``): its score of a hit, as a search ranks by it (the
-    querybank's offset subtracted), mapped to the share of development hits at that score that were right
+    """The model's confidence curves (``reelsearch calibrate``): its score of a hit less the querybank's offset
+    (whatever the query's length: a search ranks 1-3 words without it, ``reelsearch.scoring.calibration.banked``),
+    mapped to the share of development hits at that score that were right
     (``reelsearch.scoring.calibration.Curve``). ``curve``: full sentences' (the development captions'); ``lengths``:
     {length: curve} of shorter queries (``reelsearch.scoring.calibration.LENGTHS``: fitted on short queries derived
     from the captions, ``reelsearch.evaluation.short_queries``); a length without its own curve reads ``curve``.
-    ``terms``: {length: curve} from a photo's score for a term to the share of development photos at that score
-    that show it (all photos, not a top: what a negative term removes, ``reelsearch.search.filters.pictured``).
+    ``terms``: {length: curve} from a photo's own score for a term (no offset) to the share of development photos
+    at that score that show it (all photos, not a top: what a negative term removes,
+    ``reelsearch.search.filters.pictured``).
     Tied to the model's fingerprint and querybank, like the bank to the model; ``source`` the data it was fitted on,
     ``hits`` the hits per query it counted, ``queries`` how many captions."""
 
@@ -264,7 +271,8 @@ class Calibration:
 
     def save(self, directory: Path) -> list[str]:
         atomic_write_json(Path(directory) / CALIBRATION_FILE, {
-            "format": CALIBRATION_FORMAT, "version": 2, "model": self.model, "querybank": self.querybank,
+            "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "model": self.model,
+            "querybank": self.querybank,
             "source": self.source, "hits": self.hits, "queries": self.queries,
             "score": self.curve.score.tolist(), "right": self.curve.right.tolist(),
             **{part: {n: {"score": c.score.tolist(), "right": c.right.tolist()} for n, c in curves.items()}
@@ -273,12 +281,16 @@ class Calibration:
 
     @classmethod
     def load(cls, directory: Path, entry: dict) -> Calibration:
-        """Version 2, or version 1 (one curve, for every length)."""
+        """Version 3; version 2 (its term curves read scores less the querybank's offsets, which a search no longer
+        subtracts for 1-3 words: a warning says to recalibrate) or version 1 (one curve, for every length)."""
         path = entry_path(directory, entry)
         doc = read_json_object(path)
-        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") not in (1, 2):
-            raise DataFormatError(path, f"not a {CALIBRATION_FORMAT} file of version 1 or 2 (format="
-                                        f"{doc.get('format')!r}, version={doc.get('version')!r})")
+        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") not in (1, 2, CALIBRATION_VERSION):
+            raise DataFormatError(path, f"not a {CALIBRATION_FORMAT} file of version 1 to {CALIBRATION_VERSION} "
+                                        f"(format={doc.get('format')!r}, version={doc.get('version')!r})")
+        if doc.get("version") == 2 and doc.get("querybank") and doc.get("terms"):
+            log.warning("%s: its negative-term curves were fitted on scores less the querybank's offsets, which a "
+                        "search no longer subtracts for 1-3 words: rerun `reelsearch calibrate`", path)
         try:
             curve = Curve(doc["score"], doc["right"])
             lengths, terms = ({str(n): Curve(c["score"], c["right"]) for n, c in dict(doc.get(part) or {}).items()}

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from reelsearch.errors import ReelsearchError
 from reelsearch.extras import MissingExtraError, missing_extra
 from reelsearch.features.cues import CUES, CueExtractor, available_cues
-from reelsearch.index.sync import SyncReport
+from reelsearch.index.sync_records import SyncReport
 from reelsearch.index.tables import SqlCatalog
 from reelsearch.index.textcue_records import CueReport, TextCueError
 from reelsearch.index.textcues import TextCues

@@ -265,11 +265,14 @@ def pictured(visual: Visual, query: np.ndarray, length: str = SENTENCE, first: i
     """The videos of ``visual``'s catalog whose picture shows a negative term: the model's calibrated probability
     (``Calibration.shows``, for terms of the term's ``length``, ``reelsearch.scoring.calibration.query_length``) that a
     photo with its own score for the term's embedding ``query`` [1, D] shows the term reaches
-    :data:`NEGATIVE_CONFIDENCE` (none without a calibration of terms). The calibration is monotone, so the model's top
-    is read from ``first`` on, doubling, until no video outside it can reach the cut (the fusion's ``keep``)."""
+    :data:`NEGATIVE_CONFIDENCE` (none without a calibration of terms). The score is the model's own, without the
+    querybank's offsets (the term curves are fitted on short queries, which a search ranks so). The calibration is
+    monotone, so the model's top is read from ``first`` on, doubling, until no video outside it can reach the cut
+    (the fusion's ``keep``)."""
     calibration = getattr(visual.model, "calibration", None)
     if calibration is None or calibration.shows(0.0, length) is None:
         return set()
+    visual = visual.with_bias(False)
     catalog = visual.catalog
     fused = fuse(visual.sources(query), visual.weights(1.0), len(catalog), catalog, visual,
                  keep=lambda scores: np.asarray(calibration.shows(scores, length)) >= NEGATIVE_CONFIDENCE,

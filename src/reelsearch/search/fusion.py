@@ -117,7 +117,13 @@ def threshold_fusion(sources: Mapping[str, Source], weights: Mapping[str, float]
                          {s: weights[s] * rows[s][order] for s in names}, rounds)
         return None
 
-    return widened(attempt, first if first is not None else (k if varying <= 1 else max(2 * k, FIRST_CANDIDATES)))
+    return widened(attempt, first if first is not None else first_candidates(k, varying))
+
+
+def first_candidates(k: int, varying: int) -> int:
+    """The threshold fusion's first n of each source when ``varying`` of its sources vary: k when one alone does
+    (its top k is the answer), else max(2k, FIRST_CANDIDATES)."""
+    return k if varying <= 1 else max(2 * k, FIRST_CANDIDATES)
 
 
 def exhaustive_fusion(sources: Mapping[str, Source], weights: Mapping[str, float], k: int, ids: Sequence[str], *,

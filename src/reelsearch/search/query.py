@@ -16,6 +16,11 @@ Where the model ranks segments and some video has several, the fusion is per seg
 the cues count for the segments their time overlaps, a video scores its best segment, and its moments are its
 segments by the same fused score, each with the confidence of its picture and cues.
 
+A model with a querybank ranks a query of four words or more by its scores less each video's offset (the stored
+bias), a shorter one by the model's own score (``reelsearch.scoring.calibration.banked``: the bank lowers short
+queries' retrieval); a confidence reads the score less the offset either way (what separates right hits from wrong
+ones best: ``reelsearch calibrate`` fits the curves so).
+
 With an example, the candidates — the fusion's top k + its own ids, and the example's own top RESCORED — are re-scored
 by the sequence similarity of their frame rows and the example's own file is dropped (``reelsearch.search.example``).
 
@@ -33,7 +38,7 @@ import numpy as np
 from reelsearch.index.catalog import Catalog, StoredVideo
 from reelsearch.index.paths import unreachable
 from reelsearch.index.textcues import TextCues
-from reelsearch.scoring.calibration import SENTENCE, query_length
+from reelsearch.scoring.calibration import SENTENCE, banked, query_length
 from reelsearch.search.cues import CueSource
 from reelsearch.search.example import RESCORED, Example, candidates_with, rescore
 from reelsearch.search.experts import Plan
@@ -57,6 +62,8 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
     if allowed is not None:
         catalog = Subset(catalog, allowed)
         visual = visual.on(catalog)
+    if text is not None:  # the querybank's offsets for queries of four words or more
+        visual = visual.with_bias(banked(query_length(text)))
     sources: dict[str, Source] = {}
     weights: dict[str, float] = {}
     if p.visual:
@@ -134,11 +141,11 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
     if example is not None and (p.visual or cues):
         shown[LIKE] = fused.rows[LIKE]
     picture = sum((fused.terms[s] for s in fused.terms if s not in cues), np.zeros(len(fused.ids)))
+    bias = np.zeros(len(fused.ids))  # each hit's stored bias (its querybank offset, negated)
     if p.visual:
-        bias = np.zeros(len(fused.ids))
         bias[seen] = visual.bias_of(ids) if best is None else best[1]
-        picture = picture - p.weights[VISUAL] * bias  # the picture's match, without the bias
-    confidence = _confidence(visual, fused, p, judged, length)
+        picture = picture - p.weights[VISUAL] * visual.ranked_bias(bias)  # the picture's match, without the bias
+    confidence = _confidence(visual, fused, p, judged, length, bias)
     text_frames = visual.frame_scorer(query) if query is not None else None
 
     def frame_scores(rows: np.ndarray) -> np.ndarray:
@@ -213,7 +220,8 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
             parts = segment_scores(id_, s, sources, weights, {n: float(fused.rows[n][position[id_]]) for n in weights})
             scores = fused_segments(parts, weights)
             if calibration is not None and weight > 0:
-                sure = calibration(sum(weights[n] * parts[n] for n in judged) / weight, length)
+                judged_part = sum(weights[n] * parts[n] for n in judged) / weight
+                sure = calibration(judged_part + s.biases - visual.ranked_bias(s.biases), length)
         elif id_ in stored:
             fs = np.asarray(frames_of(stored[id_].frame_rows), np.float64)
             scores = np.array([fs[a:a + c].max() if c else -np.inf for a, c in zip(s.firsts, s.counts, strict=True)])
@@ -227,15 +235,17 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
     return out
 
 
-def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str], length: str) -> np.ndarray | None:
+def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str], length: str,
+                bias: np.ndarray) -> np.ndarray | None:
     """Each fused hit's calibrated confidence: the model's calibration (its curve for queries of ``length``,
     ``reelsearch.scoring.calibration.query_length``) of the ``judged`` sources' part of its fused
-    score (the model's terms, bias included, and the cues') over the model's weight, as ``reelsearch calibrate``
-    measured the model's own score: the cues count on the model's scale as the fusion weighs them. None without a
-    calibration or a picture."""
+    score (the model's terms and the cues') over the model's weight, with the hit's stored ``bias`` (its querybank
+    offset, negated) whether the ranking counted it or not, as ``reelsearch calibrate`` measured the model's own
+    score: the cues count on the model's scale as the fusion weighs them. None without a calibration or a
+    picture."""
     calibration = getattr(visual.model, "calibration", None)
     weight = p.weights[VISUAL] if p.visual else 0.0
     if calibration is None or weight <= 0:
         return None
     own = sum(fused.terms[s] for s in judged) / weight
-    return calibration(own, length)
+    return calibration(own + bias - visual.ranked_bias(bias), length)

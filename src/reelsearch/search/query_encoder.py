@@ -1,76 +1,117 @@
 """Query encoding for a searcher that serves many clients: concurrent queries share one pass through the text
 encoder, and recent queries' embeddings are kept in an LRU cache.
 
-The text encoder (a transformer over MiniLM token features for the default model) costs about as much for a batch
-of 8 short queries as for 3 single ones on one core, so batching doubles what one serving process answers
-(docs/benchmarks.md, "Serving throughput"). One thread owns the model: callers queue their texts; whenever it is
-free it takes every waiting single query (up to ``max_batch``) and encodes them together. Nothing waits for a batch
-to fill: an idle server encodes a lone query at once. A float32 text encoder gives every query exactly what it
-would get alone; int8 MiniLM (``Searcher(text_encoder="int8")``) quantises activations per batch, so a query's embedding
-moves a little with its batch-mates (cosine 0.985-1; ``reelsearch.text.int8``). Requests for many texts (annotate's
-captions) run as their own call. Owning the model in one thread also keeps its tokenizer, which is not safe to call
-from several threads at once, single-threaded.
+The text encoder (MiniLM and the model's projections for the default model) costs about as much for a batch of 8
+short queries as for 3 single ones on one core, so batching multiplies what one serving process answers
+(docs/benchmarks.md, "Serving throughput"). One thread owns the model (a ``reelsearch.search.batching.MicroBatcher``):
+callers queue their texts; whenever it is free it takes every waiting query (up to ``max_batch``; waiting at most
+``max_wait`` seconds for more, 0 by default: an idle server encodes a lone query at once) and encodes them together.
+A float32 text encoder gives every query what it would get alone (the padding is masked: equal within float
+rounding); int8 MiniLM (``Searcher(text_encoder="int8")``) quantises activations per batch, so a query's embedding
+moves a little with its batch-mates (cosine 0.985-1; ``reelsearch.text.int8``). Requests for many texts together
+(annotate's captions) run as their own call. Owning the model in one thread also keeps its tokenizer, which is not
+safe to call from several threads at once, single-threaded.
 """
 
 from __future__ import annotations
 
-import os
-import queue
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 
 import numpy as np
 import torch
 
+from reelsearch.search.batching import MicroBatcher
+
 Encode = Callable[[list[str]], np.ndarray]  # texts -> embeddings [N, D] (the model's encode_text)
-#: How long ``close`` waits for the worker to finish the jobs queued before it.
-JOIN_SECONDS = 30.0
+#: Model calls whose time ``QueryEncoder.timings`` keeps, per batch size.
+TIMED_CALLS = 2000
 
 
 class QueryEncoder:
-    """``one(text)`` and ``many(texts)`` -> the model's caption embeddings, through ``encode`` run by one worker
-    thread.
+    """``one(text)``, ``batch(texts)`` and ``many(texts)`` -> the model's caption embeddings, through ``encode`` run
+    by one worker thread.
 
-    ``one`` is cached (``cache_size`` most recent texts; 0 turns the cache off) and batched with concurrent
-    calls (at most ``max_batch`` texts per model call; 1 turns batching off). ``stats`` counts cache hits, model
-    calls and the texts they encoded.
+    ``one`` and ``batch`` are cached (``cache_size`` most recent texts; 0 turns the cache off) and batched with
+    concurrent calls (at most ``max_batch`` texts per model call, 1 turns batching off; ``max_wait`` seconds waited
+    for more). ``stats`` counts cache hits, model calls and the texts they encoded; ``timings`` the milliseconds of
+    the latest model calls by their number of texts.
     """
 
-    def __init__(self, encode: Encode, *, max_batch: int = 32, cache_size: int = 1024):
+    def __init__(self, encode: Encode, *, max_batch: int = 32, cache_size: int = 1024, max_wait: float = 0.0):
         self.encode = encode
-        self.max_batch = max(1, int(max_batch))
         self.cache_size = max(0, int(cache_size))
         self.stats = {"hits": 0, "calls": 0, "encoded": 0}
+        self.timings: dict[int, deque[float]] = {}
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._start_lock = threading.Lock()
-        self._queue: queue.SimpleQueue | None = None
-        self._pid = None
-        self.thread: threading.Thread | None = None  # the worker, once started
+        self.batcher = MicroBatcher(self._run, max_batch=max_batch, max_wait=max_wait,
+                                    name="reelsearch-query-encoder")
+
+    @property
+    def max_batch(self) -> int:
+        return self.batcher.max_batch
+
+    @max_batch.setter
+    def max_batch(self, value: int) -> None:
+        self.batcher.max_batch = max(1, int(value))
+
+    @property
+    def max_wait(self) -> float:
+        return self.batcher.max_wait
+
+    @max_wait.setter
+    def max_wait(self, value: float) -> None:
+        self.batcher.max_wait = max(0.0, float(value))
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The worker thread, once started."""
+        return self.batcher.thread
 
     # -- public ---------------------------------------------------------------------------------------------
     def one(self, text: str) -> np.ndarray:
         """Embeddings [1, D] of one query (from the cache, or batched with concurrent queries)."""
+        out = self.batch([text])[0]
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    def batch(self, texts: Sequence[str]) -> list[np.ndarray | Exception]:
+        """Each text's embeddings [1, D] (from the cache, or encoded together with each other and concurrent queries:
+        one model call), or the exception encoding it raised (a bad text fails alone)."""
+        out: list = [None] * len(texts)
         with self._cache_lock:
-            hit = self._cache.get(text)
-            if hit is not None:
-                self._cache.move_to_end(text)
-                self.stats["hits"] += 1
-                return hit
-        out = self._submit([text], single=True)
+            for j, text in enumerate(texts):
+                hit = self._cache.get(text)
+                if hit is not None:
+                    self._cache.move_to_end(text)
+                    self.stats["hits"] += 1
+                    out[j] = hit
+        missing = [j for j, o in enumerate(out) if o is None]
+        if not missing:
+            return out
+        found = self.batcher.submit([(texts[j], True) for j in missing])
+        for j, result in zip(missing, found, strict=True):
+            out[j] = result
         if self.cache_size:
             with self._cache_lock:
-                self._cache[text] = out
-                self._cache.move_to_end(text)
+                for j in missing:
+                    if not isinstance(out[j], BaseException):
+                        self._cache[texts[j]] = out[j]
+                        self._cache.move_to_end(texts[j])
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return out
 
     def many(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings [N, D] of ``texts`` in one model call (not cached)."""
-        return self._submit(list(texts), single=False)
+        """Embeddings [N, D] of ``texts`` in one model call of their own (not cached)."""
+        out = self.batcher.submit([(tuple(texts), False)])[0]
+        if isinstance(out, BaseException):
+            raise out
+        return out
 
     def clear(self) -> None:
         """Empty the cache of recent queries' embeddings."""
@@ -78,78 +119,42 @@ class QueryEncoder:
             self._cache.clear()
 
     def close(self) -> None:
-        """Stop the worker thread (after the jobs already queued) and wait for it to end, so that nothing the model
-        holds is released in it while the interpreter exits (a C++ library's destructor in a daemon thread at exit
-        aborts the process: "terminate called without an active exception"); a later call starts a new one."""
-        with self._start_lock:
-            worker = None
-            if self._queue is not None and self._pid == os.getpid():
-                self._queue.put(None)
-                worker = self.thread
-            self._queue = None
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(timeout=JOIN_SECONDS)
+        """Stop the worker thread after the jobs queued before (``MicroBatcher.close``); a later call starts one."""
+        self.batcher.close()
 
     # -- the worker -----------------------------------------------------------------------------------------
-    def _submit(self, texts: list[str], single: bool) -> np.ndarray:
-        job: Future = Future()
-        self._jobs().put((texts, single, job))
-        return job.result()
+    def _run(self, items: list[tuple]) -> list[np.ndarray | BaseException]:
+        """The batcher's call: every single query in one model call (each distinct text once; when it fails, each
+        alone, so that a bad text fails alone), each ``many`` in its own."""
+        out: list = [None] * len(items)
+        singles = [j for j, (_, single) in enumerate(items) if single]
+        if singles:
+            texts = list(dict.fromkeys(items[j][0] for j in singles))  # the same query twice is encoded once
+            try:
+                encoded = self._call(texts)
+                row = {t: i for i, t in enumerate(texts)}
+                for j in singles:
+                    i = row[items[j][0]]
+                    out[j] = encoded[i:i + 1].copy()
+            except Exception:  # find the culprit: each query alone
+                for j in singles:
+                    out[j] = self._guarded([items[j][0]])
+        for j, (texts, single) in enumerate(items):
+            if not single:
+                out[j] = self._guarded(list(texts))
+        return out
 
-    def _jobs(self) -> queue.SimpleQueue:
-        """The queue of the worker thread, started on first use (and again in a forked child, which has none)."""
-        with self._start_lock:
-            if self._queue is None or self._pid != os.getpid():
-                self._queue, self._pid = queue.SimpleQueue(), os.getpid()
-                self.thread = threading.Thread(target=self._work, args=(self._queue,), daemon=True,
-                                               name="reelsearch-query-encoder")
-                self.thread.start()
-            return self._queue
-
-    def _work(self, jobs: queue.SimpleQueue) -> None:
-        while (first := jobs.get()) is not None:
-            singles, others = [], []
-            (singles if first[1] else others).append(first)
-            while len(singles) < self.max_batch:  # everything already waiting, without waiting for more
-                try:
-                    job = jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if job is None:  # closing: finish what was taken, then stop
-                    jobs.put(None)
-                    break
-                (singles if job[1] else others).append(job)
-            if singles:
-                self._run_batch(singles)
-            for texts, _, future in others:
-                self._run(texts, [future])
-
-    def _run_batch(self, singles: list) -> None:
-        texts = list(dict.fromkeys(t[0][0] for t in singles))  # the same query twice is encoded once
+    def _guarded(self, texts: list[str]) -> np.ndarray | BaseException:
         try:
-            out = self._call(texts)
-        except Exception:  # find the culprit: each query alone, so one bad text fails alone
-            for texts_, _, future in singles:
-                self._run(texts_, [future])
-            return
-        row = {t: i for i, t in enumerate(texts)}
-        for (text,), _, future in singles:
-            i = row[text]
-            future.set_result(out[i:i + 1].copy())
-
-    def _run(self, texts: list[str], futures: list[Future]) -> None:
-        try:
-            out = self._call(texts)
-        except BaseException as exc:  # handed to the caller, who raises it
-            for f in futures:
-                f.set_exception(exc)
-            return
-        for f in futures:
-            f.set_result(out)
+            return self._call(texts)
+        except Exception as exc:  # handed to the caller, who raises it
+            return exc
 
     def _call(self, texts: list[str]) -> np.ndarray:
+        start = time.perf_counter()
         with torch.no_grad():
             out = self.encode(texts)
+        self.timings.setdefault(len(texts), deque(maxlen=TIMED_CALLS)).append((time.perf_counter() - start) * 1000)
         self.stats["calls"] += 1
         self.stats["encoded"] += len(texts)
         return out

@@ -71,8 +71,8 @@ class SearchResult:
     path_b64: str = doc("The path's exact bytes, base64.", init=False)
     kind: Literal["video", "image", "audio"] = field(init=False)  # audio: a file of sound alone (no picture)
     score: float = doc("The fused score of the experts (weighted sum, or rank fusion); a model with a querybank "
-                       "subtracts the video's offset (scores are then mostly negative: only their order within one "
-                       "query means anything).")
+                       "subtracts the video's offset for a query of four words or more (scores are then mostly "
+                       "negative): only their order within one query means anything.")
     moment: float = doc("Seconds: the best-matching frame, or the matched words when a text cue outweighs the "
                         "picture.")
     frame: int = doc("Index of the best-matching frame (the one nearest the moment).")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,18 +19,20 @@ from reelsearch.index.textcues import TextCues
 from reelsearch.io import numbered_lines, read_text
 from reelsearch.models import load_model
 from reelsearch.models.interface import SearchMode, VideoEmbeddings
-from reelsearch.scoring.calibration import query_length
+from reelsearch.scoring.calibration import banked, query_length
+from reelsearch.search.batching import MicroBatcher, Prefetched, prefetch
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.cues import sentence_encoder
 from reelsearch.search.duplicates import DEFAULT_THRESHOLD, MIN_COVERAGE, DuplicateGroup, find_duplicates
 from reelsearch.search.embed import DEFAULT_FRAMES_PER_SECOND, MediaEmbedder
 from reelsearch.search.example import Example, ExampleError, split_like
-from reelsearch.search.experts import parse_experts, parse_weights, plan
+from reelsearch.search.experts import Plan, parse_experts, parse_weights, plan
 from reelsearch.search.filters import Filter, pictured, read_box, select
+from reelsearch.search.fusion import first_candidates
 from reelsearch.search.query import listed, run_query
 from reelsearch.search.query_encoder import QueryEncoder
 from reelsearch.search.results import SORTS, SearchResult, dated
-from reelsearch.search.sources import Visual, visual_sources
+from reelsearch.search.sources import InnerProduct, Visual, visual_sources
 from reelsearch.search.subset import Selection, Subset
 
 #: Longest query accepted (characters).
@@ -58,7 +61,8 @@ class Searcher:
     with them), "static" (the model's static text encoder, ``reelsearch distill-text``: the fastest), "auto" (what
     ``serve`` runs: ``model.serving_text_encoder``), or None (default): a loaded model as it is (a name or path loads
     float32). A model
-    with a querybank (``reelsearch.models.querybank``) ranks by its normalised scores, as ``reelsearch eval`` does:
+    with a querybank (``reelsearch.models.querybank``) ranks a query of four words or more by its normalised scores, as
+    ``reelsearch eval`` does, a shorter one by the model's own (``reelsearch.scoring.calibration.banked``):
     each video's offset is stored when it is indexed (the catalog's bias), each caption's is computed when
     ``annotate`` ranks it. Methods are safe to call from several threads (one lock around the model and the index).
     """
@@ -87,6 +91,9 @@ class Searcher:
         self.model_id = f"{name}@{self.model.fingerprint()};{self.embedder.describe()}"
         self.lock = threading.RLock()
         self.query_encoder = QueryEncoder(self.model.encode_text)  # batches concurrent queries; LRU cache
+        self._index_stage = MicroBatcher(self._search_batch, name="reelsearch-search")
+        #: the index stage's vector-index answers read from its batch's one search ("hits") or asked alone
+        self.stats: dict[str, int] = {}
         self._embed_lock = threading.Lock()  # decoding + extraction of files that are not indexed
         self.weights = parse_weights(weights)  # expert weights of every search (over experts.DEFAULT_WEIGHTS)
         self._cues: TextCues | None = None
@@ -95,6 +102,7 @@ class Searcher:
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
+        self._index_stage.close()
         self.query_encoder.close()
         if self._cue_queries is not None:
             self._cue_queries.close()
@@ -237,19 +245,58 @@ class Searcher:
         cue_query = self.cue_queries.one(text) if p.cues else None
         calibrated = getattr(self.model, "calibration", None) is not None  # else negatives are words only
         negatives = [(self.query_encoder.one(term), query_length(term)) for term in filt.exclude] if calibrated else []
+        # concurrent searches share one vector-index search (the index stage: ``_search_batch``)
+        return self.index_stage.one(_Query(text, query, cue_query, negatives, filt, p, k, frames, example, moments,
+                                           sort))
+
+    @property
+    def index_stage(self) -> MicroBatcher:
+        """The batcher of the searches' index stage (``max_batch`` searches at a time, ``max_wait`` seconds waited
+        for more: ``reelsearch serve --batch``, ``--batch-wait``)."""
+        return self._index_stage
+
+    def _search_batch(self, queries: list[_Query]) -> Iterator[list[SearchResult] | Exception]:
+        """The index stage of a batch of searches: under the lock, one vector-index search for the query vectors of
+        those it serves (``reelsearch.search.batching.prefetch``), then each search as alone, in order, each answer
+        yielded as soon as it is found; an exception for one is handed to that search only."""
         with self.lock, torch.no_grad(), self.catalog.snapshot():  # its meta and count read once
             self.catalog.refresh()
             if len(self.catalog) == 0:
-                return []
+                yield from ([] for _ in queries)
+                return
             if self.stale():
-                raise ReelsearchError(f"{self.catalog.location}: the index holds embeddings of another model "
-                                      f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
-            allowed = self._allowed(filt, negatives) if filt else None
-            if only_filters:
-                return dated(listed(self.catalog, allowed.ids[:k]), self.catalog.facts(), sort)
-            found = run_query(self.catalog, self.visual, self.cues, text, query, cue_query, p, k, frames=frames,
-                              example=example, allowed=allowed, moments=moments)
-            return dated(found, self.catalog.facts(), sort)
+                stale = ReelsearchError(f"{self.catalog.location}: the index holds embeddings of another model "
+                                        f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
+                yield from (stale for _ in queries)
+                return
+            catalog = self._prefetched(queries)
+            visual = self.visual.on(catalog)
+            for q in queries:
+                try:
+                    found = self._search_one(q, catalog, visual)
+                except Exception as exc:  # raised to its own caller
+                    found = exc
+                yield found
+
+    def _prefetched(self, queries: list[_Query]) -> Prefetched:
+        """The catalog with the vector index's first answer for each of ``queries`` that asks it (text ranked by the
+        inner product over video rows, no filters, no example) searched in one call; the first n as the fusion will
+        ask it (``first_candidates``)."""
+        wanted = []
+        if isinstance(self.visual, InnerProduct) and not self.catalog.several_segments():
+            for q in queries:
+                if q.query is not None and q.plan.visual and not q.filt and q.example is None:
+                    wanted.append((self.model.ann_query(q.query)[0], first_candidates(q.k, 1 + len(q.plan.cues)),
+                                   banked(query_length(q.text))))  # the querybank's offsets: as run_query asks
+        return prefetch(self.catalog, wanted, self.stats)
+
+    def _search_one(self, q: _Query, catalog: Prefetched, visual: Visual) -> list[SearchResult]:
+        allowed = self._allowed(q.filt, q.negatives) if q.filt else None
+        if q.text is None and q.example is None:  # filters alone
+            return dated(listed(self.catalog, allowed.ids[:q.k]), self.catalog.facts(), q.sort)
+        found = run_query(catalog, visual, self.cues, q.text, q.query, q.cue_query, q.plan, q.k, frames=q.frames,
+                          example=q.example, allowed=allowed, moments=q.moments)
+        return dated(found, self.catalog.facts(), q.sort)
 
     def _allowed(self, filt: Filter, negatives: list[tuple[np.ndarray, str]]) -> Selection:
         """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those
@@ -381,6 +428,23 @@ class Searcher:
         for c in out:
             check_query(c)
         return out
+
+
+@dataclass(frozen=True)
+class _Query:
+    """One search as the index stage runs it: checked, planned and encoded (``Searcher.search``)."""
+
+    text: str | None
+    query: np.ndarray | None
+    cue_query: np.ndarray | None
+    negatives: list[tuple[np.ndarray, str]]
+    filt: Filter
+    plan: Plan
+    k: int
+    frames: bool
+    example: Example | None
+    moments: int
+    sort: str
 
 
 def _pictured(media: EmbeddedMedia, label: str) -> EmbeddedMedia:

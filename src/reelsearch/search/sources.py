@@ -251,6 +251,9 @@ class Visual(ABC):
 
     exhaustive = False
     segmented = False  # the VISUAL source ranks a video by its best segment (``SegmentSource``)
+    #: the VISUAL source ranks by the model's score plus each video's stored bias (its querybank offset, negated);
+    #: False: by the model's score alone (``with_bias``), the bias still part of what a confidence reads
+    biased = True
     kind = FusionKind.SCORE
     normalize = Normalize.NONE
 
@@ -266,6 +269,15 @@ class Visual(ABC):
         other.catalog = catalog
         return other
 
+    def with_bias(self, biased: bool) -> Visual:
+        """The same sources with or without each video's stored bias (a query the querybank does not normalise:
+        ``reelsearch.scoring.calibration.banked``)."""
+        if biased == self.biased:
+            return self
+        other = copy.copy(self)
+        other.biased = biased
+        return other
+
     @abstractmethod
     def sources(self, query: np.ndarray) -> dict[str, Source]:
         """The sources of a query embedding [1, D] (``model.encode_text``)."""
@@ -275,8 +287,12 @@ class Visual(ABC):
         return {VISUAL: weight}
 
     def bias_of(self, ids: list[str]) -> np.ndarray:
-        """The part of each of ``ids``' ``VISUAL`` score that is its stored bias (a querybank offset, negated)."""
+        """Each of ``ids``' stored bias (a querybank offset, negated): part of its ``VISUAL`` score when ``biased``."""
         return np.asarray(self.catalog.biases(ids), np.float64) if ids else np.zeros(0)
+
+    def ranked_bias(self, bias: np.ndarray) -> np.ndarray:
+        """The part of the ``VISUAL`` scores that is the stored ``bias``: itself when ``biased``, else 0."""
+        return bias if self.biased else np.zeros_like(bias)
 
     def expert_scores(self, query: np.ndarray, ids: list[str], rows: dict[str, np.ndarray],
                       best: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
@@ -284,7 +300,7 @@ class Visual(ABC):
         scores of them; ``best``: each one's best segment's row [N, D] and bias [N], scored instead of the video's
         row when the source ranks segments)."""
         if len(self.experts) == 1:
-            return {VISUAL: rows[VISUAL] - (self.bias_of(ids) if best is None else best[1])}
+            return {VISUAL: rows[VISUAL] - self.ranked_bias(self.bias_of(ids) if best is None else best[1])}
         video_rows = self.catalog.rows(ids) if best is None else best[0]
         scores = self.model.expert_scores(query, video_rows) if ids else {}
         return {shown: np.asarray(scores[name], np.float64)[0] if ids else np.zeros(0)
@@ -302,7 +318,7 @@ class InnerProduct(Visual):
     segmented = True
 
     def sources(self, query: np.ndarray) -> dict[str, Source]:
-        return {VISUAL: best_segment_source(self.catalog, self.model.ann_query(query)[0], biased=True)}
+        return {VISUAL: best_segment_source(self.catalog, self.model.ann_query(query)[0], biased=self.biased)}
 
     def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         vector = np.asarray(self.model.ann_query(query)[0], np.float32)
@@ -316,7 +332,7 @@ class ExactScan(Visual):
     segmented = True
 
     def sources(self, query: np.ndarray) -> dict[str, Source]:
-        return {VISUAL: best_segment_source(self.catalog, query[0], self.model.score, biased=True)}
+        return {VISUAL: best_segment_source(self.catalog, query[0], self.model.score, biased=self.biased)}
 
     def frame_scorer(self, query: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         return lambda frame_rows: np.asarray(self.model.score(query[:1], frame_rows), np.float32)[0]
@@ -334,7 +350,8 @@ class FrameAttention(Visual):
                 block = ids[start:start + SCAN_VIDEOS]
                 stored = self.catalog.stored(block)
                 videos = VideoEmbeddings(self.catalog.rows(block), [stored[i].frame_rows for i in block])
-                scores.append(np.asarray(self.model.score(query, videos), np.float64)[0] + self.catalog.biases(block))
+                scores.append(np.asarray(self.model.score(query, videos), np.float64)[0]
+                              + self.ranked_bias(self.bias_of(block)))
             return ids, np.concatenate(scores) if scores else np.zeros(0)
 
         return {VISUAL: ScoredSource(score_all)}

@@ -76,13 +76,16 @@ def setup_access_log(enabled: bool) -> None:
 
 def serve_settings(index: str | Path | None, model: str | None, *, db: str | None = None,
                    media_roots: list[str] | None = None, threads: int = 1, access_log: bool = True, batch: int = 32,
-                   query_cache: int = 1024, weights: str | None = None, text_encoder: str = "auto",
-                   watch: list[str | Path] | None = None, poll: float | None = None, settle: float = SETTLE) -> dict:
+                   batch_wait: float = 0.0, query_cache: int = 1024, weights: str | None = None,
+                   text_encoder: str = "auto", watch: list[str | Path] | None = None, poll: float | None = None,
+                   settle: float = SETTLE) -> dict:
     """The settings :func:`run` takes, for the library at ``db`` or ``index`` (default: the user's folder) with
     ``model`` (default: the one the library was built with); ReelsearchError, before anything starts, for bad
     ``weights``, no index (unless ``watch`` will make it), a database that cannot be reached or a ``watch`` path that
-    is not a folder. ``watch``: folders to keep the library in line with (``reelsearch.indexing.watch``), scanned
-    every ``poll`` seconds instead of by inotify when given."""
+    is not a folder. ``batch``: the most concurrent searches batched together (their texts in one encoder call,
+    their query vectors in one vector-index search; 1: each alone); ``batch_wait``: milliseconds a batch waits for
+    more queries after its first (0: none, it takes what has queued). ``watch``: folders to keep the library in line
+    with (``reelsearch.indexing.watch``), scanned every ``poll`` seconds instead of by inotify when given."""
     parse_weights(weights)
     where = library_location(index, db)
     roots = watch_roots(watch) if watch else []
@@ -91,8 +94,8 @@ def serve_settings(index: str | Path | None, model: str | None, *, db: str | Non
     MediaRoots(media_roots)  # a bad --media-root is refused now
     return {"index": str(where), "model": remembered_model(where, model), "model_option": model,
             "media_roots": list(media_roots or []), "threads": threads, "access_log": access_log, "batch": batch,
-            "query_cache": query_cache, "weights": weights, "text_encoder": text_encoder, "watch": roots, "poll": poll,
-            "settle": settle}
+            "batch_wait": batch_wait, "query_cache": query_cache, "weights": weights, "text_encoder": text_encoder,
+            "watch": roots, "poll": poll, "settle": settle}
 
 
 def build_app(settings: dict, api_key: str | None):
@@ -101,7 +104,9 @@ def build_app(settings: dict, api_key: str | None):
     setup_access_log(bool(settings.get("access_log", True)))
     searcher = Searcher(settings["index"], settings["model"], media_roots=settings.get("media_roots"),
                         weights=settings.get("weights"), text_encoder=settings.get("text_encoder", "auto"))
-    searcher.query_encoder.max_batch = max(1, int(settings.get("batch", searcher.query_encoder.max_batch)))
+    batch = max(1, int(settings.get("batch", searcher.query_encoder.max_batch)))
+    searcher.query_encoder.max_batch = searcher.index_stage.max_batch = batch
+    searcher.query_encoder.max_wait = float(settings.get("batch_wait", 0.0)) / 1000
     searcher.query_encoder.cache_size = max(0, int(settings.get("query_cache", searcher.query_encoder.cache_size)))
     searcher.warm_up()
     return create_app(searcher, api_key=api_key, access_log=bool(settings.get("access_log", True)),
@@ -126,7 +131,8 @@ def worker_app():
 
 
 def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | None = None) -> None:
-    """Serve until interrupted. ``settings``: index, model, media_roots, threads, access_log, batch, query_cache,
+    """Serve until interrupted. ``settings``: index, model, media_roots, threads, access_log, batch, batch_wait,
+    query_cache,
     weights (of the search experts), text_encoder, watch, poll, settle: see :func:`serve_settings`. ConfigError, before
     the model is loaded, when ``host``:``port`` cannot be listened on (a busy port)."""
     check_port(host, port)

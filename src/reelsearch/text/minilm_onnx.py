@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -116,17 +115,12 @@ def _export(bert, path: Path, hidden: int, heads: int, atomic: bool = True) -> N
 
     logger.info("reelsearch: exporting MiniLM to ONNX (once): %s", path)
     axes = {"0": "batch", "1": "tokens"}
-    # callers often encode under torch.inference_mode(): trace outside it, without autograd
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), torch.inference_mode(False), \
-            torch.no_grad():
+    with tempfile.TemporaryDirectory() as tmp:
         example = torch.ones(1, 8, dtype=torch.long)
-        warnings.simplefilter("ignore")  # the TorchScript exporter's notes on advanced indexing and deprecation
         raw = Path(tmp) / "raw.onnx"
-        torch.onnx.export(_last_hidden_state(bert), (example, example, torch.zeros_like(example)), str(raw),
-                          dynamo=False, opset_version=OPSET, input_names=list(INPUTS),
-                          output_names=["last_hidden_state"],
-                          dynamic_axes={name: {int(k): v for k, v in axes.items()}
-                                        for name in (*INPUTS, "last_hidden_state")})
+        dynamic = {name: {int(k): v for k, v in axes.items()} for name in (*INPUTS, "last_hidden_state")}
+        _ort.export_graph(_last_hidden_state(bert), (example, example, torch.zeros_like(example)), raw, False,
+                          list(INPUTS), ["last_hidden_state"], dynamic, opset=OPSET)
         fused = optimize_model(str(raw), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=1)
         if not atomic:
             fused.save_model_to_file(str(path))

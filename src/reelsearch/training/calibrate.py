@@ -2,7 +2,8 @@
 ``reelsearch.evaluation.calibration``, the model-folder part ``reelsearch.models.parts.Calibration``.
 
 Each caption of the split is a query over all the split's videos, scored as a search ranks them (the model's fused
-score, the querybank's offset subtracted); its top ``hits`` are labelled right when the caption describes them.
+score, the querybank's offset subtracted for queries of four words or more: ``reelsearch.scoring.calibration.banked``);
+its top ``hits`` are labelled right when the caption describes them.
 The saved curve is fitted on every query; the report adds a held-out check: the split's videos cut in two halves
 (``seed``), the curve fitted on the captions of one half and measured on the captions of the other.
 
@@ -33,7 +34,7 @@ from reelsearch.io import atomic_write_json
 from reelsearch.models import load_model
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.models.parts import Calibration
-from reelsearch.scoring.calibration import LENGTHS, NEGATIVE_CONFIDENCE, NO_GOOD_MATCH, SENTENCE, query_length
+from reelsearch.scoring.calibration import LENGTHS, NEGATIVE_CONFIDENCE, NO_GOOD_MATCH, SENTENCE, banked, query_length
 from reelsearch.training.run import model_pairs, resolve_device
 
 REPORT_FILE = "calibration.json"
@@ -44,45 +45,58 @@ TERM_PHOTOS = 20
 
 class ShortQueries:
     """The short queries of a split's captions (``reelsearch.evaluation.short_queries``), each once in the order
-    first derived: ``queries``, their ``scores`` [Q, videos] as a search ranks videos, ``relevant`` [Q, videos]."""
+    first derived: ``queries``, their ``scores`` [Q, videos] as a search ranks videos, ``relevant`` [Q, videos],
+    ``judged`` [Q, videos] the scores a confidence reads (default: ``scores``; ``_scores``)."""
 
-    def __init__(self, queries: list[str], scores: np.ndarray, relevant: np.ndarray):
+    def __init__(self, queries: list[str], scores: np.ndarray, relevant: np.ndarray,
+                 judged: np.ndarray | None = None):
         self.queries, self.scores, self.relevant = queries, scores, relevant
+        self.judged = scores if judged is None else judged
         self.lengths = np.array([query_length(q) for q in queries])
 
 
-def search_scores(model, pairs) -> tuple[np.ndarray, ShortQueries]:
-    """([captions x videos] scores of ``pairs`` as a search ranks videos: fused, minus the querybank's offsets; the
-    short queries derived from the captions, scored so)."""
+def search_scores(model, pairs) -> tuple[tuple[np.ndarray, np.ndarray], ShortQueries]:
+    """(the [captions x videos] scores of ``pairs`` as a search ranks videos and as a confidence reads them
+    (``_scores``); the short queries derived from the captions, scored so)."""
     video = model.encode_video(pairs.video_items(), batch_size=BATCH)
     queries = list(dict.fromkeys(q for c in pairs.captions for q in short_queries(c)))
     cap2vid = np.asarray(pairs.cap2vid)
+    ranked, judged = _scores(model, queries, video, False)
     return _scores(model, pairs.captions, video), ShortQueries(  # (the captions' token features are cached)
-        queries, _scores(model, queries, video, False), relevance(queries, pairs.captions, cap2vid, len(video.video)))
+        queries, ranked, relevance(queries, pairs.captions, cap2vid, len(video.video)), judged)
 
 
-def _scores(model, texts, video, cached: bool = True) -> np.ndarray:
+def _scores(model, texts, video, cached: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """([texts x videos] as a search ranks videos: the fused score, less the querybank's offsets of the videos for
+    the texts of a length the bank normalises (``reelsearch.scoring.calibration.banked``); as a confidence reads
+    them: less the offsets for every text)."""
     text = model.encode_text(texts, BATCH, cached=cached)
     scores = np.asarray(model.fuse(model.expert_scores(text, video), axis=1), np.float64)
     bank = getattr(model, "querybank", None)
-    return scores if bank is None else bank.normalise(scores, model.ann_query(text), video.video)[0]
+    if bank is None:
+        return scores, scores
+    judged = scores - bank.video_offsets(video.video)[None, :]
+    rows = np.array([banked(query_length(t)) for t in texts], bool)
+    return np.where(rows[:, None], judged, scores), judged
 
 
 def fit_calibration(model, scores: np.ndarray, cap2vid: np.ndarray, source: str, hits: int = HITS,
-                    seed: int = 0, short: ShortQueries | None = None) -> tuple[Calibration, dict]:
-    """(the Calibration fitted per length on the top ``hits`` of the captions' ``scores`` (four words or more) and
-    of the ``short`` queries of that length (module docstring), the report: the captions' curve, a held-out
+                    seed: int = 0, short: ShortQueries | None = None,
+                    ranked: np.ndarray | None = None) -> tuple[Calibration, dict]:
+    """(the Calibration fitted per length on the top ``hits`` of the captions' ``scores`` (four words or more; the
+    hits are the top of ``ranked`` where a search ranks by other scores than a confidence reads) and of the ``short``
+    queries of that length (module docstring), the report: the captions' curve, a held-out
     reliability table of the captions, how often their best hit falls below ``NO_GOOD_MATCH``, and per length
     (``lengths``) its curve and the held-out checks of captions and short queries: reliability, and how often a right
     best hit is called no good match)."""
     relevant = cap2vid[:, None] == np.arange(scores.shape[1])[None, :]
-    hit_scores, right = top_hits(scores, relevant, hits)
+    hit_scores, right = top_hits(scores if ranked is None else ranked, relevant, hits, scores)
     fit_videos, held_videos = halves(scores.shape[1], seed)
     fit, held = np.isin(cap2vid, fit_videos), np.isin(cap2vid, held_videos)
     # per length: (hits, right) of its queries, all of them and the fit and held-out halves
     groups = {SENTENCE: [("captions", hit_scores, right, fit, held)]}
     if short is not None:
-        short_hits, short_right = top_hits(short.scores, short.relevant, hits)
+        short_hits, short_right = top_hits(short.scores, short.relevant, hits, short.judged)
         for n in LENGTHS:
             sel = np.flatnonzero(short.lengths == n)
             if len(sel):
@@ -91,9 +105,16 @@ def fit_calibration(model, scores: np.ndarray, cap2vid: np.ndarray, source: str,
     curves, lengths = {}, {}
     for n, parts in groups.items():
         curves[n] = _pooled([(h, r) for _, h, r, _, _ in parts])
-        half = _pooled([(h[a], r[a]) for _, h, r, a, _ in parts])
+        half, other = (_pooled([(h[a], r[a]) for _, h, r, a, _ in parts]),
+                       _pooled([(h[b], r[b]) for _, h, r, _, b in parts]))
         lengths[n] = {"curve": {"score": curves[n].score.tolist(), "right": curves[n].right.tolist()},
                       **{what: _checked(half(h[b]), r[b]) for what, h, r, _, b in parts}}
+        banners = {what: _banners(half(h[b]), r[b]) + _banners(other(h[a]), r[a]) for what, h, r, a, b in parts}
+        if len(parts) > 1:  # four words or more: captions and derived queries folded
+            banners["together"] = sum(banners.values())
+        lengths[n]["both_halves"] = {what: {"right_best": int(c[1]), "no_good_match": int(c[0]),
+                                            "no_good_match_over_right_best": float(c[0] / max(c[1], 1))}
+                                     for what, c in banners.items()}
     terms, term_report = _term_curves(short, seed) if short is not None else ({}, {})
     bank = getattr(model, "querybank", None)
     calibration = Calibration(curves.pop(SENTENCE), model.fingerprint(), bank.digest() if bank is not None else None,
@@ -150,6 +171,12 @@ def _pooled(parts: list[tuple[np.ndarray, np.ndarray]]):
     return isotonic(np.concatenate([h.ravel() for h, _ in parts]), np.concatenate([r.ravel() for _, r in parts]))
 
 
+def _banners(confidence: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """[right best hits called no good match, right best hits] of held-out hits' ``confidence`` [Q, k]."""
+    best = right[:, 0]
+    return np.array([((confidence[:, 0] < NO_GOOD_MATCH) & best).sum(), best.sum()], np.int64)
+
+
 def _checked(confidence: np.ndarray, right: np.ndarray) -> dict:
     """Held-out hits' check: the reliability table of ``confidence`` [Q, k] against ``right`` [Q, k], and how often
     the best hit is right, and called no good match when it is (``no_good_match_over_right_best``)."""
@@ -179,9 +206,9 @@ def make_calibration(checkpoint, data: str, out: str | Path, split: str = "dev",
     dev = resolve_device(device)
     model = model.to(dev)
     pairs = model_pairs(model, source, split, str(dev), progress)
-    scores, short = search_scores(model, pairs)
+    (ranked, scores), short = search_scores(model, pairs)
     model.calibration, report = fit_calibration(model, scores, np.asarray(pairs.cap2vid), f"{source.label}:{split}",
-                                                hits, seed, short)
+                                                hits, seed, short, ranked)
     model.to("cpu").save(best)
     report["model"] = str(checkpoint)
     atomic_write_json(out / REPORT_FILE, report)
@@ -201,9 +228,14 @@ def report_text(report: dict, out: str | Path) -> str:
     lines.append("per query length (held out): words  queries  ECE    best right  no good match over a right best")
     for n, entry in report.get("lengths", {}).items():
         for what, row in entry.items():
-            if what != "curve":
+            if what not in ("curve", "both_halves"):
                 lines.append(f"  {n:>3} {what:13s}  {row['queries']:6d}  {row['ece']:.3f}  {row['best_right']:10.3f}  "
                              f"{100 * row['no_good_match_over_right_best']:5.1f}%")
+    lines.append("no good match over a right best, each half held out in turn (fit on the other):")
+    for n, entry in report.get("lengths", {}).items():
+        for what, row in entry.get("both_halves", {}).items():
+            lines.append(f"  {n:>3} {what:13s}  {row['no_good_match']:4d} of {row['right_best']:5d}  "
+                         f"{100 * row['no_good_match_over_right_best']:5.1f}%")
     for n, row in report.get("negative_terms", {}).items():
         lines.append(f"negative terms of {n} word(s) (held out, {row['held_terms']} terms): removes "
                      f"{100 * row['photos_showing_removed']:.1f}% of the photos showing them, "

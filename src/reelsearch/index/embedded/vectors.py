@@ -57,7 +57,8 @@ class FaissIndex(VectorIndex):
     A search of at most ``single_thread_queries`` queries runs on one OpenMP thread: FAISS parallelises over
     queries, so more threads only add synchronisation, which on a loaded machine costs far more than the search
     (measured: exact search of 10,000 x 1024 took 56 ms p50 on 2 threads vs 6 ms on 1; see docs/index.md).
-    Concurrent requests get their parallelism from the server's threads instead.
+    Concurrent requests get their parallelism from the server's threads instead, and a batch of them (``serve``'s
+    index stage: at most ``--batch`` 32 searches) stays on one thread beside the query encoder's.
 
     Given ``rows_of`` (a reader of the exact rows on disk), the large structure is ``"ivfpq"`` instead of HNSW: an
     inverted file of product-quantised codes (1 byte per 8 dimensions, no float32 row in memory: docs/index.md,
@@ -79,7 +80,7 @@ class FaissIndex(VectorIndex):
         hnsw_m: int = 32,
         ef_construction: int = 80,
         ef_search: int = 128,
-        single_thread_queries: int = 4,
+        single_thread_queries: int = 32,
         rows_of: RowReader | None = None,
         rerank: int = 200,
         nprobe: int | None = None,

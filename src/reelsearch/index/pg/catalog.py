@@ -32,7 +32,10 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from reelsearch.errors import ReelsearchError
+from reelsearch.index.catalog import StoredSegments, StoredVideo
+from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.paths import MediaRoots
+from reelsearch.index.pg.copy import copy_media, copy_videos, vector_recv
 from reelsearch.index.pg.database import Database
 from reelsearch.index.pg.schema import (
     FOLDED,
@@ -43,7 +46,7 @@ from reelsearch.index.pg.schema import (
     segments_hnsw_index,
 )
 from reelsearch.index.pg.textcues import PostgresTextCues
-from reelsearch.index.sync import FileChange, FileToSync, StoredFile
+from reelsearch.index.sync_records import FileChange, FileToSync, StoredFile, media_rows
 from reelsearch.index.tables import SqlCatalog
 from reelsearch.index.textcue_records import Encoder
 from reelsearch.index.vectors import SCAN_CHUNK_ROWS
@@ -58,6 +61,23 @@ INLINE_BYTES = 8000
 MAX_EF_SEARCH = 1000
 
 logger = logging.getLogger(__name__)
+
+
+#: ``nearest_sql``'s hits (k, d, video) with, on one hit of each video, what a search reads next of it: its path,
+#: duration, frame vectors, times and detail (``stored``) and its segments as arrays in ordinal order (``segments``).
+WITH_ROWS = """WITH hits AS MATERIALIZED ({hits}),
+firsts AS (SELECT k, d, video, row_number() OVER (PARTITION BY video ORDER BY d) = 1 AS first FROM hits)
+SELECT h.k, h.d, h.video, v.path, v.duration, f.vectors, f.times, f.detail,
+       s.starts, s.stops, s.firsts, s.counts, s.vectors, s.biases
+FROM firsts h
+LEFT JOIN videos v ON h.first AND v.id = h.video
+LEFT JOIN frame_vectors f ON f.video_id = v.id
+LEFT JOIN LATERAL (SELECT array_agg(start ORDER BY ordinal) AS starts, array_agg(stop ORDER BY ordinal) AS stops,
+                          array_agg(first_frame ORDER BY ordinal) AS firsts,
+                          array_agg(n_frames ORDER BY ordinal) AS counts,
+                          array_agg(vector_send(vector) ORDER BY ordinal) AS vectors,
+                          array_agg(bias ORDER BY ordinal) AS biases
+                   FROM video_segments WHERE video_id = v.id) s ON v.id IS NOT NULL"""
 
 
 def vector_text(vector: np.ndarray) -> str:
@@ -148,6 +168,15 @@ class PostgresCatalog(SqlCatalog):
         value = self._meta("settings")
         return json.loads(value) if value else {}
 
+    def _meta(self, key: str) -> str | None:
+        """A meta value; inside a ``snapshot`` every one is read at the first (one statement, not one per key)."""
+        held = self._holding()
+        if held is None:
+            return super()._meta(key)
+        if " meta" not in held:
+            held[" meta"] = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        return held[" meta"].get(key)
+
     def remember(self, settings: dict) -> None:
         with self._transaction():
             self._set_meta("settings", json.dumps(settings))
@@ -199,7 +228,7 @@ class PostgresCatalog(SqlCatalog):
     def _owned(self, changes: list[FileChange]) -> list[FileChange]:
         """The changes whose claims this writer still holds (or never claimed: ``copy_from``), their claims released
         and each logged in ``index_log`` (one row per file committed: the proof that no file is indexed twice)."""
-        kept = []
+        kept, logged = [], []
         for change in changes:
             key = os.fsencode(self.media_roots.stored(change.file.path))
             if key in self._claimed and self._db.execute("DELETE FROM claims WHERE path = ? AND worker = ? "
@@ -209,8 +238,10 @@ class PostgresCatalog(SqlCatalog):
                 continue
             self._claimed.discard(key)
             if change.media is not None:
-                self._db.execute("INSERT INTO index_log (path, worker) VALUES (?, ?)", (key, self.worker))
+                logged.append(key)
             kept.append(change)
+        if logged:
+            self._db.execute("INSERT INTO index_log (path, worker) SELECT unnest(?::bytea[]), ?", (logged, self.worker))
         return kept
 
     def committed(self) -> int:
@@ -259,6 +290,14 @@ class PostgresCatalog(SqlCatalog):
         return self._db.execute(f"INSERT INTO videos ({self._INSERT}) VALUES ({marks}) RETURNING id",
                                 values).fetchone()[0]
 
+    def _insert_videos(self, rows: list[tuple[tuple, str]]) -> list[int]:
+        """The new videos' rows by one binary COPY (``copy.copy_videos``)."""
+        return copy_videos(self._db, rows)
+
+    def _write_media(self, written: list[tuple[int, EmbeddedMedia, str]]) -> None:
+        """The written videos' frames, frame vectors and segments by one binary COPY per table (``copy.copy_media``)."""
+        copy_media(self._db, [(vid, media_rows(vid, media), path) for vid, media, path in written])
+
     def _forget(self, ids: Sequence[int], gen: int) -> None:
         """Nothing to tell: the HNSW index is the table's."""
 
@@ -285,27 +324,59 @@ class PostgresCatalog(SqlCatalog):
     def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool, *,
                        segments: bool = False) -> tuple[list[list[str]], list[np.ndarray]]:
         """The ``n`` best of each query by inner product (+ bias when ``biased``): HNSW above ``threshold`` videos
-        (segments), exact below or when more than MAX_EF_SEARCH are asked for; one query each, in one transaction."""
+        (segments), exact below or when more than MAX_EF_SEARCH are asked for; one statement each. Inside a search's
+        ``snapshot``, that statement also reads what the search reads next of the videos found (``stored``,
+        ``segments``: ``WITH_ROWS``), so a search is one round trip."""
         dim = self.dim
         rows = self.segment_count() if segments else self.row_count()
         exact = n > MAX_EF_SEARCH or rows < self.threshold or dim + 1 > HNSW_MAX_DIM
+        if not exact:
+            ef = self.segments_ef() if segments else self.ef_search
+            self._db.setting("hnsw.ef_search", min(MAX_EF_SEARCH, max(ef, int(n))))
+        held = self._holding()
+        sql = self.nearest_sql(dim, exact, biased, segments=segments)
+        if held is not None:
+            sql = WITH_ROWS.format(hits=sql)
         ids, dists = [], []
-        with self._db.transaction():
-            if exact:
-                self._db.execute("SET LOCAL enable_indexscan = off")
-            else:
-                ef = self.segments_ef() if segments else self.ef_search
-                self._db.execute(f"SET LOCAL hnsw.ef_search = {min(MAX_EF_SEARCH, max(ef, int(n)))}")
-            sql = self.nearest_sql(dim, exact, biased, segments=segments)
-            for row in queries:
-                text = vector_text(row)
-                params = (text, int(n)) if exact else (text, vector_text(np.append(row, 1.0 if biased else 0.0)),
-                                                       int(n))
-                rows = self._db.execute(sql, params).fetchall()
-                rows.sort(key=lambda r: r[1])  # the index's candidates by their float32 distance
-                ids.append([str(r[0]) for r in rows])
-                dists.append(-np.array([r[1] for r in rows], np.float32))
+        for row in queries:
+            query = vector_recv(row)
+            params = (query, int(n)) if exact else (query, vector_recv(np.append(row, 1.0 if biased else 0.0)), int(n))
+            found = self._db.execute(sql, params, binary=True).fetchall()
+            found.sort(key=lambda r: r[1])  # the index's candidates by their float32 distance
+            if held is not None:
+                self._keep(held, found, dim)
+            ids.append([str(r[0]) for r in found])
+            dists.append(-np.array([r[1] for r in found], np.float32))
         return ids, dists
+
+    def _keep(self, held: dict, found: list[tuple], dim: int) -> None:
+        """Hold the videos' rows that ``WITH_ROWS`` read (one row per video carries them) for ``stored`` and
+        ``segments`` until the snapshot ends."""
+        stored, segments = held.setdefault(" rows", ({}, {}))
+        for r in found:
+            if r[3] is None:  # not the video's first hit, or gone meanwhile
+                continue
+            vid = str(r[2])
+            stored[vid] = self._stored_video((vid, *r[3:8]), dim)
+            segments[vid] = None if r[8] is None else self._stored_segments(list(zip(*r[8:14], strict=True)))
+
+    def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
+        """``SqlCatalog.stored``: those the search's nearest statement read already from it (``_keep``)."""
+        return self._held_rows(0, ids, super().stored)
+
+    def segments(self, ids: Sequence[str]) -> dict[str, StoredSegments]:
+        """``SqlCatalog.segments``: those the search's nearest statement read already from it (``_keep``)."""
+        return self._held_rows(1, ids, super().segments)
+
+    def _held_rows(self, which: int, ids: Sequence[str], read) -> dict:
+        """``read(ids)``'s answer, from what ``_keep`` holds (``which``: 0 stored, 1 segments; None: a video without
+        segments) and ``read`` of the rest."""
+        held = (self._holding() or {}).get(" rows")
+        if held is None:
+            return read(ids)
+        have, keys = held[which], [str(int(i)) for i in ids]
+        out = read([k for k in keys if k not in have])
+        return {k: have[k] if k in have else out[k] for k in keys if have.get(k) is not None or k in out}
 
     def _nearest_segments_inner(self, queries: np.ndarray, n: int,
                                 biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:
@@ -344,16 +415,19 @@ class PostgresCatalog(SqlCatalog):
 
     @staticmethod
     def nearest_sql(dim: int, exact: bool, biased: bool = False, *, segments: bool = False) -> str:
-        """The query of one vector's nearest videos (parameters: the vector, [the vector and its bias weight,] n):
+        """The query of one vector's nearest videos (parameters: the vector, [the vector and its bias weight,] n;
+        vectors as ``copy.vector_recv``'s, in a binary ``execute``):
         (id, float32 inner-product distance, less the bias when ``biased``) of the n best by a scan (one distance per
         row), or of the HNSW index's n candidates (by their halfvec distance over [row, bias], the index's expression:
         ``schema.FOLDED``)."""
         distance = f"(vector <#> ?::vector({dim}))" + (" - bias" if biased else "")
         key, table = ("video_id || ':' || ordinal", "video_segments") if segments else ("id", "videos")
+        video = "video_id" if segments else "id"
         if exact:  # a video without a picture has no vector (NULL), no segment
-            return f"SELECT {key}, {distance} AS d FROM {table} WHERE vector IS NOT NULL ORDER BY d LIMIT ?"
-        return (f"SELECT {key}, {distance} FROM {table} ORDER BY {FOLDED.format(dim=dim + 1)} <#> "
-                f"?::halfvec({dim + 1}) LIMIT ?")
+            return (f"SELECT {key} AS k, {distance} AS d, {video} AS video FROM {table} WHERE vector IS NOT NULL "
+                    f"ORDER BY d LIMIT ?")
+        return (f"SELECT {key} AS k, {distance} AS d, {video} AS video FROM {table} ORDER BY "
+                f"{FOLDED.format(dim=dim + 1)} <#> ?::halfvec({dim + 1}) LIMIT ?")
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""

@@ -142,7 +142,8 @@ function matchedBy(result) {
 // A result's raw numbers, named (as reelsearch.display.detail_line).
 function detailText(result) {
   let out = `ranking score ${result.score >= 0 ? "+" : ""}${result.score.toFixed(4)} ` +
-    "(its sources' weighted scores less the video's usual score: it orders this search's hits only)";
+    "(its sources' weighted scores, for four words or more less the video's usual score: it orders this " +
+    "search's hits only)";
   if (result.experts) {
     out += " · own scores: " + Object.entries(result.experts)
       .map(([k, v]) => `${SOURCES[k] || "picture expert " + k} ${v.toFixed(3)}`).join(", ");

@@ -1,0 +1,166 @@
+"""The PostgreSQL catalog's bulk writes by binary COPY (``reelsearch.index.pg.copy``): a library loaded by COPY reads
+back as one loaded one INSERT per row does (frames, thumbnails, detail, segments, biases, dates, a file without a
+picture), a load interrupted mid-way keeps its committed batches and resumes, and a row the server refuses is named
+by its file."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from reelsearch.index.media import EmbeddedMedia
+from reelsearch.index.pg import PostgresCatalog
+from reelsearch.index.pg import copy as pg_copy
+from reelsearch.index.pg.database import CopyError
+from reelsearch.index.sync import CatalogSync
+from reelsearch.index.sync_records import FileChange, FileToSync
+
+DIM = 6
+
+
+def library(n: int = 9, seed: int = 0) -> list[FileChange]:
+    """``n`` files as a commit writes them: 1 to 3 segments each, thumbnails and detail on some, a bias, a date, no
+    duration on one, and one file of sound alone."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        st = types.SimpleNamespace(st_size=1000 + i, st_mtime_ns=10**18 + i)
+        path = f"/media/{'holiday/' if i % 3 == 0 else ''}clip é {i:02d}.mp4"
+        if i == 4:  # sound alone: no vector, no frames, no segments
+            media = EmbeddedMedia(None, None, np.zeros(0), 31.5)
+        else:
+            k, per = 1 + i % 3, 2
+            frames = rng.standard_normal((k * per, DIM)).astype(np.float32)
+            frames /= np.linalg.norm(frames, axis=1, keepdims=True)
+            times = np.arange(k * per) * 0.5 + 0.25
+            segments = frames.reshape(k, per, DIM).mean(axis=1)
+            media = EmbeddedMedia(
+                frames.mean(0), frames, times, None if i == 2 else float(k * per) * 0.5,
+                [bytes([i, f]) * 7 for f in range(k * per)] if i % 2 else None, float(rng.uniform(-0.5, 0.5)),
+                rng.uniform(0, 60, k * per).astype(np.float32) if i % 4 == 1 else None,
+                segment_vectors=segments, segment_frames=np.stack([np.arange(k), np.arange(1, k + 1)], axis=1) * per,
+                segment_times=np.stack([np.arange(k), np.arange(1, k + 1)], axis=1) * per * 0.5,
+                segment_biases=rng.uniform(-0.5, 0.5, k))
+        out.append(FileChange(FileToSync(path, st, None), f"{i:064x}", media.checked(DIM),
+                              (1.6e9 + i * 86400.0, "container")))
+    return out
+
+
+def inserted_one_row_at_a_time(monkeypatch) -> None:
+    """The catalog's writes as before COPY: one INSERT per row (``CatalogSync``'s own)."""
+    monkeypatch.setattr(PostgresCatalog, "_insert_videos", CatalogSync._insert_videos)
+    monkeypatch.setattr(PostgresCatalog, "_write_media", CatalogSync._write_media)
+
+
+def read_back(lib: PostgresCatalog) -> list[tuple]:
+    """Everything stored of every video, by path (ids aside): its record, its media, its segments."""
+    out = []
+    for record in sorted(lib.videos(), key=lambda r: r.path):
+        media = lib.media(record.id)
+        segs = lib.segments([record.id]).get(record.id)
+        fields = {k: v for k, v in vars(record).items() if k not in ("id", "added_at", "updated_at")}
+        arrays = [media.video_vector, media.frame_vectors, media.timestamps, media.detail]
+        if segs is not None:
+            arrays += [segs.starts, segs.ends, segs.firsts, segs.counts, segs.rows, segs.biases]
+        out.append((fields, media.duration, media.thumbnails, media.bias,
+                    [None if a is None else (a.dtype.str, a.shape, a.tobytes()) for a in arrays]))
+    return out
+
+
+def test_a_library_loaded_by_copy_reads_back_as_one_inserted_row_by_row(pg_server, pg_url, monkeypatch):
+    changes = library()
+    with PostgresCatalog(pg_url) as lib:
+        lib._commit(changes[:5], [], "model-a")
+        lib._commit(changes[5:], [], "model-a")
+        by_copy = read_back(lib)
+        ids = lib.ids()
+    other = pg_server.create_database()
+    try:
+        with monkeypatch.context() as patch:
+            inserted_one_row_at_a_time(patch)
+            with PostgresCatalog(pg_server.url(other)) as lib:
+                lib._commit(changes[:5], [], "model-a")
+                lib._commit(changes[5:], [], "model-a")
+                by_insert = read_back(lib)
+                assert lib.ids() == ids
+    finally:
+        pg_server.drop_database(other)
+    assert len(by_copy) == 9 and by_copy == by_insert
+    assert sum(r[4][0] is None for r in by_copy) == 1  # the file of sound alone: no vector
+    assert {len(r[4][4][1]) for r in by_copy if r[4][0] is not None} == {1}  # segments read back (1-D starts)
+
+
+def test_a_rewritten_video_replaces_its_rows(pg_url):
+    """A changed file (its row kept, its frames and segments written again by COPY) leaves nothing of before."""
+    first, second = library(3, seed=1), library(3, seed=2)
+    with PostgresCatalog(pg_url) as lib:
+        lib._commit(first, [], "m")
+        stored = {r.path: r for r in lib.videos()}
+        again = [c._replace(file=c.file._replace(stored=types.SimpleNamespace(id=int(stored[c.file.path].id))))
+                 for c in second]
+        lib._commit(again, [], "m")
+        for change in second:
+            vid = lib.find(change.file.path)
+            media = lib.media(vid)
+            assert np.array_equal(media.frame_vectors, change.media.frame_vectors.astype(np.float16).astype(np.float32))
+            assert len(lib.segments([vid])[vid]) == len(change.media.segment_vectors)
+        assert lib._db.execute("SELECT count(*) FROM frames").fetchone()[0] == sum(
+            len(c.media.timestamps) for c in second)
+
+
+def test_an_interrupted_load_keeps_its_committed_batches_and_resumes(pg_server, pg_url, tmp_path, monkeypatch):
+    changes = library(7)
+    with PostgresCatalog(pg_url) as source:
+        source._commit(changes, [], "model-a")
+        expected = read_back(source)
+    target_db = pg_server.create_database()
+    try:
+        real, calls = pg_copy.copy_media, []
+
+        def dies_in_the_third_batch(db, written):
+            calls.append(len(written))
+            if len(calls) == 3:
+                raise KeyboardInterrupt("killed mid-batch")
+            real(db, written)
+
+        with PostgresCatalog(pg_url) as source, PostgresCatalog(pg_server.url(target_db)) as target:
+            monkeypatch.setattr("reelsearch.index.pg.catalog.copy_media", dies_in_the_third_batch)
+            with pytest.raises(KeyboardInterrupt):
+                target.copy_from(source, progress=False, commit_every=2)
+            assert len(target) == 4  # two batches committed; the third rolled back whole
+            assert target._db.execute("SELECT count(*) FROM frame_vectors").fetchone()[0] == sum(
+                r[4][0] is not None for r in read_back(target))
+            monkeypatch.setattr("reelsearch.index.pg.catalog.copy_media", real)
+            report = target.copy_from(source, progress=False, commit_every=2)
+            assert len(report.unchanged) == 4 and len(report.added) == 3
+            assert read_back(target) == expected
+            assert target._db.execute("SELECT count(*) FROM videos").fetchone()[0] == 7
+    finally:
+        pg_server.drop_database(target_db)
+
+
+def test_a_refused_row_is_named_by_its_file_and_nothing_of_its_batch_stays(pg_url):
+    changes = library(4)
+    with PostgresCatalog(pg_url) as lib:
+        lib._commit(changes[:2], [], "m")
+        again = changes[2:] + [changes[1]]  # stored already, but written as new: the path is unique
+        with pytest.raises(CopyError, match=r"clip é 01\.mp4: its videos row was refused: .*duplicate key"):
+            lib._commit(again, [], "m")
+        assert len(lib) == 2 and lib.find(changes[2].file.path) is None
+        assert lib._db.execute("SELECT count(*) FROM frames").fetchone()[0] == sum(
+            len(c.media.timestamps) for c in changes[:2])
+
+
+def test_binary_rows_are_postgresql_s_own(pg_url):
+    """Each column type's encoding read back by the server as the value written (NULLs, non-ASCII text, bytes)."""
+    with PostgresCatalog(pg_url) as lib:
+        lib._db.execute("CREATE TABLE probe (a bigint, b integer, c double precision, d text, e bytea, f vector(3))")
+        rows = [(2**40, -7, 0.1, "é ü", b"\x00\xff", np.array([1.5, -2.0, 1e-8], np.float32)),
+                (None, None, None, None, None, None)]
+        pg_copy.copy_rows(lib._db, ("probe", "a, b, c, d, e, f", ("int8", "int4", "float8", "text", "bytea", "vector")),
+                          rows, ["one", "two"])
+        got = lib._db.execute("SELECT a, b, c, d, e, f::text FROM probe ORDER BY a NULLS LAST").fetchall()
+    assert got[0][:5] == (2**40, -7, 0.1, "é ü", b"\x00\xff") and got[0][5] == "[1.5,-2,1e-08]"
+    assert got[1] == (None,) * 6

@@ -1,0 +1,64 @@
+"""A search of the PostgreSQL catalog in one round trip: inside a search's snapshot, the nearest statement also reads
+the found videos' paths, frames and segments (``PostgresCatalog.WITH_ROWS``), and the search gives what it gives
+with a statement per read — on a library of one segment a video and on one of several, exact and by HNSW."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reelsearch.index.pg import PostgresCatalog
+from reelsearch.index.pg.database import Database
+from test_index_library import search
+from test_index_postgres_copy import DIM, library
+
+
+def one_segment_each(n: int) -> list:
+    """``library(n)`` with each video one segment of all its frames (a clip)."""
+    out = []
+    for change in library(n, seed=3):
+        media = change.media
+        if media.pictured:
+            media.segment_vectors = media.segment_frames = media.segment_times = media.segment_biases = None
+            media = media.checked(DIM)
+        out.append(change._replace(media=media))
+    return out
+
+
+def described(results) -> str:
+    """What a search returns, every field of every result (the same stored bytes read either way: equal)."""
+    return repr(results)
+
+
+def read(lib: PostgresCatalog, ids: list[str]) -> str:
+    """``stored`` and ``segments`` of ``ids``, every field."""
+    return repr([sorted(lib.stored(ids).items()), sorted(lib.segments(ids).items())])
+
+
+@pytest.mark.parametrize("threshold", [0, 10**6], ids=["hnsw", "exact"])
+@pytest.mark.parametrize("segments", ["several", "one"])
+def test_a_search_reads_its_hits_frames_and_segments_in_one_statement(pg_url, monkeypatch, threshold, segments):
+    changes = library(40, seed=5) if segments == "several" else one_segment_each(40)
+    said: list[str] = []
+    execute = Database.execute
+    monkeypatch.setattr(Database, "execute",
+                        lambda db, sql, params=(), **kw: said.append(sql) or execute(db, sql, params, **kw))
+    with PostgresCatalog(pg_url, threshold=threshold) as lib:
+        lib._commit(changes, [], "m")
+        assert lib.several_segments() == (segments == "several")
+        queries = np.random.default_rng(9).standard_normal((8, DIM)).astype(np.float32)
+        detail = 0  # searches that found a video with its frames' detail measured
+        for q in queries:
+            apart = described(search(lib, q, 5))  # a statement per read
+            ids = [r.id for r in search(lib, q, 5)]
+            rows_apart = read(lib, ids)
+            with lib.snapshot():
+                said.clear()
+                together = described(search(lib, q, 5))
+                rows_together = read(lib, ids)  # what the one statement read of them
+            assert rows_together == rows_apart
+            detail += "detail=array(" in rows_apart
+            assert together == apart and "moments=[Moment(" in together and together.count("SearchResult(") == 5
+            reads = [s for s in said if not s.startswith(("SELECT key, value FROM meta", "SELECT set_config"))]
+            assert len(reads) == 1 and reads[0].startswith("WITH hits"), reads
+        assert detail > 0
