@@ -314,11 +314,11 @@ def assert_same_confidence(curve, bundled) -> None:
 
 
 def calibration_curves(path) -> dict[str, Curve]:
-    """Every curve of a calibration.json, by name: ``main``, ``lengths/N``, ``terms/N``."""
-    doc = json.loads(path.read_text())
-    return {"main": Curve(doc["score"], doc["right"]),
-            **{f"{part}/{n}": Curve(c["score"], c["right"])
-               for part in ("lengths", "terms") for n, c in doc[part].items()}}
+    """Every curve of a calibration file (read as a model folder reads it), by name: ``main``, ``lengths/N``,
+    ``terms/N``."""
+    calibration = Calibration.load(path.parent, {"files": [path.name]})
+    return {"main": calibration.curve, **{f"lengths/{n}": c for n, c in calibration.lengths.items()},
+            **{f"terms/{n}": c for n, c in calibration.terms.items()}}
 
 
 def test_the_curve_comparison_takes_another_cpus_curve_and_no_other_curve():
