@@ -62,7 +62,7 @@ SCHEMA_VERSION = 7
 #: No memory-mapped reads: the re-rank reads a few hundred random rows a query, whose mapped pages would stay in the
 #: process's resident set (pread puts them in the page cache, and SQLite's own cache holds CACHE_KIB at most)
 MMAP_BYTES = 0
-CACHE_KIB = 65536
+CACHE_KIB = 16384
 #: The meta key of the generation the vector file reflects.
 VECTOR_KEY = "vector_gen:faiss"
 
@@ -374,7 +374,8 @@ class EmbeddedCatalog(SqlCatalog):
         """The FAISS index of a vector file, rows of ``dim`` + their bias (a fresh one replaces the file at its
         first save)."""
         path = self.dir / name
-        options = {"rows_of": self._video_rows if name == FAISS_NAME else self._segment_rows, **self._vector_options}
+        options = {"rows_of": self._video_rows if name == FAISS_NAME else self._segment_rows, "bias_column": True,
+                   **self._vector_options}
         try:
             index = FaissIndex(dim + 1, None if fresh else path, **options)
         except ReelsearchError as exc:  # derived data: whatever its damage, it is rebuilt from SQLite

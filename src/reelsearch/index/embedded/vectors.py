@@ -66,6 +66,11 @@ class FaissIndex(VectorIndex):
     ``rows_of``, so every score it returns is exact; ``get`` and ``iter_chunks`` read the rows alike. It is trained
     on the rows it holds when it is made, and again (rebuilt) once it holds four times as many; it searches
     ``nprobe`` of its lists (default: a 32nd of them, at least 32).
+
+    ``bias_column``: the last column is each row's bias (the catalog's [row, bias]). The codes then hold the other
+    columns only, the biases are kept apart (float32, by label), and a query's candidates are ranked by the codes'
+    score plus its last value times their bias before the re-rank: a bias quantised with the row in one code byte
+    cost recall (docs/index.md, "Memory").
     """
 
     KINDS = ("auto", "flat", "hnsw", "ivfpq")
@@ -82,8 +87,9 @@ class FaissIndex(VectorIndex):
         ef_search: int = 128,
         single_thread_queries: int = 32,
         rows_of: RowReader | None = None,
-        rerank: int = 200,
+        rerank: int = 100,
         nprobe: int | None = None,
+        bias_column: bool = False,
     ):
         if kind not in self.KINDS:
             raise ConfigError(f"unknown FAISS index kind {kind!r}; choose one of {self.KINDS}")
@@ -98,11 +104,13 @@ class FaissIndex(VectorIndex):
         self.hnsw_m, self.ef_construction, self.ef_search = int(hnsw_m), int(ef_construction), int(ef_search)
         self.single_thread_queries = int(single_thread_queries)
         self.rows_of, self.rerank, self.nprobe = rows_of, max(1, int(rerank)), nprobe
+        self.bias_column = bool(bias_column)
         self._large = "ivfpq" if rows_of is not None else "hnsw"
         self._trained_on = 0  # rows the ivfpq codes were trained on
         self._label_of: dict[str, int] = {}
         self._id_of: dict[int, str] = {}
         self._id_by_label = np.empty(0, dtype=object)  # label -> id, None where removed (vectorised lookups)
+        self._bias_by_label = np.empty(0, dtype=np.float32)  # label -> bias (``bias_column``)
         self._dead: set[int] = set()  # labels masked in an HNSW graph (removed or replaced)
         self._next_label = 0
         self._index = self._new_index("hnsw" if kind == "hnsw" else "flat")
@@ -116,13 +124,18 @@ class FaissIndex(VectorIndex):
         return self._structure
 
     @property
+    def _coded_dim(self) -> int:
+        """The columns the codes hold: all, or all but the bias (``bias_column``)."""
+        return self.dim - 1 if self.bias_column and self.dim > 1 else self.dim
+
+    @property
     def _padded_dim(self) -> int:
-        """The codes' width: ``dim`` padded with zeros to a whole number of code bytes."""
-        return -(-self.dim // PQ_DIMS_PER_BYTE) * PQ_DIMS_PER_BYTE
+        """The codes' width: the coded columns padded with zeros to a whole number of code bytes."""
+        return -(-self._coded_dim // PQ_DIMS_PER_BYTE) * PQ_DIMS_PER_BYTE
 
     def _padded(self, x: np.ndarray) -> np.ndarray:
         out = np.zeros((len(x), self._padded_dim), np.float32)
-        out[:, : self.dim] = x
+        out[:, : self._coded_dim] = x[:, : self._coded_dim]
         return out
 
     def _new_index(self, structure: str, train: np.ndarray | None = None):
@@ -245,7 +258,7 @@ class FaissIndex(VectorIndex):
         for id_, lab in zip(ids, labels.tolist(), strict=True):
             self._label_of[id_] = lab
             self._id_of[lab] = id_
-        self._set_id_labels(labels, ids)
+        self._set_id_labels(labels, ids, x[:, -1])
         if len(ids):
             self._add_rows(x, labels)
         self._maybe_compact()
@@ -268,13 +281,19 @@ class FaissIndex(VectorIndex):
         else:
             self._dead.update(labels.tolist())
 
-    def _set_id_labels(self, labels: np.ndarray, ids: list[str]) -> None:
+    def _set_id_labels(self, labels: np.ndarray, ids: list[str], biases: np.ndarray | None) -> None:
+        """Record the ids (and, with ``bias_column``, the biases) of ``labels``."""
         if len(labels) and labels.max() >= len(self._id_by_label):
             grown = np.empty(max(int(labels.max()) + 1, 2 * len(self._id_by_label)), dtype=object)
             grown[: len(self._id_by_label)] = self._id_by_label
             self._id_by_label = grown
+        if self.bias_column and len(self._bias_by_label) < len(self._id_by_label):
+            self._bias_by_label = np.concatenate([self._bias_by_label, np.zeros(
+                len(self._id_by_label) - len(self._bias_by_label), np.float32)])
         if len(labels):
             self._id_by_label[labels] = np.array(ids, dtype=object)
+            if self.bias_column and biases is not None:
+                self._bias_by_label[labels] = biases
 
     def _maybe_compact(self) -> None:
         if self._stale(len(self._label_of)):
@@ -310,7 +329,11 @@ class FaissIndex(VectorIndex):
         rows read from disk: the top ``kk`` by exact score (a candidate no longer on disk is left out)."""
         wide = min(len(self), max(self.rerank, 4 * kk))
         with _omp_threads(1) if len(q) <= self.single_thread_queries else contextlib.nullcontext():
-            _, labels = self._index.search(self._padded(q), wide)
+            approx, labels = self._index.search(self._padded(q), min(len(self), 2 * wide) if self.bias_column else wide)
+        if self.bias_column:  # the codes' score plus the bias they leave out: the top ``wide`` of those re-ranked
+            approx = approx + q[:, -1:] * self._bias_by_label[np.maximum(labels, 0)]
+            approx[labels < 0] = -np.inf
+            labels = np.take_along_axis(labels, np.argsort(-approx, axis=1, kind="stable")[:, :wide], axis=1)
         candidates = [[self._id_of[lab] for lab in row if lab >= 0 and lab in self._id_of] for row in labels.tolist()]
         rows = self.rows_of(sorted({i for row in candidates for i in row}))
         ids, scores = [], np.full((len(q), kk), -np.inf, np.float32)
@@ -391,13 +414,16 @@ class FaissIndex(VectorIndex):
         labels = np.fromiter(self._id_of.keys(), np.int64, len(self._id_of))
         ids = np.array(list(self._id_of.values()), dtype=np.str_) if len(labels) else np.empty(0, np.str_)
         settings = {
-            "format": "reelsearch-faiss-index", "version": 1, "dim": self.dim, "structure": self._structure,
+            "format": "reelsearch-faiss-index", "version": 2, "bias_column": self.bias_column, "dim": self.dim,
+            "structure": self._structure,
             "next_label": self._next_label, "trained_on": self._trained_on,
         }
         blob = faiss.serialize_index(self._index)
         with atomic_path(path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
             dead = np.fromiter(self._dead, np.int64)
-            np.savez(fh, index=blob, labels=labels, ids=ids, dead=dead, settings=np.array(json.dumps(settings)))
+            biases = self._bias_by_label[labels] if self.bias_column else np.empty(0, np.float32)
+            np.savez(fh, index=blob, labels=labels, ids=ids, dead=dead, biases=biases,
+                     settings=np.array(json.dumps(settings)))
         self.path = path
 
     def _load(self, path: Path) -> None:
@@ -408,10 +434,14 @@ class FaissIndex(VectorIndex):
                 settings = json.loads(str(z["settings"]))
                 labels, ids, dead = z["labels"], z["ids"].tolist(), z["dead"].tolist()
                 blob = z["index"]
+                biases = z["biases"] if "biases" in z.files else None
             if settings.get("format") != "reelsearch-faiss-index" or int(settings["dim"]) != self.dim:
                 raise DataFormatError(path, f"not a {self.dim}-dimensional reelsearch FAISS index ({settings})")
             if settings["structure"] == "ivfpq" and self.rows_of is None:
                 raise ValueError("product-quantised codes, and no reader of their exact rows")
+            if settings["structure"] == "ivfpq" and bool(settings.get("bias_column")) != self.bias_column:
+                raise ValueError(f"product-quantised codes with bias_column={settings.get('bias_column')}, wanted "
+                                 f"{self.bias_column}")
             index = faiss.deserialize_index(blob)
             id_of = dict(zip(labels.tolist(), ids, strict=True))
             if index.ntotal < len(id_of) or index.d not in (self.dim, self._padded_dim):
@@ -424,7 +454,14 @@ class FaissIndex(VectorIndex):
         self._id_of = id_of
         self._label_of = {v: k for k, v in self._id_of.items()}
         self._id_by_label = np.empty(0, dtype=object)
-        self._set_id_labels(labels.astype(np.int64), ids)
+        self._bias_by_label = np.empty(0, dtype=np.float32)
+        self._set_id_labels(labels.astype(np.int64), ids, None)
+        if self.bias_column and self._structure == "ivfpq":  # saved apart
+            self._bias_by_label[labels] = biases
+        elif self.bias_column and self._index.ntotal:  # flat and HNSW: their rows' last column (masked ones too)
+            held = faiss.vector_to_array(self._index.id_map).astype(np.int64)
+            self._bias_by_label = np.zeros(max(len(self._id_by_label), int(held.max()) + 1), np.float32)
+            self._bias_by_label[held] = self._storage()[:, -1]
         self._dead = set(dead)
         self._trained_on = int(settings.get("trained_on", 0))
         if self._structure == "hnsw":
