@@ -431,6 +431,10 @@ class EmbeddedCatalog(SqlCatalog):
             changed = set(dead) | {str(r[0]) for r in self._db.execute("SELECT id FROM videos WHERE gen > ?",
                                                                        (synced,))}
             self.segment_vectors.remove([k for k in self.segment_vectors.ids() if k.split(":")[0] in changed])
+        if synced == 0:  # a full build: the codes trained once, on a sample, before the rows are added
+            self._train_for(self.vectors, "SELECT id FROM videos WHERE vector IS NOT NULL", self._video_rows)
+            self._train_for(self.segment_vectors, "SELECT video_id || ':' || ordinal FROM video_segments",
+                            self._segment_rows)
         cur = self._db.execute("SELECT id, vector, bias FROM videos WHERE gen > ? AND vector IS NOT NULL ORDER BY id",
                                (synced,))
         while rows := cur.fetchmany(4096):
@@ -448,6 +452,19 @@ class EmbeddedCatalog(SqlCatalog):
             with self._transaction():
                 self._set_meta(VECTOR_KEY, gen)
                 self._db.execute("DELETE FROM tombstones WHERE gen <= ?", (gen,))
+
+    def _train_for(self, index: VectorIndex, ids_sql: str, rows_of) -> None:
+        """Train an empty ``index`` (a :class:`FaissIndex`) for the rows of ``ids_sql`` on a random sample of them."""
+        if len(index) or not isinstance(index, FaissIndex):
+            return
+        ids = [str(r[0]) for r in self._db.execute(ids_sql)]
+
+        def sample(n: int) -> np.ndarray:
+            pick = np.random.default_rng(0).choice(len(ids), n, replace=False)
+            found = rows_of(sorted(ids[i] for i in pick))
+            return np.stack(list(found.values())) if found else np.empty((0, index.dim), np.float32)
+
+        index.train_for(len(ids), sample)
 
     def _video_rows(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """{id: [row, bias] float32} of the videos ``ids`` with a row in SQLite (the vector index's exact rows)."""

@@ -138,16 +138,19 @@ class FaissIndex(VectorIndex):
         out[:, : self._coded_dim] = x[:, : self._coded_dim]
         return out
 
-    def _new_index(self, structure: str, train: np.ndarray | None = None):
+    def _new_index(self, structure: str, train: np.ndarray | None = None, rows: int | None = None):
+        """An empty FAISS index of ``structure``; an ivfpq one trained on ``train`` for ``rows`` rows (default: as
+        many as ``train``)."""
         import faiss  # noqa: PLC0415 - optional package (index extra)
 
         self._structure = structure
         if structure == "ivfpq":  # labels kept by the inverted lists themselves (no id map: they remove by label)
-            n = len(train)
+            n = max(len(train), rows or 0)
             nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))
             index = faiss.IndexIVFPQ(faiss.IndexFlatIP(self._padded_dim), self._padded_dim, nlist,
                                      self._padded_dim // PQ_DIMS_PER_BYTE, 8, faiss.METRIC_INNER_PRODUCT)
-            sample = train if n <= 50 * nlist else train[np.random.default_rng(0).choice(n, 50 * nlist, False)]
+            sample = (train if len(train) <= 50 * nlist
+                      else train[np.random.default_rng(0).choice(len(train), 50 * nlist, False)])
             index.train(self._padded(sample))
             index.nprobe = self._probes(nlist)
             self._trained_on = n
@@ -236,6 +239,19 @@ class FaissIndex(VectorIndex):
         return (self._wanted_structure(n_live) != self._structure
                 or bool(self._dead and len(self._dead) > 0.2 * self._index.ntotal)
                 or (self._structure == "ivfpq" and n_live > 4 * self._trained_on))
+
+    def train_for(self, rows: int, sample: Callable[[int], np.ndarray]) -> bool:
+        """Before a full build of ``rows`` rows into this empty index: make the structure they want now, an ivfpq one
+        trained on ``sample(n)`` (n of the rows, drawn at random) so that the build adds codes straight away instead
+        of growing exact and retraining on the way. Whether it trained."""
+        if len(self) or self._wanted_structure(rows) != "ivfpq" or self._structure == "ivfpq":
+            return False
+        nlist = max(1, min(int(4 * math.sqrt(rows)), rows // 39))
+        train = as_matrix(sample(min(rows, 50 * nlist)), self.dim)
+        logger.info("training the product quantiser of a vector index on %d of %d rows", len(train), rows)
+        self._index = self._new_index("ivfpq", train, rows)
+        self._dead.clear()
+        return True
 
     # -- interface -------------------------------------------------------------------------------------------
     def __len__(self) -> int:
