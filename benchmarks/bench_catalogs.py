@@ -90,11 +90,12 @@ def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def vm_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def rss_mib(pid: int) -> dict:
+    """The process's resident set (VmRSS) and its parts: anonymous memory, and pages of mapped files (the model's
+    weights, SQLite's memory-mapped pages: page cache the kernel can take back)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return {key: round(int(fields[name].split()[0]) / 1024, 1) if name in fields else float("nan")
+            for key, name in (("rss_mib", "VmRSS"), ("rss_anon_mib", "RssAnon"), ("rss_file_mib", "RssFile"))}
 
 
 def pg_bytes(lib: PostgresCatalog) -> dict:
@@ -191,7 +192,7 @@ def serve(where: str, queries: list[str], warm: list[str]) -> dict:
                 time.sleep(0.2)
             before = load()
             lat, got = timed(lambda s: http_search(client, s), queries, warm)
-            return {**pct(lat), "rss_mib": round(vm_rss_mib(proc.pid), 1), "load": f"{before} -> {load()}"}, got
+            return {**pct(lat), **rss_mib(proc.pid), "load": f"{before} -> {load()}"}, got
     finally:
         proc.terminate()
         proc.wait(timeout=30)

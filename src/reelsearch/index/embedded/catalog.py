@@ -4,7 +4,8 @@ Layout of an index directory::
 
     DIR/library.sqlite     metadata, per-frame embeddings and thumbnails, video vectors: the source of truth
     DIR/vectors.faiss.npz  the FAISS vector index of the videos' [row, bias] (D + 1), derived from the SQLite rows
-                           (rebuilt when lost, damaged or of another width)
+                           (rebuilt when lost, damaged or of another width): exact below 20,000 rows, product-
+                           quantised codes above, whose candidates are scored again with their rows read from SQLite
     DIR/segments.faiss.npz the same of the segments' rows (ids "VIDEO:ORDINAL"): what a text query ranks
     DIR/textcues.sqlite    the speech and on-screen-text segments (``reelsearch.index.embedded.textcues``)
     DIR/searcher.json      what the index remembers of how it was built (the model: ``settings``)
@@ -42,7 +43,7 @@ from reelsearch.index.catalog import CatalogError
 from reelsearch.index.embedded.sqlite import SqliteDb
 from reelsearch.index.embedded.textcues import SQLITE_NAME as TEXTCUES_NAME
 from reelsearch.index.embedded.textcues import EmbeddedTextCues
-from reelsearch.index.embedded.vectors import FaissIndex
+from reelsearch.index.embedded.vectors import READ_ROWS, FaissIndex
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.tables import SqlCatalog
 from reelsearch.index.textcue_records import Encoder
@@ -56,10 +57,12 @@ SEGMENTS_FAISS_NAME = "segments.faiss.npz"
 LOCK_NAME = ".writer.lock"
 SETTINGS_NAME = "searcher.json"
 #: 2: videos.bias; 3: frame_vectors.detail; 4: videos.taken_at, taken_from; 5: video_segments; 6: videos.vector NULL
-#: for a file without a picture
-SCHEMA_VERSION = 6
-MMAP_BYTES = 1 << 32  # SQLite caps it at its compile-time maximum (2 GiB by default)
-CACHE_KIB = 65536
+#: for a file without a picture; 7: vector files of product-quantised codes (the float32 HNSW files are rebuilt)
+SCHEMA_VERSION = 7
+#: No memory-mapped reads: the re-rank reads a few hundred random rows a query, whose mapped pages would stay in the
+#: process's resident set (pread puts them in the page cache, and SQLite's own cache holds CACHE_KIB at most)
+MMAP_BYTES = 0
+CACHE_KIB = 16384
 #: The meta key of the generation the vector file reflects.
 VECTOR_KEY = "vector_gen:faiss"
 
@@ -134,9 +137,10 @@ SELECT id, 0, 0, COALESCE(duration, 0), 0, n_frames, vector, bias FROM videos
 
 class EmbeddedCatalog(SqlCatalog):
     """The embedded catalog: SQLite (the source of truth) and a FAISS vector index in ``directory`` (exact below
-    ``threshold`` videos, HNSW above). ``vector_options`` go to :class:`FaissIndex` (``threshold``, ``hnsw_m``,
-    ``ef_search``, ...). A damaged vector file is rebuilt from SQLite; a damaged SQLite file raises
-    DamagedIndexError (``check`` and ``repair``)."""
+    ``threshold`` videos; above, product-quantised codes whose candidates are scored again with their float32 rows
+    read from SQLite, so memory holds no float32 row). ``vector_options`` go to :class:`FaissIndex` (``threshold``,
+    ``rerank``, ``nprobe``, ``kind``: "hnsw" keeps float32 HNSW in memory, ...). A damaged vector file is rebuilt
+    from SQLite; a damaged SQLite file raises DamagedIndexError (``check`` and ``repair``)."""
 
     def __init__(self, directory: str | Path | None = None, *, media_roots: MediaRoots | None = None,
                  **vector_options):
@@ -149,7 +153,7 @@ class EmbeddedCatalog(SqlCatalog):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # reads of random hits without a syscall per page
+            self._db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self._migrate()
         except BaseException:
@@ -164,7 +168,8 @@ class EmbeddedCatalog(SqlCatalog):
         """Create the tables, or bring those of an earlier schema up to this one (1 -> 2: the bias column; 2 -> 3:
         the frames' detail, NULL for the videos already stored until the next ``sync`` measures their thumbnails;
         3 -> 4: the date taken, NULL until the next ``sync`` reads it: the file's mtime meanwhile; 4 -> 5: segments;
-        5 -> 6: a NULL vector for a file without a picture, whose zero rows are dropped)."""
+        5 -> 6: a NULL vector for a file without a picture, whose zero rows are dropped; 6 -> 7: the vector files,
+        float32 HNSW before, are rebuilt from SQLite as product-quantised codes at the next open that can write)."""
         has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
         version = self._meta("schema_version") if has_meta else None
         if version is not None and int(version) > SCHEMA_VERSION:
@@ -183,6 +188,12 @@ class EmbeddedCatalog(SqlCatalog):
                 self._db.execute(ONE_SEGMENT_EACH)
         if version is not None and int(version) < 6:
             self._drop_zero_rows()
+        if version is not None and int(version) < 7 and any((self.dir / n).is_file() for n in (FAISS_NAME,
+                                                                                              SEGMENTS_FAISS_NAME)):
+            logger.warning("%s: an index of an earlier reelsearch; its vector files (float32, held in memory) are "
+                           "rebuilt from %s as product-quantised codes: about a minute per 100,000 videos, once",
+                           self.dir, SQLITE_NAME)
+            self._set_meta(VECTOR_KEY, 0)  # the files are replaced at the rebuild's save
         if version is None or int(version) < SCHEMA_VERSION:
             self._set_meta("schema_version", SCHEMA_VERSION)
 
@@ -363,11 +374,13 @@ class EmbeddedCatalog(SqlCatalog):
         """The FAISS index of a vector file, rows of ``dim`` + their bias (a fresh one replaces the file at its
         first save)."""
         path = self.dir / name
+        options = {"rows_of": self._video_rows if name == FAISS_NAME else self._segment_rows, "bias_column": True,
+                   **self._vector_options}
         try:
-            index = FaissIndex(dim + 1, None if fresh else path, **self._vector_options)
+            index = FaissIndex(dim + 1, None if fresh else path, **options)
         except ReelsearchError as exc:  # derived data: whatever its damage, it is rebuilt from SQLite
             logger.warning("%s; rebuilding it from %s", exc, self.dir / SQLITE_NAME)
-            index = FaissIndex(dim + 1, None, **self._vector_options)
+            index = FaissIndex(dim + 1, None, **options)
             self._loaded_gen = 0
         index.path = path
         return index
@@ -418,6 +431,10 @@ class EmbeddedCatalog(SqlCatalog):
             changed = set(dead) | {str(r[0]) for r in self._db.execute("SELECT id FROM videos WHERE gen > ?",
                                                                        (synced,))}
             self.segment_vectors.remove([k for k in self.segment_vectors.ids() if k.split(":")[0] in changed])
+        if synced == 0:  # a full build: the codes trained once, on a sample, before the rows are added
+            self._train_for(self.vectors, "SELECT id FROM videos WHERE vector IS NOT NULL", self._video_rows)
+            self._train_for(self.segment_vectors, "SELECT video_id || ':' || ordinal FROM video_segments",
+                            self._segment_rows)
         cur = self._db.execute("SELECT id, vector, bias FROM videos WHERE gen > ? AND vector IS NOT NULL ORDER BY id",
                                (synced,))
         while rows := cur.fetchmany(4096):
@@ -435,6 +452,43 @@ class EmbeddedCatalog(SqlCatalog):
             with self._transaction():
                 self._set_meta(VECTOR_KEY, gen)
                 self._db.execute("DELETE FROM tombstones WHERE gen <= ?", (gen,))
+
+    def _train_for(self, index: VectorIndex, ids_sql: str, rows_of) -> None:
+        """Train an empty ``index`` (a :class:`FaissIndex`) for the rows of ``ids_sql`` on a random sample of them."""
+        if len(index) or not isinstance(index, FaissIndex):
+            return
+        ids = [str(r[0]) for r in self._db.execute(ids_sql)]
+
+        def sample(n: int) -> np.ndarray:
+            pick = np.random.default_rng(0).choice(len(ids), n, replace=False)
+            found = rows_of(sorted(ids[i] for i in pick))
+            return np.stack(list(found.values())) if found else np.empty((0, index.dim), np.float32)
+
+        index.train_for(len(ids), sample)
+
+    def _video_rows(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """{id: [row, bias] float32} of the videos ``ids`` with a row in SQLite (the vector index's exact rows)."""
+        out = {}
+        for start in range(0, len(ids), READ_ROWS):
+            keys = [int(i) for i in ids[start:start + READ_ROWS]]
+            for id_, vector, bias in self._db.execute(
+                    f"SELECT id, vector, bias FROM videos WHERE id IN ({','.join('?' * len(keys))}) AND vector IS "
+                    "NOT NULL", keys):
+                out[str(id_)] = np.append(np.frombuffer(vector, np.float32), np.float32(bias))
+        return out
+
+    def _segment_rows(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """``_video_rows`` of segments (ids "VIDEO:ORDINAL"): one primary-key lookup each (a row-value ``IN`` would
+        scan the table; CROSS JOIN keeps the asked-for pairs the outer loop)."""
+        out = {}
+        for start in range(0, len(ids), READ_ROWS // 2):
+            keys = [int(k) for i in ids[start:start + READ_ROWS // 2] for k in i.split(":")]
+            pairs = ",".join(["(?, ?)"] * (len(keys) // 2))
+            for vid, ordinal, vector, bias in self._db.execute(
+                    f"SELECT s.video_id, s.ordinal, s.vector, s.bias FROM (VALUES {pairs}) AS w CROSS JOIN "
+                    "video_segments s ON s.video_id = w.column1 AND s.ordinal = w.column2", keys):
+                out[f"{vid}:{ordinal}"] = np.append(np.frombuffer(vector, np.float32), np.float32(bias))
+        return out
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:

@@ -1,13 +1,16 @@
 """FaissIndex: the embedded catalog's vector index (``reelsearch.index.vectors.VectorIndex``), exact below a
-threshold, HNSW above, saved as one file.
+threshold, HNSW (or, given a reader of the exact rows on disk, product-quantised IVF codes re-ranked with those rows)
+above, saved as one file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import math
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,20 @@ import numpy as np
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.index.vectors import SCAN_CHUNK_ROWS, VectorIndex, VectorIndexError, as_matrix, pad_results
 from reelsearch.io import atomic_path
+
+#: rows_of(ids) -> {id: its exact float32 row [D]} of those of ``ids`` stored on disk (the others left out).
+RowReader = Callable[[Sequence[str]], dict[str, np.ndarray]]
+#: Dimensions per product-quantiser code byte (1,025 float32 dims: 130 bytes a row instead of 4,100).
+PQ_DIMS_PER_BYTE = 8
+#: Rows per read of exact rows from disk.
+READ_ROWS = 4096
+#: k-means iterations of the codes' training (lists and product quantiser; FAISS's default 25 took 2.5 times as long
+#: for the same recall@10 after the re-rank: docs/index.md, "Memory").
+KMEANS_ITERATIONS = 10
+#: The fewest rows an ivfpq index is trained on (below: exact).
+IVFPQ_MIN_ROWS = 1024
+
+logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -45,9 +62,21 @@ class FaissIndex(VectorIndex):
     (measured: exact search of 10,000 x 1024 took 56 ms p50 on 2 threads vs 6 ms on 1; see docs/index.md).
     Concurrent requests get their parallelism from the server's threads instead, and a batch of them (``serve``'s
     index stage: at most ``--batch`` 32 searches) stays on one thread beside the query encoder's.
+
+    Given ``rows_of`` (a reader of the exact rows on disk), the large structure is ``"ivfpq"`` instead of HNSW: an
+    inverted file of product-quantised codes (1 byte per 8 dimensions, no float32 row in memory: docs/index.md,
+    "Memory"), whose top ``rerank`` candidates (at least 4 k) are scored again with their exact rows read by
+    ``rows_of``, so every score it returns is exact; ``get`` and ``iter_chunks`` read the rows alike. It is trained
+    on the rows it holds when it is made, and again (rebuilt) once it holds four times as many; it searches
+    ``nprobe`` of its lists (default: a 32nd of them, at least 32).
+
+    ``bias_column``: the last column is each row's bias (the catalog's [row, bias]). The codes then hold the other
+    columns only, the biases are kept apart (float32, by label), and a query's candidates are ranked by the codes'
+    score plus its last value times their bias before the re-rank: a bias quantised with the row in one code byte
+    cost recall (docs/index.md, "Memory").
     """
 
-    KINDS = ("auto", "flat", "hnsw")
+    KINDS = ("auto", "flat", "hnsw", "ivfpq")
 
     def __init__(
         self,
@@ -60,9 +89,15 @@ class FaissIndex(VectorIndex):
         ef_construction: int = 80,
         ef_search: int = 128,
         single_thread_queries: int = 32,
+        rows_of: RowReader | None = None,
+        rerank: int = 100,
+        nprobe: int | None = None,
+        bias_column: bool = False,
     ):
         if kind not in self.KINDS:
             raise ConfigError(f"unknown FAISS index kind {kind!r}; choose one of {self.KINDS}")
+        if kind == "ivfpq" and rows_of is None:
+            raise ConfigError("a FAISS index of kind 'ivfpq' needs rows_of, the reader of its exact rows")
         if dim < 1 or threshold < 1 or hnsw_m < 2 or ef_construction < 1 or ef_search < 1:
             raise ConfigError("dim, threshold, ef_construction and ef_search must be >= 1 and hnsw_m >= 2")
         self.dim = int(dim)
@@ -71,25 +106,59 @@ class FaissIndex(VectorIndex):
         self.threshold = int(threshold)
         self.hnsw_m, self.ef_construction, self.ef_search = int(hnsw_m), int(ef_construction), int(ef_search)
         self.single_thread_queries = int(single_thread_queries)
+        self.rows_of, self.rerank, self.nprobe = rows_of, max(1, int(rerank)), nprobe
+        self.bias_column = bool(bias_column)
+        self._large = "ivfpq" if rows_of is not None else "hnsw"
+        self._trained_on = 0  # rows the ivfpq codes were trained on
         self._label_of: dict[str, int] = {}
         self._id_of: dict[int, str] = {}
         self._id_by_label = np.empty(0, dtype=object)  # label -> id, None where removed (vectorised lookups)
+        self._bias_by_label = np.empty(0, dtype=np.float32)  # label -> bias (``bias_column``)
         self._dead: set[int] = set()  # labels masked in an HNSW graph (removed or replaced)
         self._next_label = 0
-        self._index = self._new_index("flat" if kind != "hnsw" else "hnsw")
+        self._index = self._new_index("hnsw" if kind == "hnsw" else "flat")
         if self.path is not None and self.path.exists():
             self._load(self.path)
 
     # -- structure -------------------------------------------------------------------------------------------
     @property
     def structure(self) -> str:
-        """"flat" (exact) or "hnsw" (approximate): what the index currently is."""
+        """"flat" (exact), "hnsw" or "ivfpq" (approximate): what the index currently is."""
         return self._structure
 
-    def _new_index(self, structure: str):
+    @property
+    def _coded_dim(self) -> int:
+        """The columns the codes hold: all, or all but the bias (``bias_column``)."""
+        return self.dim - 1 if self.bias_column and self.dim > 1 else self.dim
+
+    @property
+    def _padded_dim(self) -> int:
+        """The codes' width: the coded columns padded with zeros to a whole number of code bytes."""
+        return -(-self._coded_dim // PQ_DIMS_PER_BYTE) * PQ_DIMS_PER_BYTE
+
+    def _padded(self, x: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(x), self._padded_dim), np.float32)
+        out[:, : self._coded_dim] = x[:, : self._coded_dim]
+        return out
+
+    def _new_index(self, structure: str, train: np.ndarray | None = None, rows: int | None = None):
+        """An empty FAISS index of ``structure``; an ivfpq one trained on ``train`` for ``rows`` rows (default: as
+        many as ``train``)."""
         import faiss  # noqa: PLC0415 - optional package (index extra)
 
         self._structure = structure
+        if structure == "ivfpq":  # labels kept by the inverted lists themselves (no id map: they remove by label)
+            n = max(len(train), rows or 0)
+            nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))
+            index = faiss.IndexIVFPQ(faiss.IndexFlatIP(self._padded_dim), self._padded_dim, nlist,
+                                     self._padded_dim // PQ_DIMS_PER_BYTE, 8, faiss.METRIC_INNER_PRODUCT)
+            sample = (train if len(train) <= 50 * nlist
+                      else train[np.random.default_rng(0).choice(len(train), 50 * nlist, False)])
+            index.cp.niter = index.pq.cp.niter = KMEANS_ITERATIONS
+            index.train(self._padded(sample))
+            index.nprobe = self._probes(nlist)
+            self._trained_on = n
+            return index
         if structure == "flat":
             inner = faiss.IndexFlatIP(self.dim)
         else:
@@ -98,30 +167,95 @@ class FaissIndex(VectorIndex):
             inner.hnsw.efSearch = self.ef_search
         return faiss.IndexIDMap2(inner)
 
-    def _stored(self) -> tuple[np.ndarray, np.ndarray]:
-        """(labels [n], vectors [n, D]) of every vector in the FAISS index, masked ones included."""
+    def _probes(self, nlist: int) -> int:
+        return max(1, min(nlist, self.nprobe or max(32, nlist // 32)))
+
+    def _live_blocks(self, structure: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(labels [m], vectors [m, D]) of every live vector, in blocks: from FAISS, or read by ``rows_of`` from disk
+        (``structure``: the index's, passed so that a rebuild can read the old one's while making the new)."""
+        if structure == "ivfpq":
+            labels = np.fromiter(self._id_of, np.int64, len(self._id_of))
+            for start in range(0, len(labels), READ_ROWS):  # a row gone from disk meanwhile is left out
+                ids = [self._id_of[lab] for lab in labels[start : start + READ_ROWS].tolist()]
+                found = self.rows_of(ids)
+                keep = [j for j, i in enumerate(ids) if i in found]
+                yield (labels[start : start + READ_ROWS][keep],
+                       np.stack([found[ids[j]] for j in keep]) if keep else np.empty((0, self.dim), np.float32))
+            return
         import faiss  # noqa: PLC0415 - optional package (index extra)
 
         labels = faiss.vector_to_array(self._index.id_map).astype(np.int64)
-        n = len(labels)
-        vectors = self._index.index.reconstruct_n(0, n) if n else np.empty((0, self.dim), np.float32)
-        return labels, vectors
+        storage = self._storage()
+        for start in range(0, len(labels), SCAN_CHUNK_ROWS):
+            block = labels[start : start + SCAN_CHUNK_ROWS]
+            live = np.array([lab in self._id_of for lab in block.tolist()], dtype=bool)
+            yield block[live], np.array(storage[start : start + SCAN_CHUNK_ROWS][live])
 
-    def _rebuild(self, structure: str) -> None:
-        """Re-create the FAISS index as ``structure`` from the live vectors (drops masked ones)."""
-        labels, vectors = self._stored()
-        live = np.array([lab in self._id_of for lab in labels.tolist()], dtype=bool)
-        self._index = self._new_index(structure)
+    def _read(self, ids: list[str]) -> np.ndarray:
+        """The exact rows [len(ids), D] of ``ids`` read by ``rows_of`` (KeyError for one no longer on disk)."""
+        found = self.rows_of(ids)
+        missing = next((i for i in ids if i not in found), None)
+        if missing is not None:
+            raise KeyError(missing)
+        return np.stack([found[i] for i in ids]).astype(np.float32) if ids else np.empty((0, self.dim), np.float32)
+
+    def _rebuild(self, structure: str, extra: np.ndarray | None = None) -> None:
+        """Re-create the FAISS index as ``structure`` from the live vectors (drops masked ones); an ivfpq one is
+        trained on them (a sample read from disk when they are codes) and ``extra`` (the rows about to be added)."""
+        old = self._structure
+        from_disk = old == "ivfpq"
+        blocks = self._live_blocks(old) if from_disk else list(self._live_blocks(old))  # FAISS's: before replacing
+        train = None
+        if structure == "ivfpq":
+            if from_disk:
+                labels = np.fromiter(self._id_of, np.int64, len(self._id_of))
+                pick = np.sort(np.random.default_rng(0).choice(len(labels), min(len(labels), 100_000), False))
+                found = self.rows_of([self._id_of[lab] for lab in labels[pick].tolist()])
+                train = np.stack(list(found.values())) if found else np.empty((0, self.dim), np.float32)
+            else:
+                train = np.concatenate([v for _, v in blocks] or [np.empty((0, self.dim), np.float32)])
+            if extra is not None:
+                train = np.concatenate([train, extra])
+            logger.info("training the product quantiser of a vector index on %d rows", len(train))
+        self._index = self._new_index(structure, train)
         self._dead.clear()
-        if live.any():
-            self._index.add_with_ids(np.ascontiguousarray(vectors[live]), labels[live])
+        for labels, vectors in blocks:
+            if len(labels):
+                self._add_rows(vectors, labels)
+
+    def _add_rows(self, x: np.ndarray, labels: np.ndarray) -> None:
+        self._index.add_with_ids(self._padded(x) if self._structure == "ivfpq" else np.ascontiguousarray(x), labels)
 
     def _wanted_structure(self, n_live: int) -> str:
-        if self.kind != "auto":
+        if self.kind in ("flat", "hnsw"):
             return self.kind
+        large = "ivfpq" if self.kind == "ivfpq" else self._large
+        threshold = IVFPQ_MIN_ROWS if self.kind == "ivfpq" else self.threshold
+        if large == "ivfpq":  # trained on at least IVFPQ_MIN_ROWS
+            threshold = max(threshold, IVFPQ_MIN_ROWS)
         if self._structure == "flat":
-            return "hnsw" if n_live >= self.threshold else "flat"
-        return "flat" if n_live < self.threshold // 2 else "hnsw"
+            return large if n_live >= threshold else "flat"
+        return "flat" if n_live < threshold // 2 else large
+
+    def _stale(self, n_live: int) -> bool:
+        """Whether the structure is not the one wanted, masks too many vectors, or its codes were trained on under
+        a quarter of the rows it holds."""
+        return (self._wanted_structure(n_live) != self._structure
+                or bool(self._dead and len(self._dead) > 0.2 * self._index.ntotal)
+                or (self._structure == "ivfpq" and n_live > 4 * self._trained_on))
+
+    def train_for(self, rows: int, sample: Callable[[int], np.ndarray]) -> bool:
+        """Before a full build of ``rows`` rows into this empty index: make the structure they want now, an ivfpq one
+        trained on ``sample(n)`` (n of the rows, drawn at random) so that the build adds codes straight away instead
+        of growing exact and retraining on the way. Whether it trained."""
+        if len(self) or self._wanted_structure(rows) != "ivfpq" or self._structure == "ivfpq":
+            return False
+        nlist = max(1, min(int(4 * math.sqrt(rows)), rows // 39))
+        train = as_matrix(sample(min(rows, 50 * nlist)), self.dim)
+        logger.info("training the product quantiser of a vector index on %d of %d rows", len(train), rows)
+        self._index = self._new_index("ivfpq", train, rows)
+        self._dead.clear()
+        return True
 
     # -- interface -------------------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -137,17 +271,16 @@ class FaissIndex(VectorIndex):
             keep = sorted(last.values())
             ids, x = [ids[i] for i in keep], x[keep]
         self._drop([i for i in ids if i in self._label_of])
+        if self._stale(len(self._label_of) + len(ids)):  # the new vectors are added to the rebuilt index below
+            self._rebuild(self._wanted_structure(len(self._label_of) + len(ids)), extra=x)
         labels = np.arange(self._next_label, self._next_label + len(ids), dtype=np.int64)
         self._next_label += len(ids)
         for id_, lab in zip(ids, labels.tolist(), strict=True):
             self._label_of[id_] = lab
             self._id_of[lab] = id_
-        self._set_id_labels(labels, ids)
-        want = self._wanted_structure(len(self._label_of))
-        if want != self._structure:
-            self._rebuild(want)  # the new vectors are added to the rebuilt index below
+        self._set_id_labels(labels, ids, x[:, -1])
         if len(ids):
-            self._index.add_with_ids(x, labels)
+            self._add_rows(x, labels)
         self._maybe_compact()
 
     def remove(self, ids: Sequence[str]) -> int:
@@ -163,23 +296,28 @@ class FaissIndex(VectorIndex):
         for lab in labels.tolist():
             del self._id_of[lab]
         self._id_by_label[labels] = None
-        if self._structure == "flat":
+        if self._structure != "hnsw":
             self._index.remove_ids(labels)
         else:
             self._dead.update(labels.tolist())
 
-    def _set_id_labels(self, labels: np.ndarray, ids: list[str]) -> None:
+    def _set_id_labels(self, labels: np.ndarray, ids: list[str], biases: np.ndarray | None) -> None:
+        """Record the ids (and, with ``bias_column``, the biases) of ``labels``."""
         if len(labels) and labels.max() >= len(self._id_by_label):
             grown = np.empty(max(int(labels.max()) + 1, 2 * len(self._id_by_label)), dtype=object)
             grown[: len(self._id_by_label)] = self._id_by_label
             self._id_by_label = grown
+        if self.bias_column and len(self._bias_by_label) < len(self._id_by_label):
+            self._bias_by_label = np.concatenate([self._bias_by_label, np.zeros(
+                len(self._id_by_label) - len(self._bias_by_label), np.float32)])
         if len(labels):
             self._id_by_label[labels] = np.array(ids, dtype=object)
+            if self.bias_column and biases is not None:
+                self._bias_by_label[labels] = biases
 
     def _maybe_compact(self) -> None:
-        want = self._wanted_structure(len(self._label_of))
-        if want != self._structure or (self._dead and len(self._dead) > 0.2 * self._index.ntotal):
-            self._rebuild(want)
+        if self._stale(len(self._label_of)):
+            self._rebuild(self._wanted_structure(len(self._label_of)))
 
     def search(self, queries: np.ndarray, k: int) -> tuple[list[list[str]], np.ndarray]:
         import faiss  # noqa: PLC0415 - optional package (index extra)
@@ -191,6 +329,8 @@ class FaissIndex(VectorIndex):
         kk = min(k, len(self))
         if kk == 0:
             return [[] for _ in range(len(q))], np.full((len(q), k), -np.inf, np.float32)
+        if self._structure == "ivfpq":
+            return self._reranked(q, k, kk)
         params = None
         if self._structure == "hnsw":
             sel = faiss.IDSelectorNot(faiss.IDSelectorBatch(np.fromiter(self._dead, np.int64))) if self._dead else None
@@ -202,6 +342,27 @@ class FaissIndex(VectorIndex):
             scores, labels = self._index.search(q, kk, params=params)
         ids = [[self._id_of[lab] for lab in row if lab >= 0] for row in labels.tolist()]
         scores = np.where(labels >= 0, scores, -np.inf).astype(np.float32)
+        return pad_results(ids, scores, len(q), k)
+
+    def _reranked(self, q: np.ndarray, k: int, kk: int) -> tuple[list[list[str]], np.ndarray]:
+        """The ivfpq codes' top ``rerank`` (at least 4 k) candidates of each query, scored again with their exact
+        rows read from disk: the top ``kk`` by exact score (a candidate no longer on disk is left out)."""
+        wide = min(len(self), max(self.rerank, 4 * kk))
+        with _omp_threads(1) if len(q) <= self.single_thread_queries else contextlib.nullcontext():
+            approx, labels = self._index.search(self._padded(q), min(len(self), 2 * wide) if self.bias_column else wide)
+        if self.bias_column:  # the codes' score plus the bias they leave out: the top ``wide`` of those re-ranked
+            approx = approx + q[:, -1:] * self._bias_by_label[np.maximum(labels, 0)]
+            approx[labels < 0] = -np.inf
+            labels = np.take_along_axis(labels, np.argsort(-approx, axis=1, kind="stable")[:, :wide], axis=1)
+        candidates = [[self._id_of[lab] for lab in row if lab >= 0 and lab in self._id_of] for row in labels.tolist()]
+        rows = self.rows_of(sorted({i for row in candidates for i in row}))
+        ids, scores = [], np.full((len(q), kk), -np.inf, np.float32)
+        for qi, row in enumerate(candidates):
+            row = [i for i in row if i in rows]
+            exact = (np.stack([rows[i] for i in row]).astype(np.float32) @ q[qi]) if row else np.empty(0, np.float32)
+            order = np.lexsort((np.arange(len(row)), -exact))[:kk]
+            ids.append([row[j] for j in order.tolist()])
+            scores[qi, : len(order)] = exact[order]
         return pad_results(ids, scores, len(q), k)
 
     def __contains__(self, id_: str) -> bool:
@@ -219,6 +380,8 @@ class FaissIndex(VectorIndex):
             labels = np.fromiter((label_of[str(i)] for i in ids), np.int64, len(ids))
         if not len(labels):
             return np.empty((0, self.dim), np.float32)
+        if self._structure == "ivfpq":  # codes in memory: the exact rows are read from disk
+            return self._read([self._id_of[lab] for lab in labels.tolist()])
         return self._index.reconstruct_batch(labels)
 
     def _storage(self) -> np.ndarray:
@@ -235,9 +398,16 @@ class FaissIndex(VectorIndex):
         return view
 
     def iter_chunks(self, rows: int = SCAN_CHUNK_ROWS) -> Iterator[tuple[list[str], np.ndarray]]:
-        """Blocks of (ids, vectors); vectors are views into the index, valid until it next changes."""
+        """Blocks of (ids, vectors); vectors are views into the index, valid until it next changes (ivfpq: read from
+        disk)."""
         import faiss  # noqa: PLC0415 - optional package (index extra)
 
+        if self._structure == "ivfpq":
+            labels = list(self._id_of)
+            for start in range(0, len(labels), rows):
+                ids = [self._id_of[lab] for lab in labels[start : start + rows]]
+                yield ids, self._read(ids)
+            return
         labels = faiss.vector_to_array(self._index.id_map).astype(np.int64)
         storage = self._storage()
         for start in range(0, len(labels), rows):
@@ -264,13 +434,16 @@ class FaissIndex(VectorIndex):
         labels = np.fromiter(self._id_of.keys(), np.int64, len(self._id_of))
         ids = np.array(list(self._id_of.values()), dtype=np.str_) if len(labels) else np.empty(0, np.str_)
         settings = {
-            "format": "reelsearch-faiss-index", "version": 1, "dim": self.dim, "structure": self._structure,
-            "next_label": self._next_label,
+            "format": "reelsearch-faiss-index", "version": 2, "bias_column": self.bias_column, "dim": self.dim,
+            "structure": self._structure,
+            "next_label": self._next_label, "trained_on": self._trained_on,
         }
         blob = faiss.serialize_index(self._index)
         with atomic_path(path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
             dead = np.fromiter(self._dead, np.int64)
-            np.savez(fh, index=blob, labels=labels, ids=ids, dead=dead, settings=np.array(json.dumps(settings)))
+            biases = self._bias_by_label[labels] if self.bias_column else np.empty(0, np.float32)
+            np.savez(fh, index=blob, labels=labels, ids=ids, dead=dead, biases=biases,
+                     settings=np.array(json.dumps(settings)))
         self.path = path
 
     def _load(self, path: Path) -> None:
@@ -281,11 +454,17 @@ class FaissIndex(VectorIndex):
                 settings = json.loads(str(z["settings"]))
                 labels, ids, dead = z["labels"], z["ids"].tolist(), z["dead"].tolist()
                 blob = z["index"]
+                biases = z["biases"] if "biases" in z.files else None
             if settings.get("format") != "reelsearch-faiss-index" or int(settings["dim"]) != self.dim:
                 raise DataFormatError(path, f"not a {self.dim}-dimensional reelsearch FAISS index ({settings})")
+            if settings["structure"] == "ivfpq" and self.rows_of is None:
+                raise ValueError("product-quantised codes, and no reader of their exact rows")
+            if settings["structure"] == "ivfpq" and bool(settings.get("bias_column")) != self.bias_column:
+                raise ValueError(f"product-quantised codes with bias_column={settings.get('bias_column')}, wanted "
+                                 f"{self.bias_column}")
             index = faiss.deserialize_index(blob)
             id_of = dict(zip(labels.tolist(), ids, strict=True))
-            if index.ntotal < len(id_of) or index.d != self.dim:
+            if index.ntotal < len(id_of) or index.d not in (self.dim, self._padded_dim):
                 raise ValueError(f"{index.ntotal} vectors of {index.d} dimensions for {len(id_of)} ids")
         except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError, zipfile.BadZipFile) as exc:
             raise DataFormatError(path, f"unreadable FAISS index file: {exc}") from None
@@ -295,7 +474,18 @@ class FaissIndex(VectorIndex):
         self._id_of = id_of
         self._label_of = {v: k for k, v in self._id_of.items()}
         self._id_by_label = np.empty(0, dtype=object)
-        self._set_id_labels(labels.astype(np.int64), ids)
+        self._bias_by_label = np.empty(0, dtype=np.float32)
+        self._set_id_labels(labels.astype(np.int64), ids, None)
+        if self.bias_column and self._structure == "ivfpq":  # saved apart
+            self._bias_by_label[labels] = biases
+        elif self.bias_column and self._index.ntotal:  # flat and HNSW: their rows' last column (masked ones too)
+            held = faiss.vector_to_array(self._index.id_map).astype(np.int64)
+            self._bias_by_label = np.zeros(max(len(self._id_by_label), int(held.max()) + 1), np.float32)
+            self._bias_by_label[held] = self._storage()[:, -1]
         self._dead = set(dead)
+        self._trained_on = int(settings.get("trained_on", 0))
         if self._structure == "hnsw":
             faiss.downcast_index(self._index.index).hnsw.efSearch = self.ef_search
+        elif self._structure == "ivfpq":
+            ivf = faiss.extract_index_ivf(self._index)
+            ivf.nprobe = self._probes(ivf.nlist)
