@@ -333,7 +333,7 @@ def test_a_schema_1_index_is_migrated(tmp_path, folder):
     import shutil
 
     from reelsearch.index.catalog import CatalogError
-    from reelsearch.index.embedded.catalog import SCHEMA_SQL, SCHEMA_VERSION
+    from reelsearch.index.embedded.schema import SCHEMA_SQL, SCHEMA_VERSION
 
     with EmbeddedCatalog(tmp_path / "index") as lib:
         lib.sync([folder], FakeEmbedder(), progress=False)

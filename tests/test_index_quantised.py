@@ -13,7 +13,8 @@ import pytest
 
 from reelsearch.errors import DataFormatError
 from reelsearch.index import EmbeddedCatalog, EmbeddedMedia, FaissIndex
-from reelsearch.index.embedded.catalog import FAISS_NAME, SCHEMA_VERSION, SEGMENTS_FAISS_NAME, SQLITE_NAME
+from reelsearch.index.embedded.catalog import FAISS_NAME, SEGMENTS_FAISS_NAME, SQLITE_NAME
+from reelsearch.index.embedded.schema import SCHEMA_VERSION
 from reelsearch.index.sync import FileChange, FileToSync
 
 DIM = 128

@@ -40,10 +40,12 @@ import numpy as np
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import CatalogError
+from reelsearch.index.embedded.exact_rows import segment_rows, train_for, video_rows
+from reelsearch.index.embedded.schema import ONE_SEGMENT_EACH, SCHEMA_SQL, SCHEMA_VERSION, SEGMENTS_SQL, VIDEOS_SQL
 from reelsearch.index.embedded.sqlite import SqliteDb
 from reelsearch.index.embedded.textcues import SQLITE_NAME as TEXTCUES_NAME
 from reelsearch.index.embedded.textcues import EmbeddedTextCues
-from reelsearch.index.embedded.vectors import READ_ROWS, FaissIndex
+from reelsearch.index.embedded.vectors import FaissIndex
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.tables import SqlCatalog
 from reelsearch.index.textcue_records import Encoder
@@ -56,9 +58,6 @@ FAISS_NAME = "vectors.faiss.npz"
 SEGMENTS_FAISS_NAME = "segments.faiss.npz"
 LOCK_NAME = ".writer.lock"
 SETTINGS_NAME = "searcher.json"
-#: 2: videos.bias; 3: frame_vectors.detail; 4: videos.taken_at, taken_from; 5: video_segments; 6: videos.vector NULL
-#: for a file without a picture; 7: vector files of product-quantised codes (the float32 HNSW files are rebuilt)
-SCHEMA_VERSION = 7
 #: No memory-mapped reads: the re-rank reads a few hundred random rows a query, whose mapped pages would stay in the
 #: process's resident set (pread puts them in the page cache, and SQLite's own cache holds CACHE_KIB at most)
 MMAP_BYTES = 0
@@ -67,73 +66,6 @@ CACHE_KIB = 16384
 VECTOR_KEY = "vector_gen:faiss"
 
 logger = logging.getLogger(__name__)
-
-#: The videos' table (a name to make it under: schema 6 makes it again).
-VIDEOS_SQL = """
-CREATE TABLE IF NOT EXISTS {name} (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    path BLOB NOT NULL UNIQUE,          -- absolute path, file-system bytes (os.fsencode)
-    size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    sha256 TEXT NOT NULL,
-    duration REAL,
-    n_frames INTEGER NOT NULL,
-    model_id TEXT NOT NULL,
-    added_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    gen INTEGER NOT NULL,               -- generation of the commit that last wrote the vector
-    vector BLOB,                        -- float32 [D], the video-level embedding; NULL: no picture (sound alone)
-    -- bias: added to every query's score of the video (a querybank offset, negated)
-    bias REAL NOT NULL DEFAULT 0,
-    taken_at REAL,                      -- when it was taken, seconds since the epoch (NULL: indexed before schema 4,
-    taken_from TEXT                     -- read by the next sync), and from where: container, exif or file
-);
-"""
-#: The tables (``reelsearch.index.tables``) and what only the embedded catalog has (``tombstones``).
-SCHEMA_SQL = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-""" + VIDEOS_SQL.format(name="videos") + """
-CREATE INDEX IF NOT EXISTS videos_sound_only ON videos (id) WHERE vector IS NULL;
-CREATE INDEX IF NOT EXISTS videos_sha256 ON videos (sha256);
-CREATE INDEX IF NOT EXISTS videos_gen ON videos (gen);
-CREATE INDEX IF NOT EXISTS videos_bias ON videos (bias);
-CREATE TABLE IF NOT EXISTS frames (
-    video_id INTEGER NOT NULL REFERENCES videos (id) ON DELETE CASCADE,
-    idx INTEGER NOT NULL,
-    t REAL NOT NULL,                    -- seconds from the start
-    thumbnail BLOB,                     -- small JPEG/PNG, or NULL
-    PRIMARY KEY (video_id, idx)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS frame_vectors (
-    video_id INTEGER PRIMARY KEY REFERENCES videos (id) ON DELETE CASCADE,
-    vectors BLOB NOT NULL,              -- float16 [T, D], row i = frame idx i
-    times BLOB NOT NULL,                -- float64 [T], the frames' t (copied here for a one-row moment lookup)
-    detail BLOB                         -- float32 [T], how much each frame shows (empty: not measurable; NULL:
-                                        -- indexed before schema 3, measured on the thumbnails by the next sync)
-);
-CREATE TABLE IF NOT EXISTS tombstones (id INTEGER PRIMARY KEY, gen INTEGER NOT NULL);
-"""
-#: Schema 5: each video's segments (the unit of retrieval).
-SEGMENTS_SQL = """
-CREATE TABLE IF NOT EXISTS video_segments (
-    video_id INTEGER NOT NULL REFERENCES videos (id) ON DELETE CASCADE,
-    ordinal INTEGER NOT NULL,           -- 0, 1, ... in time order
-    start REAL NOT NULL,                -- seconds: on screen over [start, stop)
-    stop REAL NOT NULL,
-    first_frame INTEGER NOT NULL,       -- its frames are frames.idx first_frame .. first_frame + n_frames - 1
-    n_frames INTEGER NOT NULL,
-    vector BLOB NOT NULL,               -- float32 [D], the model's video encoder over the segment's frames
-    bias REAL NOT NULL DEFAULT 0,
-    PRIMARY KEY (video_id, ordinal)
-) WITHOUT ROWID;
-"""
-#: Schema 4 -> 5: each video stored before segments is one segment (its row and bias, all its frames) until the
-#: next sync re-embeds it (the index's model id records the sampling and segmenting: docs/index.md).
-ONE_SEGMENT_EACH = """
-INSERT OR IGNORE INTO video_segments (video_id, ordinal, start, stop, first_frame, n_frames, vector, bias)
-SELECT id, 0, 0, COALESCE(duration, 0), 0, n_frames, vector, bias FROM videos
-"""
-
 
 class EmbeddedCatalog(SqlCatalog):
     """The embedded catalog: SQLite (the source of truth) and a FAISS vector index in ``directory`` (exact below
@@ -432,9 +364,9 @@ class EmbeddedCatalog(SqlCatalog):
                                                                        (synced,))}
             self.segment_vectors.remove([k for k in self.segment_vectors.ids() if k.split(":")[0] in changed])
         if synced == 0:  # a full build: the codes trained once, on a sample, before the rows are added
-            self._train_for(self.vectors, "SELECT id FROM videos WHERE vector IS NOT NULL", self._video_rows)
-            self._train_for(self.segment_vectors, "SELECT video_id || ':' || ordinal FROM video_segments",
-                            self._segment_rows)
+            train_for(self._db, self.vectors, "SELECT id FROM videos WHERE vector IS NOT NULL", self._video_rows)
+            train_for(self._db, self.segment_vectors, "SELECT video_id || ':' || ordinal FROM video_segments",
+                      self._segment_rows)
         cur = self._db.execute("SELECT id, vector, bias FROM videos WHERE gen > ? AND vector IS NOT NULL ORDER BY id",
                                (synced,))
         while rows := cur.fetchmany(4096):
@@ -453,42 +385,11 @@ class EmbeddedCatalog(SqlCatalog):
                 self._set_meta(VECTOR_KEY, gen)
                 self._db.execute("DELETE FROM tombstones WHERE gen <= ?", (gen,))
 
-    def _train_for(self, index: VectorIndex, ids_sql: str, rows_of) -> None:
-        """Train an empty ``index`` (a :class:`FaissIndex`) for the rows of ``ids_sql`` on a random sample of them."""
-        if len(index) or not isinstance(index, FaissIndex):
-            return
-        ids = [str(r[0]) for r in self._db.execute(ids_sql)]
+    def _video_rows(self, ids):
+        return video_rows(self._db, ids)  # the database at the time of the read (reelsearch.index.embedded.exact_rows)
 
-        def sample(n: int) -> np.ndarray:
-            pick = np.random.default_rng(0).choice(len(ids), n, replace=False)
-            found = rows_of(sorted(ids[i] for i in pick))
-            return np.stack(list(found.values())) if found else np.empty((0, index.dim), np.float32)
-
-        index.train_for(len(ids), sample)
-
-    def _video_rows(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """{id: [row, bias] float32} of the videos ``ids`` with a row in SQLite (the vector index's exact rows)."""
-        out = {}
-        for start in range(0, len(ids), READ_ROWS):
-            keys = [int(i) for i in ids[start:start + READ_ROWS]]
-            for id_, vector, bias in self._db.execute(
-                    f"SELECT id, vector, bias FROM videos WHERE id IN ({','.join('?' * len(keys))}) AND vector IS "
-                    "NOT NULL", keys):
-                out[str(id_)] = np.append(np.frombuffer(vector, np.float32), np.float32(bias))
-        return out
-
-    def _segment_rows(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """``_video_rows`` of segments (ids "VIDEO:ORDINAL"): one primary-key lookup each (a row-value ``IN`` would
-        scan the table; CROSS JOIN keeps the asked-for pairs the outer loop)."""
-        out = {}
-        for start in range(0, len(ids), READ_ROWS // 2):
-            keys = [int(k) for i in ids[start:start + READ_ROWS // 2] for k in i.split(":")]
-            pairs = ",".join(["(?, ?)"] * (len(keys) // 2))
-            for vid, ordinal, vector, bias in self._db.execute(
-                    f"SELECT s.video_id, s.ordinal, s.vector, s.bias FROM (VALUES {pairs}) AS w CROSS JOIN "
-                    "video_segments s ON s.video_id = w.column1 AND s.ordinal = w.column2", keys):
-                out[f"{vid}:{ordinal}"] = np.append(np.frombuffer(vector, np.float32), np.float32(bias))
-        return out
+    def _segment_rows(self, ids):
+        return segment_rows(self._db, ids)
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool) -> tuple[list[list[str]], list[np.ndarray]]:

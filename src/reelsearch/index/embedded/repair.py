@@ -17,14 +17,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reelsearch.index.embedded.catalog import (
-    FAISS_NAME,
-    SCHEMA_SQL,
-    SCHEMA_VERSION,
-    SEGMENTS_FAISS_NAME,
-    SEGMENTS_SQL,
-    SQLITE_NAME,
-)
+from reelsearch.index.embedded.catalog import FAISS_NAME, SEGMENTS_FAISS_NAME, SQLITE_NAME
+from reelsearch.index.embedded.schema import SCHEMA_SQL, SCHEMA_VERSION, SEGMENTS_SQL
 from reelsearch.index.embedded.sqlite import damage, integrity_problems
 from reelsearch.index.embedded.textcues import SQLITE_NAME as TEXTCUES_NAME
 
