@@ -113,6 +113,18 @@ def test_without_the_graphs_the_model_loads_in_torch(tmp_path, monkeypatch):
     assert QueryModel.open(tmp_path) is None  # not a model folder
 
 
+def test_graphs_of_another_cache_folder_are_copied_into_this_one(model, tmp_path, monkeypatch):
+    """The process's MiniLM encoder made its graph under the cache folder of the time; with another cache folder now
+    (REELSEARCH_CACHE_DIR changed), the export copies that graph here and its manifest serves a cold search."""
+    model.encode_text(["a dog"])  # the process's encoder: its graph made (or found) under the run's cache folder
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    path = export_query_graphs(model, default_model_dir())
+    assert path == manifest_path(default_model_dir()) and path.is_relative_to(tmp_path / "cache")
+    graphs = QueryGraphs.open(default_model_dir())
+    assert graphs is not None
+    np.testing.assert_allclose(graphs.encode_text(QUERIES), model.encode_text(QUERIES), atol=1e-5)
+
+
 def test_a_damaged_manifest_is_dropped_and_exported_again(library, model):
     manifest = manifest_path(default_model_dir())
     manifest.write_text("not json")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
 from pathlib import Path
 
 import torch
@@ -17,7 +18,7 @@ from torch import nn
 
 from reelsearch import onnx_runtime as _ort
 from reelsearch.config import config_to_dict
-from reelsearch.io import atomic_write_json
+from reelsearch.io import atomic_path, atomic_write_json
 from reelsearch.text.minilm_onnx import OPSET, torch_version
 from reelsearch.towers.hub import is_hf
 
@@ -84,8 +85,14 @@ def export_query_graphs(model, folder: str | Path) -> Path | None:
         return None
     encoder, layer = next(iter(encoders.values())), layers.pop()
     minilm = encoder.onnx_graph(layer)
-    if minilm is None or minilm.parent != graphs_dir():
+    if minilm is None:
         return None
+    if minilm.parent != graphs_dir():  # the process's encoder exported it under another cache folder: copied here
+        try:
+            minilm = _copied_here(minilm)
+        except OSError as exc:
+            logger.debug("%s: not copied into %s (%s)", minilm, graphs_dir(), exc)
+            return None
     entries = []
     for name, expert in experts.items():
         graph = graphs_dir() / f"tower-{tower_key(expert)}.onnx"
@@ -100,6 +107,16 @@ def export_query_graphs(model, folder: str | Path) -> Path | None:
         logger.debug("%s: not written (%s)", path, exc)
         return None
     return path
+
+
+def _copied_here(graph: Path) -> Path:
+    """The graph ``graph`` (named by what it holds: ``reelsearch.text.minilm_onnx.export_key``) in this cache folder,
+    copied atomically when it is not there yet."""
+    target = graphs_dir() / graph.name
+    if not target.is_file():
+        with atomic_path(target, suffix=".onnx") as tmp:
+            shutil.copyfile(graph, tmp)
+    return target
 
 
 def _export(expert, target: Path, atomic: bool, hidden: int) -> None:
