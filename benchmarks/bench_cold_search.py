@@ -42,6 +42,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--index", type=Path, required=True, help="An index built with the model to time.")
     parser.add_argument("--base-src", type=Path, help="The src/ folder of the version to compare with.")
+    parser.add_argument("--base-index", type=Path, help="An index the base version built (default: --index; where the "
+                        "index's format changed since, the base cannot read the new one).")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--query", default="a dog runs on the grass")
     parser.add_argument("-k", default="3")
@@ -50,7 +52,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         configs = {}
         if opts.base_src:
-            configs["base"] = (opts.base_src, _copy(opts.index, Path(tmp) / "base"), [])
+            configs["base"] = (opts.base_src, _copy(opts.base_index or opts.index, Path(tmp) / "base"), [])
             configs["base asked"] = (opts.base_src, opts.index, [])
         configs["local"] = (SRC, _copy(opts.index, Path(tmp) / "local"), ["--local"])
         configs["asked"] = (SRC, opts.index, [])
