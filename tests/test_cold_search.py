@@ -22,6 +22,7 @@ from reelsearch.models.query_export import export_query_graphs
 from reelsearch.models.query_graphs import QueryGraphs, manifest_path
 from reelsearch.models.query_model import QueryModel
 from reelsearch.search import Searcher
+from reelsearch.text import sentences
 
 pytest.importorskip("onnxruntime")
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -132,3 +133,10 @@ def test_a_damaged_manifest_is_dropped_and_exported_again(library, model):
     with Searcher(library, "default") as searcher:  # the torch model, its graphs exported again
         assert searcher.search("a dog", 3, frames=False)
     assert manifest.is_file() and QueryModel.open("default") is not None
+
+
+def test_the_query_graphs_and_the_cue_sentences_share_one_minilm_session(model):
+    """A cold search with text cues runs the package MiniLM for the model's query and for the cue index's sentence
+    embedding: one ONNX Runtime session of that graph, not two."""
+    graphs = QueryGraphs.open(default_model_dir())
+    assert graphs is not None and sentences._session() is graphs.minilm

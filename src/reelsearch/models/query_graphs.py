@@ -59,8 +59,8 @@ class QueryGraphs:
         self.manifest = manifest
         self.fingerprint = str(manifest["fingerprint"])
         self.experts = [str(e["name"]) for e in manifest["experts"]]
-        self.minilm = MiniLMSession(graphs_dir() / manifest["minilm"]["graph"], Path(manifest["minilm"]["folder"]),
-                                    threads)
+        minilm = manifest["minilm"]
+        self.minilm = MiniLMSession.shared(graphs_dir() / minilm["graph"], Path(minilm["folder"]), threads)
         self._towers = [_ort.optimized_session(graphs_dir() / e["graph"], threads) for e in manifest["experts"]]
 
     @classmethod

@@ -75,6 +75,10 @@ def graph_path(folder: str | Path, layer: int, tail: Path | None = None, int8: b
     return cache_root() / "onnx" / (f"{stem}-int8.onnx" if int8 else f"{stem}.onnx")
 
 
+_SHARED: dict[tuple, MiniLMSession] = {}  # MiniLMSession.shared
+_SHARED_LOCK = threading.Lock()
+
+
 class MiniLMSession:
     """A cached float32 MiniLM export (``graph``) of the folder ``folder`` run without torch: the folder's own
     tokenizer (``reelsearch.text.minilm_folder``), then the graph. ``states(texts)`` -> (the last hidden states [N, L,
@@ -91,6 +95,16 @@ class MiniLMSession:
         self.session = _ort.optimized_session(self.graph, threads)
         self._inputs = [i.name for i in self.session.get_inputs()]
         self._lock = threading.Lock()  # the tokenizer is not safe to call from several threads at once
+
+    @classmethod
+    def shared(cls, graph: Path, folder: Path, threads: int | None = None) -> MiniLMSession:
+        """One session per graph, folder and thread count for the whole process (the cold search's query graphs and
+        the text-cue index's sentence embeddings run the same package MiniLM: loaded once)."""
+        key = (Path(graph).resolve(), Path(folder).resolve(), threads)
+        with _SHARED_LOCK:
+            if key not in _SHARED:
+                _SHARED[key] = cls(graph, folder, threads)
+            return _SHARED[key]
 
     def states(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:

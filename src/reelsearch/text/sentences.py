@@ -42,7 +42,7 @@ def _session() -> MiniLMSession | None:
                 graph = graph_path(folder, spec.layers) if spec is not None else None
                 if graph is None or not graph.is_file():
                     return None
-                _SESSION.append(MiniLMSession(graph, folder))
+                _SESSION.append(MiniLMSession.shared(graph, folder))
             except Exception:  # noqa: BLE001 (no onnxruntime, a damaged file: the shared encoder computes them)
                 return None
         return _SESSION[0]
