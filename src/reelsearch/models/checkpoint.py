@@ -4,7 +4,6 @@ command that derives a model puts it and its report."""
 
 from __future__ import annotations
 
-from importlib.resources import files
 from pathlib import Path
 
 import torch
@@ -15,18 +14,17 @@ from reelsearch.towers.hub import is_hf
 from .ensemble import MixtureOfExperts
 from .folder import is_model_folder, read_model
 from .hf import hf_model
+from .query_model import DEFAULT_MODEL, bundled_model_dir
 
 #: The kinds of model a folder may hold, each registered with ``read_model`` by its class (``folder.model_kind``):
 #: a mixture's module brings the joint model's.
 MODEL_CLASSES = (MixtureOfExperts,)
 
-#: Name that resolves to the model bundled with the package (src/reelsearch/assets/default-model/).
-DEFAULT_MODEL = "default"
 
 
 def default_model_dir() -> Path:
     """The bundled default model's directory (ReelsearchError when this installation does not include it)."""
-    directory = Path(str(files("reelsearch") / "assets" / "default-model"))
+    directory = bundled_model_dir()
     if not is_model_folder(directory):
         raise ReelsearchError(f"the bundled default model is missing ({directory}); reinstall reelsearch or pass "
                               "a model directory (--model PATH)")

@@ -31,15 +31,20 @@ from .querybank import QueryBank
 
 logger = logging.getLogger(__name__)
 
-#: The name that resolves to the bundled model (``reelsearch.models.checkpoint.DEFAULT_MODEL``).
+#: Name that resolves to the model bundled with the package (src/reelsearch/assets/default-model/).
 DEFAULT_MODEL = "default"
+
+
+def bundled_model_dir() -> Path:
+    """Where the package keeps its bundled model (``reelsearch.models.checkpoint.default_model_dir`` checks it)."""
+    return Path(str(files("reelsearch") / "assets" / "default-model"))
 
 
 def model_folder(path: str | Path) -> Path | None:
     """The model folder ``path`` names when it is one (``"default"``: the bundled model's, unless such a folder
     exists here); None otherwise (a training run, ``hf:...``: the torch model resolves those)."""
     if str(path) == DEFAULT_MODEL and not Path(path).exists():
-        return Path(str(files("reelsearch") / "assets" / "default-model"))
+        return bundled_model_dir()
     folder = Path(path)
     return folder if (folder / "reelsearch.json").is_file() else None
 
