@@ -22,13 +22,10 @@ import json
 
 import numpy as np
 
+from bench_short_queries import dev_short_queries
 from reelsearch.evaluation.calibration import HITS, halves, isotonic, top_hits
-from reelsearch.evaluation.short_queries import relevance, short_queries
-from reelsearch.features.caches import DatasetSource
-from reelsearch.models import load_model
-from reelsearch.scoring.calibration import NO_GOOD_MATCH, query_length
+from reelsearch.scoring.calibration import NO_GOOD_MATCH
 from reelsearch.training.calibrate import BATCH, TERM_PHOTOS
-from reelsearch.training.run import model_pairs
 
 CUTS = (0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15)
 KEPT = (0.995, 0.99, 0.98, 0.97)
@@ -58,15 +55,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="flickr8k:../shared/data/flickr8k")
     args = parser.parse_args()
-    model = load_model("default")
-    source, _ = DatasetSource.open(args.data, None)
-    pairs = model_pairs(model, source, source.check_split("dev"), "cpu", False)
-    video = model.encode_video(pairs.video_items(), batch_size=BATCH)
-    offsets = model.querybank.video_offsets(video.video)[None, :]
-    cap2vid = np.asarray(pairs.cap2vid)
-    queries = list(dict.fromkeys(q for c in pairs.captions for q in short_queries(c)))
-    lengths = np.array([query_length(q) for q in queries])
-    relevant = relevance(queries, pairs.captions, cap2vid, len(video.video))
+    model, pairs, video, offsets, queries, lengths, relevant = dev_short_queries(args.data)
+    offsets, cap2vid = offsets[None, :], np.asarray(pairs.cap2vid)
 
     def raw(texts, cached):
         text = model.encode_text(texts, BATCH, cached=cached)

@@ -31,19 +31,27 @@ def recall(scores: np.ndarray, relevant: np.ndarray, ks=(1, 5, 10)) -> dict:
     return {f"R@{k}": round(100 * float(hit[:, :k].any(1).mean()), 1) for k in ks}
 
 
+def dev_short_queries(data: str):
+    """(the bundled model, its dev pairs of ``data``, the dev photos' embeddings, their querybank offsets, the short
+    queries derived from the dev captions, each one's length, [queries x photos] right) as ``reelsearch calibrate``
+    makes them."""
+    model = load_model("default")
+    source, _ = DatasetSource.open(data, None)
+    pairs = model_pairs(model, source, source.check_split("dev"), "cpu", False)
+    video = model.encode_video(pairs.video_items(), batch_size=BATCH)
+    offsets = model.querybank.video_offsets(video.video)
+    queries = list(dict.fromkeys(q for c in pairs.captions for q in short_queries(c)))
+    lengths = np.array([query_length(q) for q in queries])
+    relevant = relevance(queries, pairs.captions, np.asarray(pairs.cap2vid), len(video.video))
+    return model, pairs, video, offsets, queries, lengths, relevant
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="flickr8k:../shared/data/flickr8k")
     args = parser.parse_args()
-    model = load_model("default")
-    source, _ = DatasetSource.open(args.data, None)
-    pairs = model_pairs(model, source, "dev", "cpu", False)
-    video = model.encode_video(pairs.video_items(), batch_size=BATCH)
-    offsets = model.querybank.video_offsets(video.video)
+    model, pairs, video, offsets, queries, lengths, relevant = dev_short_queries(args.data)
     cap2vid = np.asarray(pairs.cap2vid)
-    queries = list(dict.fromkeys(q for c in pairs.captions for q in short_queries(c)))
-    lengths = np.array([query_length(q) for q in queries])
-    relevant = relevance(queries, pairs.captions, cap2vid, len(video.video))
 
     def raw(texts):
         return np.asarray(model.fuse(model.expert_scores(model.encode_text(texts, BATCH), video), axis=1), np.float64)
