@@ -24,6 +24,7 @@ from reelsearch.datasets.long_videos import LongVideo, Shot, write_video
 from reelsearch.datasets.variants import Variant, excerpt_span, footage_set, make_variant, photo_clip
 from reelsearch.index import EmbeddedCatalog, EmbeddedMedia
 from reelsearch.index.media import thumbnail_picture
+from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.sync_records import FileChange, FileToSync
 from reelsearch.search import Searcher
 from reelsearch.search import duplicates as duplicates_module
@@ -258,16 +259,30 @@ def long_footage(tmp_path_factory):
     return folder, video, excerpt
 
 
+@pytest.fixture(scope="module")
+def long_index(long_footage, tmp_path_factory):
+    """(an embedded index of the long footage's folder, indexed with the bundled model, its report): made once,
+    only read after."""
+    index = tmp_path_factory.mktemp("long-index") / "index"
+    with Searcher(index, "default") as searcher:
+        return index, searcher.index([long_footage[0]], progress=False, cues=())
+
+
 @pytest.mark.parametrize("where", ["embedded", "postgres"])
-def test_a_clip_cut_from_a_long_video_is_grouped_with_it_at_its_offset(long_footage, where, request, tmp_path):
+def test_a_clip_cut_from_a_long_video_is_grouped_with_it_at_its_offset(long_footage, long_index, where, request):
     """The excerpt is grouped with the slideshow, starting where it was cut (within a second; its row scores the
     slideshow by its best segment); the 9 kbit/s carphone with its original; the other photo's clip alone. In the
-    Python result, the JSON and the text of `reelsearch duplicates`."""
+    Python result, the JSON and the text of `reelsearch duplicates`. On PostgreSQL, the module's index copied in
+    (``copy_from``, as `index --from` copies: its vectors, frames and segments, nothing embedded again; PostgreSQL's
+    own indexing of a slideshow's segments is test_search_segments.py's)."""
     folder, video, excerpt = long_footage
-    index = request.getfixturevalue("pg_url") if where == "postgres" else tmp_path / "index"
+    index, report = long_index
+    if where == "postgres":
+        index = request.getfixturevalue("pg_url")
+        with EmbeddedCatalog(long_index[0]) as source, PostgresCatalog(index) as catalog:
+            assert len(catalog.copy_from(source, progress=False).added) == len(report.added)
     start = excerpt_span(video.duration, excerpt)[0]
     with Searcher(index, "default") as searcher:
-        report = searcher.index([folder], progress=False, cues=())
         assert len(report.added) == 5 and not report.failed
         catalog = searcher.catalog
         ids = {name: catalog.find(folder / name) for name in ("slideshow.mp4", "slideshow.excerpt.mp4")}

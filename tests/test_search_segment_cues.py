@@ -22,6 +22,7 @@ from reelsearch.cli.main import app
 from reelsearch.datasets.cue_clips import CueClip, OnScreenText, Utterance, espeak_available, make_clip
 from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.index import EmbeddedCatalog
+from reelsearch.index.pg import PostgresCatalog
 from reelsearch.scoring.calibration import NO_GOOD_MATCH
 from reelsearch.search import Searcher
 from reelsearch.search import fusion as fusion_module
@@ -77,12 +78,18 @@ def talk_index(clips, tmp_path_factory):
 
 
 @pytest.fixture(params=["embedded", "postgres"])
-def indexed(request, clips, talk_index):
-    """(catalog, report) of the slideshow's folder: the module's embedded index, or a PostgreSQL catalog made here."""
+def indexed(request, talk_index):
+    """(catalog, report) of the slideshow's folder: the module's embedded index, or that index copied into a PostgreSQL
+    catalog (``copy_from``, as `index --from` copies: its vectors, segments and text cues, nothing extracted or
+    embedded again; PostgreSQL's own indexing of a slideshow's segments and of spoken words is test_duplicates.py's
+    and test_index_bad_input.py's), searched there."""
     if request.param == "embedded":
         return talk_index
     where = request.getfixturevalue("pg_url")
-    return where, index_talk(where, clips[0])
+    with EmbeddedCatalog(talk_index[0]) as source, PostgresCatalog(where) as catalog:
+        report = catalog.copy_from(source, progress=False)
+    assert len(report.added) == len(talk_index[1].added)
+    return where, talk_index[1]
 
 
 def test_words_said_or_shown_make_their_segment_the_top_moment(clips, indexed, monkeypatch):

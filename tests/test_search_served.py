@@ -44,10 +44,12 @@ def search(index: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def search_here(index: Path, *args: str):
+def search_here(index: Path, *args: str, local: bool = True):
     """``reelsearch -v search ARGS --local`` in this process (the CLI's own command, as a real process runs it: the
-    same stdout and stderr lines, without paying Python's and torch's start again for every comparison)."""
-    done = CliRunner().invoke(app, ["-v", "search", *args, "--index", str(index), "--local"])
+    same stdout and stderr lines, without paying Python's and torch's start again for every comparison); without
+    ``--local`` (``local=False``) the command asks a running server first, as it does in a process whose entry point
+    could not ask (a refusal, a stale advert: the same ``served_answer``; real processes ask above and below)."""
+    done = CliRunner().invoke(app, ["-v", "search", *args, "--index", str(index), *(["--local"] if local else [])])
     assert done.exit_code == 0, done.output
     return done
 
@@ -123,7 +125,7 @@ def test_what_the_server_cannot_answer_is_searched_here(served, tmp_path):
     for args, why in [(["--weights", "visual=1"], "--weights are the server's own"),
                       (["--model", str(tmp_path / "model")], "it runs the model"),
                       (["--like", str(root / "media" / "sea.jpg")], "--like names a file")]:
-        asked = search(index, "a yellow flower", *args)
+        asked = search_here(index, "a yellow flower", *args, local=False)
         assert why in asked.stderr and ANSWERED not in asked.stderr
         assert asked.stdout == search_here(index, "a yellow flower", *args).stdout
     res = reelsearch("-v", "search", "a car", "-k", "500", "--index", str(index))[0]  # beyond the API's k: refused
@@ -137,17 +139,18 @@ def test_stale_adverts_are_ignored(served, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(root / "index", copy)  # the advert came along: another library
     assert live_advert(copy) is None and (copy / ADVERT_NAME).is_file()
-    done = search(copy, "a yellow flower")
+    done = search_here(copy, "a yellow flower", local=False)
     assert ANSWERED not in done.stderr and done.stdout == search(root / "index", "a yellow flower").stdout
     advert = json.loads((copy / ADVERT_NAME).read_text())
     advert["library"] = library_key(copy)
     gone = subprocess.Popen([sys.executable, "-c", ""])
     gone.wait()
     (copy / ADVERT_NAME).write_text(json.dumps(advert | {"pid": gone.pid}))  # its process is gone: removed
-    assert ANSWERED not in search(copy, "a yellow flower").stderr and not (copy / ADVERT_NAME).exists()
+    assert ANSWERED not in search_here(copy, "a yellow flower", local=False).stderr
+    assert not (copy / ADVERT_NAME).exists()
     (copy / ADVERT_NAME).write_text(json.dumps(advert | {"pid": os.getpid(), "port": 9}))  # alive, not listening
     start = time.perf_counter()
-    done = search(copy, "a yellow flower")
+    done = search_here(copy, "a yellow flower", local=False)
     assert "no answer from 127.0.0.1:9" in done.stderr and (copy / ADVERT_NAME).exists()
     assert time.perf_counter() - start < 120
 
@@ -161,8 +164,8 @@ def test_the_advert_goes_when_the_server_stops(served, tmp_path):
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     assert not advert_path(index).exists()
-    assert ANSWERED not in search(index, "a yellow flower").stderr
-    assert re.match(r"  1\. ", search(index, "a yellow flower").stdout)
+    done = search_here(index, "a yellow flower", local=False)
+    assert ANSWERED not in done.stderr and re.match(r"  1\. ", done.stdout)
 
 
 def test_a_postgresql_catalogs_advert_is_in_the_cache_folder(monkeypatch, tmp_path):
