@@ -15,6 +15,7 @@ import threading
 
 from typer.testing import CliRunner
 
+from in_process import cli_here
 from reelsearch.cli.main import app
 from reelsearch.cli.options import command_quiet, set_output, show_progress
 
@@ -67,15 +68,16 @@ def test_progress_bars_only_on_a_terminal(capsys, monkeypatch):
 
 
 def test_index_draws_its_bar_on_a_terminal_only(tmp_path):
-    """`reelsearch index` with stderr a pipe (a log, CI): its lines, no bar; with stderr a terminal (a pty): the bar."""
+    """`reelsearch index` with stderr not a terminal (a log, CI; here in process, stderr captured): its lines, no bar;
+    with stderr a terminal (a pty, a process): the bar."""
     from test_search_support import make_media, small_model
 
     make_media(tmp_path / "media")
     model = small_model("cosine").save(tmp_path / "model")
-    cmd = [sys.executable, "-m", "reelsearch", "index", str(tmp_path / "media"), "--model", str(model), "--no-speech",
-           "--no-ocr", "--index"]
-    piped = subprocess.run([*cmd, str(tmp_path / "piped")], capture_output=True, text=True, timeout=300)
+    args = ["index", str(tmp_path / "media"), "--model", str(model), "--no-speech", "--no-ocr", "--index"]
+    piped = cli_here(*args, tmp_path / "piped")
     assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    cmd = [sys.executable, "-m", "reelsearch", *args]
     main, terminal = pty.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # 80 columns: room for the bar
     drawn = bytearray()

@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
+from cache_fixtures import seed_cache
 from conftest import shared_path
 from reelsearch.errors import ReelsearchError
 
@@ -108,7 +109,8 @@ def test_runtime_choice(cache, monkeypatch):
         assert appearance.EfficientNetLite("efficientnet-lite0", device="cuda").runtime == "torch"
 
 
-def test_flip_averages_a_frame_and_its_mirror(photos, cache):
+def test_flip_averages_a_frame_and_its_mirror(photos, cache, onnx_exports, messages):
+    seed_cache(cache, onnx_exports)  # the run's Lite0 graph: exporting is the tests' above
     square = np.stack([cv2.resize(p, (224, 224)) for p in photos[:3]])  # the network's input: no crop to mirror
     plain = appearance.EfficientNetLite("efficientnet-lite0")
     flipped = appearance.EfficientNetLite("efficientnet-lite0", flip=True)
@@ -116,5 +118,6 @@ def test_flip_averages_a_frame_and_its_mirror(photos, cache):
     got = flipped.extract_frames(square)
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
     assert np.abs(got - plain.extract_frames(square)).max() > 1e-2  # a real photo is not its own mirror
+    assert flipped.runtime == "onnxruntime" and "exporting" not in messages()  # the seeded graph, both ways
     torch_flip = appearance.EfficientNetLite("efficientnet-lite0", flip=True, runtime="torch")
     assert np.abs(torch_flip.extract_frames(square) - want).max() < 1e-4 * np.abs(want).max()

@@ -1,6 +1,7 @@
 """The paths a new user takes, on a cold cache (REELSEARCH_CACHE_DIR empty), through the CLI: `train` extracts
 every split it reads, `mc eval` and `eval` find or extract features on demand, `eval default` writes its result
-where the user is, not into the installed package."""
+where the user is, not into the installed package. `train`, `mc eval` and the second `eval default` run in this
+process (tests/in_process.py: the CLI's main, the cache folder given), the first `eval default` as a process."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from cache_fixtures import seed_cache
 from conftest import shared_path
+from in_process import cli_here
 
 ROOT = Path(__file__).resolve().parents[1]
+
+torch.set_num_threads(1)  # as the processes run (OMP_NUM_THREADS=1)
 
 
 def flickr_manifest(folder: Path, n_train: int = 24, n_val: int = 8) -> Path:
@@ -44,7 +49,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("cold")
     manifest = flickr_manifest(root / "data")
     cache = root / "cache"
-    res = cli("train", "torabi-m2", "--data", f"manifest:{manifest}", "--out", root / "run", "--threads", "1",
+    res = cli_here("train", "torabi-m2", "--data", f"manifest:{manifest}", "--out", root / "run", "--threads", "1",
               "--set", "train.epochs=1", "--set", "train.batch_size=20", "--set", "model.text.encoder.hidden_size=64",
               "--set", "model.text.projection.dim=64", "--set", "model.video.projection.dim=64", cache=cache)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -76,7 +81,7 @@ def test_mc_eval_on_a_cold_cache_finds_or_extracts_features(trained, tmp_path):
                  for it in items]
     mc = tmp_path / "val.csv"
     write_mc_file(mc, questions)
-    res = cli("mc", "eval", root / "run", mc, "--data", f"manifest:{manifest}:val", "--json", "--quiet",
+    res = cli_here("mc", "eval", root / "run", mc, "--data", f"manifest:{manifest}:val", "--json", "--quiet",
               cache=tmp_path / "fresh-cache")
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout)
@@ -99,6 +104,6 @@ def test_eval_default_writes_its_result_where_the_user_is(trained, tmp_path, onn
     assert sorted(p.name for p in default_model_dir().iterdir()) == before  # nothing written into the package
     written = json.loads((tmp_path / "eval-reelsearch-default-manifest-val.json").read_text())
     assert written["RSum"] == metrics["RSum"]
-    res = cli("eval", "default", "--data", f"manifest:{manifest}", "--split", "val", "--out", tmp_path / "m.json",
+    res = cli_here("eval", "default", "--data", f"manifest:{manifest}", "--split", "val", "--out", tmp_path / "m.json",
               cache=cache, cwd=tmp_path)
     assert res.returncode == 0 and json.loads((tmp_path / "m.json").read_text())["RSum"] == metrics["RSum"]

@@ -16,46 +16,16 @@ import pytest
 
 from conftest import ROOT, shared_path
 from in_process import cli_here
+from index_extractor import IndexExtractor, pipeline_of
 from reelsearch.errors import ReelsearchError
 from reelsearch.features.extract import ExtractConfig, run_extraction
 from reelsearch.features.jobs import Job, collect_jobs, shard
-from test_media_decode import make_clip, make_huge_png, make_image, make_wav, read_index
+from test_media_decode import make_clip, make_huge_png, make_image, make_wav
 
 pytest.importorskip("av")
 store_mod = pytest.importorskip("reelsearch.features.store")
 FeatureStore = store_mod.FeatureStore
 REELSEARCH = [sys.executable, "-m", "reelsearch"]
-
-
-class IndexExtractor:
-    """A frame 'extractor' that reads back the painted frame index: one row [index, mean] per frame; counts calls."""
-
-    modality, input, dim, per_frame = "appearance", "frames", 2, True
-
-    def __init__(self, delay: float = 0.0):
-        self.frames_seen = 0
-        self.delay = delay
-
-    def extract_frames(self, frames):
-        time.sleep(self.delay * len(frames))
-        self.frames_seen += len(frames)
-        return np.array([[read_index(f), f.mean()] for f in frames], np.float32)
-
-
-def pipeline_of(extractors: dict, sampling: str = "interval:0.5", max_frames: int | None = 64,
-                short_side: int | None = 256):
-    """A FeaturePipeline running the given extractor objects (recipes named after them, frames as given)."""
-    from reelsearch.config.recipe import ModalityRecipe
-    from reelsearch.features.pipeline import FeaturePipeline
-
-    recipes = {}
-    for m, ex in extractors.items():
-        frames = getattr(ex, "input", "frames") == "frames"
-        recipes[m] = ModalityRecipe(getattr(ex, "name", type(ex).__name__), int(ex.dim),
-                                    sampling=sampling if frames else None, max_frames=max_frames if frames else None,
-                                    short_side=short_side if frames else None,
-                                    motion_input="pairs" if m == "motion" else None)
-    return FeaturePipeline(recipes, extractors=extractors)
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +145,7 @@ def test_cli_exit_status_summary_and_errors(media, tmp_path):
 SLOW_RUN = """
 import sys, time
 sys.path.insert(0, {tests!r})
-from test_extract_pipeline import IndexExtractor, pipeline_of
+from index_extractor import IndexExtractor, pipeline_of
 from reelsearch.features.extract import ExtractConfig, run_extraction
 from reelsearch.features.jobs import collect_jobs
 cfg = ExtractConfig(workers=1, progress=False, commit_every=2, call_frames=1)
@@ -212,18 +182,28 @@ def test_killed_run_resumes_without_redoing(tmp_path):
     assert [s.get("appearance", f"i{i:02d}")[0, 0] for i in range(16)] == list(range(16))
 
 
-def test_distributed_shards_merge(media, tmp_path):
-    """Two ranks by hand (RANK / WORLD_SIZE, file rendezvous): each writes STORE/rank-r, rank 0 merges."""
+def test_distributed_shards_merge(media, tmp_path, monkeypatch):
+    """Two ranks by hand (RANK / WORLD_SIZE, file rendezvous): each writes STORE/rank-r, rank 0 merges. Rank 1 is a
+    process, rank 0 this one (the CLI's main: a process less to start; the torchrun test below runs every rank as a
+    process)."""
     out = tmp_path / "store"
-    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
-    procs = []
-    for rank in range(2):
-        e = dict(env, RANK=str(rank), WORLD_SIZE="2", REELSEARCH_RUN_ID=f"t{os.getpid()}")
-        procs.append(subprocess.Popen([*REELSEARCH, "extract", str(media), "--out", str(out), "-m", "motion",
-                                       "--no-progress"], cwd=ROOT, env=e, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
-    outs = [p.communicate(timeout=120) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    args = ["extract", str(media), "--out", str(out), "-m", "motion", "--no-progress"]
+    for name in ("MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("REELSEARCH_RUN_ID", f"t{os.getpid()}")
+    monkeypatch.setenv("RANK", "1")
+    other = subprocess.Popen([*REELSEARCH, *args], cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    monkeypatch.setenv("RANK", "0")
+    try:
+        here = cli_here(*args, "--merge-timeout", "120")
+        outs = [(here.stdout, here.stderr), other.communicate(timeout=120)]
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()
+    assert [here.returncode, other.returncode] == [0, 0], outs
     assert "merged 2 shards" in outs[0][0]
     merged = FeatureStore(out)
     assert sorted(merged.keys("motion")) == ["videos/deep/v1", "videos/v2"]

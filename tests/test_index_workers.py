@@ -30,7 +30,7 @@ SRC = TESTS.parent / "src"
 #: files' bytes, slowed to 0.1 s a file so that the kill lands mid-run; a 2-second lease; commits of 4 files.
 WORKER = """
 import json, sys, time
-from test_index_library import FakeEmbedder
+from fake_embedder import FakeEmbedder
 from reelsearch.index.pg import PostgresCatalog
 
 class Slow(FakeEmbedder):
@@ -103,7 +103,7 @@ def test_three_workers_one_killed_index_every_file_exactly_once(pg_url, tmp_path
 #: A writer that commits one batch of every file, printing each file's name once embedded, 0.1 s a file; 1-second lease.
 BATCH_WORKER = """
 import sys, time
-from test_index_library import FakeEmbedder
+from fake_embedder import FakeEmbedder
 from reelsearch.index.pg import PostgresCatalog
 
 class Slow(FakeEmbedder):

@@ -266,11 +266,10 @@ def test_search_like_an_example(setup):
     res = runner.invoke(app, ["search", "--like", str(paths[0]), "--index", index])
     assert res.exit_code == 0 and len(res.stdout.splitlines()) == stored - 1
     # each bad example is a ReelsearchError, which `reelsearch` (cli.main.main) prints as "error: ..." with exit
-    # status 2: one real process checks that, in-process runs check the other examples' messages
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    # status 2: the CLI's main in process checks that (test_errors_are_one_line_and_exit_2 runs the real process),
+    # the runner the other examples' messages
     missing = root / "missing.mp4"
-    proc = subprocess.run([sys.executable, "-m", "reelsearch", "search", "--like", str(missing), "--index", index],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = cli_here("search", "--like", missing, "--index", index)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert proc.stderr.strip().startswith(f"error: {missing}: no such file"), proc.stderr
     for like, message in (("4242@1", "no indexed video with id 4242"),

@@ -24,15 +24,22 @@ from test_search_support import CAPTIONS, dated_library, small_model, taken
 torch.set_num_threads(1)
 
 
-@pytest.fixture(params=["embedded", "postgres"])
-def library(request, tmp_path):
-    """(test client, searcher, paths) over FILES on the embedded catalog or PostgreSQL."""
-    paths = dated_library(tmp_path / "media")
-    index = PostgresCatalog(request.getfixturevalue("pg_url")) if request.param == "postgres" else tmp_path / "index"
+@pytest.fixture(scope="module", params=["embedded", "postgres"])
+def library(request, tmp_path_factory):
+    """(test client, searcher, paths) over FILES on the embedded catalog or PostgreSQL (a database of the session's
+    server, dropped after the module): indexed once per catalog for the tests, which only read it (one moves a file
+    and puts it back)."""
+    root = tmp_path_factory.mktemp("browse")
+    paths = dated_library(root / "media")
+    server = request.getfixturevalue("pg_server") if request.param == "postgres" else None
+    name = server.create_database() if server else None
+    index = PostgresCatalog(server.url(name)) if server else root / "index"
     with Searcher(index, small_model("moe")) as searcher:
-        searcher.index([tmp_path / "media"], progress=False, cues=())
+        searcher.index([root / "media"], progress=False, cues=())
         with TestClient(create_app(searcher), raise_server_exceptions=False) as client:
             yield client, searcher, paths
+    if server:
+        server.drop_database(name)
 
 
 def test_the_catalog_a_page_at_a_time_by_folder_date_or_name(library):
@@ -120,7 +127,10 @@ def test_thumbnails_at_the_size_shown(library, monkeypatch):
     # a file this host cannot read: the stored thumbnail, not an error
     gone = paths[2].with_name("moved.mp4")
     shutil.move(paths[2], gone)
-    small = image(client.get(f"/videos/{searcher.catalog.find(paths[2])}/thumbnail", params={"size": 640}))
+    try:
+        small = image(client.get(f"/videos/{searcher.catalog.find(paths[2])}/thumbnail", params={"size": 640}))
+    finally:
+        shutil.move(gone, paths[2])  # the module's library as it was
     assert max(small.shape[:2]) == 96
 
 
