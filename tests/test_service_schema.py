@@ -23,6 +23,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.configuration import storage_directory
 
 from reelsearch.search import Searcher
 from reelsearch.search.filters import Filter, FilterError
@@ -53,8 +54,11 @@ def test_schemathesis_finds_nothing(tmp_path):
                    "--config-file", str(TESTS / "schemathesis.toml"), "run", f"{server.url}/openapi.json",
                    "--checks", "all", "--max-examples", EXAMPLES, "--seed", SEED, "--generation-database", "none",
                    "--header", f"X-API-Key: {KEY}", "--no-color", "--request-timeout", "60"]
+            # hypothesis's tables of Unicode (about 1.5 s of CPU to make) from this process's folder, not made anew
+            # in the run's empty working folder
             env = {**os.environ, "PYTHONPATH": str(TESTS) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                   "SCHEMATHESIS_HOOKS": "schemathesis_hooks"}
+                   "SCHEMATHESIS_HOOKS": "schemathesis_hooks",
+                   "HYPOTHESIS_STORAGE_DIRECTORY": str(storage_directory(intent_to_write=False).path)}
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
