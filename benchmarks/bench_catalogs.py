@@ -56,6 +56,7 @@ import numpy as np
 import torch
 
 from bench_search import (
+    biased_queries,
     caption_texts,
     commit_videos,
     embedded_server,
@@ -72,7 +73,6 @@ from bench_search import (
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.pg.schema import hnsw_index, segments_hnsw_index
 from reelsearch.index.sync import CatalogSync
-from reelsearch.scoring.calibration import banked, query_length
 from reelsearch.search import Searcher
 from reelsearch.service.background import free_port
 
@@ -233,8 +233,8 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
         print(f"{name} {len(x)}: built {out['build']}", file=sys.stderr, flush=True)
         searcher.warm_up()
         qv = query_vectors(searcher, queries)
-        biased = np.array([banked(query_length(s)) for s in queries], np.float32)  # as the search ranks each
-        exact = np.argsort(-exact_scores(qv, x, bias, segments, segment_bias, biased), axis=1)[:, :10]
+        exact = np.argsort(-exact_scores(qv, x, bias, segments, segment_bias, biased_queries(queries)),
+                           axis=1)[:, :10]
         truth = [[str(int(i) + 1) for i in r] for r in exact]  # catalog ids start at 1, in insertion order
         before = load()
         with precomputed(searcher, queries + warm):
