@@ -9,6 +9,7 @@ import sqlite3
 import tracemalloc
 import types
 
+import faiss
 import numpy as np
 import pytest
 
@@ -151,6 +152,42 @@ def test_catalog_over_codes_ranks_by_exact_score_and_bias(tmp_path):
         assert sum(len(i) for i, _ in lib.chunks()) == 1600
     with EmbeddedCatalog(tmp_path / "index", threshold=1024) as lib:  # opened from its saved files
         assert lib.vectors.structure == "ivfpq" and lib.nearest_many(q, 10, biased=True)[0] == found
+
+
+def test_codes_trained_once_when_each_video_is_one_segment(tmp_path, caplog):
+    """A full build of a library of one segment a video (the segments' rows are the videos') trains the codes once:
+    the segments' index gets the videos' lists and quantiser; two segments a video: each index trains its own."""
+    x = clustered(1600, DIM, seed=12)
+    bias = np.random.default_rng(13).uniform(-0.05, 0.05, len(x))
+    st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
+    pending = []
+    for i in range(len(x)):
+        media = EmbeddedMedia(x[i], np.stack([x[i], x[i]]), np.array([0.0, 0.5]), 1.0, None, float(bias[i]))
+        media.segment_vectors, media.segment_frames = x[i][None], np.array([[0, 2]])
+        media.segment_times, media.segment_biases = np.array([[0.0, 1.0]]), np.array([bias[i]])
+        pending.append(FileChange(FileToSync(f"/videos/{i:05d}.mp4", st, None), f"{i:064x}", media, (0.0, "file")))
+    q = clustered(30, DIM, seed=14)
+    with caplog.at_level(logging.INFO, "reelsearch.index.embedded.vectors"), \
+            EmbeddedCatalog(tmp_path / "one", threshold=1024) as lib:
+        lib._commit(pending, [], "fake-model@1")
+        lib.refresh()
+        assert lib.segment_vectors.structure == "ivfpq" and caplog.text.count("training the product quantiser") == 1
+        lists, quantisers = [], []
+        for index in (lib.vectors, lib.segment_vectors):
+            ivfpq = faiss.downcast_index(index._index)
+            lists.append(faiss.vector_to_array(faiss.downcast_index(ivfpq.quantizer).codes))
+            quantisers.append(faiss.vector_to_array(ivfpq.pq.centroids))
+        assert len(lists[0]) and np.array_equal(*lists) and np.array_equal(*quantisers)
+        exact = {f"{v + 1}:0": float(x[v] @ q[0] + bias[v]) for v in range(len(x))}
+        keys, scores = lib.nearest_segments(q[0], 10, biased=True)
+        assert recall([keys], [sorted(exact, key=exact.get, reverse=True)[:10]]) >= 0.9
+        np.testing.assert_allclose(scores, [exact[k] for k in keys], atol=1e-5)
+    caplog.clear()
+    segments = clustered(2 * 1600, DIM, seed=5).reshape(1600, 2, DIM)
+    with caplog.at_level(logging.INFO, "reelsearch.index.embedded.vectors"), \
+            EmbeddedCatalog(tmp_path / "two", threshold=1024) as lib:
+        commit(lib, x, segments, bias)
+        assert caplog.text.count("training the product quantiser") == 2
 
 
 def test_an_index_of_schema_6_gets_its_vector_files_rebuilt(tmp_path, caplog):

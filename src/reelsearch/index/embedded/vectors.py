@@ -256,6 +256,20 @@ class FaissIndex(VectorIndex):
         self._dead.clear()
         return True
 
+    def train_like(self, other: FaissIndex) -> bool:
+        """Before a full build into this empty index: ``other``'s trained, still empty ivfpq codes (its lists and
+        product quantiser), for rows of the same distribution (a library's segments where each video has one: they
+        are its rows), instead of training again. Whether it took them."""
+        import faiss  # noqa: PLC0415 - optional package (index extra)
+
+        if (len(self) or len(other) or other.structure != "ivfpq" or (other.dim, other.bias_column) != (
+                self.dim, self.bias_column) or self._wanted_structure(other._trained_on) != "ivfpq"):
+            return False
+        self._index = faiss.clone_index(other._index)
+        self._structure, self._trained_on = "ivfpq", other._trained_on
+        self._dead.clear()
+        return True
+
     # -- interface -------------------------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self._ids)
