@@ -115,6 +115,27 @@ def test_retrained_as_it_grows_and_exact_again_when_small():
     assert idx.search(x[3:4], 1)[0] == [["3"]]
 
 
+def test_a_full_build_in_small_batches_keeps_its_one_training(caplog):
+    """train_for then adds in batches far below the threshold (as a build reads SQLite, 4,096 rows at a time): the
+    codes stay those trained for all the rows (not exact for the first batches, trained again on the way)."""
+    x = clustered(3000, DIM, seed=15)
+    ids = [str(i) for i in range(len(x))]
+    disk = Disk()
+    disk.put(ids, x)
+    idx = FaissIndex(DIM, threshold=2500, rows_of=disk.rows_of)
+    with caplog.at_level(logging.INFO, "reelsearch.index.embedded.vectors"):
+        assert idx.train_for(len(x), lambda n: x[np.random.default_rng(0).choice(len(x), n, replace=False)])
+        for start in range(0, len(x), 300):
+            idx.add(ids[start:start + 300], x[start:start + 300])
+            assert idx.structure == "ivfpq" and idx._trained_on == 3000
+    assert caplog.text.count("training the product quantiser") == 1
+    q = clustered(20, DIM, seed=16)
+    truth = [[ids[j] for j in row] for row in np.argsort(-(q @ x.T), axis=1)[:, :10]]
+    assert recall(idx.search(q, 10)[0], truth) >= 0.95
+    idx.remove(ids[1000:])  # the build over, the usual hysteresis again: exact below half the threshold
+    assert idx.structure == "flat" and len(idx) == 1000
+
+
 def commit(lib: EmbeddedCatalog, x: np.ndarray, segments: np.ndarray, bias: np.ndarray) -> None:
     """One synthetic video per row of ``x`` with its ``segments`` [n, 2, D] (one frame each) and ``bias``."""
     st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)

@@ -111,6 +111,7 @@ class FaissIndex(VectorIndex):
         self.bias_column = bool(bias_column)
         self._large = "ivfpq" if rows_of is not None else "hnsw"
         self._trained_on = 0  # rows the ivfpq codes were trained on
+        self._building = 0  # rows a full build trained for (``train_for``), until the index holds them
         self._ids = IdTable()  # labels <-> ids
         self._bias_by_label = np.empty(0, dtype=np.float32)  # label -> bias (``bias_column``)
         self._dead: set[int] = set()  # labels masked in an HNSW graph (removed or replaced)
@@ -238,7 +239,9 @@ class FaissIndex(VectorIndex):
 
     def _stale(self, n_live: int) -> bool:
         """Whether the structure is not the one wanted, masks too many vectors, or its codes were trained on under
-        a quarter of the rows it holds."""
+        a quarter of the rows it holds. During a full build (``train_for``) the rows it is built for count: its first
+        batches would want it exact, and it would grow exact and be trained again on the way."""
+        n_live = max(n_live, self._building)
         return (self._wanted_structure(n_live) != self._structure
                 or bool(self._dead and len(self._dead) > 0.2 * self._index.ntotal)
                 or (self._structure == "ivfpq" and n_live > 4 * self._trained_on))
@@ -254,6 +257,7 @@ class FaissIndex(VectorIndex):
         logger.info("training the product quantiser of a vector index on %d of %d rows", len(train), rows)
         self._index = self._new_index("ivfpq", train, rows)
         self._dead.clear()
+        self._building = rows
         return True
 
     def train_like(self, other: FaissIndex) -> bool:
@@ -266,7 +270,7 @@ class FaissIndex(VectorIndex):
                 self.dim, self.bias_column) or self._wanted_structure(other._trained_on) != "ivfpq"):
             return False
         self._index = faiss.clone_index(other._index)
-        self._structure, self._trained_on = "ivfpq", other._trained_on
+        self._structure, self._trained_on, self._building = "ivfpq", other._trained_on, other._trained_on
         self._dead.clear()
         return True
 
@@ -292,10 +296,13 @@ class FaissIndex(VectorIndex):
         self._set_biases(labels, x[:, -1])
         if len(ids):
             self._add_rows(x, labels)
+        if len(self._ids) >= self._building:  # a full build is done
+            self._building = 0
         self._maybe_compact()
 
     def remove(self, ids: Sequence[str]) -> int:
         dropped = self._drop([str(i) for i in ids])
+        self._building = 0
         self._maybe_compact()
         return dropped
 
