@@ -10,7 +10,8 @@ Both use their catalog's default HNSW settings (FAISS M = 32, efConstruction = 8
 ef_construction = 64, ef_search = 128).
 
 Rows per catalog: ``Searcher.search`` in process (text encoding precomputed: the catalog's part: vector search,
-bias, moments) and its recall@10 against an exact scan of the same vectors with the model's own query vectors;
+bias, moments) and its recall@10 against an exact scan of the same vectors with the model's own query vectors (and
+each row's bias for the queries the search ranks with it, seven words or more: ``calibration.banked``);
 ``GET /search`` end to end against a ``reelsearch serve`` subprocess (one worker, one torch thread; every query a new
 caption, so its query cache never hits), from a client in this process; the server's resident memory after the
 queries (VmRSS); the catalog's size on disk (the index folder; PostgreSQL's table, HNSW index and frame tables).
@@ -55,6 +56,7 @@ import numpy as np
 import torch
 
 from bench_search import (
+    biased_queries,
     caption_texts,
     commit_videos,
     embedded_server,
@@ -206,14 +208,16 @@ def offsets(searcher: Searcher, x: np.ndarray) -> np.ndarray:
 
 
 def exact_scores(qv: np.ndarray, x: np.ndarray, bias: np.ndarray, segments: np.ndarray | None,
-                 segment_bias: np.ndarray | None) -> np.ndarray:
-    """[Q, n] every query's exact score of every video: its row's, or its best segment's (by blocks of videos)."""
+                 segment_bias: np.ndarray | None, biased: np.ndarray) -> np.ndarray:
+    """[Q, n] every query's exact score of every video: its row's, or its best segment's (by blocks of videos), plus
+    the bias where the query's ``biased`` (1, else 0: ``reelsearch.scoring.calibration.banked``)."""
     if segments is None:
-        return qv @ x.T + bias[None, :]
+        return qv @ x.T + biased[:, None] * bias[None, :]
     out = np.empty((len(qv), len(x)), np.float32)
     for start in range(0, len(x), 10000):
         seg, sb = segments[start:start + 10000], segment_bias[start:start + 10000]
-        out[:, start:start + len(seg)] = (np.einsum("qd,nkd->qnk", qv, seg) + sb[None]).max(axis=2)
+        out[:, start:start + len(seg)] = (np.einsum("qd,nkd->qnk", qv, seg)
+                                          + biased[:, None, None] * sb[None]).max(axis=2)
     return out
 
 
@@ -229,7 +233,8 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
         print(f"{name} {len(x)}: built {out['build']}", file=sys.stderr, flush=True)
         searcher.warm_up()
         qv = query_vectors(searcher, queries)
-        exact = np.argsort(-exact_scores(qv, x, bias, segments, segment_bias), axis=1)[:, :10]
+        exact = np.argsort(-exact_scores(qv, x, bias, segments, segment_bias, biased_queries(queries)),
+                           axis=1)[:, :10]
         truth = [[str(int(i) + 1) for i in r] for r in exact]  # catalog ids start at 1, in insertion order
         before = load()
         with precomputed(searcher, queries + warm):

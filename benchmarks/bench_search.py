@@ -45,6 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
+from reelsearch.scoring.calibration import banked, query_length
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("REELSEARCH_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
@@ -133,6 +135,12 @@ def caption_texts(n: int) -> list[str]:
     flat = sorted({c.strip().lower() for caps in captions.values() for c in caps if c.strip()})
     pick = np.random.default_rng(0).choice(len(flat), size=n, replace=False)
     return [flat[i] for i in pick]
+
+
+def biased_queries(texts: list[str]) -> np.ndarray:
+    """[N] 1 for each query the search ranks with the rows' bias (seven words or more: ``calibration.banked``), 0
+    for the others (ranked by the model's own score): the weight of the bias in an exact truth."""
+    return np.array([banked(query_length(t)) for t in texts], np.float32)
 
 
 def query_vectors(searcher, texts: list[str]) -> np.ndarray:
@@ -326,7 +334,7 @@ def bench_http(n: int, args, work: Path) -> list[dict]:
         searcher.warm_up()
 
         qv = query_vectors(searcher, queries)
-        exact = np.argsort(-(qv @ x.T + bias[None, :]), axis=1)[:, :10]
+        exact = np.argsort(-(qv @ x.T + biased_queries(queries)[:, None] * bias[None, :]), axis=1)[:, :10]
         truth = [[str(int(i) + 1) for i in r] for r in exact]  # library ids start at 1, in insertion order
 
         def add(name, lat, got=None, before=""):

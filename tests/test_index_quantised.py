@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import tracemalloc
 import types
 
+import faiss
 import numpy as np
 import pytest
 
 from reelsearch.errors import DataFormatError
 from reelsearch.index import EmbeddedCatalog, EmbeddedMedia, FaissIndex
 from reelsearch.index.embedded.catalog import FAISS_NAME, SEGMENTS_FAISS_NAME, SQLITE_NAME
+from reelsearch.index.embedded.id_table import IdTable
 from reelsearch.index.embedded.schema import SCHEMA_VERSION
 from reelsearch.index.sync import FileChange, FileToSync
 
@@ -112,6 +115,27 @@ def test_retrained_as_it_grows_and_exact_again_when_small():
     assert idx.search(x[3:4], 1)[0] == [["3"]]
 
 
+def test_a_full_build_in_small_batches_keeps_its_one_training(caplog):
+    """train_for then adds in batches far below the threshold (as a build reads SQLite, 4,096 rows at a time): the
+    codes stay those trained for all the rows (not exact for the first batches, trained again on the way)."""
+    x = clustered(3000, DIM, seed=15)
+    ids = [str(i) for i in range(len(x))]
+    disk = Disk()
+    disk.put(ids, x)
+    idx = FaissIndex(DIM, threshold=2500, rows_of=disk.rows_of)
+    with caplog.at_level(logging.INFO, "reelsearch.index.embedded.vectors"):
+        assert idx.train_for(len(x), lambda n: x[np.random.default_rng(0).choice(len(x), n, replace=False)])
+        for start in range(0, len(x), 300):
+            idx.add(ids[start:start + 300], x[start:start + 300])
+            assert idx.structure == "ivfpq" and idx._trained_on == 3000
+    assert caplog.text.count("training the product quantiser") == 1
+    q = clustered(20, DIM, seed=16)
+    truth = [[ids[j] for j in row] for row in np.argsort(-(q @ x.T), axis=1)[:, :10]]
+    assert recall(idx.search(q, 10)[0], truth) >= 0.95
+    idx.remove(ids[1000:])  # the build over, the usual hysteresis again: exact below half the threshold
+    assert idx.structure == "flat" and len(idx) == 1000
+
+
 def commit(lib: EmbeddedCatalog, x: np.ndarray, segments: np.ndarray, bias: np.ndarray) -> None:
     """One synthetic video per row of ``x`` with its ``segments`` [n, 2, D] (one frame each) and ``bias``."""
     st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
@@ -149,6 +173,42 @@ def test_catalog_over_codes_ranks_by_exact_score_and_bias(tmp_path):
         assert sum(len(i) for i, _ in lib.chunks()) == 1600
     with EmbeddedCatalog(tmp_path / "index", threshold=1024) as lib:  # opened from its saved files
         assert lib.vectors.structure == "ivfpq" and lib.nearest_many(q, 10, biased=True)[0] == found
+
+
+def test_codes_trained_once_when_each_video_is_one_segment(tmp_path, caplog):
+    """A full build of a library of one segment a video (the segments' rows are the videos') trains the codes once:
+    the segments' index gets the videos' lists and quantiser; two segments a video: each index trains its own."""
+    x = clustered(1600, DIM, seed=12)
+    bias = np.random.default_rng(13).uniform(-0.05, 0.05, len(x))
+    st = types.SimpleNamespace(st_size=0, st_mtime_ns=0)
+    pending = []
+    for i in range(len(x)):
+        media = EmbeddedMedia(x[i], np.stack([x[i], x[i]]), np.array([0.0, 0.5]), 1.0, None, float(bias[i]))
+        media.segment_vectors, media.segment_frames = x[i][None], np.array([[0, 2]])
+        media.segment_times, media.segment_biases = np.array([[0.0, 1.0]]), np.array([bias[i]])
+        pending.append(FileChange(FileToSync(f"/videos/{i:05d}.mp4", st, None), f"{i:064x}", media, (0.0, "file")))
+    q = clustered(30, DIM, seed=14)
+    with caplog.at_level(logging.INFO, "reelsearch.index.embedded.vectors"), \
+            EmbeddedCatalog(tmp_path / "one", threshold=1024) as lib:
+        lib._commit(pending, [], "fake-model@1")
+        lib.refresh()
+        assert lib.segment_vectors.structure == "ivfpq" and caplog.text.count("training the product quantiser") == 1
+        lists, quantisers = [], []
+        for index in (lib.vectors, lib.segment_vectors):
+            ivfpq = faiss.downcast_index(index._index)
+            lists.append(faiss.vector_to_array(faiss.downcast_index(ivfpq.quantizer).codes))
+            quantisers.append(faiss.vector_to_array(ivfpq.pq.centroids))
+        assert len(lists[0]) and np.array_equal(*lists) and np.array_equal(*quantisers)
+        exact = {f"{v + 1}:0": float(x[v] @ q[0] + bias[v]) for v in range(len(x))}
+        keys, scores = lib.nearest_segments(q[0], 10, biased=True)
+        assert recall([keys], [sorted(exact, key=exact.get, reverse=True)[:10]]) >= 0.9
+        np.testing.assert_allclose(scores, [exact[k] for k in keys], atol=1e-5)
+    caplog.clear()
+    segments = clustered(2 * 1600, DIM, seed=5).reshape(1600, 2, DIM)
+    with caplog.at_level(logging.INFO, "reelsearch.index.embedded.vectors"), \
+            EmbeddedCatalog(tmp_path / "two", threshold=1024) as lib:
+        commit(lib, x, segments, bias)
+        assert caplog.text.count("training the product quantiser") == 2
 
 
 def test_an_index_of_schema_6_gets_its_vector_files_rebuilt(tmp_path, caplog):
@@ -203,3 +263,38 @@ def test_bias_column_kept_out_of_the_codes(tmp_path):
             assert np.allclose(scores, exact, atol=1e-5)
     with pytest.raises(DataFormatError, match="bias_column"):  # codes of the other kind: not read as these
         FaissIndex(DIM + 1, tmp_path / "v.npz", rows_of=disk.rows_of)
+
+
+def test_id_table_matches_a_dict_and_holds_no_object_per_id():
+    """IdTable under random adds and removes answers as a dict both ways does (the reference), ids of any length;
+    its memory at 50,000 ids is a fraction of the two dicts it replaced (tracemalloc counts numpy's buffers)."""
+    rng = np.random.default_rng(11)
+    table, label_of, next_label = IdTable(), {}, 0
+    for step in range(40):
+        pool = [f"{v}:{o}" if step % 3 else str(v) for v, o in rng.integers(0, 300, (60, 2)).tolist()]
+        if step == 20:
+            pool.append("a-much-longer-id-than-the-others")
+        gone = [i for i in dict.fromkeys(pool[:20]) if i in label_of]
+        np.testing.assert_array_equal(np.sort(table.remove(pool[:20])), sorted(label_of.pop(i) for i in gone))
+        new = [i for i in dict.fromkeys(pool[20:]) if i not in label_of]
+        labels = np.arange(next_label, next_label + len(new))
+        table.add(new, labels)
+        label_of.update(zip(new, labels.tolist(), strict=True))
+        next_label += len(new)
+        assert len(table) == len(label_of) and table.ids() == sorted(label_of, key=label_of.get)
+        asked = pool + ["nope", "1:2:3"]
+        assert table.present(asked).tolist() == [i in label_of for i in asked]
+        assert [i in table for i in asked] == [i in label_of for i in asked]
+        stored = list(label_of)[:15]
+        assert table.labels_of(stored).tolist() == [label_of[i] for i in stored]
+        assert table.ids_of(table.labels_of(stored)) == stored
+        live = table.live(np.arange(-1, next_label + 2))
+        assert np.flatnonzero(live).tolist() == [lab + 1 for lab in sorted(label_of.values())]
+    with pytest.raises(KeyError, match="nope"):
+        table.labels_of([stored[0], "nope"])
+    ids = [f"{v}:0" for v in range(1, 50_001)]
+    tracemalloc.start()
+    big = IdTable(np.arange(len(ids)), ids)
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert big.labels_of(["4711:0"]).tolist() == [4710] and held < 100 * len(ids)  # two dicts: about 200 a row

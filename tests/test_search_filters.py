@@ -290,6 +290,25 @@ def test_the_cli_shows_the_filter_and_a_bad_one_exits_2(embedded, files, model, 
         assert exit_.value.code == 2 and problem in capsys.readouterr().err
 
 
+def _taken_as_the_files(results, files: list[Path]) -> None:
+    """Each result carries its file's time as when it was taken (the fake files have no date of their own)."""
+    mtimes = {str(p): p.stat().st_mtime_ns / 1e9 for p in files}
+    assert results and all((r.taken_at, r.taken_from) == (mtimes[r.path], "file") for r in results)
+
+
+def test_a_search_reads_when_its_hits_were_taken_not_every_video(embedded, files):
+    """A search without filters reads when its k hits were taken with their stored rows (``StoredVideo``), not the
+    whole catalog's facts (a list per video: about 30 MB at 100,000 videos, docs/benchmarks.md); sort="date" orders
+    them by it."""
+    embedded.catalog._facts_state = None
+    found = embedded.search(QUERY, 10)
+    assert embedded.catalog._facts_state is None
+    _taken_as_the_files(found, files)
+    by_date = embedded.search(QUERY, 10, sort="date")
+    assert sorted(r.id for r in by_date) == sorted(r.id for r in found)
+    assert [r.taken_at for r in by_date] == sorted((r.taken_at for r in found), reverse=True)
+
+
 def test_filters_on_postgresql(files, model, pg_url, monkeypatch):
     monkeypatch.setattr(subset, "EXACT_ROWS", 8)
     with Searcher(PostgresCatalog(pg_url), model) as searcher:
@@ -299,6 +318,7 @@ def test_filters_on_postgresql(files, model, pg_url, monkeypatch):
             _check(searcher, files, case)
         # rows of a catalog migrated from schema 3 have no date: their file time stands in, the next sync reads it
         searcher.catalog._db.execute("UPDATE videos SET taken_at = NULL, taken_from = NULL WHERE id % 2 = 0")
+        _taken_as_the_files(searcher.search(QUERY, 10), files)  # read with the hits (WITH_ROWS): NULL as in facts
     with PostgresCatalog(pg_url) as lib:
         assert lib._db.execute("SELECT COUNT(*) FROM videos WHERE taken_at IS NULL").fetchone()[0] == N // 2
         facts = lib.facts()

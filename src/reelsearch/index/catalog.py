@@ -31,7 +31,9 @@ from reelsearch.media.decode import is_image_path
 class StoredVideo:
     """What a result needs of one video, read with others in one query: its path, duration, frame rows [T, D]
     (float32, stored as float16), their times [T] (seconds) and their detail [T] (how much each frame shows: the luma
-    standard deviation of its thumbnail, ``reelsearch.index.media.frame_detail``; None when not measured)."""
+    standard deviation of its thumbnail, ``reelsearch.index.media.frame_detail``; None when not measured) and when it
+    was taken (``taken_at``, ``taken_from``: as ``Catalog.facts`` gives them, the file's time where no date was
+    read)."""
 
     id: str
     path: str
@@ -39,6 +41,8 @@ class StoredVideo:
     frame_rows: np.ndarray
     times: np.ndarray
     detail: np.ndarray | None = None
+    taken_at: float | None = None
+    taken_from: str | None = None
 
     @property
     def pictured(self) -> bool:

@@ -42,6 +42,8 @@ from reelsearch.index.textcue_records import Encoder
 from reelsearch.index.textcues import TextCues
 from reelsearch.index.vectors import ScoreFn, scan_chunks, with_biases
 
+#: When a video (``videos v``) was taken, as ``facts`` and ``stored`` give it: the file's time where no date was read.
+TAKEN = "COALESCE(v.taken_at, v.mtime_ns / 1e9), COALESCE(v.taken_from, 'file')"
 
 @dataclass
 class VideoRecord:
@@ -278,12 +280,12 @@ class SqlCatalog(CatalogSync, ABC):
         """What search filters read of every video (``Catalog.facts``): one query, once per generation."""
         gen = self.generation
         if self._facts_state is None or self._facts_state[0] != gen:
-            rows = self._db.execute("SELECT id, path, duration, taken_at, taken_from, mtime_ns, vector IS NULL "
-                                    "FROM videos ORDER BY id").fetchall()
+            rows = self._db.execute(f"SELECT v.id, v.path, v.duration, {TAKEN}, v.vector IS NULL FROM videos v "
+                                    "ORDER BY v.id").fetchall()
             facts = VideoFacts([str(r[0]) for r in rows], [self._local(r[1]) for r in rows],
                                np.array([np.nan if r[2] is None else r[2] for r in rows], np.float64),
-                               np.array([r[5] / 1e9 if r[3] is None else r[3] for r in rows], np.float64),
-                               [r[4] or "file" for r in rows], np.array([bool(r[6]) for r in rows], bool))
+                               np.array([r[3] for r in rows], np.float64), [r[4] for r in rows],
+                               np.array([bool(r[5]) for r in rows], bool))
             self._facts_state = (gen, facts)
         return self._facts_state[1]
 
@@ -361,26 +363,26 @@ class SqlCatalog(CatalogSync, ABC):
         return q
 
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
-        """Path, duration, frame vectors, times and detail of ``ids``, in one query (ids no longer stored are left
-        out; detail None where it is not measured: no thumbnails, or indexed before the detail column and not yet
-        synced; no frames for a video without a picture)."""
+        """Path, duration, frame vectors, times, detail and when taken of ``ids``, in one query (ids no longer stored
+        are left out; detail None where it is not measured: no thumbnails, or indexed before the detail column and not
+        yet synced; no frames for a video without a picture)."""
         keys = [int(i) for i in ids]
         if not keys:
             return {}
         rows = self._db.execute(
-            "SELECT v.id, v.path, v.duration, f.vectors, f.times, f.detail FROM videos v LEFT JOIN frame_vectors f "
-            f"ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(keys))})", keys)
+            f"SELECT v.id, v.path, v.duration, f.vectors, f.times, f.detail, {TAKEN} FROM videos v LEFT JOIN "
+            f"frame_vectors f ON f.video_id = v.id WHERE v.id IN ({','.join('?' * len(keys))})", keys)
         dim = self.dim or 0
         return {str(r[0]): self._stored_video(r, dim) for r in rows}
 
     def _stored_video(self, row: Sequence, dim: int) -> StoredVideo:
-        """A ``StoredVideo`` from its row (id, path, duration, frame vectors, times, detail) of ``videos`` and
-        ``frame_vectors`` (the last three None: no picture)."""
-        id_, path, duration, vectors, times, detail = row
+        """A ``StoredVideo`` from its row (id, path, duration, frame vectors, times, detail, taken at, taken from:
+        ``TAKEN``) of ``videos`` and ``frame_vectors`` (vectors, times and detail None: no picture)."""
+        id_, path, duration, vectors, times, detail, taken_at, taken_from = row
         frame_rows = (np.empty((0, dim), np.float32) if vectors is None else
                       np.frombuffer(vectors, np.float16).reshape(-1, dim).astype(np.float32))
         return StoredVideo(str(id_), self._local(path), duration, frame_rows, np.frombuffer(times or b"", np.float64),
-                           np.frombuffer(detail, np.float32) if detail else None)
+                           np.frombuffer(detail, np.float32) if detail else None, float(taken_at), taken_from)
 
     _bias_state: tuple[int, tuple[float, float], np.ndarray | None] | None = None
 

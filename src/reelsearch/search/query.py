@@ -105,7 +105,8 @@ def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:
     nothing matched, they were listed —, the first frame as the moment)."""
     stored = catalog.stored(list(ids))
     out = [SearchResult(i, v.path, 0.0, float(v.times[0]) if len(v.times) else 0.0, 0, v.duration, experts={},
-                        unavailable=unreachable(v.path)) for i in ids if (v := stored.get(i)) is not None]
+                        unavailable=unreachable(v.path), taken_at=v.taken_at, taken_from=v.taken_from)
+           for i in ids if (v := stored.get(i)) is not None]
     for result in out:
         if not stored[result.id].pictured:
             result.kind = "audio"
@@ -191,7 +192,7 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
         result = SearchResult(id_, video.path, float(fused.scores[j]), moment, frame, video.duration,
                               strip if frames else None,
                               {name: float(s[j]) for name, s in shown.items()} if shown else None, match, sure,
-                              found_moments, unreachable(video.path))
+                              found_moments, unreachable(video.path), video.taken_at, video.taken_from)
         if not video.pictured:
             result.kind = "audio"
         out.append(result)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from reelsearch.display import display_path, match_line, result_lines
-from reelsearch.index.catalog import VideoFacts, file_kind
+from reelsearch.index.catalog import file_kind
 from reelsearch.index.paths import path_b64
 from reelsearch.scoring.calibration import NO_GOOD_MATCH
 
@@ -135,14 +135,9 @@ _JSON_FIELDS = tuple((f.name, f.default is None) for f in dataclasses.fields(Sea
 SORTS = ("relevance", "date")
 
 
-def dated(results: list[SearchResult], facts: VideoFacts, sort: str = "relevance") -> list[SearchResult]:
-    """``results`` with when each was taken (``facts``: the catalog's, ``Catalog.facts``), in relevance order, or
-    for ``sort="date"`` newest first (undated last; ties keep their rank)."""
-    position = facts.position
-    for r in results:
-        j = position.get(r.id)
-        if j is not None:
-            r.taken_at, r.taken_from = float(facts.taken_at[j]), facts.taken_from[j]
+def dated(results: list[SearchResult], sort: str = "relevance") -> list[SearchResult]:
+    """``results`` (each with when it was taken, read with its stored video: ``StoredVideo.taken_at``) in relevance
+    order, or for ``sort="date"`` newest first (undated last; ties keep their rank)."""
     if sort == "date":
         return sorted(results, key=lambda r: -r.taken_at if r.taken_at is not None else float("inf"))
     return results

@@ -306,10 +306,10 @@ class Searcher:
     def _search_one(self, q: _Query, catalog: Prefetched, visual: Visual) -> list[SearchResult]:
         allowed = self._allowed(q.filt, q.negatives) if q.filt else None
         if q.text is None and q.example is None:  # filters alone
-            return dated(listed(self.catalog, allowed.ids[:q.k]), self.catalog.facts(), q.sort)
+            return dated(listed(self.catalog, allowed.ids[:q.k]), q.sort)
         found = run_query(catalog, visual, self.cues, q.text, q.query, q.cue_query, q.plan, q.k, frames=q.frames,
                           example=q.example, allowed=allowed, moments=q.moments)
-        return dated(found, self.catalog.facts(), q.sort)
+        return dated(found, q.sort)
 
     def _allowed(self, filt: Filter, negatives: list[tuple[np.ndarray, str]]) -> Selection:
         """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those

@@ -365,8 +365,11 @@ class EmbeddedCatalog(SqlCatalog):
             self.segment_vectors.remove([k for k in self.segment_vectors.ids() if k.split(":")[0] in changed])
         if synced == 0:  # a full build: the codes trained once, on a sample, before the rows are added
             train_for(self._db, self.vectors, "SELECT id FROM videos WHERE vector IS NOT NULL", self._video_rows)
-            train_for(self._db, self.segment_vectors, "SELECT video_id || ':' || ordinal FROM video_segments",
-                      self._segment_rows)
+            several = self._db.execute("SELECT (SELECT COUNT(*) FROM video_segments) > (SELECT COUNT(*) FROM videos "
+                                       "WHERE vector IS NOT NULL)").fetchone()[0]
+            if several or not self.segment_vectors.train_like(self.vectors):  # one segment each: the videos' rows
+                train_for(self._db, self.segment_vectors, "SELECT video_id || ':' || ordinal FROM video_segments",
+                          self._segment_rows)
         cur = self._db.execute("SELECT id, vector, bias FROM videos WHERE gen > ? AND vector IS NOT NULL ORDER BY id",
                                (synced,))
         while rows := cur.fetchmany(4096):

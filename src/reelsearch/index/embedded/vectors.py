@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from reelsearch.errors import ConfigError, DataFormatError
+from reelsearch.index.embedded.id_table import IdTable
 from reelsearch.index.vectors import SCAN_CHUNK_ROWS, VectorIndex, VectorIndexError, as_matrix, pad_results
 from reelsearch.io import atomic_path
 
@@ -110,9 +111,8 @@ class FaissIndex(VectorIndex):
         self.bias_column = bool(bias_column)
         self._large = "ivfpq" if rows_of is not None else "hnsw"
         self._trained_on = 0  # rows the ivfpq codes were trained on
-        self._label_of: dict[str, int] = {}
-        self._id_of: dict[int, str] = {}
-        self._id_by_label = np.empty(0, dtype=object)  # label -> id, None where removed (vectorised lookups)
+        self._building = 0  # rows a full build trained for (``train_for``), until the index holds them
+        self._ids = IdTable()  # labels <-> ids
         self._bias_by_label = np.empty(0, dtype=np.float32)  # label -> bias (``bias_column``)
         self._dead: set[int] = set()  # labels masked in an HNSW graph (removed or replaced)
         self._next_label = 0
@@ -174,9 +174,9 @@ class FaissIndex(VectorIndex):
         """(labels [m], vectors [m, D]) of every live vector, in blocks: from FAISS, or read by ``rows_of`` from disk
         (``structure``: the index's, passed so that a rebuild can read the old one's while making the new)."""
         if structure == "ivfpq":
-            labels = np.fromiter(self._id_of, np.int64, len(self._id_of))
+            labels = self._ids.labels()
             for start in range(0, len(labels), READ_ROWS):  # a row gone from disk meanwhile is left out
-                ids = [self._id_of[lab] for lab in labels[start : start + READ_ROWS].tolist()]
+                ids = self._ids.ids_of(labels[start : start + READ_ROWS])
                 found = self.rows_of(ids)
                 keep = [j for j, i in enumerate(ids) if i in found]
                 yield (labels[start : start + READ_ROWS][keep],
@@ -188,7 +188,7 @@ class FaissIndex(VectorIndex):
         storage = self._storage()
         for start in range(0, len(labels), SCAN_CHUNK_ROWS):
             block = labels[start : start + SCAN_CHUNK_ROWS]
-            live = np.array([lab in self._id_of for lab in block.tolist()], dtype=bool)
+            live = self._ids.live(block)
             yield block[live], np.array(storage[start : start + SCAN_CHUNK_ROWS][live])
 
     def _read(self, ids: list[str]) -> np.ndarray:
@@ -208,9 +208,9 @@ class FaissIndex(VectorIndex):
         train = None
         if structure == "ivfpq":
             if from_disk:
-                labels = np.fromiter(self._id_of, np.int64, len(self._id_of))
+                labels = self._ids.labels()
                 pick = np.sort(np.random.default_rng(0).choice(len(labels), min(len(labels), 100_000), False))
-                found = self.rows_of([self._id_of[lab] for lab in labels[pick].tolist()])
+                found = self.rows_of(self._ids.ids_of(labels[pick]))
                 train = np.stack(list(found.values())) if found else np.empty((0, self.dim), np.float32)
             else:
                 train = np.concatenate([v for _, v in blocks] or [np.empty((0, self.dim), np.float32)])
@@ -239,7 +239,9 @@ class FaissIndex(VectorIndex):
 
     def _stale(self, n_live: int) -> bool:
         """Whether the structure is not the one wanted, masks too many vectors, or its codes were trained on under
-        a quarter of the rows it holds."""
+        a quarter of the rows it holds. During a full build (``train_for``) the rows it is built for count: its first
+        batches would want it exact, and it would grow exact and be trained again on the way."""
+        n_live = max(n_live, self._building)
         return (self._wanted_structure(n_live) != self._structure
                 or bool(self._dead and len(self._dead) > 0.2 * self._index.ntotal)
                 or (self._structure == "ivfpq" and n_live > 4 * self._trained_on))
@@ -255,11 +257,26 @@ class FaissIndex(VectorIndex):
         logger.info("training the product quantiser of a vector index on %d of %d rows", len(train), rows)
         self._index = self._new_index("ivfpq", train, rows)
         self._dead.clear()
+        self._building = rows
+        return True
+
+    def train_like(self, other: FaissIndex) -> bool:
+        """Before a full build into this empty index: ``other``'s trained, still empty ivfpq codes (its lists and
+        product quantiser), for rows of the same distribution (a library's segments where each video has one: they
+        are its rows), instead of training again. Whether it took them."""
+        import faiss  # noqa: PLC0415 - optional package (index extra)
+
+        if (len(self) or len(other) or other.structure != "ivfpq" or (other.dim, other.bias_column) != (
+                self.dim, self.bias_column) or self._wanted_structure(other._trained_on) != "ivfpq"):
+            return False
+        self._index = faiss.clone_index(other._index)
+        self._structure, self._trained_on, self._building = "ivfpq", other._trained_on, other._trained_on
+        self._dead.clear()
         return True
 
     # -- interface -------------------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._label_of)
+        return len(self._ids)
 
     def add(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         ids = [str(i) for i in ids]
@@ -270,54 +287,49 @@ class FaissIndex(VectorIndex):
             last = {id_: i for i, id_ in enumerate(ids)}
             keep = sorted(last.values())
             ids, x = [ids[i] for i in keep], x[keep]
-        self._drop([i for i in ids if i in self._label_of])
-        if self._stale(len(self._label_of) + len(ids)):  # the new vectors are added to the rebuilt index below
-            self._rebuild(self._wanted_structure(len(self._label_of) + len(ids)), extra=x)
+        self._drop(ids)
+        if self._stale(len(self._ids) + len(ids)):  # the new vectors are added to the rebuilt index below
+            self._rebuild(self._wanted_structure(len(self._ids) + len(ids)), extra=x)
         labels = np.arange(self._next_label, self._next_label + len(ids), dtype=np.int64)
         self._next_label += len(ids)
-        for id_, lab in zip(ids, labels.tolist(), strict=True):
-            self._label_of[id_] = lab
-            self._id_of[lab] = id_
-        self._set_id_labels(labels, ids, x[:, -1])
+        self._ids.add(ids, labels)
+        self._set_biases(labels, x[:, -1])
         if len(ids):
             self._add_rows(x, labels)
+        if len(self._ids) >= self._building:  # a full build is done
+            self._building = 0
         self._maybe_compact()
 
     def remove(self, ids: Sequence[str]) -> int:
-        present = [str(i) for i in ids if str(i) in self._label_of]
-        self._drop(present)
+        dropped = self._drop([str(i) for i in ids])
+        self._building = 0
         self._maybe_compact()
-        return len(present)
+        return dropped
 
-    def _drop(self, ids: list[str]) -> None:
-        if not ids:
-            return
-        labels = np.array([self._label_of.pop(i) for i in ids], dtype=np.int64)
-        for lab in labels.tolist():
-            del self._id_of[lab]
-        self._id_by_label[labels] = None
+    def _drop(self, ids: list[str]) -> int:
+        """Remove those of ``ids`` stored; how many."""
+        labels = self._ids.remove(ids) if ids else np.empty(0, np.int64)
+        if not len(labels):
+            return 0
         if self._structure != "hnsw":
             self._index.remove_ids(labels)
         else:
             self._dead.update(labels.tolist())
+        return len(labels)
 
-    def _set_id_labels(self, labels: np.ndarray, ids: list[str], biases: np.ndarray | None) -> None:
-        """Record the ids (and, with ``bias_column``, the biases) of ``labels``."""
-        if len(labels) and labels.max() >= len(self._id_by_label):
-            grown = np.empty(max(int(labels.max()) + 1, 2 * len(self._id_by_label)), dtype=object)
-            grown[: len(self._id_by_label)] = self._id_by_label
-            self._id_by_label = grown
-        if self.bias_column and len(self._bias_by_label) < len(self._id_by_label):
-            self._bias_by_label = np.concatenate([self._bias_by_label, np.zeros(
-                len(self._id_by_label) - len(self._bias_by_label), np.float32)])
-        if len(labels):
-            self._id_by_label[labels] = np.array(ids, dtype=object)
-            if self.bias_column and biases is not None:
-                self._bias_by_label[labels] = biases
+    def _set_biases(self, labels: np.ndarray, biases: np.ndarray) -> None:
+        """With ``bias_column``, record the biases of ``labels``."""
+        if not self.bias_column or not len(labels):
+            return
+        if labels.max() >= len(self._bias_by_label):
+            grown = np.zeros(max(int(labels.max()) + 1, 2 * len(self._bias_by_label)), np.float32)
+            grown[: len(self._bias_by_label)] = self._bias_by_label
+            self._bias_by_label = grown
+        self._bias_by_label[labels] = biases
 
     def _maybe_compact(self) -> None:
-        if self._stale(len(self._label_of)):
-            self._rebuild(self._wanted_structure(len(self._label_of)))
+        if self._stale(len(self._ids)):
+            self._rebuild(self._wanted_structure(len(self._ids)))
 
     def search(self, queries: np.ndarray, k: int) -> tuple[list[list[str]], np.ndarray]:
         import faiss  # noqa: PLC0415 - optional package (index extra)
@@ -340,7 +352,7 @@ class FaissIndex(VectorIndex):
                 scores, labels = self._index.search(q, kk, params=params)
         else:
             scores, labels = self._index.search(q, kk, params=params)
-        ids = [[self._id_of[lab] for lab in row if lab >= 0] for row in labels.tolist()]
+        ids = [self._ids.ids_of(row[row >= 0]) for row in labels]
         scores = np.where(labels >= 0, scores, -np.inf).astype(np.float32)
         return pad_results(ids, scores, len(q), k)
 
@@ -354,7 +366,7 @@ class FaissIndex(VectorIndex):
             approx = approx + q[:, -1:] * self._bias_by_label[np.maximum(labels, 0)]
             approx[labels < 0] = -np.inf
             labels = np.take_along_axis(labels, np.argsort(-approx, axis=1, kind="stable")[:, :wide], axis=1)
-        candidates = [[self._id_of[lab] for lab in row if lab >= 0 and lab in self._id_of] for row in labels.tolist()]
+        candidates = [self._ids.ids_of(row[self._ids.live(row)]) for row in labels]
         rows = self.rows_of(sorted({i for row in candidates for i in row}))
         ids, scores = [], np.full((len(q), kk), -np.inf, np.float32)
         for qi, row in enumerate(candidates):
@@ -366,22 +378,15 @@ class FaissIndex(VectorIndex):
         return pad_results(ids, scores, len(q), k)
 
     def __contains__(self, id_: str) -> bool:
-        return str(id_) in self._label_of  # the id table: no vector reconstructed
+        return str(id_) in self._ids  # the id table: no vector reconstructed
 
     def get(self, ids: Sequence[str]) -> np.ndarray:
         """The vectors [len(ids), D] of ``ids`` (KeyError for one not stored), read by FAISS in one call."""
-        label_of = self._label_of
-        try:
-            labels = np.fromiter((label_of[i] for i in ids), np.int64, len(ids))
-        except KeyError:  # an id not stored, or ids not given as strings
-            missing = next((i for i in ids if str(i) not in label_of), None)
-            if missing is not None:
-                raise KeyError(missing) from None
-            labels = np.fromiter((label_of[str(i)] for i in ids), np.int64, len(ids))
-        if not len(labels):
+        if not len(ids):
             return np.empty((0, self.dim), np.float32)
+        labels = self._ids.labels_of(ids)
         if self._structure == "ivfpq":  # codes in memory: the exact rows are read from disk
-            return self._read([self._id_of[lab] for lab in labels.tolist()])
+            return self._read(self._ids.ids_of(labels))
         return self._index.reconstruct_batch(labels)
 
     def _storage(self) -> np.ndarray:
@@ -403,25 +408,25 @@ class FaissIndex(VectorIndex):
         import faiss  # noqa: PLC0415 - optional package (index extra)
 
         if self._structure == "ivfpq":
-            labels = list(self._id_of)
+            labels = self._ids.labels()
             for start in range(0, len(labels), rows):
-                ids = [self._id_of[lab] for lab in labels[start : start + rows]]
+                ids = self._ids.ids_of(labels[start : start + rows])
                 yield ids, self._read(ids)
             return
         labels = faiss.vector_to_array(self._index.id_map).astype(np.int64)
         storage = self._storage()
         for start in range(0, len(labels), rows):
-            ids = self._id_by_label[labels[start : start + rows]]
+            block_labels = labels[start : start + rows]
             block = storage[start : start + rows]
-            live = np.not_equal(ids, None)
+            live = self._ids.live(block_labels)
             if live.all():
-                yield ids.tolist(), block
+                yield self._ids.ids_of(block_labels), block
             elif live.any():
-                yield ids[live].tolist(), block[live]
+                yield self._ids.ids_of(block_labels[live]), block[live]
 
     def ids(self) -> list[str]:
         """Every stored id."""
-        return list(self._label_of)
+        return self._ids.ids()
 
     # -- persistence -----------------------------------------------------------------------------------------
     def save(self, path: str | Path | None = None) -> None:
@@ -431,8 +436,8 @@ class FaissIndex(VectorIndex):
         path = Path(path) if path is not None else self.path
         if path is None:
             raise ConfigError("FaissIndex.save: no path given and the index was created without one")
-        labels = np.fromiter(self._id_of.keys(), np.int64, len(self._id_of))
-        ids = np.array(list(self._id_of.values()), dtype=np.str_) if len(labels) else np.empty(0, np.str_)
+        labels = self._ids.labels()
+        ids = np.array(self._ids.ids_of(labels), dtype=np.str_) if len(labels) else np.empty(0, np.str_)
         settings = {
             "format": "reelsearch-faiss-index", "version": 2, "bias_column": self.bias_column, "dim": self.dim,
             "structure": self._structure,
@@ -452,7 +457,7 @@ class FaissIndex(VectorIndex):
         try:
             with np.load(path, allow_pickle=False) as z:
                 settings = json.loads(str(z["settings"]))
-                labels, ids, dead = z["labels"], z["ids"].tolist(), z["dead"].tolist()
+                labels, ids, dead = z["labels"].astype(np.int64), z["ids"], z["dead"].tolist()
                 blob = z["index"]
                 biases = z["biases"] if "biases" in z.files else None
             if settings.get("format") != "reelsearch-faiss-index" or int(settings["dim"]) != self.dim:
@@ -463,25 +468,22 @@ class FaissIndex(VectorIndex):
                 raise ValueError(f"product-quantised codes with bias_column={settings.get('bias_column')}, wanted "
                                  f"{self.bias_column}")
             index = faiss.deserialize_index(blob)
-            id_of = dict(zip(labels.tolist(), ids, strict=True))
-            if index.ntotal < len(id_of) or index.d not in (self.dim, self._padded_dim):
-                raise ValueError(f"{index.ntotal} vectors of {index.d} dimensions for {len(id_of)} ids")
+            if len(labels) != len(ids) or len(np.unique(ids)) != len(ids):
+                raise ValueError(f"{len(labels)} labels for {len(ids)} ids, or an id twice")
+            if index.ntotal < len(ids) or index.d not in (self.dim, self._padded_dim):
+                raise ValueError(f"{index.ntotal} vectors of {index.d} dimensions for {len(ids)} ids")
+            table = IdTable(labels, ids)
         except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError, zipfile.BadZipFile) as exc:
             raise DataFormatError(path, f"unreadable FAISS index file: {exc}") from None
         self._index = index
         self._structure = settings["structure"]
         self._next_label = int(settings["next_label"])
-        self._id_of = id_of
-        self._label_of = {v: k for k, v in self._id_of.items()}
-        self._id_by_label = np.empty(0, dtype=object)
+        self._ids = table
         self._bias_by_label = np.empty(0, dtype=np.float32)
-        self._set_id_labels(labels.astype(np.int64), ids, None)
         if self.bias_column and self._structure == "ivfpq":  # saved apart
-            self._bias_by_label[labels] = biases
+            self._set_biases(labels, biases)
         elif self.bias_column and self._index.ntotal:  # flat and HNSW: their rows' last column (masked ones too)
-            held = faiss.vector_to_array(self._index.id_map).astype(np.int64)
-            self._bias_by_label = np.zeros(max(len(self._id_by_label), int(held.max()) + 1), np.float32)
-            self._bias_by_label[held] = self._storage()[:, -1]
+            self._set_biases(faiss.vector_to_array(self._index.id_map).astype(np.int64), self._storage()[:, -1])
         self._dead = set(dead)
         self._trained_on = int(settings.get("trained_on", 0))
         if self._structure == "hnsw":

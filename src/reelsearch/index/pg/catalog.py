@@ -49,7 +49,7 @@ from reelsearch.index.pg.schema import (
 )
 from reelsearch.index.pg.textcues import PostgresTextCues
 from reelsearch.index.sync_records import FileChange, FileToSync, StoredFile, media_rows
-from reelsearch.index.tables import SqlCatalog
+from reelsearch.index.tables import TAKEN, SqlCatalog
 from reelsearch.index.textcue_records import Encoder
 from reelsearch.index.vectors import SCAN_CHUNK_ROWS
 
@@ -66,10 +66,11 @@ logger = logging.getLogger(__name__)
 
 
 #: ``nearest_sql``'s hits (k, d, video) with, on one hit of each video, what a search reads next of it: its path,
-#: duration, frame vectors, times and detail (``stored``) and its segments as arrays in ordinal order (``segments``).
+#: duration, frame vectors, times, detail and when taken (``stored``) and its segments as arrays in ordinal order
+#: (``segments``).
 WITH_ROWS = """WITH hits AS MATERIALIZED ({hits}),
 firsts AS (SELECT k, d, video, row_number() OVER (PARTITION BY video ORDER BY d) = 1 AS first FROM hits)
-SELECT h.k, h.d, h.video, v.path, v.duration, f.vectors, f.times, f.detail,
+SELECT h.k, h.d, h.video, v.path, v.duration, f.vectors, f.times, f.detail, {taken},
        s.starts, s.stops, s.firsts, s.counts, s.vectors, s.biases
 FROM firsts h
 LEFT JOIN videos v ON h.first AND v.id = h.video
@@ -371,7 +372,7 @@ class PostgresCatalog(SqlCatalog):
         held = self._holding()
         sql = self.nearest_sql(dim, exact, biased, segments=segments)
         if held is not None:
-            sql = WITH_ROWS.format(hits=sql)
+            sql = WITH_ROWS.format(hits=sql, taken=TAKEN)
         ids, dists = [], []
         for row in queries:
             query = vector_recv(row)
@@ -392,8 +393,8 @@ class PostgresCatalog(SqlCatalog):
             if r[3] is None:  # not the video's first hit, or gone meanwhile
                 continue
             vid = str(r[2])
-            stored[vid] = self._stored_video((vid, *r[3:8]), dim)
-            segments[vid] = None if r[8] is None else self._stored_segments(list(zip(*r[8:14], strict=True)))
+            stored[vid] = self._stored_video((vid, *r[3:10]), dim)
+            segments[vid] = None if r[10] is None else self._stored_segments(list(zip(*r[10:16], strict=True)))
 
     def stored(self, ids: Sequence[str]) -> dict[str, StoredVideo]:
         """``SqlCatalog.stored``: those the search's nearest statement read already from it (``_keep``)."""
