@@ -1,8 +1,9 @@
-"""What the workers of a test run share: the ONNX exports of the package's MiniLM and the frame CNNs of the bundled
-model (its tuned EfficientNet-Lite0 and -Lite2) and of ``reelsearch-linear`` (the plain Lite0), exported once into the
-run's cache folder and copied into the fresh cache folder of a test that is not about exporting (an export costs 3-14 s
-of CPU; a copy, well under one; copies, not links: a test may damage its own); and ``run_shared``, a folder of the run
-in which the first worker makes what a session fixture of every worker would make (tests/cue_fixtures.py).
+"""What the workers of a test run share: the ONNX exports of the package's MiniLM (up to its last layer, and up to
+its layer 3: SCDE's text features) and the frame CNNs of the bundled model (its tuned EfficientNet-Lite0 and -Lite2)
+and of ``reelsearch-linear`` (the plain Lite0), exported once into the run's cache folder and copied into the fresh
+cache folder of a test that is not about exporting (an export costs 3-14 s of CPU; a copy, well under one; copies, not
+links: a test may damage its own); and ``run_shared``, a folder of the run in which the first worker makes what a
+session fixture of every worker would make (tests/cue_fixtures.py).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ RUN_CACHE = cache_root()
 
 
 def _export_all() -> list[Path]:
-    """Export (or find cached in the current cache folder) what can be exported here; the graphs' paths: MiniLM, the
-    bundled model's two tuned CNNs and the plain EfficientNet-Lite0 (``reelsearch-linear``'s)."""
+    """Export (or find cached in the current cache folder) what can be exported here; the graphs' paths: MiniLM (up
+    to its last layer and up to layer 3), the bundled model's two tuned CNNs and the plain EfficientNet-Lite0
+    (``reelsearch-linear``'s)."""
     from reelsearch.onnx_runtime import onnxruntime_unavailable
 
     if onnxruntime_unavailable("cpu"):
@@ -37,6 +39,7 @@ def _export_all() -> list[Path]:
 
         encoder = MiniLMEncoder(runtime="onnxruntime")
         encoder.sentence_features(["a dog"])
+        encoder.token_features(["a dog"], layer=3)
         paths += [bert.path for bert in encoder._onnx.values()]
     if importlib.util.find_spec("efficientnet_lite_pytorch"):
         from reelsearch.features.extractors import create_extractor

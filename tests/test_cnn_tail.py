@@ -74,8 +74,9 @@ def _perturbed_tail(lite0, path: Path, block: int = 12) -> dict:
     return state
 
 
-def test_a_tail_file_changes_features_and_identity_in_torch_and_onnxruntime(lite0, photos, tmp_path, monkeypatch):
-    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+def test_a_tail_file_changes_features_and_identity_in_torch_and_onnxruntime(lite0, photos, tmp_path, monkeypatch,
+                                                                             onnx_exports):
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(seed_cache(tmp_path / "cache", onnx_exports)))  # the plain export
     path = tmp_path / "tail.safetensors"
     state = _perturbed_tail(lite0, path)
     # the expected features: a fresh network with those weights put in by hand
@@ -225,17 +226,25 @@ def test_the_tuned_model_carries_its_tail_and_runs_the_trained_network(tuned):
     assert json.loads(res.stdout)["RSum"] == pytest.approx(report["result"]["RSum"])
 
 
-def tail_task(source, **keys):
+def tail_task(source, monkeypatch=None, batches: int | None = None, **keys):
+    """A TailTask of the bundled model's lite0 expert; ``batches``: only the first that many batches of each epoch (of
+    4: 32 photos in batches of 8), for the tests of what the Trainer does between steps."""
     from reelsearch.models import load_model
     from reelsearch.training.cnn_tail import TailTask
 
     expert = load_model(DEFAULT / "experts" / "lite0")
-    return TailTask("lite0", expert, source, tune_config(**keys), "train", "val", progress=False)
+    task = TailTask("lite0", expert, source, tune_config(**keys), "train", "val", progress=False)
+    assert len(task.batches(0)) == 4  # 32 photos in batches of 8
+    if batches is not None:
+        every = task.batches
+        monkeypatch.setattr(task, "batches", lambda epoch: every(epoch)[:batches])
+    return task
 
 
 def test_an_interrupted_tuning_resumes_to_the_uninterrupted_weights(tuned, tmp_path, monkeypatch):
     """Stopped in the middle of its second epoch and run again, a tuning ends with the weights (tail and projections)
-    and history of the same tuning run straight through; its state is JSON and safetensors, no pickle."""
+    and history of the same tuning run straight through; its state is JSON and safetensors, no pickle. (Two batches
+    an epoch: a stop in the middle of one needs no more.)"""
     from safetensors.torch import load_file
 
     from reelsearch.features.caches import DatasetSource
@@ -247,18 +256,17 @@ def test_an_interrupted_tuning_resumes_to_the_uninterrupted_weights(tuned, tmp_p
     keys = dict(views=2, batch_size=8, epochs=2, lr_cnn=1e-3, checkpoint_every=1)
 
     def run(out, stop_at=None):
-        task = tail_task(source, **keys)
-        assert len(task.batches(0)) == 4  # 32 photos in batches of 8
+        task = tail_task(source, monkeypatch, batches=2, **keys)
         stop_loss_at(task, monkeypatch, stop_at)
         return Trainer(task, out, progress=False).fit()
 
     straight = run(tmp_path / "straight")
     with pytest.raises(KeyboardInterrupt):
-        run(tmp_path / "stopped", stop_at=6)  # epoch 2, its third batch
+        run(tmp_path / "stopped", stop_at=3)  # epoch 2, its second batch
     state = tmp_path / "stopped" / "last" / "state"
     assert sorted(p.name for p in state.iterdir()) == ["state.json", "state.safetensors"]
     info = json.loads((state / "state.json").read_text())["info"]
-    assert (info["epoch"], info["step"]) == (1, 2)
+    assert (info["epoch"], info["step"]) == (1, 1)
     resumed = run(tmp_path / "stopped")
     assert [h["RSum"] for h in resumed["history"]] == [h["RSum"] for h in straight["history"]]
     assert resumed["best_epoch"] == straight["best_epoch"]
@@ -341,7 +349,8 @@ def test_the_trunk_cache_is_shared_while_the_trunk_runs_imagenet_weights(tuned, 
 
 
 def test_the_best_epoch_is_kept_not_the_last(tuned, tmp_path, monkeypatch):
-    """Training changes the weights in place: the kept epoch must be a copy (a bug once saved the last epoch)."""
+    """Training changes the weights in place: the kept epoch must be a copy (a bug once saved the last epoch). One
+    batch an epoch: each epoch still moves the weights (checked below)."""
     from safetensors.torch import load_file
 
     from reelsearch.features.caches import DatasetSource
@@ -351,7 +360,7 @@ def test_the_best_epoch_is_kept_not_the_last(tuned, tmp_path, monkeypatch):
     root, manifest, cache = tuned
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(cache))
     source, _ = DatasetSource.open(f"manifest:{manifest}")
-    task = tail_task(source, views=2, batch_size=8, epochs=3, lr_cnn=1e-2, lr=1e-2)
+    task = tail_task(source, monkeypatch, batches=1, views=2, batch_size=8, epochs=3, lr_cnn=1e-2, lr=1e-2)
     scores = iter([100.0, 300.0, 200.0, 250.0])  # the start, then epochs 1-3: epoch 1 is the best
     snapshots = []
 

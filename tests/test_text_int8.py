@@ -40,7 +40,9 @@ def _needs_int8():
 
 
 @pytest.fixture(scope="module")
-def encoders():
+def encoders(onnx_exports):
+    """Float32 and int8 MiniLM in the run's cache: the int8 graphs are quantised from the run's float32 exports
+    (tests/cache_fixtures.py); an export then its quantisation is test_first_quantisation_prints_only_our_line's."""
     _needs_int8()
     return minilm.MiniLMEncoder(), minilm.MiniLMEncoder(int8=True)
 

@@ -218,9 +218,12 @@ def test_the_recipe_carries_the_encoder_dir(adapted):
         assert text_processor_for(cfg).model_dir == str(adapted["encoder"].resolve())
 
 
-def test_saved_joint_model_is_self_contained(adapted, tmp_path):
+def test_saved_joint_model_is_self_contained(adapted, tmp_path, monkeypatch):
+    """(In torch: the encoder's ONNX graphs are test_feature_cache_names_keep_encoders_apart's.)"""
     from reelsearch.models import JointModel, create_model, model_config
     from reelsearch.training.run import with_text_encoder
+
+    monkeypatch.setenv("REELSEARCH_TEXT_RUNTIME", "torch")
 
     encoder_copy = tmp_path / "my-encoder"
     shutil.copytree(adapted["encoder"], encoder_copy)
@@ -292,11 +295,13 @@ def test_cli_adapt_text(tmp_path):
 
 
 def test_train_with_text_encoder_uses_and_bundles_it(adapted, tmp_path, monkeypatch):
+    """(The captions' features in torch: exporting the adapted encoder is not what is tested here.)"""
     from reelsearch.models import JointModel
     from reelsearch.training.run import train
     from train_fixtures import make_dataset, small
 
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("REELSEARCH_TEXT_RUNTIME", "torch")
     manifest, store = make_dataset(tmp_path / "toy", n_train=64, n_val=16)
     with pytest.raises(ReelsearchError, match="reads no MiniLM"):
         train("torabi-m1", f"manifest:{manifest}", tmp_path / "x", features=store, text_encoder=adapted["dir"])

@@ -52,7 +52,8 @@ def perturbed_tail(base, path: Path, first: int = 4, dtype: str = "float32") -> 
     return {k: v.clone() for k, v in bert.state_dict().items()}
 
 
-def test_a_tail_file_gives_the_tuned_tower_in_torch_and_onnxruntime(base, tmp_path, monkeypatch, onnx_exports):
+def test_a_tail_file_gives_the_tuned_tower_in_torch_and_onnxruntime(base, tmp_path, monkeypatch, onnx_exports,
+                                                                     messages):
     monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(seed_cache(tmp_path / "cache", onnx_exports)))  # the untuned export
     path = tmp_path / "tail.safetensors"
     state = perturbed_tail(base, path)
@@ -81,11 +82,14 @@ def test_a_tail_file_gives_the_tuned_tower_in_torch_and_onnxruntime(base, tmp_pa
     assert all(np.abs(a - b).max() < 1e-5 for a, b in zip(inner, base.token_features(CAPTIONS, layer=3)))
     plain.token_features(CAPTIONS[:1], layer=3)
     assert fast._onnx[3].path == plain._onnx[3].path
+    messages()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # int8 runs: no fallback warning
         quantised = minilm.MiniLMEncoder(runtime="onnxruntime", tail=path, int8=True)
         q_sentences = quantised.sentence_features(CAPTIONS)
     assert quantised.int8 and quantised.runtime == "onnxruntime"
+    said = messages()  # the tuned tower's float32 export (cached above) quantised, not exported again
+    assert "quantising the cached MiniLM export to int8" in said and "exporting" not in said, said
     untuned = base.encode(CAPTIONS)[1]
     near, far = (q_sentences * want[1]).sum(1), (q_sentences * untuned).sum(1)
     assert near.min() > 0.95 and near.mean() > far.mean() + 0.02  # int8 of the tuned tower, not of the package's

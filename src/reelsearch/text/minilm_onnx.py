@@ -123,10 +123,11 @@ class OnnxBert:
     """A Hugging Face BERT (cut after ``layer`` layers) as an ONNX Runtime session: ``self(features)`` -> the last
     hidden states, float32 [B, L, hidden]; ``bert()`` gives the torch module, called only when the graph is exported
     (a cached export needs no torch model: ``hidden`` and ``heads`` say its shape); ``quantize(float_path,
-    int8_path)``: run its int8 version instead, made by that function (``reelsearch.text.int8.quantize_export``). The
-    export is cached by ``export_key(folder, layer)``; a damaged cached file is made again, and where the cache
-    cannot be written the export is made in a temporary folder, loaded, and deleted. ``tail``: the tuned tail file
-    loaded into the BERT (``reelsearch.text.tail``), part of the key."""
+    int8_path)``: run its int8 version instead, made by that function (``reelsearch.text.int8.quantize_export``) from
+    the cached float32 export where a float32 encoder made one (a first int8 query after float32 ones exports nothing),
+    else from an export of its own. The export is cached by ``export_key(folder, layer)``; a damaged cached file is
+    made again, and where the cache cannot be written the export is made in a temporary folder, loaded, and deleted.
+    ``tail``: the tuned tail file loaded into the BERT (``reelsearch.text.tail``), part of the key."""
 
     def __init__(self, bert: Callable[[], object], folder: str | Path, layer: int, hidden: int, heads: int,
                  threads: int | None = None, quantize: Callable[[Path, Path], object] | None = None,
@@ -138,13 +139,25 @@ class OnnxBert:
             if quantize is None:
                 return _export(bert(), target, self.hidden, heads, atomic)
 
-            with tempfile.TemporaryDirectory() as tmp:
-                source = Path(tmp) / "float32.onnx"
-                _export(bert(), source, self.hidden, heads, atomic=False)
+            def quantized(source: Path) -> None:
                 if not atomic:
                     return quantize(source, target)
                 with atomic_path(target, suffix=".onnx") as tmp_path:
                     quantize(source, tmp_path)
+
+            cached = graph_path(folder, layer, tail)  # the float32 export, where a float32 encoder made it
+            if cached.is_file():
+                logger.info("reelsearch: quantising the cached MiniLM export to int8 (once): %s", target)
+                try:
+                    return quantized(cached)
+                except OSError:
+                    raise  # the int8 graph cannot be written: cached_session makes it in a temporary folder
+                except Exception as exc:  # noqa: BLE001 (a damaged float32 export: exported anew below)
+                    logger.warning("%s: cannot quantise (%s); exporting again", cached, exc)
+            with tempfile.TemporaryDirectory() as tmp:
+                source = Path(tmp) / "float32.onnx"
+                _export(bert(), source, self.hidden, heads, atomic=False)
+                quantized(source)
 
         # self.path: the cached graph (None: made in a temporary folder, now deleted)
         self.session, self.path = _ort.cached_session(path, make, threads)

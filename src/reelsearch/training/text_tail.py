@@ -123,7 +123,9 @@ class TextTask(TrainingTask):
         if not 0 <= cfg.layers <= n:
             raise ReelsearchError(f"tune_text.layers must be 0-{n} (the tower has {n} layers), got {cfg.layers}")
         self.first = n - cfg.layers
-        states = MiniLMTextProcessor(dim=self.encoder.dim, model_dir=processor.model_dir,
+        # the states below the tuned layers, by this torch copy: an ONNX graph cut at that layer would serve
+        # nothing else (its export costs more than it saves on batches of captions)
+        states = MiniLMTextProcessor(self.encoder, dim=self.encoder.dim, model_dir=processor.model_dir,
                                      layer=self.first if cfg.layers else None, tail=processor.tail)
         self.train_data = source.pairs(model.recipes, source.check_split(train_split), states, progress=progress)
         self.val_data = source.pairs(model.recipes, source.check_split(val_split), states, progress=progress)
@@ -179,7 +181,7 @@ class TextTask(TrainingTask):
             first = tail_first_layer(processor.tail)
             tower = MiniLMEncoder(model_dir=processor.model_dir, tail=processor.tail, runtime="torch")
             top = TowerTop(tower.bert, first).eval()
-            processor = MiniLMTextProcessor(dim=tower.dim, model_dir=processor.model_dir, layer=first,
+            processor = MiniLMTextProcessor(tower, dim=tower.dim, model_dir=processor.model_dir, layer=first,
                                             tail=processor.tail)
         states = caption_features(captions, processor, progress)
         targets = {name: [] for name in self.experts}
