@@ -24,7 +24,7 @@ from reelsearch.evaluation.calibration import halves, isotonic, library_bests, r
 from reelsearch.models import load_model
 from reelsearch.models.calibration import Calibration
 from reelsearch.models.checkpoint import default_model_dir
-from reelsearch.scoring.calibration import LIBRARY, NO_GOOD_MATCH, Curve
+from reelsearch.scoring.calibration import LIBRARIES, NO_GOOD_MATCH, Curve
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
 from reelsearch.training.calibrate import DRAWS, fit_calibration
@@ -101,11 +101,14 @@ def test_fit_calibration_reports_held_out_reliability():
     assert np.abs(cal(hit) - isotonic(hit, right)(hit)).max() > 0.01
     assert report["held_out"]["hits"] == 5 * report["held_out"]["held_queries"]
     assert report["held_out"]["ece"] < 0.1
-    # "no good match": below the confidence 4% of the own videos that are best in random 10-video libraries fall
-    # below (by hand: the same draws)
-    best, ok, _ = library_bests(scores, own, LIBRARY, DRAWS[LIBRARY], 0)
-    sure = np.sort(cal(best[ok]))
-    assert cal.threshold() == sure[int(0.04 * (len(sure) - 1))] and cal.threshold("1") == cal.threshold()
+    # "no good match" in a library of N videos: below the confidence 4% of the own videos that are best in random
+    # libraries of the largest fitted size up to N fall below (by hand: the same draws); sizes above the 200 videos
+    # are all of them; a length without a curve of its own reads the captions'
+    for size, videos in ((10, None), (10, 19), (20, 20), (50, 99), (100, 150), (200, 10**6)):
+        best, ok, _ = library_bests(scores, own, size, DRAWS[min(n for n in LIBRARIES if n >= size)], 0)
+        sure = np.sort(cal(best[ok]))
+        assert cal.threshold("7+", videos) == sure[int(0.04 * (len(sure) - 1))] == cal.threshold("1", videos)
+    assert list(cal.thresholds["7+"]) == [10, 20, 50, 100, 200]
     below = cal(hit[:, 0]) < cal.threshold()
     assert report["no_good_match"]["share_of_queries"] == pytest.approx(below.mean())
     banners = report["lengths"]["7+"]["both_halves"]["captions"]
@@ -410,7 +413,10 @@ def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):
         for n in mine:
             assert_same_confidence(mine[n], theirs[n])
     for n in ("1", "2-3", "4-6", "7+"):  # the "no good match" thresholds: a quantile of the confidences, not bits
-        assert saved.calibration.threshold(n) == pytest.approx(bundled.calibration.threshold(n), rel=0.15), n
+        assert list(saved.calibration.thresholds[n]) == list(LIBRARIES), n
+        for size in LIBRARIES:
+            assert saved.calibration.threshold(n, size) == pytest.approx(bundled.calibration.threshold(n, size),
+                                                                          rel=0.15), (n, size)
     # per query length, held out (each half of the queries in turn): calibrated over every pair and over the top 10
     # of all 1,000 photos; "no good match" over a right best hit at most 5% in libraries of 10, 20, 100 and 1,000 dev
     # photos (measured at most 4.4%, in libraries of 10), and it still says something: in libraries of 10 it is said
@@ -420,7 +426,10 @@ def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):
         assert lengths[n][what]["all_pairs_ece"] < 0.01 and lengths[n][what]["ece"] < 0.03, (n, what)
         sizes = lengths[n]["both_halves"][what]
         assert all(row["no_good_match_over_right_best"] <= 0.05 for row in sizes.values()), (n, sizes)
-        assert sizes["10"]["no_good_match_when_none_right"] >= 0.15 and sizes["10"]["right_best"] >= 2000, (n, sizes)
+        assert sizes["10"]["right_best"] >= 2000 and sizes["all"]["right_best"] >= 100, (n, sizes)
+        assert sizes["10"]["no_good_match_when_none_right"] >= 0.15, (n, sizes)
+        assert sizes["100"]["no_good_match_when_none_right"] >= 0.1, (n, sizes)
+        assert sizes["all"]["no_good_match_over_wrong_best"] >= 0.03, (n, sizes)
     for n, row in report["negative_terms"].items():  # a negative term removes what shows it, rarely anything else
         assert row["photos_showing_removed"] > 5 * row["other_photos_removed"], (n, row)
     again = runner.invoke(app, ["calibrate", "default", "--data", data, "--out", str(tmp_path / "cal")])

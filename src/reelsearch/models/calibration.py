@@ -53,8 +53,9 @@ class Calibration:
     of the 1,000-photo gallery, which read low for a small library's best hits). ``curve``: full sentences' (the
     development captions'); ``lengths``: {length: curve} of shorter queries (``reelsearch.scoring.calibration.LENGTHS``:
     fitted on short queries derived from the captions, ``reelsearch.evaluation.short_queries``); a length without
-    its own curve reads ``curve``. ``thresholds``: {length: the confidence below which a search's best hit says "no
-    good match"} (:meth:`threshold`; ``NO_GOOD_MATCH`` for a length without one). ``own``: the lengths whose curve
+    its own curve reads ``curve``. ``thresholds``: {length: {library size: the confidence below which the best hit of
+    a search over that many videos says "no good match"}} (:meth:`threshold`; ``NO_GOOD_MATCH`` for a length without
+    them). ``own``: the lengths whose curve
     reads the model's own score (``OWN_SCORE``; version 4: "4-6" alone).
     ``terms``: {length: curve} from a photo's own score for a term (no offset) to the share of development photos
     at that score that show it (all photos, not a top: what a negative term removes,
@@ -66,25 +67,33 @@ class Calibration:
 
     def __init__(self, curve: Curve, model: str, querybank: str | None, source: str = "", hits: int = 0,
                  queries: int = 0, lengths: dict[str, Curve] | None = None, terms: dict[str, Curve] | None = None,
-                 thresholds: dict[str, float] | None = None, own: frozenset[str] = OWN_SCORE):
+                 thresholds: dict[str, dict[int, float]] | None = None, own: frozenset[str] = OWN_SCORE):
         self.curve, self.model, self.querybank = curve, model, querybank
         self.source, self.hits, self.queries = source, hits, queries
         self.lengths, self.terms = dict(lengths or {}), dict(terms or {})
-        self.thresholds, self.own = {n: float(t) for n, t in (thresholds or {}).items()}, frozenset(own)
+        self.thresholds = {n: {int(size): float(t) for size, t in sorted(cuts.items(), key=lambda c: int(c[0]))}
+                           for n, cuts in (thresholds or {}).items()}
+        self.own = frozenset(own)
         unknown = (set(self.lengths) | set(self.terms) | set(self.thresholds) | self.own) - set(LENGTHS)
         if unknown:
             raise ValueError(f"unknown query lengths {sorted(unknown)} (lengths: {', '.join(LENGTHS)})")
-        if any(not 0 <= t <= 1 for t in self.thresholds.values()):
+        if any(not 0 <= t <= 1 or size < 1 for cuts in self.thresholds.values() for size, t in cuts.items()):
             raise ValueError(f"a no-good-match threshold must lie in [0, 1], got {self.thresholds}")
 
     def __call__(self, scores, length: str = SENTENCE):
         """The confidence (0-1) of each score of a query of ``length`` (``query_length`` of its text)."""
         return self.lengths.get(length, self.curve)(scores)
 
-    def threshold(self, length: str = SENTENCE) -> float:
-        """The confidence below which the best hit of a query of ``length`` says "no good match" (a length without a
-        curve of its own: the captions' curve's)."""
-        return self.thresholds.get(length if length in self.lengths else SENTENCE, NO_GOOD_MATCH)
+    def threshold(self, length: str = SENTENCE, videos: int | None = None) -> float:
+        """The confidence below which the best hit of a query of ``length`` over a library of ``videos`` says "no good
+        match": the threshold of the largest fitted library size not above ``videos`` (the smallest's below them, and
+        without ``videos``: a right best hit of a bigger library scores higher, never lower), the captions' curve's
+        for a length without a curve of its own."""
+        cuts = self.thresholds.get(length if length in self.lengths else SENTENCE)
+        if not cuts:
+            return NO_GOOD_MATCH
+        fitted = [n for n in cuts if videos is not None and n <= videos]
+        return cuts[fitted[-1] if fitted else next(iter(cuts))]
 
     def less_offsets(self, length: str = SENTENCE) -> bool:
         """Whether the curve a query of ``length`` reads maps scores less the querybank's offsets (a length without a
@@ -117,7 +126,8 @@ class Calibration:
             "querybank": self.querybank,
             "source": self.source, "hits": self.hits, "queries": self.queries,
             "score": self.curve.score.tolist(), "right": self.curve.right.tolist(),
-            "no_good_match": self.thresholds, "own_score": sorted(self.own),
+            "no_good_match": {n: {str(size): t for size, t in cuts.items()} for n, cuts in self.thresholds.items()},
+            "own_score": sorted(self.own),
             **{part: {n: {"score": c.score.tolist(), "right": c.right.tolist()} for n, c in curves.items()}
                for part, curves in (("lengths", self.lengths), ("terms", self.terms))}})
         return [CALIBRATION_FILE]
@@ -146,5 +156,5 @@ class Calibration:
             return cls(curve, str(doc["model"]), doc.get("querybank"), str(doc.get("source", "")),
                        int(doc.get("hits", 0)), int(doc.get("queries", 0)), lengths, terms,
                        dict(doc.get("no_good_match") or {}), own)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataFormatError(path, f"invalid calibration curve: {exc}") from exc

@@ -264,13 +264,14 @@ class Searcher:
 
     def no_good_match(self, text: str | None, results: list[SearchResult]) -> bool:
         """Whether ``results`` of a search for ``text`` (a search box) are no good match: their best confidence below
-        the model's calibrated threshold for the length of the query's free text (``Calibration.threshold``); False
-        without a calibration or a confidence."""
+        the model's calibrated threshold for the length of the query's free text and the library's size
+        (``Calibration.threshold``); False without a calibration or a confidence."""
         calibration = getattr(self.model, "calibration", None)
         if calibration is None:
             return False
         free = read_box(text)[0] if text is not None else None
-        return no_good_match(results, calibration.threshold(query_length(free) if free is not None else SENTENCE))
+        length = query_length(free) if free is not None else SENTENCE
+        return no_good_match(results, calibration.threshold(length, len(self.catalog)))
 
     @property
     def index_stage(self) -> MicroBatcher:

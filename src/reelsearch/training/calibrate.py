@@ -8,14 +8,14 @@ for every video a caption of which holds its words) are scored as a search ranks
 one to six words). Per query length (``reelsearch.scoring.calibration.LENGTHS``: the captions are the seven words or
 more) the curve is the isotonic fit of right on the score over EVERY (query, video) pair: the probability that a
 video with that score is right, whatever else the library holds (a fit on a big gallery's top 10 read a small
-library's best hits as rarely right). Its "no good match" threshold is the confidence that :data:`RIGHT_BELOW` of the
-right best hits of random libraries of :data:`LIBRARY` development videos fall below
+library's best hits as rarely right). Its "no good match" thresholds, one per library size of ``LIBRARIES``, are the
+confidence that ``RIGHT_BELOW`` of the right best hits of random libraries of that many development videos fall below
 (``reelsearch.scoring.calibration``).
 
 The report holds them out: the captions cut by their videos in two halves (``seed``), the short queries of each
 length in two halves; fitted on one half, measured on the other (and each half in turn, for the banner): the
 reliability of the top ``hits`` over all the split's videos and of every pair, and per library size of
-:data:`LIBRARIES` (random draws of the split's videos, and all of them) how often "no good match" is said over a
+:data:`MEASURED` (random draws of the split's videos, and all of them) how often "no good match" is said over a
 right best hit, over a wrong one, and when the library holds no right video.
 
 A negative term (``-dog``) removes the photos that may well show it (``NEGATIVE_CONFIDENCE``): per length of one to
@@ -41,7 +41,7 @@ from reelsearch.models.calibration import Calibration
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.scoring.calibration import (
     LENGTHS,
-    LIBRARY,
+    LIBRARIES,
     NEGATIVE_CONFIDENCE,
     RIGHT_BELOW,
     SENTENCE,
@@ -58,9 +58,9 @@ TERM_PHOTOS = 20
 #: The term lengths with negative-term curves (a longer term reads the 2-3-word curve: ``Calibration.shows``).
 TERM_LENGTHS = ("1", "2-3")
 #: The library sizes the report measures the banner in (random draws of the split's videos; None: all of them), and
-#: the draws of each (the threshold's: :data:`LIBRARY` photos, ``DRAWS[LIBRARY]`` draws).
-LIBRARIES = (10, 20, 100, None)
-DRAWS = {10: 300, 20: 100, 100: 20}
+#: the draws of each size (the thresholds' sizes: ``reelsearch.scoring.calibration.LIBRARIES``).
+MEASURED = (10, 20, 100, None)
+DRAWS = {10: 300, 20: 100, 50: 40, 100: 20, 300: 10}
 
 
 class ShortQueries:
@@ -127,29 +127,31 @@ def fit_calibration(model, scores: np.ndarray, cap2vid: np.ndarray, source: str,
                                                  short.relevant[sel], a, ~a))
     curves, thresholds, lengths, held_fits = {}, {}, {}, {}
     for n, parts in groups.items():
-        curves[n], thresholds[n] = fit_length(parts, seed)
+        fitted = fit_length(parts, seed)
+        curves[n], thresholds[n] = fitted.curve, fitted.thresholds[SENTENCE]
         half = fit_length([(w, r[a], j[a], y[a], a, b) for w, r, j, y, a, b in parts], seed)
         other = fit_length([(w, r[b], j[b], y[b], a, b) for w, r, j, y, a, b in parts], seed)
         held_fits[n] = half
         lengths[n] = {"curve": {"score": curves[n].score.tolist(), "right": curves[n].right.tolist()},
-                      "threshold": thresholds[n],
-                      **{w: _checked(*half, r[b], j[b], y[b], hits) for w, r, j, y, _, b in parts}}
+                      "thresholds": {str(size): t for size, t in thresholds[n].items()},
+                      **{w: _checked(half, r[b], j[b], y[b], hits) for w, r, j, y, _, b in parts}}
         lengths[n]["both_halves"] = {w: {_size(size): _banners(half, other, r, j, y, a, b, size, seed)
-                                         for size in LIBRARIES} for w, r, j, y, a, b in parts}
+                                         for size in MEASURED} for w, r, j, y, a, b in parts}
     terms, term_report = _term_curves(short, seed) if short is not None else ({}, {})
     bank = getattr(model, "querybank", None)
     calibration = Calibration(curves.pop(SENTENCE), model.fingerprint(), bank.digest() if bank is not None else None,
                               source, scores.shape[1], len(scores), curves, terms, thresholds)
     hit_scores, right = top_hits(ranked, relevant, hits, scores)
-    held_curve = held_fits[SENTENCE][0]
-    below = calibration(hit_scores[:, 0]) < calibration.threshold(SENTENCE)
+    held_curve = held_fits[SENTENCE].curve
+    videos = scores.shape[1]
+    below = calibration(hit_scores[:, 0]) < calibration.threshold(SENTENCE, videos)
     report = {
         "data": source, "queries": len(scores), "videos": scores.shape[1], "hits": hit_scores.shape[1],
         "curve": {"score": calibration.curve.score.tolist(), "right": calibration.curve.right.tolist()},
         "held_out": {"fit_queries": int(fit.sum()), "held_queries": int(held.sum()),
                      **reliability(held_curve(hit_scores[held]), right[held]),
                      "uncalibrated_score_rank1_right": float(right[held, 0].mean())},
-        "no_good_match": {"threshold": calibration.threshold(SENTENCE), "share_of_queries": float(below.mean()),
+        "no_good_match": {"threshold": calibration.threshold(SENTENCE, videos), "share_of_queries": float(below.mean()),
                           "best_right_when_below": float(right[below, 0].mean()) if below.any() else None,
                           "best_right_when_above": float(right[~below, 0].mean()) if (~below).any() else None},
         "lengths": lengths, "negative_terms": term_report,
@@ -157,18 +159,23 @@ def fit_calibration(model, scores: np.ndarray, cap2vid: np.ndarray, source: str,
     return calibration, report
 
 
-def fit_length(parts: list, seed: int):
-    """(the isotonic curve of every (query, video) pair of ``parts`` [(what, ranked, judged, right, ...)] pooled,
-    its "no good match" threshold: the confidence :data:`RIGHT_BELOW` of the right best hits of random
-    :data:`LIBRARY`-video libraries fall below)."""
+def fit_length(parts: list, seed: int) -> Calibration:
+    """The curve of one length: the isotonic fit of every (query, video) pair of ``parts`` [(what, ranked, judged,
+    right, ...)] pooled, with its "no good match" thresholds: per library size of ``LIBRARIES`` (no more than the
+    split's videos), the confidence ``RIGHT_BELOW`` of the right best hits of random libraries of that size fall
+    below (a Calibration of that one curve, for its ``threshold``)."""
     curve = isotonic(np.concatenate([j.ravel() for _, _, j, _, _, _ in parts]),
                      np.concatenate([y.ravel() for _, _, _, y, _, _ in parts]))
-    best = []
-    for _, r, j, y, _, _ in parts:
-        value, ok, _ = library_bests(r, y, LIBRARY, DRAWS[LIBRARY], seed, j)
-        best.append(value[ok])
-    confidence = curve(np.concatenate(best))
-    return curve, float(np.quantile(confidence, RIGHT_BELOW, method="lower")) if len(confidence) else 0.0
+    cuts = {}
+    for size in LIBRARIES:
+        best = []
+        for _, r, j, y, _, _ in parts:
+            value, ok, _ = library_bests(r, y, size, DRAWS[size], seed, j)
+            best.append(value[ok])
+        confidence = curve(np.concatenate(best))
+        cuts[min(size, parts[0][1].shape[1])] = (
+            float(np.quantile(confidence, RIGHT_BELOW, method="lower")) if len(confidence) else 0.0)
+    return Calibration(curve, "", None, thresholds={SENTENCE: cuts})
 
 
 def _size(size: int | None) -> str:
@@ -177,18 +184,19 @@ def _size(size: int | None) -> str:
 
 def _banners(half, other, ranked, judged, right, a, b, size, seed) -> dict:
     """How often "no good match" is said in libraries of ``size`` videos (None: all), each half of the queries (``a``,
-    ``b``) held out in turn (fit on the other: ``half``, ``other``, each (curve, threshold)): over a right best hit,
+    ``b``) held out in turn (fit on the other: ``half``, ``other``, each :func:`fit_length`'s): over a right best hit,
     over a wrong one, and when the library holds no right video."""
     counts = np.zeros(6, np.int64)
-    for (curve, cut), rows in ((half, b), (other, a)):
-        value, ok, held = library_bests(ranked[rows], right[rows], size or ranked.shape[1], DRAWS.get(size, 1),
-                                        seed + 1, judged[rows])
-        weak = curve(value) < cut
+    size = size or ranked.shape[1]
+    for fitted, rows in ((half, b), (other, a)):
+        value, ok, held = library_bests(ranked[rows], right[rows], size, DRAWS.get(size, 1), seed + 1, judged[rows])
+        weak = fitted(value) < fitted.threshold(SENTENCE, size)
         counts += [(weak & ok).sum(), ok.sum(), (weak & ~ok).sum(), (~ok).sum(), (weak & ~held).sum(), (~held).sum()]
     return {"right_best": int(counts[1]), "no_good_match": int(counts[0]),
             "no_good_match_over_right_best": float(counts[0] / max(counts[1], 1)),
             "wrong_best": int(counts[3]), "no_good_match_over_wrong_best": float(counts[2] / max(counts[3], 1)),
-            "none_right": int(counts[5]), "no_good_match_when_none_right": float(counts[4] / max(counts[5], 1))}
+            "none_right": int(counts[5]),
+            "no_good_match_when_none_right": float(counts[4] / counts[5]) if counts[5] else None}
 
 
 def _term_curves(short: ShortQueries, seed: int) -> tuple[dict, dict]:
@@ -222,15 +230,15 @@ def _term_curves(short: ShortQueries, seed: int) -> tuple[dict, dict]:
     return curves, report
 
 
-def _checked(curve, cut: float, ranked, judged, right, hits: int) -> dict:
-    """Held-out queries' check of ``curve`` and its threshold ``cut`` over all the split's videos: the reliability
-    table of their top ``hits`` and of every pair (``all_pairs_ece``), how often the best hit is right, and called no
-    good match when it is (``no_good_match_over_right_best``)."""
+def _checked(fitted: Calibration, ranked, judged, right, hits: int) -> dict:
+    """Held-out queries' check of a :func:`fit_length` over all the split's videos: the reliability table of their top
+    ``hits`` and of every pair (``all_pairs_ece``), how often the best hit is right, and called no good match when it
+    is (``no_good_match_over_right_best``)."""
     value, top = top_hits(ranked, right, hits, judged)
-    confidence = curve(value)
-    best_right, weak = top[:, 0], confidence[:, 0] < cut
+    confidence = fitted(value)
+    best_right, weak = top[:, 0], confidence[:, 0] < fitted.threshold(SENTENCE, ranked.shape[1])
     return {"queries": len(right), **reliability(confidence, top), "best_right": float(best_right.mean()),
-            "all_pairs_ece": reliability(curve(judged), right)["ece"],
+            "all_pairs_ece": reliability(fitted(judged), right)["ece"],
             "no_good_match": float(weak.mean()),
             "no_good_match_over_right_best": float((weak & best_right).sum() / max(best_right.sum(), 1))}
 
@@ -275,12 +283,14 @@ def report_text(report: dict, out: str | Path) -> str:
               for b in held["bins"]]
     lines.append(f"no good match (best hit below {low['threshold']:.4f}): {100 * low['share_of_queries']:.1f}% of "
                  "queries")
-    lines.append("per query length (held out, all videos): words  queries  threshold  ECE top / all pairs  best right"
+    lines.append("per query length (held out, all videos): words  queries  thresholds (libraries of "
+                 f"{'/'.join(next(iter(report['lengths'].values()))['thresholds'])})  ECE top / all pairs  best right"
                  "  no good match over a right best")
     for n, entry in report.get("lengths", {}).items():
         for what, row in entry.items():
             if isinstance(row, dict) and "queries" in row:
-                lines.append(f"  {n:>3} {what:13s}  {row['queries']:6d}  {entry['threshold']:.4f}  {row['ece']:.3f} / "
+                cuts = "/".join(f"{t:.4f}" for t in entry["thresholds"].values())
+                lines.append(f"  {n:>3} {what:13s}  {row['queries']:6d}  {cuts}  {row['ece']:.3f} / "
                              f"{row['all_pairs_ece']:.4f}  {row['best_right']:10.3f}  "
                              f"{100 * row['no_good_match_over_right_best']:5.1f}%")
     lines.append('"no good match" per library size, each half held out in turn (fit on the other): over a right best '
@@ -290,7 +300,7 @@ def report_text(report: dict, out: str | Path) -> str:
             lines.append(f"  {n:>3} {what:13s}  " + "  ".join(
                 f"{size}: {100 * row['no_good_match_over_right_best']:4.1f}% / "
                 f"{100 * row['no_good_match_over_wrong_best']:4.1f}% / "
-                f"{100 * row['no_good_match_when_none_right']:4.1f}%"
+                + (f"{100 * row['no_good_match_when_none_right']:4.1f}%" if row["none_right"] else "  -  ")
                 for size, row in sizes.items()))
     for n, row in report.get("negative_terms", {}).items():
         lines.append(f"negative terms of {n} word(s) (held out, {row['held_terms']} terms): removes "
