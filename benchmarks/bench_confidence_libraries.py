@@ -1,10 +1,10 @@
 """Confidence in small libraries (issue 33 part 1; docs/benchmarks.md, "Confidence in small libraries"): calibration
 version 4 (per length, the isotonic fit of the top 10 hits over all 1,000 Flickr8k dev photos; 1-3 words read less
 the querybank's offset; "no good match" below 0.05) beside version 5 (the fit of every (query, photo) pair; 1-6 words
-read the model's own score; a threshold per length: ``reelsearch.training.calibrate``), each half of each length's
-queries held out in turn (fit on the other half, as `reelsearch calibrate` reports it), in libraries of 10, 20, 100
-random dev photos and all 1,000: per length, the expected calibration error of the best hit's confidence and "no good
-match" over a right best hit, over a wrong one, and when no photo of the library is right.
+read the model's own score; a threshold per length and library size: ``reelsearch.training.calibrate``), each half of
+each length's queries held out in turn (fit on the other half, as `reelsearch calibrate` reports it), in libraries of
+10, 20, 100 random dev photos and all 1,000: per length, the expected calibration error of the best hit's confidence
+and "no good match" over a right best hit, over a wrong one, and when no photo of the library is right.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_confidence_libraries.py [--data flickr8k:../shared/data/flickr8k]
 
@@ -13,25 +13,26 @@ Prints JSON lines.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 
-from bench_short_queries import dev_short_queries
+from bench_short_queries import dev_from_args, raw_scores
 from reelsearch.evaluation.calibration import HITS, halves, isotonic, library_bests, reliability, top_hits
 from reelsearch.scoring.calibration import LENGTHS, NO_GOOD_MATCH, SENTENCE
-from reelsearch.training.calibrate import BATCH, DRAWS, LIBRARIES, fit_length
+from reelsearch.training.calibrate import DRAWS, MEASURED, fit_length
 
 
 def version_4(ranked, judged, right, seed):
-    """Version 4's curve of these queries (their top 10 over all the photos) and its threshold."""
+    """(version 4's curve of these queries: their top 10 over all the photos, its threshold of a library size)."""
     hits, ok = top_hits(ranked, right, HITS, judged)
-    return isotonic(hits, ok), NO_GOOD_MATCH
+    return isotonic(hits, ok), lambda size: NO_GOOD_MATCH
 
 
 def version_5(ranked, judged, right, seed):
-    return fit_length([("", ranked, judged, right, None, None)], seed)
+    """(version 5's curve of these queries: every pair, its threshold of a library size)."""
+    fitted = fit_length([("", ranked, judged, right, None, None)], seed)
+    return fitted, lambda size: fitted.threshold(SENTENCE, size)
 
 
 def measure(fit, ranked, judged, right, seed: int = 0) -> dict:
@@ -39,12 +40,13 @@ def measure(fit, ranked, judged, right, seed: int = 0) -> dict:
     a = np.isin(np.arange(len(ranked)), halves(len(ranked), seed)[0])
     fits = [(fit(ranked[rows], judged[rows], right[rows], seed), ~rows) for rows in (a, ~a)]
     out = {}
-    for size in LIBRARIES:
+    for size in MEASURED:
         sure, oks, helds, weak = [], [], [], []
         for (curve, cut), rows in fits:
             value, ok, held = library_bests(ranked[rows], right[rows], size or ranked.shape[1], DRAWS.get(size, 1),
                                             seed + 1, judged[rows])
-            sure.append(curve(value)), oks.append(ok), helds.append(held), weak.append(curve(value) < cut)
+            sure.append(curve(value)), oks.append(ok), helds.append(held)
+            weak.append(curve(value) < cut(size or ranked.shape[1]))
         sure, ok, held, weak = map(np.concatenate, (sure, oks, helds, weak))
         out["all" if size is None else str(size)] = {
             "best_ece": round(reliability(sure, ok)["ece"], 4), "best_right": round(float(ok.mean()), 3),
@@ -55,18 +57,10 @@ def measure(fit, ranked, judged, right, seed: int = 0) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="flickr8k:../shared/data/flickr8k")
-    args = parser.parse_args()
-    model, pairs, video, offsets, queries, lengths, relevant = dev_short_queries(args.data)
+    model, pairs, video, offsets, queries, lengths, relevant = dev_from_args(__doc__)
     cap2vid = np.asarray(pairs.cap2vid)
-
-    def raw(texts, cached=True):
-        return np.asarray(model.fuse(model.expert_scores(model.encode_text(texts, BATCH, cached=cached), video),
-                                     axis=1), np.float64)
-
-    own = raw(queries, False)
-    captions = raw(pairs.captions) - offsets
+    own = raw_scores(model, video, queries, False)
+    captions = raw_scores(model, video, pairs.captions) - offsets
     for n in LENGTHS:
         if n == SENTENCE:  # the captions, right for their own photo; halves by caption here (calibrate: by photo)
             ranked = judged4 = judged5 = captions

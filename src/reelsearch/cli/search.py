@@ -203,8 +203,9 @@ def search_cmd(
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
                                   filters=options, moments=moments, sort=sort)
-    print_answer([r.to_json() for r in results], searcher.no_good_match(text, results),
-                 filt.describe() if filt else None, as_json=as_json, details=details)
+        weak = searcher.no_good_match(text, results)
+    print_answer([r.to_json() for r in results], weak, filt.describe() if filt else None, as_json=as_json,
+                 details=details)
 
 
 @app.command("duplicates")

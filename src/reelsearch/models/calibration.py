@@ -17,8 +17,8 @@ from reelsearch.scoring.calibration import LENGTHS, NO_GOOD_MATCH, OWN_SCORE, SE
 CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
 #: Version 5: the curves are fitted on every (query, video) pair, not a gallery's top 10 (a confidence that does not
 #: depend on the library's size), 1-6 words' of the model's own score (``OWN_SCORE``), with a "no good match"
-#: threshold per length (``no_good_match``). Version 4: a curve of its own for 4-6-word queries, of the model's own
-#: score (``lengths`` "4-6"). Version 3: the negative terms' curves are of the model's own score
+#: threshold per length and library size (``no_good_match``). Version 4: a curve of its own for 4-6-word queries,
+#: of the model's own score (``lengths`` "4-6"). Version 3: the negative terms' curves are of the model's own score
 #: (no querybank offsets, as a search scores 1-3 words: ``reelsearch.scoring.calibration.banked``); version 2 had them
 #: less the offsets.
 CALIBRATION_VERSION = 5

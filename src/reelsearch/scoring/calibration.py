@@ -17,7 +17,7 @@ import numpy as np
 
 #: A search whose best hit's confidence is below this says "no good match", for a calibration of version 4 or older
 #: (curves of a big gallery's top 10: docs/search.md). A calibration of version 5 holds a threshold per query length
-#: (``Calibration.threshold``), chosen by :data:`LIBRARY` and :data:`RIGHT_BELOW`.
+#: (``Calibration.threshold``) and library size, chosen by :data:`LIBRARIES` and :data:`RIGHT_BELOW`.
 NO_GOOD_MATCH = 0.05
 #: The library sizes a length's "no good match" thresholds are chosen for: random libraries of this many development
 #: photos. A right best hit of a bigger library scores higher (it beat more photos), so its threshold is higher; a
