@@ -271,7 +271,9 @@ class Searcher:
             return False
         free = read_box(text)[0] if text is not None else None
         length = query_length(free) if free is not None else SENTENCE
-        return no_good_match(results, calibration.threshold(length, len(self.catalog)))
+        with self.lock:
+            videos = len(self.catalog)
+        return no_good_match(results, calibration.threshold(length, videos))
 
     @property
     def index_stage(self) -> MicroBatcher:

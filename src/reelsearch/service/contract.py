@@ -115,7 +115,7 @@ class SearchResponse(BaseModel):
     query: str | None = Field(description="The text searched for (null: by example only).")
     k: int
     no_good_match: bool = Field(description="The best result's confidence is below the model's calibrated "
-                                            "threshold for the query's length (docs/search.md; "
+                                            "threshold for the query's length and the library's size (docs/search.md; "
                                             f"{NO_GOOD_MATCH} for a calibration of version 4 or older): the results "
                                             "are the closest videos, not an answer. False when the model has no "
                                             "calibration.")
