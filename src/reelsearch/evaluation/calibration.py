@@ -66,13 +66,11 @@ def library_bests(ranked: np.ndarray, right: np.ndarray, size: int, draws: int, 
     ranked = np.asarray(ranked)
     values = ranked if values is None else np.asarray(values)
     rng, rows = np.random.default_rng(seed), np.arange(len(ranked))
-    right = np.asarray(right, bool)
-    got, ok, held = [], [], []
-    for _ in range(1 if size >= ranked.shape[1] else draws):
-        cols = np.arange(ranked.shape[1]) if size >= ranked.shape[1] else rng.choice(ranked.shape[1], size, False)
-        best = cols[np.argmax(ranked[:, cols], axis=1)]
-        got.append(values[rows, best]), ok.append(right[rows, best]), held.append(right[:, cols].any(axis=1))
-    return np.concatenate(got), np.concatenate(ok), np.concatenate(held)
+    right, videos = np.asarray(right, bool), ranked.shape[1]
+    cols = (np.arange(videos)[None] if size >= videos else
+            np.stack([rng.choice(videos, size, False) for _ in range(draws)]))  # [draws, size]
+    best = cols[np.arange(len(cols))[:, None], np.argmax(ranked[:, cols], axis=2).T]  # [draws, Q]
+    return values[rows, best].ravel(), right[rows, best].ravel(), right[:, cols].any(axis=2).T.ravel()
 
 
 def reliability(confidence, right, bins: int = 10) -> dict:

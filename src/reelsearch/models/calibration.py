@@ -55,8 +55,7 @@ class Calibration:
     fitted on short queries derived from the captions, ``reelsearch.evaluation.short_queries``); a length without
     its own curve reads ``curve``. ``thresholds``: {length: {library size: the confidence below which the best hit of
     a search over that many videos says "no good match"}} (:meth:`threshold`; ``NO_GOOD_MATCH`` for a length without
-    them). ``own``: the lengths whose curve
-    reads the model's own score (``OWN_SCORE``; version 4: "4-6" alone).
+    them). ``own``: the lengths whose curve reads the model's own score (``OWN_SCORE``; version 4: "4-6" alone).
     ``terms``: {length: curve} from a photo's own score for a term (no offset) to the share of development photos
     at that score that show it (all photos, not a top: what a negative term removes,
     ``reelsearch.search.filters.pictured``).
