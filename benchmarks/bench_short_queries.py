@@ -46,15 +46,25 @@ def dev_short_queries(data: str):
     return model, pairs, video, offsets, queries, lengths, relevant
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def dev_from_args(doc: str):
+    """:func:`dev_short_queries` of the ``--data`` given on the command line (a benchmark described by ``doc``)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--data", default="flickr8k:../shared/data/flickr8k")
-    args = parser.parse_args()
-    model, pairs, video, offsets, queries, lengths, relevant = dev_short_queries(args.data)
+    return dev_short_queries(parser.parse_args().data)
+
+
+def raw_scores(model, video, texts, cached: bool = True) -> np.ndarray:
+    """[texts x videos] the model's fused scores (no querybank offsets)."""
+    return np.asarray(model.fuse(model.expert_scores(model.encode_text(texts, BATCH, cached=cached), video), axis=1),
+                      np.float64)
+
+
+def main() -> None:
+    model, pairs, video, offsets, queries, lengths, relevant = dev_from_args(__doc__)
     cap2vid = np.asarray(pairs.cap2vid)
 
     def raw(texts):
-        return np.asarray(model.fuse(model.expert_scores(model.encode_text(texts, BATCH), video), axis=1), np.float64)
+        return raw_scores(model, video, texts)
 
     rows = []
     caption_scores = raw(pairs.captions)

@@ -23,10 +23,8 @@ from reelsearch.datasets.cue_clips import CueClip, OnScreenText, Utterance, espe
 from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.index import EmbeddedCatalog
 from reelsearch.index.pg import PostgresCatalog
-from reelsearch.scoring.calibration import NO_GOOD_MATCH
 from reelsearch.search import Searcher
 from reelsearch.search import fusion as fusion_module
-from reelsearch.search.results import no_good_match
 from reelsearch.service import create_app
 from test_search_support import ServerThread
 
@@ -157,10 +155,11 @@ def test_an_exact_spoken_phrase_is_a_confident_match_everywhere(clips, talk_inde
         talk = searcher.catalog.find(folder / "talk.mp4")
         assert results[0].id == talk and results[0].match is not None and results[0].match.cue == "speech"
         picture = next(r for r in searcher.search(phrase, k=2, frames=False, experts=["visual"]) if r.id == talk)
-        assert picture.confidence < NO_GOOD_MATCH <= results[0].confidence  # the picture alone: no good match
-        assert not no_good_match(results)
+        threshold = searcher.model.calibration.threshold("7+")  # seven words
+        assert picture.confidence < threshold <= results[0].confidence  # the picture alone: no good match
+        assert not searcher.no_good_match(phrase, results) and searcher.no_good_match(phrase, [picture])
         got = TestClient(create_app(searcher)).get("/search", params={"q": phrase, "k": 2}).json()
-        assert got["no_good_match"] is False and got["results"][0]["confidence"] >= NO_GOOD_MATCH
+        assert got["no_good_match"] is False and got["results"][0]["confidence"] >= threshold
         with ServerThread(create_app(searcher)) as server, chromium_page(tmp_path / "profile") as (page, errors):
             page.goto(server.url + "/?q=" + phrase.replace(" ", "+") + "&k=10", wait_until="networkidle")
             page.wait_for_selector(".card", timeout=20_000)

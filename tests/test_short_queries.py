@@ -13,7 +13,7 @@ from reelsearch.errors import DataFormatError
 from reelsearch.evaluation.short_queries import relevance, short_queries
 from reelsearch.models import load_model
 from reelsearch.models.calibration import Calibration
-from reelsearch.scoring.calibration import Curve, banked, query_length
+from reelsearch.scoring.calibration import NO_GOOD_MATCH, Curve, banked, query_length
 
 
 @pytest.mark.parametrize(("caption", "queries"), [
@@ -64,21 +64,24 @@ def test_calibration_curve_per_length_and_terms_round_trip(tmp_path):
     np.testing.assert_array_equal(cal(probe), cal(probe, "7+"))
     for n in ("4-6", "7+"):  # the longest shorter curve
         np.testing.assert_array_equal(cal.shows(probe, n), cal.shows(probe, "2-3"))
-    # 4-6 words: a curve of the model's own score (no querybank offset, which is about 0.6), the others less it
-    assert [cal.less_offsets(n) for n in ("1", "2-3", "4-6", "7+")] == [True, True, False, True]
+    # 1-6 words: curves of the model's own score, as they rank (no querybank offset, which is about 0.6); captions
+    # less it; a "no good match" threshold each
+    assert [cal.less_offsets(n) for n in ("1", "2-3", "4-6", "7+")] == [False, False, False, True]
+    assert all(0 < cal.threshold(n) < 0.05 for n in ("1", "2-3", "4-6", "7+"))
     assert np.median(cal.lengths["4-6"].score) > np.median(cal.curve.score) + 0.3
     saved = load_model(model.save(tmp_path / "copy")).calibration
     for n in ("1", "2-3", "4-6", "7+"):
         np.testing.assert_array_equal(saved(probe, n), cal(probe, n))
+        assert saved.threshold(n) == cal.threshold(n) and saved.less_offsets(n) == cal.less_offsets(n)
         np.testing.assert_array_equal(saved.shows(probe, n), cal.shows(probe, n))
 
 
 def test_a_version_2_calibration_loads_with_a_warning_to_recalibrate(tmp_path, caplog):
     """Version 2's term curves read the score less the querybank's offsets, which a search no longer subtracts for
-    1-3 words: it still loads, with its curves, and says to rerun `reelsearch calibrate`; version 4 says nothing."""
+    1-3 words: it still loads, with its curves, and says to rerun `reelsearch calibrate`; version 5 says nothing."""
     folder = load_model("default").save(tmp_path / "copy")
     doc = json.loads((folder / "calibration.json").read_text())
-    assert doc["version"] == 4
+    assert doc["version"] == 5
     with caplog.at_level("WARNING", logger="reelsearch.models.parts"):
         load_model(folder)
     assert not caplog.records
@@ -93,6 +96,21 @@ def test_a_version_2_calibration_loads_with_a_warning_to_recalibrate(tmp_path, c
 def test_only_queries_of_seven_words_or_more_rank_with_the_querybank():
     assert [banked(query_length(q)) for q in ("dog", "a black dog", "dog running on grass", "",
                                               "a black dog running on the grass")] == [False, False, False, False, True]
+
+
+def test_a_version_4_calibration_keeps_its_scores_and_threshold(tmp_path):
+    """Version 4's curves (of the top 10) read 1-3 words' and captions' scores less the offsets, 4-6 words' the own
+    score, and say "no good match" below NO_GOOD_MATCH for every length, as they did."""
+    folder = load_model("default").save(tmp_path / "copy")
+    doc = json.loads((folder / "calibration.json").read_text())
+    old = {k: v for k, v in doc.items() if k not in ("no_good_match", "own_score")} | {"version": 4}
+    (folder / "calibration.json").write_text(json.dumps(old))
+    cal = load_model(folder).calibration
+    assert [cal.less_offsets(n) for n in ("1", "2-3", "4-6", "7+")] == [True, True, False, True]
+    assert all(cal.threshold(n) == NO_GOOD_MATCH for n in ("1", "2-3", "4-6", "7+"))
+    (folder / "calibration.json").write_text(json.dumps({k: v for k, v in doc.items() if k != "own_score"}))
+    with pytest.raises(DataFormatError, match="calibration.json.*own_score"):
+        load_model(folder)
 
 
 def test_a_version_3_calibration_reads_its_captions_curve_less_the_offsets_for_four_to_six_words(tmp_path):

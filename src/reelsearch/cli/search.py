@@ -195,7 +195,6 @@ def search_cmd(
         return
     from reelsearch.indexing.index_folder import open_searcher
     from reelsearch.search.filters import Filter, filter_pairs, read_box
-    from reelsearch.search.results import no_good_match
 
     options = Filter.of(filter_pairs(filters))
     _, filt = read_box(text, options)
@@ -204,8 +203,9 @@ def search_cmd(
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
                                   filters=options, moments=moments, sort=sort)
-    print_answer([r.to_json() for r in results], no_good_match(results), filt.describe() if filt else None,
-                  as_json=as_json, details=details)
+        weak = searcher.no_good_match(text, results)
+    print_answer([r.to_json() for r in results], weak, filt.describe() if filt else None, as_json=as_json,
+                 details=details)
 
 
 @app.command("duplicates")

@@ -23,14 +23,16 @@ def isotonic(scores, right) -> Curve:
     scores, right = np.asarray(scores, np.float64).ravel(), np.asarray(right, np.float64).ravel()
     if len(scores) == 0 or len(scores) != len(right):
         raise ValueError(f"isotonic: {len(scores)} scores, {len(right)} labels")
-    order = np.argsort(scores, kind="stable")
-    xs, first = np.unique(scores[order], return_index=True)
-    sums = np.add.reduceat(right[order], first)
-    counts = np.diff(np.append(first, len(scores))).astype(np.float64)
-    # pool adjacent violators over the distinct scores: blocks [lo, hi] with their sum and count
+    xs, which = np.unique(scores, return_inverse=True)  # one sort; ties pooled
+    sums, counts = np.bincount(which, right, len(xs)), np.bincount(which, minlength=len(xs)).astype(np.float64)
+    # runs of distinct scores with the same mean pooled first (the fit is constant over them; over every pair of a
+    # split most runs are long runs of wrong pairs), then pool adjacent violators: blocks [lo, hi], sum and count
+    start = np.flatnonzero(np.append(True, sums[1:] * counts[:-1] != sums[:-1] * counts[1:]))
+    run_sums, run_counts = np.add.reduceat(sums, start), np.add.reduceat(counts, start)
     lo, hi, s, n = [], [], [], []
-    for i in range(len(xs)):
-        lo.append(i), hi.append(i), s.append(sums[i]), n.append(counts[i])
+    for i, a in enumerate(start):
+        lo.append(a), hi.append(start[i + 1] - 1 if i + 1 < len(start) else len(xs) - 1)
+        s.append(run_sums[i]), n.append(run_counts[i])
         while len(s) > 1 and s[-2] / n[-2] >= s[-1] / n[-1]:
             hi[-2], s[-2], n[-2] = hi[-1], s[-2] + s[-1], n[-2] + n[-1]
             del lo[-1], hi[-1], s[-1], n[-1]
@@ -53,6 +55,22 @@ def top_hits(scores: np.ndarray, relevant: np.ndarray, k: int = HITS,
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     values = scores if values is None else np.asarray(values)
     return np.take_along_axis(values, order, 1), np.take_along_axis(np.asarray(relevant, bool), order, 1)
+
+
+def library_bests(ranked: np.ndarray, right: np.ndarray, size: int, draws: int, seed: int = 0,
+                  values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value, right, held [draws * Q]) of each query's best video in ``draws`` random libraries of ``size`` of the
+    columns of ``ranked`` [Q, V] (all of them, once, when ``size`` >= V): the best by ``ranked``, its value in
+    ``values`` (default ``ranked``: what a confidence reads), whether ``right`` [Q, V] says it is right, and whether
+    the library holds a right video at all."""
+    ranked = np.asarray(ranked)
+    values = ranked if values is None else np.asarray(values)
+    rng, rows = np.random.default_rng(seed), np.arange(len(ranked))
+    right, videos = np.asarray(right, bool), ranked.shape[1]
+    cols = (np.arange(videos)[None] if size >= videos else
+            np.stack([rng.choice(videos, size, False) for _ in range(draws)]))  # [draws, size]
+    best = cols[np.arange(len(cols))[:, None], np.argmax(ranked[:, cols], axis=2).T]  # [draws, Q]
+    return values[rows, best].ravel(), right[rows, best].ravel(), right[:, cols].any(axis=2).T.ravel()
 
 
 def reliability(confidence, right, bins: int = 10) -> dict:

@@ -12,14 +12,18 @@ from typing import ClassVar
 
 from reelsearch.errors import DataFormatError
 from reelsearch.io import atomic_write_json
-from reelsearch.scoring.calibration import LENGTHS, SENTENCE, Curve, judged_less_offsets
+from reelsearch.scoring.calibration import LENGTHS, NO_GOOD_MATCH, OWN_SCORE, SENTENCE, Curve
 
 CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
-#: Version 4: a curve of its own for 4-6-word queries, of the model's own score (``lengths`` "4-6",
-#: ``reelsearch.scoring.calibration.OWN_SCORE``). Version 3: the negative terms' curves are of the model's own score
+#: Version 5: the curves are fitted on every (query, video) pair, not a gallery's top 10 (a confidence that does not
+#: depend on the library's size), 1-6 words' of the model's own score (``OWN_SCORE``), with a "no good match"
+#: threshold per length and library size (``no_good_match``). Version 4: a curve of its own for 4-6-word queries,
+#: of the model's own score (``lengths`` "4-6"). Version 3: the negative terms' curves are of the model's own score
 #: (no querybank offsets, as a search scores 1-3 words: ``reelsearch.scoring.calibration.banked``); version 2 had them
 #: less the offsets.
-CALIBRATION_VERSION = 4
+CALIBRATION_VERSION = 5
+#: The lengths whose curve reads the model's own score in a calibration of version 4 or older.
+LEGACY_OWN_SCORE = frozenset({"4-6"})
 log = logging.getLogger(__name__)
 
 
@@ -42,38 +46,58 @@ def entry_path(directory: Path, entry: dict) -> Path:
 
 
 class Calibration:
-    """The model's confidence curves (``reelsearch calibrate``): its score of a hit less the querybank's offset
-    (whatever the query's length: a search ranks 1-6 words without it, ``reelsearch.scoring.calibration.banked``;
-    its own score for the lengths of ``reelsearch.scoring.calibration.OWN_SCORE``, where it has their curve:
-    :meth:`less_offsets`), mapped to the share of development hits at that score that were right
-    (``reelsearch.scoring.calibration.Curve``). ``curve``: full sentences' (the development captions'); ``lengths``:
-    {length: curve} of shorter queries (``reelsearch.scoring.calibration.LENGTHS``: fitted on short queries derived
-    from the captions, ``reelsearch.evaluation.short_queries``); a length without its own curve reads ``curve``.
+    """The model's confidence curves (``reelsearch calibrate``): its score of a hit (less the querybank's offset for
+    the lengths not in ``own``: :meth:`less_offsets`) mapped to the probability that the hit is right
+    (``reelsearch.scoring.calibration.Curve``): since version 5 the share of development (query, video) pairs at that
+    score that are right, over every video, not a gallery's top (version 4 and older: the share of the top 10 hits
+    of the 1,000-photo gallery, which read low for a small library's best hits). ``curve``: full sentences' (the
+    development captions'); ``lengths``: {length: curve} of shorter queries (``reelsearch.scoring.calibration.LENGTHS``:
+    fitted on short queries derived from the captions, ``reelsearch.evaluation.short_queries``); a length without
+    its own curve reads ``curve``. ``thresholds``: {length: {library size: the confidence below which the best hit of
+    a search over that many videos says "no good match"}} (:meth:`threshold`; ``NO_GOOD_MATCH`` for a length without
+    them). ``own``: the lengths whose curve reads the model's own score (``OWN_SCORE``; version 4: "4-6" alone).
     ``terms``: {length: curve} from a photo's own score for a term (no offset) to the share of development photos
     at that score that show it (all photos, not a top: what a negative term removes,
     ``reelsearch.search.filters.pictured``).
     Tied to the model's fingerprint and querybank, like the bank to the model; ``source`` the data it was fitted on,
-    ``hits`` the hits per query it counted, ``queries`` how many captions."""
+    ``hits`` the hits per query it counted (version 5: every video of the split), ``queries`` how many captions."""
 
     kind: ClassVar[str] = "calibration"
 
     def __init__(self, curve: Curve, model: str, querybank: str | None, source: str = "", hits: int = 0,
-                 queries: int = 0, lengths: dict[str, Curve] | None = None, terms: dict[str, Curve] | None = None):
+                 queries: int = 0, lengths: dict[str, Curve] | None = None, terms: dict[str, Curve] | None = None,
+                 thresholds: dict[str, dict[int, float]] | None = None, own: frozenset[str] = OWN_SCORE):
         self.curve, self.model, self.querybank = curve, model, querybank
         self.source, self.hits, self.queries = source, hits, queries
         self.lengths, self.terms = dict(lengths or {}), dict(terms or {})
-        unknown = (set(self.lengths) | set(self.terms)) - set(LENGTHS)
+        self.thresholds = {n: {int(size): float(t) for size, t in sorted(cuts.items(), key=lambda c: int(c[0]))}
+                           for n, cuts in (thresholds or {}).items()}
+        self.own = frozenset(own)
+        unknown = (set(self.lengths) | set(self.terms) | set(self.thresholds) | self.own) - set(LENGTHS)
         if unknown:
             raise ValueError(f"unknown query lengths {sorted(unknown)} (lengths: {', '.join(LENGTHS)})")
+        if any(not 0 <= t <= 1 or size < 1 for cuts in self.thresholds.values() for size, t in cuts.items()):
+            raise ValueError(f"a no-good-match threshold must lie in [0, 1], got {self.thresholds}")
 
     def __call__(self, scores, length: str = SENTENCE):
         """The confidence (0-1) of each score of a query of ``length`` (``query_length`` of its text)."""
         return self.lengths.get(length, self.curve)(scores)
 
+    def threshold(self, length: str = SENTENCE, videos: int | None = None) -> float:
+        """The confidence below which the best hit of a query of ``length`` over a library of ``videos`` says "no good
+        match": the threshold of the largest fitted library size not above ``videos`` (the smallest's below them, and
+        without ``videos``: a right best hit of a bigger library scores higher, never lower), the captions' curve's
+        for a length without a curve of its own."""
+        cuts = self.thresholds.get(length if length in self.lengths else SENTENCE)
+        if not cuts:
+            return NO_GOOD_MATCH
+        fitted = [n for n in cuts if videos is not None and n <= videos]
+        return cuts[fitted[-1] if fitted else next(iter(cuts))]
+
     def less_offsets(self, length: str = SENTENCE) -> bool:
         """Whether the curve a query of ``length`` reads maps scores less the querybank's offsets (a length without a
         curve of its own reads ``curve``, the captions': less the offsets)."""
-        return judged_less_offsets(length if length in self.lengths else SENTENCE)
+        return (length if length in self.lengths else SENTENCE) not in self.own
 
     def shows(self, scores, length: str = SENTENCE):
         """The probability (0-1) that a photo with each score for a term of ``length`` shows it: its ``terms`` curve,
@@ -101,28 +125,35 @@ class Calibration:
             "querybank": self.querybank,
             "source": self.source, "hits": self.hits, "queries": self.queries,
             "score": self.curve.score.tolist(), "right": self.curve.right.tolist(),
+            "no_good_match": {n: {str(size): t for size, t in cuts.items()} for n, cuts in self.thresholds.items()},
+            "own_score": sorted(self.own),
             **{part: {n: {"score": c.score.tolist(), "right": c.right.tolist()} for n, c in curves.items()}
                for part, curves in (("lengths", self.lengths), ("terms", self.terms))}})
         return [CALIBRATION_FILE]
 
     @classmethod
     def load(cls, directory: Path, entry: dict) -> Calibration:
-        """Version 4; version 3 (no 4-6-word curve: such queries read ``curve``, less the offsets); version 2 (its
-        term curves read scores less the querybank's offsets, which a search no longer subtracts for 1-3 words: a
-        warning says to recalibrate) or version 1 (one curve, for every length)."""
+        """Version 5; version 4 (curves of the top 10 hits, the 4-6-word one of the model's own score, the others
+        less the offsets; "no good match" below ``NO_GOOD_MATCH`` for every length); version 3 (no 4-6-word curve:
+        such queries read ``curve``, less the offsets); version 2 (its term curves read scores less the querybank's
+        offsets, which a search no longer subtracts for 1-3 words: a warning says to recalibrate) or version 1 (one
+        curve, for every length)."""
         path = entry_path(directory, entry)
         doc = read_json_object(path)
-        if doc.get("format") != CALIBRATION_FORMAT or doc.get("version") not in (1, 2, 3, CALIBRATION_VERSION):
+        version = doc.get("version")
+        if doc.get("format") != CALIBRATION_FORMAT or version not in range(1, CALIBRATION_VERSION + 1):
             raise DataFormatError(path, f"not a {CALIBRATION_FORMAT} file of version 1 to {CALIBRATION_VERSION} "
-                                        f"(format={doc.get('format')!r}, version={doc.get('version')!r})")
-        if doc.get("version") == 2 and doc.get("querybank") and doc.get("terms"):
+                                        f"(format={doc.get('format')!r}, version={version!r})")
+        if version == 2 and doc.get("querybank") and doc.get("terms"):
             log.warning("%s: its negative-term curves were fitted on scores less the querybank's offsets, which a "
                         "search no longer subtracts for 1-3 words: rerun `reelsearch calibrate`", path)
         try:
             curve = Curve(doc["score"], doc["right"])
             lengths, terms = ({str(n): Curve(c["score"], c["right"]) for n, c in dict(doc.get(part) or {}).items()}
                               for part in ("lengths", "terms"))
+            own = frozenset(doc["own_score"]) if version == CALIBRATION_VERSION else LEGACY_OWN_SCORE
             return cls(curve, str(doc["model"]), doc.get("querybank"), str(doc.get("source", "")),
-                       int(doc.get("hits", 0)), int(doc.get("queries", 0)), lengths, terms)
-        except (KeyError, TypeError, ValueError) as exc:
+                       int(doc.get("hits", 0)), int(doc.get("queries", 0)), lengths, terms,
+                       dict(doc.get("no_good_match") or {}), own)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataFormatError(path, f"invalid calibration curve: {exc}") from exc

@@ -143,7 +143,10 @@ def dated(results: list[SearchResult], sort: str = "relevance") -> list[SearchRe
     return results
 
 
-def no_good_match(results: list[SearchResult]) -> bool:
-    """Whether the best of ``results`` has a confidence below ``NO_GOOD_MATCH`` (False when it has none)."""
-    return bool(results) and results[0].confidence is not None and results[0].confidence < NO_GOOD_MATCH
+def no_good_match(results: list[SearchResult], threshold: float = NO_GOOD_MATCH) -> bool:
+    """Whether the most confident of ``results`` (the best hit, in whatever order they are sorted) has a confidence
+    below ``threshold`` (the calibration's for the query's length: ``Searcher.no_good_match``); False when they have
+    none."""
+    sure = [r.confidence for r in results if r.confidence is not None]
+    return bool(sure) and max(sure) < threshold
 

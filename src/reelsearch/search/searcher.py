@@ -18,7 +18,7 @@ from reelsearch.index.textcues import TextCues
 from reelsearch.io import numbered_lines, read_text
 from reelsearch.models.embeddings import SearchMode, VideoEmbeddings
 from reelsearch.models.query_model import QueryModel
-from reelsearch.scoring.calibration import banked, query_length
+from reelsearch.scoring.calibration import SENTENCE, banked, query_length
 from reelsearch.search.batching import MicroBatcher, Prefetched, prefetch
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.duplicates import DEFAULT_THRESHOLD, MIN_COVERAGE, DuplicateGroup, find_duplicates
@@ -29,7 +29,7 @@ from reelsearch.search.filters import Filter, pictured, read_box, select
 from reelsearch.search.fusion import first_candidates
 from reelsearch.search.query import listed, run_query
 from reelsearch.search.query_encoder import QueryEncoder
-from reelsearch.search.results import SORTS, SearchResult, dated
+from reelsearch.search.results import SORTS, SearchResult, dated, no_good_match
 from reelsearch.search.sources import InnerProduct, Visual, visual_sources
 from reelsearch.search.subset import Selection, Subset
 from reelsearch.text.sentences import sentence_encoder
@@ -261,6 +261,19 @@ class Searcher:
         # concurrent searches share one vector-index search (the index stage: ``_search_batch``)
         return self.index_stage.one(_Query(text, query, cue_query, negatives, filt, p, k, frames, example, moments,
                                            sort))
+
+    def no_good_match(self, text: str | None, results: list[SearchResult]) -> bool:
+        """Whether ``results`` of a search for ``text`` (a search box) are no good match: their best confidence below
+        the model's calibrated threshold for the length of the query's free text and the library's size
+        (``Calibration.threshold``); False without a calibration or a confidence."""
+        calibration = getattr(self.model, "calibration", None)
+        if calibration is None:
+            return False
+        free = read_box(text)[0] if text is not None else None
+        length = query_length(free) if free is not None else SENTENCE
+        with self.lock:
+            videos = len(self.catalog)
+        return no_good_match(results, calibration.threshold(length, videos))
 
     @property
     def index_stage(self) -> MicroBatcher:

@@ -114,9 +114,11 @@ Result = model_of(SearchResult, "Result", thumbnail=(str, Field(description="URL
 class SearchResponse(BaseModel):
     query: str | None = Field(description="The text searched for (null: by example only).")
     k: int
-    no_good_match: bool = Field(description="The best result's confidence is below the documented threshold "
-                                            f"({NO_GOOD_MATCH}): the results are the closest videos, not an answer. "
-                                            "False when the model has no calibration.")
+    no_good_match: bool = Field(description="The best result's confidence is below the model's calibrated "
+                                            "threshold for the query's length and the library's size (docs/search.md; "
+                                            f"{NO_GOOD_MATCH} for a calibration of version 4 or older): the results "
+                                            "are the closest videos, not an answer. False when the model has no "
+                                            "calibration.")
     message: str | None = Field(None, description=f'"{NO_GOOD_MATCH_MESSAGE}" when `no_good_match`.')
     like: str = Field(None, description="The example (query by example): `video ID`, `video ID@SECONDS`, or the "
                                         "uploaded file's name.")

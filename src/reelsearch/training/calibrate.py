@@ -2,19 +2,21 @@
 ``reelsearch.evaluation.calibration``, the model-folder part ``reelsearch.models.calibration.Calibration``.
 
 Each caption of the split is a query over all the split's videos, scored as a search ranks a sentence (the model's
-fused score less the querybank's offset, as for queries of seven words or more:
-``reelsearch.scoring.calibration.banked``; the one in ten captions of four to six words too: the curve is of
-sentences);
-its top ``hits`` are labelled right when the caption describes them.
-The saved curve is fitted on every query; the report adds a held-out check: the split's videos cut in two halves
-(``seed``), the curve fitted on the captions of one half and measured on the captions of the other.
+fused score less the querybank's offset: ``reelsearch.scoring.calibration.banked``), right for the video it was
+written for; the short queries derived from the captions (``reelsearch.evaluation.short_queries``: each once, right
+for every video a caption of which holds its words) are scored as a search ranks them (the model's own score for
+one to six words). Per query length (``reelsearch.scoring.calibration.LENGTHS``: the captions are the seven words or
+more) the curve is the isotonic fit of right on the score over EVERY (query, video) pair: the probability that a
+video with that score is right, whatever else the library holds (a fit on a big gallery's top 10 read a small
+library's best hits as rarely right). Its "no good match" thresholds, one per library size of ``LIBRARIES``, are the
+confidence that ``RIGHT_BELOW`` of the right best hits of random libraries of that many development videos fall below
+(``reelsearch.scoring.calibration``).
 
-Queries of one to three and of four to six words get curves of their own (``reelsearch.scoring.calibration.LENGTHS``):
-fitted the same way on the short queries derived from the split's captions (``reelsearch.evaluation.short_queries``:
-each once, right for every video a caption of which holds its words), held out by cutting those queries in two halves;
-the four-to-six-word curve maps the model's own score (``reelsearch.scoring.calibration.OWN_SCORE``), the others the
-score less the querybank's offset. The curve of seven words or more is fitted on the captions.
-The report gives, per length, the held-out reliability and how often "no good match" is said over a right best hit.
+The report holds them out: the captions cut by their videos in two halves (``seed``), the short queries of each
+length in two halves; fitted on one half, measured on the other (and each half in turn, for the banner): the
+reliability of the top ``hits`` over all the split's videos and of every pair, and per library size of
+:data:`MEASURED` (random draws of the split's videos, and all of them) how often "no good match" is said over a
+right best hit, over a wrong one, and when the library holds no right video.
 
 A negative term (``-dog``) removes the photos that may well show it (``NEGATIVE_CONFIDENCE``): per length of one to
 three words, a curve from a photo's score for a term to the share of photos at that score that show it, fitted on
@@ -30,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from reelsearch.errors import ConfigError
-from reelsearch.evaluation.calibration import HITS, halves, isotonic, reliability, top_hits
+from reelsearch.evaluation.calibration import HITS, halves, isotonic, library_bests, reliability, top_hits
 from reelsearch.evaluation.short_queries import relevance, short_queries
 from reelsearch.features.caches import DatasetSource
 from reelsearch.io import atomic_write_json
@@ -39,8 +41,9 @@ from reelsearch.models.calibration import Calibration
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.scoring.calibration import (
     LENGTHS,
+    LIBRARIES,
     NEGATIVE_CONFIDENCE,
-    NO_GOOD_MATCH,
+    RIGHT_BELOW,
     SENTENCE,
     banked,
     judged_less_offsets,
@@ -54,6 +57,10 @@ BATCH = 512
 TERM_PHOTOS = 20
 #: The term lengths with negative-term curves (a longer term reads the 2-3-word curve: ``Calibration.shows``).
 TERM_LENGTHS = ("1", "2-3")
+#: The library sizes the report measures the banner in (random draws of the split's videos; None: all of them), and
+#: the draws of each size (the thresholds' sizes: ``reelsearch.scoring.calibration.LIBRARIES``).
+MEASURED = (10, 20, 100, None)
+DRAWS = {10: 300, 20: 100, 50: 40, 100: 20, 300: 10}
 
 
 class ShortQueries:
@@ -100,56 +107,96 @@ def _scores(model, texts, video, cached: bool = True, length: str | None = None)
 def fit_calibration(model, scores: np.ndarray, cap2vid: np.ndarray, source: str, hits: int = HITS,
                     seed: int = 0, short: ShortQueries | None = None,
                     ranked: np.ndarray | None = None) -> tuple[Calibration, dict]:
-    """(the Calibration fitted per length on the top ``hits`` of the captions' ``scores`` (seven words or more; the
-    hits are the top of ``ranked`` where a search ranks by other scores than a confidence reads) and of the ``short``
-    queries of that length (module docstring), the report: the captions' curve, a held-out
-    reliability table of the captions, how often their best hit falls below ``NO_GOOD_MATCH``, and per length
-    (``lengths``) its curve and the held-out checks of captions and short queries: reliability, and how often a right
-    best hit is called no good match)."""
+    """(the Calibration fitted per length on every (query, video) pair of the captions' ``scores`` (seven words or
+    more; ranked by ``ranked`` where a search ranks by other scores than a confidence reads) and of the ``short``
+    queries of that length, with its "no good match" thresholds (module docstring); the report: per length
+    (``lengths``) its curve, threshold and held-out checks, and for the captions the held-out reliability of their top
+    ``hits`` and how often their best hit says "no good match")."""
     relevant = cap2vid[:, None] == np.arange(scores.shape[1])[None, :]
-    hit_scores, right = top_hits(scores if ranked is None else ranked, relevant, hits, scores)
+    ranked = scores if ranked is None else ranked
     fit_videos, held_videos = halves(scores.shape[1], seed)
     fit, held = np.isin(cap2vid, fit_videos), np.isin(cap2vid, held_videos)
-    # per length: (hits, right) of its queries, all of them and the fit and held-out halves
-    groups = {SENTENCE: [("captions", hit_scores, right, fit, held)]}
+    # per length: (what, ranked, judged, right, fit half, held-out half) of its queries
+    groups = {SENTENCE: [("captions", ranked, scores, relevant, fit, held)]}
     if short is not None:
-        short_hits, short_right = top_hits(short.scores, short.relevant, hits, short.judged)
         for n in LENGTHS:
             sel = np.flatnonzero(short.lengths == n)
             if len(sel):
-                a, b = (np.isin(np.arange(len(sel)), h) for h in halves(len(sel), seed))
-                groups.setdefault(n, []).append(("short_queries", short_hits[sel], short_right[sel], a, b))
-    curves, lengths = {}, {}
+                a = np.isin(np.arange(len(sel)), halves(len(sel), seed)[0])
+                groups.setdefault(n, []).append(("short_queries", short.scores[sel], short.judged[sel],
+                                                 short.relevant[sel], a, ~a))
+    curves, thresholds, lengths, held_fits = {}, {}, {}, {}
     for n, parts in groups.items():
-        curves[n] = _pooled([(h, r) for _, h, r, _, _ in parts])
-        half, other = (_pooled([(h[a], r[a]) for _, h, r, a, _ in parts]),
-                       _pooled([(h[b], r[b]) for _, h, r, _, b in parts]))
+        fitted = fit_length(parts, seed)
+        curves[n], thresholds[n] = fitted.curve, fitted.thresholds[SENTENCE]
+        half = fit_length([(w, r[a], j[a], y[a], a, b) for w, r, j, y, a, b in parts], seed)
+        other = fit_length([(w, r[b], j[b], y[b], a, b) for w, r, j, y, a, b in parts], seed)
+        held_fits[n] = half
         lengths[n] = {"curve": {"score": curves[n].score.tolist(), "right": curves[n].right.tolist()},
-                      **{what: _checked(half(h[b]), r[b]) for what, h, r, _, b in parts}}
-        banners = {what: _banners(half(h[b]), r[b]) + _banners(other(h[a]), r[a]) for what, h, r, a, b in parts}
-        if len(parts) > 1:  # a length of captions and derived queries folded
-            banners["together"] = sum(banners.values())
-        lengths[n]["both_halves"] = {what: {"right_best": int(c[1]), "no_good_match": int(c[0]),
-                                            "no_good_match_over_right_best": float(c[0] / max(c[1], 1))}
-                                     for what, c in banners.items()}
+                      "thresholds": {str(size): t for size, t in thresholds[n].items()},
+                      **{w: _checked(half, r[b], j[b], y[b], hits) for w, r, j, y, _, b in parts}}
+        lengths[n]["both_halves"] = {w: {_size(size): _banners(half, other, r, j, y, a, b, size, seed)
+                                         for size in MEASURED} for w, r, j, y, a, b in parts}
     terms, term_report = _term_curves(short, seed) if short is not None else ({}, {})
     bank = getattr(model, "querybank", None)
     calibration = Calibration(curves.pop(SENTENCE), model.fingerprint(), bank.digest() if bank is not None else None,
-                              source, hit_scores.shape[1], len(scores), curves, terms)
-    held_conf = _pooled([(h[a], r[a]) for _, h, r, a, _ in groups[SENTENCE]])(hit_scores[held])
-    below = calibration(hit_scores[:, 0]) < NO_GOOD_MATCH
+                              source, scores.shape[1], len(scores), curves, terms, thresholds)
+    hit_scores, right = top_hits(ranked, relevant, hits, scores)
+    held_curve = held_fits[SENTENCE].curve
+    videos = scores.shape[1]
+    below = calibration(hit_scores[:, 0]) < calibration.threshold(SENTENCE, videos)
     report = {
         "data": source, "queries": len(scores), "videos": scores.shape[1], "hits": hit_scores.shape[1],
         "curve": {"score": calibration.curve.score.tolist(), "right": calibration.curve.right.tolist()},
         "held_out": {"fit_queries": int(fit.sum()), "held_queries": int(held.sum()),
-                     **reliability(held_conf, right[held]),
+                     **reliability(held_curve(hit_scores[held]), right[held]),
                      "uncalibrated_score_rank1_right": float(right[held, 0].mean())},
-        "no_good_match": {"threshold": NO_GOOD_MATCH, "share_of_queries": float(below.mean()),
+        "no_good_match": {"threshold": calibration.threshold(SENTENCE, videos), "share_of_queries": float(below.mean()),
                           "best_right_when_below": float(right[below, 0].mean()) if below.any() else None,
                           "best_right_when_above": float(right[~below, 0].mean()) if (~below).any() else None},
         "lengths": lengths, "negative_terms": term_report,
     }
     return calibration, report
+
+
+def fit_length(parts: list, seed: int) -> Calibration:
+    """The curve of one length: the isotonic fit of every (query, video) pair of ``parts`` [(what, ranked, judged,
+    right, ...)] pooled, with its "no good match" thresholds: per library size of ``LIBRARIES`` (no more than the
+    split's videos), the confidence ``RIGHT_BELOW`` of the right best hits of random libraries of that size fall
+    below (a Calibration of that one curve, for its ``threshold``)."""
+    curve = isotonic(np.concatenate([j.ravel() for _, _, j, _, _, _ in parts]),
+                     np.concatenate([y.ravel() for _, _, _, y, _, _ in parts]))
+    cuts = {}
+    for size in LIBRARIES:
+        best = []
+        for _, r, j, y, _, _ in parts:
+            value, ok, _ = library_bests(r, y, size, DRAWS[size], seed, j)
+            best.append(value[ok])
+        confidence = curve(np.concatenate(best))
+        cuts[min(size, parts[0][1].shape[1])] = (
+            float(np.quantile(confidence, RIGHT_BELOW, method="lower")) if len(confidence) else 0.0)
+    return Calibration(curve, "", None, thresholds={SENTENCE: cuts})
+
+
+def _size(size: int | None) -> str:
+    return "all" if size is None else str(size)
+
+
+def _banners(half, other, ranked, judged, right, a, b, size, seed) -> dict:
+    """How often "no good match" is said in libraries of ``size`` videos (None: all), each half of the queries (``a``,
+    ``b``) held out in turn (fit on the other: ``half``, ``other``, each :func:`fit_length`'s): over a right best hit,
+    over a wrong one, and when the library holds no right video."""
+    counts = np.zeros(6, np.int64)
+    size = size or ranked.shape[1]
+    for fitted, rows in ((half, b), (other, a)):
+        value, ok, held = library_bests(ranked[rows], right[rows], size, DRAWS.get(size, 1), seed + 1, judged[rows])
+        weak = fitted(value) < fitted.threshold(SENTENCE, size)
+        counts += [(weak & ok).sum(), ok.sum(), (weak & ~ok).sum(), (~ok).sum(), (weak & ~held).sum(), (~held).sum()]
+    return {"right_best": int(counts[1]), "no_good_match": int(counts[0]),
+            "no_good_match_over_right_best": float(counts[0] / max(counts[1], 1)),
+            "wrong_best": int(counts[3]), "no_good_match_over_wrong_best": float(counts[2] / max(counts[3], 1)),
+            "none_right": int(counts[5]),
+            "no_good_match_when_none_right": float(counts[4] / counts[5]) if counts[5] else None}
 
 
 def _term_curves(short: ShortQueries, seed: int) -> tuple[dict, dict]:
@@ -183,25 +230,17 @@ def _term_curves(short: ShortQueries, seed: int) -> tuple[dict, dict]:
     return curves, report
 
 
-def _pooled(parts: list[tuple[np.ndarray, np.ndarray]]):
-    """The isotonic fit of several (hit scores, right) groups' hits together."""
-    return isotonic(np.concatenate([h.ravel() for h, _ in parts]), np.concatenate([r.ravel() for _, r in parts]))
-
-
-def _banners(confidence: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """[right best hits called no good match, right best hits] of held-out hits' ``confidence`` [Q, k]."""
-    best = right[:, 0]
-    return np.array([((confidence[:, 0] < NO_GOOD_MATCH) & best).sum(), best.sum()], np.int64)
-
-
-def _checked(confidence: np.ndarray, right: np.ndarray) -> dict:
-    """Held-out hits' check: the reliability table of ``confidence`` [Q, k] against ``right`` [Q, k], and how often
-    the best hit is right, and called no good match when it is (``no_good_match_over_right_best``)."""
-    best_right = right[:, 0]
-    banner = (confidence[:, 0] < NO_GOOD_MATCH) & best_right
-    return {"queries": len(right), **reliability(confidence, right), "best_right": float(best_right.mean()),
-            "no_good_match": float((confidence[:, 0] < NO_GOOD_MATCH).mean()),
-            "no_good_match_over_right_best": float(banner.sum() / max(best_right.sum(), 1))}
+def _checked(fitted: Calibration, ranked, judged, right, hits: int) -> dict:
+    """Held-out queries' check of a :func:`fit_length` over all the split's videos: the reliability table of their top
+    ``hits`` and of every pair (``all_pairs_ece``), how often the best hit is right, and called no good match when it
+    is (``no_good_match_over_right_best``)."""
+    value, top = top_hits(ranked, right, hits, judged)
+    confidence = fitted(value)
+    best_right, weak = top[:, 0], confidence[:, 0] < fitted.threshold(SENTENCE, ranked.shape[1])
+    return {"queries": len(right), **reliability(confidence, top), "best_right": float(best_right.mean()),
+            "all_pairs_ece": reliability(fitted(judged), right)["ece"],
+            "no_good_match": float(weak.mean()),
+            "no_good_match_over_right_best": float((weak & best_right).sum() / max(best_right.sum(), 1))}
 
 
 def make_calibration(checkpoint, data: str, out: str | Path, split: str = "dev", hits: int = HITS, seed: int = 0,
@@ -235,24 +274,34 @@ def make_calibration(checkpoint, data: str, out: str | Path, split: str = "dev",
 def report_text(report: dict, out: str | Path) -> str:
     """:func:`make_calibration`'s report in a few lines: the data, the held-out reliability, the threshold."""
     held, low = report["held_out"], report["no_good_match"]
-    lines = [f"calibrated on {report['queries']} queries x top {report['hits']} of {report['data']} "
-             f"({report['videos']} videos): {len(report['curve']['score'])} knots",
-             f"held-out ({held['held_queries']} queries): expected calibration error {held['ece']:.3f}",
+    lines = [f"calibrated on {report['queries']} queries x {report['videos']} videos of {report['data']}: "
+             f"{len(report['curve']['score'])} knots",
+             f"held-out ({held['held_queries']} queries, their top {report['hits']}): expected calibration error "
+             f"{held['ece']:.3f}",
              "  confidence   hits  mean conf  right"]
     lines += [f"  {b['bin'][0]:.1f}-{b['bin'][1]:.1f}  {b['hits']:7d}  {b['confidence']:9.3f}  {b['right']:.3f}"
               for b in held["bins"]]
-    lines.append(f"no good match (best hit below {low['threshold']}): {100 * low['share_of_queries']:.1f}% of queries")
-    lines.append("per query length (held out): words  queries  ECE    best right  no good match over a right best")
+    lines.append(f"no good match (best hit below {low['threshold']:.4f}): {100 * low['share_of_queries']:.1f}% of "
+                 "queries")
+    lines.append("per query length (held out, all videos): words  queries  thresholds (libraries of "
+                 f"{'/'.join(next(iter(report['lengths'].values()))['thresholds'])})  ECE top / all pairs  best right"
+                 "  no good match over a right best")
     for n, entry in report.get("lengths", {}).items():
         for what, row in entry.items():
-            if what not in ("curve", "both_halves"):
-                lines.append(f"  {n:>3} {what:13s}  {row['queries']:6d}  {row['ece']:.3f}  {row['best_right']:10.3f}  "
+            if isinstance(row, dict) and "queries" in row:
+                cuts = "/".join(f"{t:.4f}" for t in entry["thresholds"].values())
+                lines.append(f"  {n:>3} {what:13s}  {row['queries']:6d}  {cuts}  {row['ece']:.3f} / "
+                             f"{row['all_pairs_ece']:.4f}  {row['best_right']:10.3f}  "
                              f"{100 * row['no_good_match_over_right_best']:5.1f}%")
-    lines.append("no good match over a right best, each half held out in turn (fit on the other):")
+    lines.append('"no good match" per library size, each half held out in turn (fit on the other): over a right best '
+                 "hit, a wrong one, no right video in the library")
     for n, entry in report.get("lengths", {}).items():
-        for what, row in entry.get("both_halves", {}).items():
-            lines.append(f"  {n:>3} {what:13s}  {row['no_good_match']:4d} of {row['right_best']:5d}  "
-                         f"{100 * row['no_good_match_over_right_best']:5.1f}%")
+        for what, sizes in entry.get("both_halves", {}).items():
+            lines.append(f"  {n:>3} {what:13s}  " + "  ".join(
+                f"{size}: {100 * row['no_good_match_over_right_best']:4.1f}% / "
+                f"{100 * row['no_good_match_over_wrong_best']:4.1f}% / "
+                + (f"{100 * row['no_good_match_when_none_right']:4.1f}%" if row["none_right"] else "  -  ")
+                for size, row in sizes.items()))
     for n, row in report.get("negative_terms", {}).items():
         lines.append(f"negative terms of {n} word(s) (held out, {row['held_terms']} terms): removes "
                      f"{100 * row['photos_showing_removed']:.1f}% of the photos showing them, "

@@ -14,8 +14,8 @@ from starlette.concurrency import run_in_threadpool
 from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.errors import ReelsearchError
 from reelsearch.search.filters import Filter, FilterError, filter_pairs, read_box
-from reelsearch.search.results import SORTS, SearchResult, no_good_match
-from reelsearch.search.searcher import QueryError
+from reelsearch.search.results import SORTS, SearchResult
+from reelsearch.search.searcher import QueryError, Searcher
 from reelsearch.service import contract
 from reelsearch.service.contract import MAX_JSON_BYTES, MAX_K, MAX_QUERY_CHARS
 from reelsearch.service.http import JSON, error_text
@@ -72,7 +72,7 @@ def search(searcher: SearcherDep,
         example = searcher.example_video(video_record(searcher, like).id, t)
     results = searcher.search(q, k, frames=True, experts=experts, like=example, filters=options, moments=moments,
                               sort=sort)
-    return _answer(results, q, k, example, read_box(q, options)[1])
+    return _answer(searcher, results, q, k, example, read_box(q, options)[1])
 
 
 @router.post("/search/like", summary="Videos like an uploaded video or image, best first",
@@ -108,13 +108,13 @@ async def search_like(request: Request, searcher: SearcherDep) -> Response:
         raise upload_problem(exc, path, upload) from None
     finally:
         os.unlink(path)
-    return _answer(results, fields.q, fields.k, example, filt)
+    return _answer(searcher, results, fields.q, fields.k, example, filt)
 
 
-def _answer(results: list[SearchResult], q: str | None, k: int, example, filt: Filter) -> Response:
+def _answer(searcher: Searcher, results: list[SearchResult], q: str | None, k: int, example, filt: Filter) -> Response:
     rows = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}", "media": f"/videos/{r.id}/media"}
             for r in results]
-    weak = no_good_match(results)
+    weak = searcher.no_good_match(q, results)
     out = {"query": q, "k": k, "no_good_match": weak, **({"message": NO_GOOD_MATCH_MESSAGE} if weak else {}),
            "results": rows}
     if example is not None:
