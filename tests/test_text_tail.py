@@ -471,6 +471,46 @@ def test_a_teacher_is_distilled_into_the_tuned_tower(tuned, tmp_path, monkeypatc
                  progress=False)
 
 
+def test_a_tower_cut_short_is_distilled_saved_and_run_without_torch(base, tuned, tmp_path, monkeypatch):
+    """tune_text.depth=2: MiniLM cut after two layers, its second tuned against the teacher; the folder holds that
+    layer only (a tail of layers 1-2), the experts read layer 2, and the query graphs (ONNX Runtime, no torch)
+    embed captions as the torch model does."""
+    from reelsearch.models import load_model
+    from reelsearch.models.query_export import export_query_graphs
+    from reelsearch.models.query_graphs import QueryGraphs
+    from reelsearch.text.tail import tail_layers
+    from reelsearch.training.text_tail import tune_text
+
+    root, manifest, store, _ = tuned
+    if onnxruntime_unavailable("cpu"):
+        pytest.skip(onnxruntime_unavailable("cpu"))
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(root / "cache"))
+    keys = text_keys(epochs=1, depth=2, layers=1, teacher=root / "moe", video="false", **KEYS)
+    report = tune_text(root / "moe", f"manifest:{manifest}", tmp_path / "cut", keys, val_split="val",
+                       features=store, progress=False, evaluate=False)
+    assert report["tuned_layers"] == [1]
+    best = tmp_path / "cut" / "best"
+    assert tail_layers(best / "text-tail.safetensors") == (1, 2)
+    parts = json.loads((best / "reelsearch.json").read_text())["parts"]
+    assert [(p["first_layer"], p["last_layer"]) for p in parts if p["kind"] == "text-tail"] == [(1, 2)]
+    captions = ["a dog runs near the beach", "two kids", "A man talks on the phone while driving."]
+    monkeypatch.setenv("REELSEARCH_TEXT_RUNTIME", "torch")
+    minilm._SHARED.clear()
+    model = load_model(best)
+    assert {e.config.features.text.layer for e in model.experts.values()} == {2}
+    want = model.encode_text(captions)
+    # the tuned layer is in: not what the package's first two layers give under the same projections
+    encoder = next(iter(model.experts.values())).text_processor.encoder
+    assert not np.allclose(encoder.token_features(captions[:1], layer=2)[0],
+                           base.token_features(captions[:1], layer=2)[0], atol=1e-3)
+    monkeypatch.setenv("REELSEARCH_TEXT_RUNTIME", "onnxruntime")
+    minilm._SHARED.clear()
+    assert export_query_graphs(load_model(best), best) is not None
+    graphs = QueryGraphs.open(best)
+    assert np.abs(graphs.encode_text(captions) - want).max() < 1e-5
+    minilm._SHARED.clear()
+
+
 # ---------------------------------------------------------------- named towers assembled from packages
 
 

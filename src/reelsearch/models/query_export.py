@@ -2,8 +2,9 @@
 encoder and projection over MiniLM's token features) to ONNX, once, and the manifest a cold search reads.
 
 Only where torch is loaded anyway (``reelsearch.search.Searcher`` loading a model folder: indexing, a search that
-loads the model): a model whose text side is not float32 MiniLM in ONNX Runtime (GloVe or vocabulary text, a tuned
-tail, int8, a CLIP tower, torch forced) gets no graphs, and its searches load it in torch as before.
+loads the model): a model whose text side is not float32 MiniLM in ONNX Runtime (GloVe or vocabulary text, int8, a
+CLIP tower, torch forced) gets no graphs, and its searches load it in torch as before. A tuned tail (``reelsearch
+tune-text``, a tower cut short included) is in MiniLM's export: its graphs run it.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def export_query_graphs(model, folder: str | Path) -> Path | None:
         return None
     experts = dict(model.experts)
     processors = [e.text_processor for e in experts.values()]
-    if not all(isinstance(p, MiniLMTextProcessor) and p.tail is None and not p.int8 for p in processors):
+    if not all(isinstance(p, MiniLMTextProcessor) and not p.int8 for p in processors):
         return None
     layers = {p.layer for p in processors}
     encoders = {id(p.encoder): p.encoder for p in processors}

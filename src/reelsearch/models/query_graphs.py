@@ -1,9 +1,10 @@
 """A model's text side as ONNX Runtime graphs, run without torch: what a cold search encodes its query with.
 
-For a model whose experts read MiniLM's token features (float32, as trained, no tuned tail), a caption's embedding
-is MiniLM (its cached export, ``reelsearch.text.minilm_onnx``) and, per expert, the text tower over those features
-(the text encoder and the projection: for the bundled model a mean, a linear map, L2 norm). When the torch model is
-loaded anyway (indexing, a search that loads it), each expert's tower is exported once to ONNX
+For a model whose experts read MiniLM's token features (float32, as trained; a tuned tail and a tower cut short in
+its export), a caption's embedding is MiniLM (its cached export, ``reelsearch.text.minilm_onnx``) and, per expert,
+the text tower over those features (the text encoder and the projection: for the bundled model a mean, a linear
+map, L2 norm). When the torch model is loaded anyway (indexing, a search that loads it), each expert's tower is
+exported once to ONNX
 (``reelsearch.models.query_export``: ``<cache>/onnx/tower-<key>.onnx``, keyed by a hash of its weights), and a
 manifest naming the graphs is written beside them, keyed by the model folder's files (path, size, modification time)
 and the torch and onnxruntime versions. :meth:`QueryGraphs.open` reads it and runs the graphs: tokenise with the

@@ -1,8 +1,9 @@
 """A text tower's tuned top layers (``reelsearch tune-text``): the file that holds them, and the module that runs them.
 
-A text tail is a safetensors file with the weights of layers ``first..n-1`` of a sentence-transformers tower's
+A text tail is a safetensors file with the weights of layers ``first..last-1`` of a sentence-transformers tower's
 Transformer (MiniLM's BERT, MPNet) under the tower's own parameter names (``encoder.layer.4.attention.self.query
-.weight``, ...), and the metadata ``format: reelsearch.text-tail`` and ``first_layer``. It is stored in float32,
+.weight``, ...), and the metadata ``format: reelsearch.text-tail``, ``first_layer`` and ``last_layer`` (absent: the
+tower's last; a tower cut after ``last`` layers, ``tune_text.depth``, keeps only those). It is stored in float32,
 float16, or int8: each weight matrix as int8 rows with one float32 scale per row (``<name>.scale``: symmetric,
 max |w| / 127), the biases and LayerNorms in float16 (a quarter of float32's size). Loaded over the base tower
 (:func:`load_tail`, back in the tower's float32) it gives the tuned tower, so a model carries only the layers it
@@ -33,20 +34,21 @@ def _layer_prefix(i: int) -> str:
     return f"encoder.layer.{i}."
 
 
-def layer_names(bert, first: int) -> list[str]:
-    """The parameter and buffer names of ``bert``'s layers ``first..n-1``."""
-    n = int(bert.config.num_hidden_layers)
+def layer_names(bert, first: int, last: int | None = None) -> list[str]:
+    """The parameter and buffer names of ``bert``'s layers ``first..last-1`` (default: to its last layer)."""
+    n = int(bert.config.num_hidden_layers) if last is None else last
     prefixes = tuple(_layer_prefix(i) for i in range(first, n))
     return [k for k in bert.state_dict() if k.startswith(prefixes)]
 
 
-def save_tail(bert, first: int, path: str | Path, dtype: str = "float32") -> None:
-    """Write layers ``first..n-1`` of ``bert`` to the tail file ``path`` (atomically), stored in ``dtype``."""
+def save_tail(bert, first: int, path: str | Path, dtype: str = "float32", last: int | None = None) -> None:
+    """Write layers ``first..last-1`` of ``bert`` (default: to its last) to the tail file ``path`` (atomically),
+    stored in ``dtype``."""
     if dtype not in STORE_DTYPES:
         raise ReelsearchError(f"a text tail is stored as {', '.join(STORE_DTYPES)}, got {dtype!r}")
     state = bert.state_dict()
     tensors = {}
-    for k in layer_names(bert, first):
+    for k in layer_names(bert, first, last):
         value = state[k].detach().to("cpu", torch.float32)
         if dtype == "int8" and value.ndim == 2:
             scale = value.abs().amax(1).clamp_min(1e-12) / 127
@@ -55,11 +57,20 @@ def save_tail(bert, first: int, path: str | Path, dtype: str = "float32") -> Non
         else:
             tensors[k] = value.to(torch.float16 if dtype == "int8" else STORE_DTYPES[dtype]).contiguous()
     with atomic_path(Path(path), suffix=".safetensors") as tmp:
-        save_file(tensors, str(tmp), metadata={"format": TAIL_FORMAT, "first_layer": str(first)})
+        meta = {"format": TAIL_FORMAT, "first_layer": str(first)}
+        if last is not None and last != int(bert.config.num_hidden_layers):
+            meta["last_layer"] = str(last)
+        save_file(tensors, str(tmp), metadata=meta)
 
 
 def tail_first_layer(path: str | Path) -> int:
     """The first layer a tail file holds (its metadata); DataFormatError naming the file when it is not one."""
+    return tail_layers(path)[0]
+
+
+def tail_layers(path: str | Path) -> tuple[int, int | None]:
+    """The layers ``first..last-1`` a tail file holds (its metadata; ``last`` None: to the tower's last);
+    DataFormatError naming the file when it is not one."""
     try:
         with safe_open(str(path), "pt") as fh:
             meta = fh.metadata() or {}
@@ -67,16 +78,20 @@ def tail_first_layer(path: str | Path) -> int:
         raise DataFormatError(path, f"cannot read the text tail: {exc}") from exc
     if meta.get("format") != TAIL_FORMAT or not str(meta.get("first_layer", "")).isdigit():
         raise DataFormatError(path, f"not a text tail file (format={meta.get('format')!r}; {TAIL_FORMAT} expected)")
-    return int(meta["first_layer"])
+    last = meta.get("last_layer")
+    if last is not None and (not str(last).isdigit() or int(last) <= int(meta["first_layer"])):
+        raise DataFormatError(path, f"last_layer {last!r}: not above first_layer {meta['first_layer']}")
+    return int(meta["first_layer"]), None if last is None else int(last)
 
 
 def load_tail(bert, path: str | Path) -> int:
     """Put the tuned layers of the tail file ``path`` into ``bert`` (cast to its dtype) and return the first of
     them; a file of another tower, or missing some of its layers' weights, is refused, naming the file."""
-    first = tail_first_layer(path)
+    first, last = tail_layers(path)
     n = int(bert.config.num_hidden_layers)
-    if first >= n:
-        raise DataFormatError(path, f"a tail from layer {first}, but the text tower has {n} layers")
+    if (last or first + 1) > n:
+        raise DataFormatError(path, f"a tail of layers {first}-{(last or n) - 1}, but the text tower has {n} layers")
+    n = last or n
     state = load_file(str(path))
     for k in [k for k in state if k.endswith(SCALE)]:  # int8 rows back to float
         scale, base = state.pop(k), k[:-len(SCALE)]
@@ -84,7 +99,7 @@ def load_tail(bert, path: str | Path) -> int:
             raise DataFormatError(path, f"{k}: the row scales of no int8 matrix")
         state[base] = state[base].float() * scale[:, None]
     own = bert.state_dict()
-    wanted = set(layer_names(bert, first))
+    wanted = set(layer_names(bert, first, n))
     unknown = sorted(set(state) - wanted)
     missing = sorted(wanted - set(state))
     if unknown or missing:
@@ -101,17 +116,18 @@ def load_tail(bert, path: str | Path) -> int:
 
 
 class TowerTop(nn.Module):
-    """Layers ``first..n-1`` of ``bert``'s Transformer (the same modules, not copies): ``top(states, mask)`` runs
-    them on the hidden states after layer ``first`` ([B, L, H] and the [B, L] attention mask) and gives the last
-    layer's, as the whole tower would."""
+    """Layers ``first..last-1`` (default: to the last) of ``bert``'s Transformer (the same modules, not copies):
+    ``top(states, mask)`` runs them on the hidden states after layer ``first`` ([B, L, H] and the [B, L] attention
+    mask) and gives layer ``last``'s, as the tower (cut after ``last`` layers) would."""
 
-    def __init__(self, bert, first: int):
+    def __init__(self, bert, first: int, last: int | None = None):
         super().__init__()
-        n = int(bert.config.num_hidden_layers)
-        if not 0 <= first < n:
-            raise ReelsearchError(f"the text tower has layers 0..{n - 1}; cannot tune from layer {first}")
+        n = int(bert.config.num_hidden_layers) if last is None else int(last)
+        if not 0 <= first < n <= int(bert.config.num_hidden_layers):
+            raise ReelsearchError(f"the text tower has layers 0..{int(bert.config.num_hidden_layers) - 1}; cannot "
+                                  f"tune layers {first}..{n - 1}")
         self.first = int(first)
-        self.layers = nn.ModuleList(bert.encoder.layer[first:])
+        self.layers = nn.ModuleList(bert.encoder.layer[first:n])
         # MPNet adds a relative position bias, computed by its encoder from the states (a method, not a submodule:
         # the encoder's other layers stay out of this module's parameters)
         self._position_bias = getattr(bert.encoder, "compute_position_bias", None)

@@ -11,7 +11,9 @@ at random (drawn from the seed and the epoch); the development captions and vide
 model's fused RSum selects the epoch (the untuned start included), early stopping after ``tune_text.early_stopping``
 epochs without a better one; an interrupted run resumes exactly.
 
-``tune_text.layers=0`` trains the projections only, over the frozen tower; ``tune_text.tower`` first puts another
+``tune_text.layers=0`` trains the projections only, over the frozen tower; ``tune_text.depth`` cuts the tower after
+that many layers (the experts then read its hidden states there: a faster query encoder, with ``teacher`` the
+model itself); ``tune_text.tower`` first puts another
 tower (all-mpnet-base-v2) in place of the model's, the text side started anew; ``tune_text.teacher`` distils a
 model's caption embeddings into the tuned one (a bigger tower as teacher of the tower that fits the query budget).
 
@@ -120,13 +122,15 @@ class TextTask(TrainingTask):
         self.encoder = MiniLMEncoder(model_dir=processor.model_dir, tail=processor.tail, runtime="torch")
         self.bert = self.encoder.bert
         n = self.encoder.num_layers
-        if not 0 <= cfg.layers <= n:
-            raise ReelsearchError(f"tune_text.layers must be 0-{n} (the tower has {n} layers), got {cfg.layers}")
-        self.first = n - cfg.layers
+        self.end = n if cfg.depth is None else cfg.depth  # the tower cut after this many layers
+        if not 0 <= cfg.layers <= self.end <= n:
+            raise ReelsearchError(f"tune_text.layers must be 0-{self.end} and depth 1-{n} (the tower has {n} "
+                                  f"layers), got {cfg.layers} and {cfg.depth}")
+        self.first = self.end - cfg.layers
         # the states below the tuned layers, by this torch copy: an ONNX graph cut at that layer would serve
         # nothing else (its export costs more than it saves on batches of captions)
         states = MiniLMTextProcessor(self.encoder, dim=self.encoder.dim, model_dir=processor.model_dir,
-                                     layer=self.first if cfg.layers else None, tail=processor.tail)
+                                     layer=self.first if self.first < n else None, tail=processor.tail)
         self.train_data = source.pairs(model.recipes, source.check_split(train_split), states, progress=progress)
         self.val_data = source.pairs(model.recipes, source.check_split(val_split), states, progress=progress)
         if len(self.train_data.video_keys) < cfg.batch_size:
@@ -142,7 +146,7 @@ class TextTask(TrainingTask):
         self.feature_names = names
         for p in self.bert.parameters():
             p.requires_grad_(False)
-        self.top = TowerTop(self.bert, self.first) if cfg.layers else None  # (0: the tower stays frozen)
+        self.top = TowerTop(self.bert, self.first, self.end) if cfg.layers else None  # (0: the tower stays frozen)
         for expert in self.experts.values():
             sides = [expert.text_encoder, expert.text_projection]
             if cfg.video:
@@ -259,11 +263,11 @@ class TextTask(TrainingTask):
         path = directory / TEXT_TAIL_FILE
         n = self.encoder.num_layers
         first = min(self.first, self.encoder.tail_first if self.encoder.tail_first is not None else n)
-        text = {"tail": None, "weights": self.encoder.base_weights_id}
-        if first < n:  # tuned layers (now, or earlier)
-            save_tail(self.bert, first, path, self.cfg.store)
-            text = {"tail": str(path.resolve()),
-                    "weights": combined_identity(self.encoder.base_weights_id, file_identity(path))}
+        text = {"tail": None, "weights": self.encoder.base_weights_id, "layer": None if self.end == n else self.end}
+        if first < self.end:  # tuned layers (now, or earlier) of the tower as cut
+            save_tail(self.bert, first, path, self.cfg.store, last=self.end)
+            text.update(tail=str(path.resolve()),
+                        weights=combined_identity(self.encoder.base_weights_id, file_identity(path)))
         experts = {}
         for name, expert in self.experts.items():
             config = copy.deepcopy(expert.config)
@@ -298,7 +302,7 @@ class TextTask(TrainingTask):
 
     def report(self) -> dict:
         return {"experts": list(self.experts), "text_tower": str(self.encoder.folder), "tuned_layers":
-                list(range(self.first, self.encoder.num_layers)),
+                list(range(self.first, self.end)),
                 "tuned_parameters": sum(p.numel() for p in self.top.parameters()) if self.top is not None else 0,
                 "train_videos": len(self.train_data.video_keys), "train_captions": len(self.train_data.captions)}
 
