@@ -49,8 +49,12 @@ def test_train_m1_learns_and_saves_checkpoint(dataset, tmp_path):
 
 
 def _run_train(out: Path, manifest: Path, store: Path, epochs: int) -> subprocess.Popen:
-    code = ("import sys, json, torch; sys.path.insert(0, 'tests'); torch.set_num_threads(1);"
+    """The training as a process that pauses 5 s after each checkpoint of its last state (what a kill then
+    interrupts: on a fast CPU the toy's three epochs end within a few milliseconds of its first checkpoint)."""
+    code = ("import sys, json, time, torch; sys.path.insert(0, 'tests'); torch.set_num_threads(1);"
             "from train_fixtures import small; from reelsearch.training.run import train;"
+            "from reelsearch.training.trainer import Trainer; save = Trainer._save_last;"
+            "Trainer._save_last = lambda self, info: (save(self, info), time.sleep(5));"
             f"train('mithun-expert', 'manifest:{manifest}', {str(out)!r}, features={str(store)!r},"
             f" overrides=small('mithun-expert', epochs={epochs}), progress=False)")
     return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -71,8 +75,7 @@ def test_resume_after_kill_matches_uninterrupted_run(dataset, tmp_path):
     while not (run / "last" / "state").exists():  # wait for the first mid-epoch checkpoint
         assert proc.poll() is None and time.time() < deadline, proc.stdout.read().decode()
         time.sleep(0.05)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGKILL)
+    proc.send_signal(signal.SIGKILL)  # (in the pause after that checkpoint)
     proc.wait()
     state = json.loads((run / "last" / "state" / "state.json").read_text())["info"]
     assert state["epoch"] < 3  # killed mid-run
