@@ -11,7 +11,6 @@ from typing import Literal
 from reelsearch.display import display_path, match_line, result_lines
 from reelsearch.index.catalog import file_kind
 from reelsearch.index.paths import path_b64
-from reelsearch.scoring.calibration import NO_GOOD_MATCH
 
 
 def doc(text: str, **kwargs):
@@ -143,7 +142,7 @@ def dated(results: list[SearchResult], sort: str = "relevance") -> list[SearchRe
     return results
 
 
-def no_good_match(results: list[SearchResult], threshold: float = NO_GOOD_MATCH) -> bool:
+def no_good_match(results: list[SearchResult], threshold: float) -> bool:
     """Whether the most confident of ``results`` (the best hit, in whatever order they are sorted) has a confidence
     below ``threshold`` (the calibration's for the query's length: ``Searcher.no_good_match``); False when they have
     none."""
