@@ -63,11 +63,6 @@ def banked(length: str) -> bool:
     return length in BANKED
 
 
-def judged_less_offsets(length: str) -> bool:
-    """Whether the confidence curve of queries of ``length`` reads scores less the querybank's offsets."""
-    return length not in OWN_SCORE
-
-
 def query_length(text: str | None) -> str:
     """The length (of :data:`LENGTHS`) of a query's free text: its words (runs of letters and digits) counted."""
     n = len(_WORD.findall(text or ""))

@@ -46,7 +46,6 @@ from reelsearch.scoring.calibration import (
     RIGHT_BELOW,
     SENTENCE,
     banked,
-    judged_less_offsets,
     query_length,
 )
 from reelsearch.training.run import model_pairs, resolve_device
@@ -91,17 +90,17 @@ def search_scores(model, pairs) -> tuple[tuple[np.ndarray, np.ndarray], ShortQue
 def _scores(model, texts, video, cached: bool = True, length: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """([texts x videos] as a search ranks videos: the fused score, less the querybank's offsets of the videos for
     the texts of a length the bank normalises (``reelsearch.scoring.calibration.banked``); as a confidence reads
-    them: less the offsets for the texts of a length whose curve reads so, ``judged_less_offsets``); ``length``: every
-    text's, instead of its words counted (``query_length``)."""
+    them: the same since calibration version 5, whose curves read the score a query ranks by (``OWN_SCORE``: the
+    lengths the bank does not normalise)); ``length``: every text's, instead of its words counted (``query_length``)."""
     text = model.encode_text(texts, BATCH, cached=cached)
     scores = np.asarray(model.fuse(model.expert_scores(text, video), axis=1), np.float64)
     bank = getattr(model, "querybank", None)
     if bank is None:
         return scores, scores
     less = scores - bank.video_offsets(video.video)[None, :]
-    lengths = [length or query_length(t) for t in texts]
-    ranked, judged = (np.array([rule(n) for n in lengths], bool)[:, None] for rule in (banked, judged_less_offsets))
-    return np.where(ranked, less, scores), np.where(judged, less, scores)
+    normalised = np.array([banked(length or query_length(t)) for t in texts], bool)[:, None]
+    ranked = np.where(normalised, less, scores)
+    return ranked, ranked
 
 
 def fit_calibration(model, scores: np.ndarray, cap2vid: np.ndarray, source: str, hits: int = HITS,
