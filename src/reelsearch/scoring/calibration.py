@@ -32,9 +32,10 @@ LIBRARIES = (10, 20, 50, 100, 300)
 RIGHT_BELOW = 0.04
 #: :data:`RIGHT_BELOW` for a length whose confidence reads the query's commonness (calibration version 6): the right
 #: best hits of rare queries read low, a long low tail whose 4% point moved between halves of the development queries
-#: (held out, one word in libraries of 100 photos: 5.3% of the right best hits below it); at 3%, 2.0-4.4% at every
-#: length and size (seeds 0-2), and "no good match" is still said over 42-52% of the best hits of 10-photo libraries
-#: holding no right photo (version 5: 18-21%; docs/benchmarks.md, "Confidence that knows how common a query is").
+#: (held out, one word in libraries of 100 photos: 5.3% of the right best hits below it); at 3%, 0.8-4.0% at every
+#: length of 1-6 words and size (halves cut by seeds 0-2), and "no good match" is still said over 34-50% of the best
+#: hits of 10-photo libraries holding no right photo (version 5: 17-38%; docs/benchmarks.md, "Confidence that knows
+#: how common a query is").
 COMMON_RIGHT_BELOW = 0.03
 
 #: A video whose picture may well show a negative term is removed: the model's calibrated probability that a photo

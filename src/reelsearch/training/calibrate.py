@@ -357,6 +357,14 @@ def report_text(report: dict, out: str | Path) -> str:
                 lines.append(f"  {n:>3} {what:13s}  {row['queries']:6d}  {cuts}  {row['ece']:.3f} / "
                              f"{row['all_pairs_ece']:.4f}  {row['best_right']:10.3f}  "
                              f"{100 * row['no_good_match_over_right_best']:5.1f}%")
+    lines.append("log loss of every held-out pair, this calibration / its length's curve alone; its top hits' mean "
+                 "confidence / share right by the queries' right videos (common, between, rare)")
+    for n, entry in report.get("lengths", {}).items():
+        row = entry.get("short_queries")
+        if row is not None and "log_loss" in row:
+            lines.append(f"  {n:>3} {row['log_loss']:.5f} / {row['log_loss_length_curve']:.5f}  " + "  ".join(
+                f"{name}: {b['top_confidence']:.3f} / {b['top_right']:.3f} ({b['queries']})"
+                for name, b in row["by_commonness"].items()))
     lines.append('"no good match" per library size, each half held out in turn (fit on the other): over a right best '
                  "hit, a wrong one, no right video in the library")
     for n, entry in report.get("lengths", {}).items():
