@@ -251,7 +251,7 @@ def test_a_negative_term_removes_what_the_picture_shows_confidently(embedded, fi
     own = lib.rows(ids) @ q
     cut = float(np.sort(own)[-20])  # the 20 best videos for the term are "confidently" it
     class Sure:  # a calibration whose confidence and whose term curve both say "it" from the cut up
-        def __call__(self, s, length="7+"):
+        def __call__(self, s, length="7+", text=None):
             return np.where(np.asarray(s) >= cut, 0.9, 0.1)
 
         shows = __call__
