@@ -299,13 +299,17 @@ def test_a_short_query_over_right_hits_is_not_no_good_match(dogs, tmp_path):
         page.wait_for_selector(".card", timeout=20_000)
         assert not page.locator("#no-match").is_visible()
         assert "% confident" in page.locator(".card").nth(0).inner_text()
+        assert "<1% confident" in page.locator(".card").nth(7).inner_text()  # under 1%: not "0%"
         assert not errors, errors
     res = CliRunner().invoke(app, ["search", "dog", "--index", str(dogs / "index"), "-k", "8"])
     assert res.exit_code == 0, res.output
     assert NO_GOOD_MATCH_MESSAGE not in res.output
-    # plain words: the confidence and what matched; the raw numbers only on request (--details) and in --json
-    first = res.stdout.splitlines()[0]
-    assert "% confident  picture  0:00.0  " in first and "score" not in first and not re.search(r"[+-]0\.\d", first)
+    # plain words: the confidence and what matched (a photo has no time); the raw numbers only on request (--details)
+    # and in --json; a confidence under 1% reads "<1%", not "0%"
+    first, *_, last = res.stdout.splitlines()
+    assert re.match(r" {2}1\. +\d+% confident  picture  \d{4}-\d\d-\d\d  \S", first), first
+    assert "score" not in first and not re.search(r"[+-]0\.\d", first)
+    assert re.match(r" {2}8\. <1% confident  picture  \d{4}-", last), last
     detailed = CliRunner().invoke(app, ["search", "dog", "--index", str(dogs / "index"), "-k", "8", "--details"])
     assert detailed.exit_code == 0 and detailed.stdout.splitlines()[0] == first
     # "dog" ranks by the model's own score (no querybank offset for 1-3 words): the picture experts' scores' mean
@@ -331,7 +335,8 @@ def test_a_negative_term_removes_the_photos_that_show_it(dogs):
     assert all(r["experts"] == {} for r in json.loads(res.stdout))  # listed, not scored: nothing matched
     listed = CliRunner().invoke(app, ["search", "kind:image -dog", "--index", str(dogs / "index")]).stdout.splitlines()
     assert listed[0] == 'filtered: kind image, not "dog"' and len(listed) == 1 + len(PEOPLE)
-    assert all(re.fullmatch(r" {2}\d\. 0:00\.0  .*\.jpg", line) for line in listed[1:]), listed
+    # listed photos: no confidence, nothing matched, no time (a photo has none)
+    assert all(re.fullmatch(r" {2}\d\. \d{4}-\d\d-\d\d  .*\.jpg", line) for line in listed[1:]), listed
 
 
 def levy_distance(f: Curve, g: Curve) -> float:

@@ -8,6 +8,7 @@ import json
 import os
 import sqlite3
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from reelsearch.cli.main import app, main
@@ -25,7 +27,9 @@ from reelsearch.index.pg import PostgresCatalog
 from reelsearch.media.dates import taken_at
 from reelsearch.scoring.calibration import NEGATIVE_CONFIDENCE
 from reelsearch.search import QueryError, Searcher, subset
-from reelsearch.search.filters import FilterError, in_folders, parse_query
+from reelsearch.search.filters import Filter, FilterError, in_folders, parse_query
+from reelsearch.search.results import SearchResult
+from reelsearch.service.app import create_app
 from test_search_support import small_model
 
 torch.set_num_threads(1)
@@ -271,6 +275,55 @@ def test_a_negative_term_removes_what_the_picture_shows_confidently(embedded, fi
     assert len(kept) < 30 and [r.id for r in got_term][:len(kept)] == kept
     assert len(got) == 30  # "grass" alone is another query: whatever it removes, the rest still rank
     embedded._visual = None
+
+
+class _Sizes:
+    """A calibration that records the library size each "no good match" threshold is asked for."""
+
+    def __init__(self):
+        self.sizes = []
+
+    def __call__(self, scores, length="7+"):
+        return np.full(np.shape(scores), 0.2)
+
+    def less_offsets(self, length="7+"):
+        return False
+
+    def threshold(self, length="7+", videos=None):
+        self.sizes.append(videos)
+        return 0.5
+
+
+def test_no_good_match_reads_the_size_of_the_library_the_filters_keep(embedded, files, model, monkeypatch):
+    """A filtered search is a search of the videos the filters keep: its "no good match" threshold is that many
+    videos' (a right best hit of ten photos beats fewer than one of a thousand), in Python, the HTTP API and the
+    CLI; without filters, the whole library's."""
+    box, after, folder, kind = CASES["selective"]
+    keep = len(_allowed(files, after, folder, kind))
+    sizes = _Sizes()
+    monkeypatch.setattr(embedded.model, "calibration", sizes, raising=False)
+    hit = [SearchResult(id="1", path="x", score=0.1, moment=0.0, frame=0, duration=1.0, confidence=0.2)]
+    assert embedded.no_good_match(box, hit) and embedded.no_good_match(QUERY, hit)
+    assert not embedded.no_good_match(QUERY, [replace(hit[0], confidence=0.6)])
+    assert embedded.no_good_match(QUERY, hit, Filter.of([("folder", "holiday"), ("after", "2023-06"),
+                                                          ("kind", "video")]))
+    assert sizes.sizes == [keep, N, N, keep] and 0 < keep < N
+    got = TestClient(create_app(embedded)).get("/search", params={"q": QUERY, "folder": "holiday",
+                                                                 "after": "2023-06", "kind": "video"})
+    assert got.status_code == 200 and got.json()["no_good_match"] and sizes.sizes[-1] == keep
+    asked = []
+    real = Searcher.no_good_match
+
+    def recorded(self, text, results, filters=None):
+        self.model.calibration = sizes
+        asked.append(real(self, text, results, filters))
+        return asked[-1]
+
+    monkeypatch.setattr(Searcher, "no_good_match", recorded)
+    res = CliRunner().invoke(app, ["search", f"{QUERY} folder:holiday", "--after", "2023-06", "--kind", "video",
+                                   "--index", str(embedded.catalog.location), "--model", model, "--local"])
+    assert res.exit_code == 0, res.output
+    assert len(asked) == 1 and sizes.sizes[-1] == keep  # (its hits, found before, carry no confidence)
 
 
 def test_the_cli_shows_the_filter_and_a_bad_one_exits_2(embedded, files, model, monkeypatch, capsys):

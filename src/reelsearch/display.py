@@ -30,6 +30,12 @@ def clock(seconds: float) -> str:
     return f"{h:d}:{m:02d}:{s:04.1f}" if h else f"{m:d}:{s:04.1f}"
 
 
+def percent(confidence: float) -> str:
+    """A confidence in whole percent, "<1%" below one percent (a 0.7% hit reads neither "0%", certainly wrong, nor
+    "1%", a 1.3% one's equal)."""
+    return "<1%" if confidence < 0.01 else f"{100 * confidence:.0f}%"
+
+
 def match_line(match: dict) -> str:
     """A result's ``match`` (JSON form) on one line, the query's words in brackets: ``said at 0:01.2: First,
     [preheat] the [oven]``."""
@@ -80,9 +86,10 @@ def result_lines(result: dict, rank: int, details: bool = False) -> str:
     than one) and why its file is unavailable here (if it is); ``details``: a last line of the raw numbers
     (:func:`detail_line`)."""
     confidence = result.get("confidence")
-    sure = "" if confidence is None else f"{100 * confidence:3.0f}% confident  "
+    sure = "" if confidence is None else f"{percent(confidence):>3} confident  "
     what = matched(result)
-    out = f"{rank:3d}. {sure}{what + '  ' if what else ''}{clock(result['moment'])}  "
+    when = "" if result.get("kind") == "image" else f"{clock(result['moment'])}  "  # a photo has no time
+    out = f"{rank:3d}. {sure}{what + '  ' if what else ''}{when}"
     if result.get("taken_at") is not None:
         out += datetime.fromtimestamp(result["taken_at"], UTC).strftime("%Y-%m-%d  ")
     out += display_path(result["path"], one_line=True)
@@ -93,7 +100,7 @@ def result_lines(result: dict, rank: int, details: bool = False) -> str:
     moments = result.get("moments") or []
     if len(moments) > 1:
         out += "\n     moments: " + ", ".join(
-            f"{clock(m['start'])}-{clock(m['end'])}" + (f" {100 * m['confidence']:.0f}%" if "confidence" in m else "")
+            f"{clock(m['start'])}-{clock(m['end'])}" + (f" {percent(m['confidence'])}" if "confidence" in m else "")
             for m in moments)
     if result.get("unavailable") is not None:
         out += f"\n     unavailable here: {result['unavailable']}"

@@ -203,7 +203,7 @@ def search_cmd(
     with searcher:
         results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
                                   filters=options, moments=moments, sort=sort)
-        weak = searcher.no_good_match(text, results)
+        weak = searcher.no_good_match(text, results, options)
     print_answer([r.to_json() for r in results], weak, filt.describe() if filt else None, as_json=as_json,
                  details=details)
 

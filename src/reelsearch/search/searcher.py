@@ -262,17 +262,19 @@ class Searcher:
         return self.index_stage.one(_Query(text, query, cue_query, negatives, filt, p, k, frames, example, moments,
                                            sort))
 
-    def no_good_match(self, text: str | None, results: list[SearchResult]) -> bool:
-        """Whether ``results`` of a search for ``text`` (a search box) are no good match: their best confidence below
-        the model's calibrated threshold for the length of the query's free text and the library's size
-        (``Calibration.threshold``); False without a calibration or a confidence."""
+    def no_good_match(self, text: str | None, results: list[SearchResult], filters: Filter | None = None) -> bool:
+        """Whether ``results`` of a search for ``text`` (a search box; ``filters``: the search's other filters) are no
+        good match: their best confidence below the model's calibrated threshold for the length of the query's free
+        text and the size of the library searched (``Calibration.threshold``): the videos the filters keep, when
+        there are filters (a right best hit of ten photos beats fewer than one of a thousand). False without a
+        calibration or a confidence."""
         calibration = getattr(self.model, "calibration", None)
         if calibration is None:
             return False
-        free = read_box(text)[0] if text is not None else None
+        free, filt = read_box(text, filters) if text is not None else (None, filters)
         length = query_length(free) if free is not None else SENTENCE
-        with self.lock:
-            videos = len(self.catalog)
+        with self.lock, self.catalog.snapshot():
+            videos = len(select(filt, self.catalog, self.cues).ids) if filt else len(self.catalog)
         return no_good_match(results, calibration.threshold(length, videos))
 
     @property

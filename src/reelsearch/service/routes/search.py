@@ -114,7 +114,7 @@ async def search_like(request: Request, searcher: SearcherDep) -> Response:
 def _answer(searcher: Searcher, results: list[SearchResult], q: str | None, k: int, example, filt: Filter) -> Response:
     rows = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}", "media": f"/videos/{r.id}/media"}
             for r in results]
-    weak = searcher.no_good_match(q, results)
+    weak = searcher.no_good_match(q, results, filt)
     out = {"query": q, "k": k, "no_good_match": weak, **({"message": NO_GOOD_MATCH_MESSAGE} if weak else {}),
            "results": rows}
     if example is not None:

@@ -31,6 +31,11 @@ function clock(s) {
   return `${m}:${sec}`;
 }
 
+// A confidence in whole percent, "<1%" below one percent (reelsearch.display.percent: the CLI's words).
+function percent(c) {
+  return c < 0.01 ? "<1%" : `${Math.round(100 * c)}%`;
+}
+
 function el(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
@@ -114,7 +119,7 @@ function timeline(result, c) {
     seg.dataset.start = String(m.start);
     seg.style.left = `${(100 * Math.min(m.start, result.duration) / result.duration).toFixed(3)}%`;
     seg.style.width = `${(100 * Math.max(m.end - m.start, 0) / result.duration).toFixed(3)}%`;
-    const sure = m.confidence === undefined ? "" : ` · ${Math.round(100 * m.confidence)}% confident`;
+    const sure = m.confidence === undefined ? "" : ` · ${percent(m.confidence)} confident`;
     seg.title = `moment ${i + 1}: ${clock(m.start)}–${clock(m.end)}${sure} — play from ${clock(m.start)}`;
     seg.setAttribute("aria-label", seg.title);
     seg.addEventListener("click", (ev) => { ev.stopPropagation(); play(result, m.start, c); });
@@ -168,7 +173,7 @@ function card(result, rank) {
   const by = matchedBy(result);
   let scoreText = (by ? `matched: ${by}` : "") +
     (result.kind === "image" ? "" : `${by ? " · " : ""}best moment ${clock(result.moment)}`);
-  if (result.confidence !== undefined) scoreText = `${Math.round(100 * result.confidence)}% confident · ` + scoreText;
+  if (result.confidence !== undefined) scoreText = `${percent(result.confidence)} confident · ` + scoreText;
   meta.append(el("div", "score", scoreText));
   if (result.taken_at !== undefined) meta.append(takenLine(result));
   const numbers = el("details", "numbers");  // the raw numbers, on request
