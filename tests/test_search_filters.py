@@ -283,7 +283,7 @@ class _Sizes:
     def __init__(self):
         self.sizes = []
 
-    def __call__(self, scores, length="7+"):
+    def __call__(self, scores, length="7+", text=None):
         return np.full(np.shape(scores), 0.2)
 
     def less_offsets(self, length="7+"):
