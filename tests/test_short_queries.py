@@ -20,6 +20,7 @@ from reelsearch.models import load_model
 from reelsearch.models.calibration import Calibration
 from reelsearch.scoring.calibration import NO_GOOD_MATCH, Curve, banked, query_length
 from reelsearch.scoring.commonness import Commonness
+from reelsearch.training.calibrate import fit_length
 
 
 @pytest.mark.parametrize(("caption", "queries"), [
@@ -223,3 +224,18 @@ def test_a_version_5_calibration_reads_its_length_curves(tmp_path):
     (folder / "commonness.npz").unlink()
     with pytest.raises(DataFormatError, match="commonness.npz"):
         load_model(folder)
+
+
+def test_too_few_queries_with_a_commonness_keep_the_length_curve():
+    """A length with fewer than ``COMMON_QUERIES`` queries of a known commonness, or all as common, gets no commonness
+    curve (its curve alone); with enough, it gets one (a curve that reads common queries' high scores higher)."""
+    rng = np.random.default_rng(0)
+    scores = rng.normal(0, 0.1, (40, 50))
+    shares = np.log(np.linspace(0.001, 0.3, 40))
+    right = rng.random((40, 50)) < np.exp(shares)[:, None] * (1 + 4 * (scores > 0.1))
+    few = fit_length([("", scores[:5], scores[:5], right[:5], None, None, shares[:5])], 0)
+    same = fit_length([("", scores, scores, right, None, None, np.full(40, -2.0))], 0)
+    assert not few.common and not same.common
+    np.testing.assert_array_equal(few.read(scores[:5], "7+", shares[:5, None]), few.curve(scores[:5]))
+    fitted = fit_length([("", scores, scores, right, None, None, shares)], 0)
+    assert "7+" in fitted.common and fitted.read(0.2, "7+", shares[-1]) > fitted.read(0.2, "7+", shares[0])

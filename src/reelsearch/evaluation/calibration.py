@@ -111,7 +111,7 @@ def fit_common(base: Curve, scores: np.ndarray, right: np.ndarray, commonness: n
     """The ``CommonCurve`` of the queries of [Q, V] ``scores`` (what the confidence reads), ``right`` [Q, V] and
     ``commonness`` [Q] (their log shares; rows with NaN are left out), over ``base`` (their length's curve): the
     logistic regression of right on its six terms by Newton's method, each query's ``top`` pairs counted ``weight``
-    times, then the isotonic fit of right on its ``z`` (so weighted)."""
+    times, then the isotonic fit of right on its ``z`` (so weighted); ValueError when the fit does not converge."""
     keep = ~np.isnan(np.asarray(commonness, np.float64))
     scores, right = np.asarray(scores, np.float64)[keep], np.asarray(right, np.float64)[keep]
     c = np.asarray(commonness, np.float64)[keep]
@@ -129,6 +129,8 @@ def fit_common(base: Curve, scores: np.ndarray, right: np.ndarray, commonness: n
         q = 1 / (1 + np.exp(-(x @ beta)))
         step = np.linalg.solve((x * (w * q * (1 - q))[:, None]).T @ x + 1e-9 * np.eye(6), x.T @ (w * (q - y)))
         beta -= step
+        if not np.all(np.isfinite(beta)):
+            raise ValueError("the commonness curve's logistic fit did not converge")
         if np.abs(step).max() < 1e-10:
             break
     fitted = CommonCurve(beta, span, Curve([0.0], [0.0]))

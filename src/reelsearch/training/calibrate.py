@@ -77,6 +77,9 @@ TRAINING_SPLIT = "train"
 #: The bins of the report's reliability by commonness: a held-out query's right development videos at least this many
 #: (common), between, at most the second (rare).
 COMMON_BINS = (50, 5)
+#: The fewest queries of a length with a commonness, of more than one value, that a commonness curve is fitted on
+#: (fewer: the length's curve alone).
+COMMON_QUERIES = 20
 
 
 class ShortQueries:
@@ -192,7 +195,13 @@ def fit_length(parts: list, seed: int) -> Calibration:
     right = np.concatenate([y for _, _, _, y, _, _, _ in parts])
     shares = np.concatenate([c for *_, c in parts])
     curve = isotonic(judged, right)
-    common = {SENTENCE: fit_common(curve, judged, right, shares)} if (~np.isnan(shares)).any() else {}
+    known = shares[~np.isnan(shares)]
+    common = {}
+    if len(known) >= COMMON_QUERIES and known.min() < known.max():  # else: too few queries to tell commonness apart
+        try:
+            common[SENTENCE] = fit_common(curve, judged, right, shares)
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            log.warning("no commonness curve for %d queries (%s): the length's curve alone", len(known), exc)
     fitted = Calibration(curve, "", None, common=common)
     cuts = {}
     for size in LIBRARIES:
