@@ -106,6 +106,11 @@ def test_a_cold_search_imports_no_torch(library, model):
     got = json.loads(done.stdout)
     assert [r["id"] for r in got] == [r.id for r in want]
     np.testing.assert_allclose([r["score"] for r in got], [r.score for r in want], atol=1e-4)
+    # the confidence as the torch model reads it, of how common "a dog" is in the training captions (calibration
+    # version 6: the commonness table read without torch)
+    np.testing.assert_allclose([r["confidence"] for r in got], [r.confidence for r in want], atol=1e-4)
+    length_curve = model.calibration.lengths["2-3"]([r.score for r in want])
+    assert all(r.confidence > 2 * c for r, c in zip(want, length_curve) if c > 0.01)
 
 
 def test_without_the_graphs_the_model_loads_in_torch(tmp_path, monkeypatch):

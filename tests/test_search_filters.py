@@ -255,7 +255,7 @@ def test_a_negative_term_removes_what_the_picture_shows_confidently(embedded, fi
     own = lib.rows(ids) @ q
     cut = float(np.sort(own)[-20])  # the 20 best videos for the term are "confidently" it
     class Sure:  # a calibration whose confidence and whose term curve both say "it" from the cut up
-        def __call__(self, s, length="7+"):
+        def __call__(self, s, length="7+", text=None):
             return np.where(np.asarray(s) >= cut, 0.9, 0.1)
 
         shows = __call__
@@ -283,7 +283,7 @@ class _Sizes:
     def __init__(self):
         self.sizes = []
 
-    def __call__(self, scores, length="7+"):
+    def __call__(self, scores, length="7+", text=None):
         return np.full(np.shape(scores), 0.2)
 
     def less_offsets(self, length="7+"):

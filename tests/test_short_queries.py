@@ -1,19 +1,26 @@
 """Short queries as people type them: the rule-based extractor over captions, which photos a short query is right
 for, the query lengths a confidence curve is chosen by, and a model's calibration of lengths and negative terms
-(saved, loaded, and read from an older one-curve file)."""
+(saved, loaded, and read from an older one-curve file), and how common a query is in the training captions (version
+6)."""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import numpy as np
 import pytest
 
+from conftest import shared_path
 from reelsearch.errors import DataFormatError
 from reelsearch.evaluation.short_queries import relevance, short_queries
+from reelsearch.features.caches import DatasetSource
 from reelsearch.models import load_model
 from reelsearch.models.calibration import Calibration
 from reelsearch.scoring.calibration import NO_GOOD_MATCH, Curve, banked, query_length
+from reelsearch.scoring.commonness import Commonness
+from reelsearch.training.calibrate import fit_length
 
 
 @pytest.mark.parametrize(("caption", "queries"), [
@@ -78,10 +85,10 @@ def test_calibration_curve_per_length_and_terms_round_trip(tmp_path):
 
 def test_a_version_2_calibration_loads_with_a_warning_to_recalibrate(tmp_path, caplog):
     """Version 2's term curves read the score less the querybank's offsets, which a search no longer subtracts for
-    1-3 words: it still loads, with its curves, and says to rerun `reelsearch calibrate`; version 5 says nothing."""
+    1-3 words: it still loads, with its curves, and says to rerun `reelsearch calibrate`; version 6 says nothing."""
     folder = load_model("default").save(tmp_path / "copy")
     doc = json.loads((folder / "calibration.json").read_text())
-    assert doc["version"] == 5
+    assert doc["version"] == 6
     with caplog.at_level("WARNING", logger="reelsearch.models.parts"):
         load_model(folder)
     assert not caplog.records
@@ -142,3 +149,93 @@ def test_a_calibration_of_one_curve_still_loads_and_reads_it_for_every_length(tm
 def test_calibration_refuses_an_unknown_length():
     with pytest.raises(ValueError, match="unknown query lengths"):
         Calibration(Curve([0.0], [0.5]), "x", None, lengths={"7": Curve([0.0], [0.5])})
+
+
+def _brute_count(query: str, videos: list[list[str]]) -> int:
+    """The training videos a caption of which holds every word of ``query`` but the articles, a plural (-s, -es, on
+    a word of four letters or more) counting as the word: word by word over every caption, no table."""
+    def bare(word):
+        return word[:-2] if word.endswith("es") and len(word) > 4 else word[:-1] if word.endswith("s") and \
+            len(word) > 3 else word
+
+    need = {bare(w) for w in re.findall("[a-z]+", query.lower())} - {"a", "an", "the"}
+    return sum(any(need <= {bare(w) for w in re.findall("[a-z]+", c.lower())} for c in captions)
+               for captions in videos)
+
+
+def test_commonness_counts_the_training_videos_a_caption_of_which_holds_the_query():
+    """The bundled calibration's commonness table (version 6) is Flickr8k train's: each query's count of training
+    photos checked against a count over the captions themselves; a query no caption holds counts 0 (an unknown word
+    too), one without a content word has none; its log share is (count + 0.5) / (photos + 1)."""
+    cal = load_model("default").calibration
+    source, _ = DatasetSource.open(f"flickr8k:{shared_path('flickr8k')}")
+    videos = [item.captions for item in source.dataset.items("train")]
+    assert cal.commonness.videos == len(videos) == 6000
+    for query in ("a dog", "dogs", "a black dog", "two children playing", "trampoline", "dog running through the grass",
+                  "a spaceship landing on mars", "stock market chart", "The Dog!"):
+        assert cal.commonness.count(query) == _brute_count(query, videos), query
+    assert cal.commonness.count("a dog") > 1000 and cal.commonness.count("trampoline") < 60
+    assert cal.commonness.count("a spaceship landing on mars") == 0 and cal.commonness.count("the") is None
+    assert cal.commonness.log_share("a dog") == pytest.approx(math.log((cal.commonness.count("a dog") + 0.5) / 6001))
+    assert Commonness.of([["A dog runs.", "Two dogs"], ["a cat"], ["dog and cat"]]).count("a dog") == 2
+
+
+def test_a_commonness_curve_reads_the_length_curve_and_the_query_as_its_weights_say():
+    """A version-6 confidence, by hand from the saved weights: z = a(l) + max(b(l), 0) g (g the log-odds of the
+    length curve, l clamped to the fitted span), then the correction curve; non-decreasing in the score at every
+    commonness, higher for a common query than a rare one at a score where a hit is likely, the length's curve for a
+    query without a content word."""
+    cal = load_model("default").calibration
+    assert set(cal.common) == {"1", "2-3", "4-6"}
+    probe = np.linspace(-0.4, 0.6, 101)
+    for n, common in cal.common.items():
+        w, (lo, hi) = common.weights.tolist(), common.span
+        for share in (lo - 1, lo, -4.0, -1.4, hi, 0.0):
+            c = min(max(share, lo), hi)
+            want = []
+            for x in probe:
+                p = min(max(float(np.interp(x, cal.lengths[n].score, cal.lengths[n].right)), 1e-4), 1 - 1e-4)
+                z = w[0] + w[2] * c + w[4] * c * c + max(w[1] + w[3] * c + w[5] * c * c, 0) * math.log(p / (1 - p))
+                want.append(float(np.interp(z, common.correction.score, common.correction.right)))
+            got = cal.read(probe, n, share)
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+            assert np.all(np.diff(got) >= -1e-12), (n, share)
+        np.testing.assert_array_equal(cal.read(probe, n), cal.lengths[n](probe))  # no commonness: the length curve
+        np.testing.assert_array_equal(cal(probe, n, "the"), cal.lengths[n](probe))
+        np.testing.assert_array_equal(cal(probe, n), cal.lengths[n](probe))  # no text: the length curve
+    assert cal(0.25, "2-3", "a dog") > 4 * cal(0.25, "2-3", "a trampoline")
+    np.testing.assert_array_equal(cal(probe, "7+", "a dog runs on the green grass"), cal.curve(probe))
+
+
+def test_a_version_5_calibration_reads_its_length_curves(tmp_path):
+    """Version 5 (no commonness): every query of a length reads its curve, as before; a version-6 file whose
+    commonness table is missing is refused, naming the file."""
+    folder = load_model("default").save(tmp_path / "copy")
+    doc = json.loads((folder / "calibration.json").read_text())
+    assert (folder / "commonness.npz").is_file() and doc["commonness"]["file"] == "commonness.npz"
+    (folder / "calibration.json").write_text(json.dumps({k: v for k, v in doc.items()
+                                                         if k not in ("common", "commonness")} | {"version": 5}))
+    cal = load_model(folder).calibration
+    probe = np.linspace(-0.5, 0.5, 101)
+    assert not cal.common and cal.commonness is None
+    for n in ("1", "2-3", "4-6"):
+        np.testing.assert_array_equal(cal(probe, n, "a dog"), Curve(**doc["lengths"][n])(probe))
+    (folder / "calibration.json").write_text(json.dumps(doc))
+    (folder / "commonness.npz").unlink()
+    with pytest.raises(DataFormatError, match="commonness.npz"):
+        load_model(folder)
+
+
+def test_too_few_queries_with_a_commonness_keep_the_length_curve():
+    """A length with fewer than ``COMMON_QUERIES`` queries of a known commonness, or all as common, gets no commonness
+    curve (its curve alone); with enough, it gets one (a curve that reads common queries' high scores higher)."""
+    rng = np.random.default_rng(0)
+    scores = rng.normal(0, 0.1, (40, 50))
+    shares = np.log(np.linspace(0.001, 0.3, 40))
+    right = rng.random((40, 50)) < np.exp(shares)[:, None] * (1 + 4 * (scores > 0.1))
+    few = fit_length([("", scores[:5], scores[:5], right[:5], None, None, shares[:5])], 0)
+    same = fit_length([("", scores, scores, right, None, None, np.full(40, -2.0))], 0)
+    assert not few.common and not same.common
+    np.testing.assert_array_equal(few.read(scores[:5], "7+", shares[:5, None]), few.curve(scores[:5]))
+    fitted = fit_length([("", scores, scores, right, None, None, shares)], 0)
+    assert "7+" in fitted.common and fitted.read(0.2, "7+", shares[-1]) > fitted.read(0.2, "7+", shares[0])

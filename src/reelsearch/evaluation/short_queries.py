@@ -13,16 +13,18 @@ four words or goes on with "of": ``in front of``). A caption whose phrase is emp
 none.
 
 A short query is right for a photo when some one caption of the photo holds every content word of the query (its
-words but the articles), a word's plural (``-s``, ``-es``) counting as the word: "a dog" is right for every photo
+words but the articles, ``reelsearch.scoring.commonness.content_words``), a word's plural (``-s``, ``-es``) counting
+as the word: "a dog" is right for every photo
 a caption of which says "dog" or "dogs", not only the photo whose caption it came from.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
+
+from reelsearch.scoring.commonness import ARTICLES, content_words, words
 
 #: Words that end a subject noun phrase: verbs, prepositions, conjunctions.
 STOPS = frozenset("""is are was were be being been has have had does do did can will while as who that which and or
@@ -41,15 +43,8 @@ GROUPS = frozenset({"group", "couple", "pair", "crowd", "team", "bunch", "herd",
 #: Prepositions kept between a verb and its object (``running through the grass``).
 PREPOSITIONS = frozenset("""in on at through across along into onto over under near by down up off with behind beside
 toward towards around against""".split())
-ARTICLES = frozenset({"a", "an", "the"})
 NUMBERS = frozenset({"one", "two", "three", "four", "five", "six", "several", "many", "some"})
-_WORD = re.compile(r"[a-z]+")
 MAX_PHRASE = 6
-
-
-def words(text: str) -> list[str]:
-    """``text``'s words, lower case, letters only."""
-    return _WORD.findall(text.lower())
 
 
 def short_queries(caption: str) -> list[str]:
@@ -99,28 +94,17 @@ def _phrase_end(ws: list[str], start: int) -> int:
     return n
 
 
-def _stem(word: str) -> str:
-    for end in ("es", "s"):
-        if word.endswith(end) and len(word) > len(end) + 2:
-            return word[: -len(end)]
-    return word
-
-
-def _content(text: str) -> frozenset[str]:
-    return frozenset(_stem(w) for w in words(text) if w not in ARTICLES)
-
-
 def relevance(queries: Sequence[str], captions: Sequence[str], cap2vid: Sequence[int], videos: int) -> np.ndarray:
     """[queries x videos] bool: a query is right for a video when one caption of it holds all the query's content
     words (module docstring). ``cap2vid``: each caption's video."""
     holding: dict[str, set[int]] = {}  # content word -> the captions that hold it
     for c, caption in enumerate(captions):
-        for word in _content(caption):
+        for word in content_words(caption):
             holding.setdefault(word, set()).add(c)
     video_of = np.asarray(cap2vid, dtype=np.int64).reshape(-1)
     out = np.zeros((len(queries), videos), bool)
     for q, query in enumerate(queries):
-        need = sorted(_content(query), key=lambda w: len(holding.get(w, ())))  # the rarest word first
+        need = sorted(content_words(query), key=lambda w: len(holding.get(w, ())))  # the rarest word first
         found = set(holding.get(need[0], ())) if need else set(range(len(captions)))
         for word in need[1:]:
             if not found:

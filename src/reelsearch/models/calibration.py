@@ -7,21 +7,27 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 from typing import ClassVar
 
 from reelsearch.errors import DataFormatError
-from reelsearch.io import atomic_write_json
-from reelsearch.scoring.calibration import LENGTHS, NO_GOOD_MATCH, OWN_SCORE, SENTENCE, Curve
+from reelsearch.io import atomic_path, atomic_write_json
+from reelsearch.scoring.calibration import LENGTHS, NO_GOOD_MATCH, OWN_SCORE, SENTENCE, CommonCurve, Curve
+from reelsearch.scoring.commonness import Commonness
 
 CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
-#: Version 5: the curves are fitted on every (query, video) pair, not a gallery's top 10 (a confidence that does not
+#: The training captions' table of a version-6 calibration (``reelsearch.scoring.commonness``), beside it.
+COMMONNESS_FILE = "commonness.npz"
+#: Version 6: per length of one to six words, a curve of the score and the query's commonness in the model's
+#: training captions (``common``, ``commonness``: ``reelsearch.scoring.calibration.CommonCurve``). Version 5: the
+#: curves are fitted on every (query, video) pair, not a gallery's top 10 (a confidence that does not
 #: depend on the library's size), 1-6 words' of the model's own score (``OWN_SCORE``), with a "no good match"
 #: threshold per length and library size (``no_good_match``). Version 4: a curve of its own for 4-6-word queries,
 #: of the model's own score (``lengths`` "4-6"). Version 3: the negative terms' curves are of the model's own score
 #: (no querybank offsets, as a search scores 1-3 words: ``reelsearch.scoring.calibration.banked``); version 2 had them
 #: less the offsets.
-CALIBRATION_VERSION = 5
+CALIBRATION_VERSION = 6
 #: The lengths whose curve reads the model's own score in a calibration of version 4 or older.
 LEGACY_OWN_SCORE = frozenset({"4-6"})
 log = logging.getLogger(__name__)
@@ -58,7 +64,8 @@ class Calibration:
     them). ``own``: the lengths whose curve reads the model's own score (``OWN_SCORE``; version 4: "4-6" alone).
     ``terms``: {length: curve} from a photo's own score for a term (no offset) to the share of development photos
     at that score that show it (all photos, not a top: what a negative term removes,
-    ``reelsearch.search.filters.pictured``).
+    ``reelsearch.search.filters.pictured``). ``common``: {length: the ``CommonCurve`` its queries read, with the
+    ``commonness`` table of the training captions, where the query has a content word} (version 6).
     Tied to the model's fingerprint and querybank, like the bank to the model; ``source`` the data it was fitted on,
     ``hits`` the hits per query it counted (version 5: every video of the split), ``queries`` how many captions."""
 
@@ -66,22 +73,35 @@ class Calibration:
 
     def __init__(self, curve: Curve, model: str, querybank: str | None, source: str = "", hits: int = 0,
                  queries: int = 0, lengths: dict[str, Curve] | None = None, terms: dict[str, Curve] | None = None,
-                 thresholds: dict[str, dict[int, float]] | None = None, own: frozenset[str] = OWN_SCORE):
+                 thresholds: dict[str, dict[int, float]] | None = None, own: frozenset[str] = OWN_SCORE,
+                 common: dict[str, CommonCurve] | None = None, commonness: Commonness | None = None):
         self.curve, self.model, self.querybank = curve, model, querybank
         self.source, self.hits, self.queries = source, hits, queries
         self.lengths, self.terms = dict(lengths or {}), dict(terms or {})
         self.thresholds = {n: {int(size): float(t) for size, t in sorted(cuts.items(), key=lambda c: int(c[0]))}
                            for n, cuts in (thresholds or {}).items()}
         self.own = frozenset(own)
-        unknown = (set(self.lengths) | set(self.terms) | set(self.thresholds) | self.own) - set(LENGTHS)
+        self.common, self.commonness = dict(common or {}), commonness
+        unknown = (set(self.lengths) | set(self.terms) | set(self.thresholds) | self.own | set(self.common)) - set(
+            LENGTHS)
         if unknown:
             raise ValueError(f"unknown query lengths {sorted(unknown)} (lengths: {', '.join(LENGTHS)})")
         if any(not 0 <= t <= 1 or size < 1 for cuts in self.thresholds.values() for size, t in cuts.items()):
             raise ValueError(f"a no-good-match threshold must lie in [0, 1], got {self.thresholds}")
 
-    def __call__(self, scores, length: str = SENTENCE):
-        """The confidence (0-1) of each score of a query of ``length`` (``query_length`` of its text)."""
-        return self.lengths.get(length, self.curve)(scores)
+    def __call__(self, scores, length: str = SENTENCE, text: str | None = None):
+        """The confidence (0-1) of each score of a query of ``length`` (``query_length`` of its text ``text``: how
+        common it is, where the length has a ``common`` curve; without ``text``, the length's curve)."""
+        known = text is not None and self.commonness is not None and length in self.common
+        share = self.commonness.log_share(text) if known else None
+        return self.read(scores, length, math.nan if share is None else share)
+
+    def read(self, scores, length: str = SENTENCE, commonness=math.nan):
+        """The confidence of each score of a query of ``length`` and ``commonness`` (its log share: ``Commonness``;
+        broadcast against ``scores``, NaN or a length without a ``common`` curve: the length's curve)."""
+        curve = self.lengths.get(length, self.curve)
+        common = self.common.get(length)
+        return curve(scores) if common is None else common(curve, scores, commonness)
 
     def threshold(self, length: str = SENTENCE, videos: int | None = None) -> float:
         """The confidence below which the best hit of a query of ``length`` over a library of ``videos`` says "no good
@@ -120,6 +140,9 @@ class Calibration:
         return {}
 
     def save(self, directory: Path) -> list[str]:
+        if self.commonness is not None:
+            with atomic_path(Path(directory) / COMMONNESS_FILE) as tmp:
+                self.commonness.save(tmp)
         atomic_write_json(Path(directory) / CALIBRATION_FILE, {
             "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "model": self.model,
             "querybank": self.querybank,
@@ -128,12 +151,17 @@ class Calibration:
             "no_good_match": {n: {str(size): t for size, t in cuts.items()} for n, cuts in self.thresholds.items()},
             "own_score": sorted(self.own),
             **{part: {n: {"score": c.score.tolist(), "right": c.right.tolist()} for n, c in curves.items()}
-               for part, curves in (("lengths", self.lengths), ("terms", self.terms))}})
-        return [CALIBRATION_FILE]
+               for part, curves in (("lengths", self.lengths), ("terms", self.terms))},
+            "common": {n: {"weights": c.weights.tolist(), "span": list(c.span), "score": c.correction.score.tolist(),
+                           "right": c.correction.right.tolist()} for n, c in self.common.items()},
+            "commonness": None if self.commonness is None else {"file": COMMONNESS_FILE,
+                                                                "videos": self.commonness.videos}})
+        return [CALIBRATION_FILE] + ([COMMONNESS_FILE] if self.commonness is not None else [])
 
     @classmethod
     def load(cls, directory: Path, entry: dict) -> Calibration:
-        """Version 5; version 4 (curves of the top 10 hits, the 4-6-word one of the model's own score, the others
+        """Version 6 (its commonness table: the entry's second file); version 5 (no commonness: each length reads
+        its curve); version 4 (curves of the top 10 hits, the 4-6-word one of the model's own score, the others
         less the offsets; "no good match" below ``NO_GOOD_MATCH`` for every length); version 3 (no 4-6-word curve:
         such queries read ``curve``, less the offsets); version 2 (its term curves read scores less the querybank's
         offsets, which a search no longer subtracts for 1-3 words: a warning says to recalibrate) or version 1 (one
@@ -151,9 +179,13 @@ class Calibration:
             curve = Curve(doc["score"], doc["right"])
             lengths, terms = ({str(n): Curve(c["score"], c["right"]) for n, c in dict(doc.get(part) or {}).items()}
                               for part in ("lengths", "terms"))
-            own = frozenset(doc["own_score"]) if version == CALIBRATION_VERSION else LEGACY_OWN_SCORE
+            own = frozenset(doc["own_score"]) if version >= 5 else LEGACY_OWN_SCORE
+            common = {str(n): CommonCurve(c["weights"], c["span"], Curve(c["score"], c["right"]))
+                      for n, c in dict(doc.get("common") or {}).items()} if version >= 6 else {}
+            table = doc.get("commonness") if version >= 6 else None
+            commonness = None if not table else Commonness.load(Path(directory) / str(table["file"]))
             return cls(curve, str(doc["model"]), doc.get("querybank"), str(doc.get("source", "")),
                        int(doc.get("hits", 0)), int(doc.get("queries", 0)), lengths, terms,
-                       dict(doc.get("no_good_match") or {}), own)
+                       dict(doc.get("no_good_match") or {}), own, common, commonness)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataFormatError(path, f"invalid calibration curve: {exc}") from exc

@@ -30,6 +30,13 @@ LIBRARIES = (10, 20, 50, 100, 300)
 #: size's "no good match" threshold (Flickr8k dev, held out: at most 5% in libraries of 10, 20, 100 or all 1,000
 #: photos, per length; docs/benchmarks.md, "Confidence in small libraries").
 RIGHT_BELOW = 0.04
+#: :data:`RIGHT_BELOW` for a length whose confidence reads the query's commonness (calibration version 6): the right
+#: best hits of rare queries read low, a long low tail whose 4% point moved between halves of the development queries
+#: (held out, one word in libraries of 100 photos: 5.3% of the right best hits below it); at 3%, 0.8-4.0% at every
+#: length of 1-6 words and size (halves cut by seeds 0-2), and "no good match" is still said over 34-50% of the best
+#: hits of 10-photo libraries holding no right photo (version 5: 17-38%; docs/benchmarks.md, "Confidence that knows
+#: how common a query is").
+COMMON_RIGHT_BELOW = 0.03
 
 #: A video whose picture may well show a negative term is removed: the model's calibrated probability that a photo
 #: with its score for the term shows it (``Calibration.shows``) reaches this. On Flickr8k dev (terms held out) 0.3
@@ -89,3 +96,42 @@ class Curve:
     def __call__(self, scores) -> np.ndarray:
         """The confidence of each score (float64, same shape)."""
         return np.interp(np.asarray(scores, np.float64), self.score, self.right)
+
+
+#: A length curve's confidence is clipped to [EPS, 1 - EPS] before its log-odds are taken (``CommonCurve``).
+EPS = 1e-4
+
+
+@dataclass
+class CommonCurve:
+    """The confidence of a hit by its score and its query's commonness ``l`` (the log of the share of training videos
+    a caption of which holds the query's words: ``reelsearch.scoring.commonness.Commonness.log_share``), calibration
+    version 6: with ``g`` the log-odds of the length's curve at the score, ``z = a(l) + b(l) g``, ``a`` and ``b``
+    quadratics in ``l`` (``weights``: the coefficients of 1, g, l, g l, l², g l²; ``l`` clamped to ``span``, the
+    commonness the fit saw; ``b`` at least 0), and the confidence ``correction(z)`` (an isotonic curve): non-decreasing
+    in the score at every commonness. A NaN commonness (a query without content words) reads the length's curve."""
+
+    weights: np.ndarray
+    span: tuple[float, float]
+    correction: Curve
+
+    def __post_init__(self):
+        self.weights = np.asarray(self.weights, np.float64)
+        self.span = (float(self.span[0]), float(self.span[1]))
+        if self.weights.shape != (6,) or not np.all(np.isfinite(self.weights)) or not self.span[0] <= self.span[1]:
+            raise ValueError(f"a commonness curve needs 6 finite weights and a span, got {self.weights} {self.span}")
+
+    def z(self, base: Curve, scores, commonness) -> np.ndarray:
+        """``a(l) + b(l) g`` of each score (``commonness`` broadcast against ``scores``; NaN where it is)."""
+        p = np.clip(base(scores), EPS, 1 - EPS)
+        g = np.log(p / (1 - p))
+        c = np.clip(np.asarray(commonness, np.float64), *self.span)
+        w = self.weights
+        return w[0] + w[2] * c + w[4] * c * c + np.maximum(w[1] + w[3] * c + w[5] * c * c, 0.0) * g
+
+    def __call__(self, base: Curve, scores, commonness) -> np.ndarray:
+        """The confidence (float64) of each score of a query as common as ``commonness`` (broadcast against
+        ``scores``), ``base`` the curve of the query's length."""
+        scores, commonness = np.asarray(scores, np.float64), np.asarray(commonness, np.float64)
+        out = self.correction(self.z(base, scores, commonness))
+        return np.where(np.isnan(commonness), base(scores), out)

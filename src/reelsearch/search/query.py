@@ -126,7 +126,7 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
     match."""
     judged = [*visual.weights(1.0), *cues]  # what a confidence is the calibration of: the picture and the cues
     length = query_length(text) if text is not None else SENTENCE  # the calibration's curve for such queries
-    spans = _moments(catalog, visual, fused, query, *fusion, judged, p.weights[VISUAL], length) \
+    spans = _moments(catalog, visual, fused, query, *fusion, judged, p.weights[VISUAL], length, text) \
         if query is not None and p.visual else {}
     seen = [j for j, i in enumerate(fused.ids) if i not in stored or stored[i].pictured]  # the hits with a picture
     ids = [fused.ids[j] for j in seen]
@@ -147,7 +147,7 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
     if p.visual:
         bias[seen] = visual.bias_of(ids) if best is None else best[1]
         picture = picture - p.weights[VISUAL] * visual.ranked_bias(bias)  # the picture's match, without the bias
-    confidence = _confidence(visual, fused, p, judged, length, bias)
+    confidence = _confidence(visual, fused, p, judged, length, bias, text)
     text_frames = visual.frame_scorer(query) if query is not None else None
 
     def frame_scores(rows: np.ndarray) -> np.ndarray:
@@ -201,13 +201,13 @@ def _results(catalog: Catalog, visual: Visual, cue_index: TextCues | None, fused
 
 def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, sources: dict[str, Source],
              weights: dict[str, float], judged: list[str], weight: float,
-             length: str) -> dict[str, tuple[np.ndarray, float, list[Moment], tuple[int, int]]]:
+             length: str, text: str | None) -> dict[str, tuple[np.ndarray, float, list[Moment], tuple[int, int]]]:
     """{id: (its best segment's row, its bias, its segments as moments best first, the best one's frames [first,
     stop))} of the fused hits, their segments read in one query: scored as the fusion scores a segment (the model's
     segment score, the cues whose time overlaps it: ``reelsearch.search.fusion.segment_scores``), each confident as
-    the calibration (its curve for queries of ``length``) of its ``judged`` sources' part over the model's
-    ``weight``; or, where the model does not rank
-    segments (ranks, frame attention), in the order of their frames' best scores."""
+    the calibration (its curve for queries of ``length`` and as common as ``text``) of its ``judged`` sources' part
+    over the model's ``weight``; or, where the model does not rank segments (ranks, frame attention), in the order of
+    their frames' best scores."""
     segs = catalog.segments(fused.ids)
     if not segs:
         return {}
@@ -223,7 +223,7 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
             scores = fused_segments(parts, weights)
             if calibration is not None and weight > 0:
                 judged_part = sum(weights[n] * parts[n] for n in judged) / weight
-                sure = calibration(_judged(calibration, visual, judged_part, s.biases, length), length)
+                sure = calibration(_judged(calibration, visual, judged_part, s.biases, length), length, text)
         elif id_ in stored:
             fs = np.asarray(frames_of(stored[id_].frame_rows), np.float64)
             scores = np.array([fs[a:a + c].max() if c else -np.inf for a, c in zip(s.firsts, s.counts, strict=True)])
@@ -238,9 +238,10 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
 
 
 def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str], length: str,
-                bias: np.ndarray) -> np.ndarray | None:
+                bias: np.ndarray, text: str | None) -> np.ndarray | None:
     """Each fused hit's calibrated confidence: the model's calibration (its curve for queries of ``length``,
-    ``reelsearch.scoring.calibration.query_length``) of the ``judged`` sources' part of its fused
+    ``reelsearch.scoring.calibration.query_length``, and of the commonness of the free ``text`` in the model's
+    training captions, where it knows it: ``Calibration``) of the ``judged`` sources' part of its fused
     score (the model's terms and the cues') over the model's weight, with the hit's stored ``bias`` (its querybank
     offset, negated) whether the ranking counted it or not, as ``reelsearch calibrate`` measured the model's own
     score: the cues count on the model's scale as the fusion weighs them. None without a calibration or a
@@ -250,7 +251,7 @@ def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str], length
     if calibration is None or weight <= 0:
         return None
     own = sum(fused.terms[s] for s in judged) / weight
-    return calibration(_judged(calibration, visual, own, bias, length), length)
+    return calibration(_judged(calibration, visual, own, bias, length), length, text)
 
 
 def _judged(calibration, visual: Visual, scores: np.ndarray, bias: np.ndarray, length: str) -> np.ndarray:

@@ -27,12 +27,21 @@ how many others, and what that does to the top 10 of the short queries of two or
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
 
 from reelsearch.errors import ConfigError
-from reelsearch.evaluation.calibration import HITS, halves, isotonic, library_bests, reliability, top_hits
+from reelsearch.evaluation.calibration import (
+    HITS,
+    fit_common,
+    halves,
+    isotonic,
+    library_bests,
+    reliability,
+    top_hits,
+)
 from reelsearch.evaluation.short_queries import relevance, short_queries
 from reelsearch.features.caches import DatasetSource
 from reelsearch.io import atomic_write_json
@@ -40,6 +49,7 @@ from reelsearch.models import load_model
 from reelsearch.models.calibration import Calibration
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.scoring.calibration import (
+    COMMON_RIGHT_BELOW,
     LENGTHS,
     LIBRARIES,
     NEGATIVE_CONFIDENCE,
@@ -48,9 +58,11 @@ from reelsearch.scoring.calibration import (
     banked,
     query_length,
 )
+from reelsearch.scoring.commonness import Commonness
 from reelsearch.training.run import model_pairs, resolve_device
 
 REPORT_FILE = "calibration.json"
+log = logging.getLogger(__name__)
 BATCH = 512
 #: The photos a development short query must be right for to count as a term (negative-term curves).
 TERM_PHOTOS = 20
@@ -60,6 +72,14 @@ TERM_LENGTHS = ("1", "2-3")
 #: the draws of each size (the thresholds' sizes: ``reelsearch.scoring.calibration.LIBRARIES``).
 MEASURED = (10, 20, 100, None)
 DRAWS = {10: 300, 20: 100, 50: 40, 100: 20, 300: 10}
+#: The split whose captions say how common a query is (``reelsearch.scoring.commonness``): the model's training data.
+TRAINING_SPLIT = "train"
+#: The bins of the report's reliability by commonness: a held-out query's right development videos at least this many
+#: (common), between, at most the second (rare).
+COMMON_BINS = (50, 5)
+#: The fewest queries of a length with a commonness, of more than one value, that a commonness curve is fitted on
+#: (fewer: the length's curve alone).
+COMMON_QUERIES = 20
 
 
 class ShortQueries:
@@ -104,42 +124,48 @@ def _scores(model, texts, video, cached: bool = True, length: str | None = None)
 
 
 def fit_calibration(model, scores: np.ndarray, cap2vid: np.ndarray, source: str, hits: int = HITS,
-                    seed: int = 0, short: ShortQueries | None = None,
-                    ranked: np.ndarray | None = None) -> tuple[Calibration, dict]:
+                    seed: int = 0, short: ShortQueries | None = None, ranked: np.ndarray | None = None,
+                    commonness: Commonness | None = None) -> tuple[Calibration, dict]:
     """(the Calibration fitted per length on every (query, video) pair of the captions' ``scores`` (seven words or
     more; ranked by ``ranked`` where a search ranks by other scores than a confidence reads) and of the ``short``
-    queries of that length, with its "no good match" thresholds (module docstring); the report: per length
+    queries of that length, with their commonness curves where ``commonness`` (the training captions' table) says how
+    common each short query is, and its "no good match" thresholds (module docstring); the report: per length
     (``lengths``) its curve, threshold and held-out checks, and for the captions the held-out reliability of their top
     ``hits`` and how often their best hit says "no good match")."""
     relevant = cap2vid[:, None] == np.arange(scores.shape[1])[None, :]
     ranked = scores if ranked is None else ranked
     fit_videos, held_videos = halves(scores.shape[1], seed)
     fit, held = np.isin(cap2vid, fit_videos), np.isin(cap2vid, held_videos)
-    # per length: (what, ranked, judged, right, fit half, held-out half) of its queries
-    groups = {SENTENCE: [("captions", ranked, scores, relevant, fit, held)]}
+    # per length: (what, ranked, judged, right, fit half, held-out half, commonness: NaN where not read) of its queries
+    groups = {SENTENCE: [("captions", ranked, scores, relevant, fit, held, np.full(len(scores), np.nan))]}
     if short is not None:
+        shares = np.array([np.nan if commonness is None or n == SENTENCE else share_of(commonness, q)
+                           for q, n in zip(short.queries, short.lengths)])
         for n in LENGTHS:
             sel = np.flatnonzero(short.lengths == n)
             if len(sel):
                 a = np.isin(np.arange(len(sel)), halves(len(sel), seed)[0])
                 groups.setdefault(n, []).append(("short_queries", short.scores[sel], short.judged[sel],
-                                                 short.relevant[sel], a, ~a))
-    curves, thresholds, lengths, held_fits = {}, {}, {}, {}
+                                                 short.relevant[sel], a, ~a, shares[sel]))
+    curves, thresholds, common, lengths, held_fits = {}, {}, {}, {}, {}
     for n, parts in groups.items():
         fitted = fit_length(parts, seed)
         curves[n], thresholds[n] = fitted.curve, fitted.thresholds[SENTENCE]
-        half = fit_length([(w, r[a], j[a], y[a], a, b) for w, r, j, y, a, b in parts], seed)
-        other = fit_length([(w, r[b], j[b], y[b], a, b) for w, r, j, y, a, b in parts], seed)
+        if SENTENCE in fitted.common:
+            common[n] = fitted.common[SENTENCE]
+        half = fit_length([(w, r[a], j[a], y[a], a, b, c[a]) for w, r, j, y, a, b, c in parts], seed)
+        other = fit_length([(w, r[b], j[b], y[b], a, b, c[b]) for w, r, j, y, a, b, c in parts], seed)
         held_fits[n] = half
         lengths[n] = {"curve": {"score": curves[n].score.tolist(), "right": curves[n].right.tolist()},
                       "thresholds": {str(size): t for size, t in thresholds[n].items()},
-                      **{w: _checked(half, r[b], j[b], y[b], hits) for w, r, j, y, _, b in parts}}
-        lengths[n]["both_halves"] = {w: {_size(size): _banners(half, other, r, j, y, a, b, size, seed)
-                                         for size in MEASURED} for w, r, j, y, a, b in parts}
+                      **{w: _checked(half, r[b], j[b], y[b], hits, c[b]) for w, r, j, y, _, b, c in parts}}
+        lengths[n]["both_halves"] = {w: {_size(size): _banners(half, other, r, j, y, a, b, size, seed, c)
+                                         for size in MEASURED} for w, r, j, y, a, b, c in parts}
     terms, term_report = _term_curves(short, seed) if short is not None else ({}, {})
     bank = getattr(model, "querybank", None)
     calibration = Calibration(curves.pop(SENTENCE), model.fingerprint(), bank.digest() if bank is not None else None,
-                              source, scores.shape[1], len(scores), curves, terms, thresholds)
+                              source, scores.shape[1], len(scores), curves, terms, thresholds, common=common,
+                              commonness=commonness if common else None)
     hit_scores, right = top_hits(ranked, relevant, hits, scores)
     held_curve = held_fits[SENTENCE].curve
     videos = scores.shape[1]
@@ -160,36 +186,60 @@ def fit_calibration(model, scores: np.ndarray, cap2vid: np.ndarray, source: str,
 
 def fit_length(parts: list, seed: int) -> Calibration:
     """The curve of one length: the isotonic fit of every (query, video) pair of ``parts`` [(what, ranked, judged,
-    right, ...)] pooled, with its "no good match" thresholds: per library size of ``LIBRARIES`` (no more than the
-    split's videos), the confidence ``RIGHT_BELOW`` of the right best hits of random libraries of that size fall
-    below (a Calibration of that one curve, for its ``threshold``)."""
-    curve = isotonic(np.concatenate([j.ravel() for _, _, j, _, _, _ in parts]),
-                     np.concatenate([y.ravel() for _, _, _, y, _, _ in parts]))
+    right, fit half, held half, commonness)] pooled, and where some query has a commonness, the commonness curve over
+    it (``reelsearch.evaluation.calibration.fit_common``), with its "no good match" thresholds: per library size of
+    ``LIBRARIES`` (no more than the split's videos), the confidence ``RIGHT_BELOW`` (``COMMON_RIGHT_BELOW`` with a
+    commonness curve) of the right best hits of random libraries of that size fall below (a Calibration of that one
+    length as ``SENTENCE``, for its ``read`` and ``threshold``)."""
+    judged = np.concatenate([j for _, _, j, _, _, _, _ in parts])
+    right = np.concatenate([y for _, _, _, y, _, _, _ in parts])
+    shares = np.concatenate([c for *_, c in parts])
+    curve = isotonic(judged, right)
+    known = shares[~np.isnan(shares)]
+    common = {}
+    if len(known) >= COMMON_QUERIES and known.min() < known.max():  # else: too few queries to tell commonness apart
+        try:
+            common[SENTENCE] = fit_common(curve, judged, right, shares)
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            log.warning("no commonness curve for %d queries (%s): the length's curve alone", len(known), exc)
+    fitted = Calibration(curve, "", None, common=common)
     cuts = {}
     for size in LIBRARIES:
         best = []
-        for _, r, j, y, _, _ in parts:
+        for _, r, j, y, _, _, c in parts:
             value, ok, _ = library_bests(r, y, size, DRAWS[size], seed, j)
-            best.append(value[ok])
-        confidence = curve(np.concatenate(best))
+            best.append(fitted.read(value, SENTENCE, per_best(c, len(value)))[ok])
+        confidence = np.concatenate(best)
         cuts[min(size, parts[0][1].shape[1])] = (
-            float(np.quantile(confidence, RIGHT_BELOW, method="lower")) if len(confidence) else 0.0)
-    return Calibration(curve, "", None, thresholds={SENTENCE: cuts})
+            float(np.quantile(confidence, COMMON_RIGHT_BELOW if common else RIGHT_BELOW, method="lower"))
+            if len(confidence) else 0.0)
+    fitted.thresholds = {SENTENCE: cuts}
+    return fitted
+
+
+def share_of(commonness: Commonness, query: str) -> float:
+    share = commonness.log_share(query)
+    return np.nan if share is None else share
+
+
+def per_best(shares: np.ndarray, bests: int) -> np.ndarray:
+    """Each query's ``shares`` repeated for the ``bests`` of ``library_bests`` (draw by draw, query by query)."""
+    return np.tile(shares, bests // len(shares))
 
 
 def _size(size: int | None) -> str:
     return "all" if size is None else str(size)
 
 
-def _banners(half, other, ranked, judged, right, a, b, size, seed) -> dict:
+def _banners(half, other, ranked, judged, right, a, b, size, seed, shares) -> dict:
     """How often "no good match" is said in libraries of ``size`` videos (None: all), each half of the queries (``a``,
     ``b``) held out in turn (fit on the other: ``half``, ``other``, each :func:`fit_length`'s): over a right best hit,
-    over a wrong one, and when the library holds no right video."""
+    over a wrong one, and when the library holds no right video (``shares``: each query's commonness)."""
     counts = np.zeros(6, np.int64)
     size = size or ranked.shape[1]
     for fitted, rows in ((half, b), (other, a)):
         value, ok, held = library_bests(ranked[rows], right[rows], size, DRAWS.get(size, 1), seed + 1, judged[rows])
-        weak = fitted(value) < fitted.threshold(SENTENCE, size)
+        weak = fitted.read(value, SENTENCE, per_best(shares[rows], len(value))) < fitted.threshold(SENTENCE, size)
         counts += [(weak & ok).sum(), ok.sum(), (weak & ~ok).sum(), (~ok).sum(), (weak & ~held).sum(), (~held).sum()]
     return {"right_best": int(counts[1]), "no_good_match": int(counts[0]),
             "no_good_match_over_right_best": float(counts[0] / max(counts[1], 1)),
@@ -229,17 +279,35 @@ def _term_curves(short: ShortQueries, seed: int) -> tuple[dict, dict]:
     return curves, report
 
 
-def _checked(fitted: Calibration, ranked, judged, right, hits: int) -> dict:
-    """Held-out queries' check of a :func:`fit_length` over all the split's videos: the reliability table of their top
-    ``hits`` and of every pair (``all_pairs_ece``), how often the best hit is right, and called no good match when it
-    is (``no_good_match_over_right_best``)."""
+def _checked(fitted: Calibration, ranked, judged, right, hits: int, shares) -> dict:
+    """Held-out queries' check of a :func:`fit_length` over all the split's videos (``shares``: each query's
+    commonness): the reliability table of their top ``hits`` and of every pair (``all_pairs_ece``), the log loss of
+    every pair (``log_loss``; ``log_loss_length_curve``: of the length's curve alone, as version 5 read it), how often
+    the best hit is right, and called no good match when it is (``no_good_match_over_right_best``), and per bin of
+    :data:`COMMON_BINS` of the queries' right videos the top ``hits``' and every pair's mean confidence beside the
+    share right (``by_commonness``)."""
     value, top = top_hits(ranked, right, hits, judged)
-    confidence = fitted(value)
+    confidence, every = fitted.read(value, SENTENCE, shares[:, None]), fitted.read(judged, SENTENCE, shares[:, None])
     best_right, weak = top[:, 0], confidence[:, 0] < fitted.threshold(SENTENCE, ranked.shape[1])
+    many, few = right.sum(axis=1) >= COMMON_BINS[0], right.sum(axis=1) <= COMMON_BINS[1]
+    bins = {f">={COMMON_BINS[0]}": many, f"{COMMON_BINS[1] + 1}-{COMMON_BINS[0] - 1}": ~many & ~few,
+            f"<={COMMON_BINS[1]}": few}
     return {"queries": len(right), **reliability(confidence, top), "best_right": float(best_right.mean()),
-            "all_pairs_ece": reliability(fitted(judged), right)["ece"],
+            "all_pairs_ece": reliability(every, right)["ece"], "log_loss": log_loss(every, right),
+            "log_loss_length_curve": log_loss(fitted.curve(judged), right),
             "no_good_match": float(weak.mean()),
-            "no_good_match_over_right_best": float((weak & best_right).sum() / max(best_right.sum(), 1))}
+            "no_good_match_over_right_best": float((weak & best_right).sum() / max(best_right.sum(), 1)),
+            "by_commonness": {name: {"queries": int(rows.sum()), "top_confidence": float(confidence[rows].mean()),
+                                     "top_right": float(top[rows].mean()),
+                                     "pairs_confidence": float(every[rows].mean()),
+                                     "pairs_right": float(right[rows].mean())}
+                              for name, rows in bins.items() if rows.any()}}
+
+
+def log_loss(confidence: np.ndarray, right: np.ndarray) -> float:
+    """The mean log loss of ``confidence`` (clipped to [1e-6, 1 - 1e-6]) for ``right``."""
+    p = np.clip(confidence, 1e-6, 1 - 1e-6)
+    return float(-np.mean(np.where(right, np.log(p), np.log1p(-p))))
 
 
 def make_calibration(checkpoint, data: str, out: str | Path, split: str = "dev", hits: int = HITS, seed: int = 0,
@@ -262,8 +330,14 @@ def make_calibration(checkpoint, data: str, out: str | Path, split: str = "dev",
     model = model.to(dev)
     pairs = model_pairs(model, source, split, str(dev), progress)
     (ranked, scores), short = search_scores(model, pairs)
+    commonness = None
+    if TRAINING_SPLIT in source.dataset.splits() and split != TRAINING_SPLIT:
+        commonness = Commonness.of([item.captions for item in source.dataset.items(TRAINING_SPLIT)])
+    else:
+        log.warning("%s has no split %r apart from %r: the confidence cannot say how common a query is",
+                    source.label, TRAINING_SPLIT, split)
     model.calibration, report = fit_calibration(model, scores, np.asarray(pairs.cap2vid), f"{source.label}:{split}",
-                                                hits, seed, short, ranked)
+                                                hits, seed, short, ranked, commonness)
     model.to("cpu").save(best)
     report["model"] = str(checkpoint)
     atomic_write_json(out / REPORT_FILE, report)
@@ -292,6 +366,14 @@ def report_text(report: dict, out: str | Path) -> str:
                 lines.append(f"  {n:>3} {what:13s}  {row['queries']:6d}  {cuts}  {row['ece']:.3f} / "
                              f"{row['all_pairs_ece']:.4f}  {row['best_right']:10.3f}  "
                              f"{100 * row['no_good_match_over_right_best']:5.1f}%")
+    lines.append("log loss of every held-out pair, this calibration / its length's curve alone; its top hits' mean "
+                 "confidence / share right by the queries' right videos (common, between, rare)")
+    for n, entry in report.get("lengths", {}).items():
+        row = entry.get("short_queries")
+        if row is not None and "log_loss" in row:
+            lines.append(f"  {n:>3} {row['log_loss']:.5f} / {row['log_loss_length_curve']:.5f}  " + "  ".join(
+                f"{name}: {b['top_confidence']:.3f} / {b['top_right']:.3f} ({b['queries']})"
+                for name, b in row["by_commonness"].items()))
     lines.append('"no good match" per library size, each half held out in turn (fit on the other): over a right best '
                  "hit, a wrong one, no right video in the library")
     for n, entry in report.get("lengths", {}).items():
