@@ -235,6 +235,14 @@ def _v8(db: Database) -> None:
                    "DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)")
 
 
+def _v9(db: Database) -> None:
+    """The frame vectors (float16 [T, D], 8 KiB for 4 frames of 1024: TOASTed) stored out of line as they are, not
+    tried for compression first (``STORAGE EXTERNAL``): float16 embeddings do not compress, and the attempt cost the
+    server a tenth of a bulk load's CPU (docs/benchmarks.md, "PostgreSQL bulk load: where the server's time goes").
+    Metadata only: the values stored before stay as they are."""
+    db.execute("ALTER TABLE frame_vectors ALTER COLUMN vectors SET STORAGE EXTERNAL")
+
+
 #: (version, what it does, the function that applies it), in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (1, "the catalog: videos, frames, frame vectors, text cues, claims", _v1),
@@ -245,6 +253,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (6, "the HNSW index over the vectors and their biases", _v6),
     (7, "video_segments: each video's segments, their vectors and HNSW index", _v7),
     (8, "videos.vector NULL for a file without a picture, its zero rows dropped", _v8),
+    (9, "frame_vectors.vectors stored out of line uncompressed", _v9),
 ]
 LATEST = MIGRATIONS[-1][0]
 
