@@ -248,3 +248,31 @@ def test_migration_9_keeps_frame_vectors_out_of_line_uncompressed_and_those_stor
     with PostgresCatalog(pg_url) as lib:
         assert lib.schema == LATEST and storage(lib) == "e" and read_back(lib) == before
         assert compression_of_a_long_value(lib) is None
+
+
+def test_an_index_build_gets_the_memory_its_graph_needs_for_its_transaction(pg_url):
+    """``schema.hnsw_indexes`` raises ``maintenance_work_mem`` for its transaction to the graph's estimated size
+    (value, neighbours and element of each row, with a quarter to spare), at most GRAPH_MEMORY_MAX_KIB, and never
+    lowers a larger setting."""
+    from reelsearch.index.pg.schema import GRAPH_MEMORY_MAX_KIB
+    from reelsearch.index.pg.schema import hnsw_indexes as make_indexes
+
+    with PostgresCatalog(pg_url) as lib:
+        lib._commit(library(), [], "m")
+        db = lib._db
+
+        def memory() -> int:
+            return db.execute("SELECT setting::bigint FROM pg_settings WHERE name = ?",
+                              ("maintenance_work_mem",)).fetchone()[0]
+
+        def built(rows: int) -> int:
+            with db.transaction():
+                make_indexes(db, DIM, 16, 64, rows, True)
+                return memory()
+
+        default = memory()
+        assert built(100_000) == 100_000 * (2 * (DIM + 1) + 8 + 32 * 16 + 128) * 5 // 4 // 1024 > default
+        assert memory() == default and hnsw_indexes(lib) == {"videos_hnsw", "video_segments_hnsw"}
+        assert built(10**9) == GRAPH_MEMORY_MAX_KIB and built(10) == default
+        db.execute("SET maintenance_work_mem = '2GB'")
+        assert built(10**9) == 2 * 1024 * 1024

@@ -168,6 +168,23 @@ def hnsw_index(db: Database, dim: int, m: int, ef_construction: int, *, folded: 
                    f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
 
 
+#: The most memory (KiB) ``hnsw_indexes`` lets one index build take (``maintenance_work_mem``, this transaction).
+GRAPH_MEMORY_MAX_KIB = 1 << 20
+
+
+def hnsw_indexes(db: Database, dim: int, m: int, ef_construction: int, rows: int, segments: bool) -> None:
+    """Make the videos' HNSW index and, when ``segments``, the segments' (those missing), with
+    ``maintenance_work_mem`` raised for this transaction (never lowered; at most GRAPH_MEMORY_MAX_KIB) to hold the
+    graph of ``rows`` rows: pgvector builds in memory while the graph fits and about 3x slower once it does not
+    (100,000 rows of 1,025: 169 s in 1 GB, 539 s in PostgreSQL's default 64 MB; docs/benchmarks.md)."""
+    need = min(GRAPH_MEMORY_MAX_KIB, rows * (2 * (int(dim) + 1) + 8 + 32 * int(m) + 128) * 5 // 4 // 1024)
+    if need > db.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0]:
+        db.execute("SELECT set_config('maintenance_work_mem', ?, true)", (f"{need}kB",))  # value, neighbours, element
+    hnsw_index(db, dim, m, ef_construction)
+    if segments:
+        segments_hnsw_index(db, dim, m, ef_construction)
+
+
 def _v5(db: Database) -> None:
     """When each video was taken (``reelsearch.media.dates``): seconds since the epoch and its source; NULL for the
     videos stored before, read by the next sync (``CatalogSync._fill_taken``; the file's mtime meanwhile)."""
