@@ -177,9 +177,10 @@ def hnsw_indexes(db: Database, dim: int, m: int, ef_construction: int, rows: int
     ``maintenance_work_mem`` raised for this transaction (never lowered; at most GRAPH_MEMORY_MAX_KIB) to hold the
     graph of ``rows`` rows: pgvector builds in memory while the graph fits and about 3x slower once it does not
     (100,000 rows of 1,025: 169 s in 1 GB, 539 s in PostgreSQL's default 64 MB; docs/benchmarks.md)."""
+    # a row: its halfvec value, its layer-0 neighbours (2M of 16 bytes), the element; a quarter to spare
     need = min(GRAPH_MEMORY_MAX_KIB, rows * (2 * (int(dim) + 1) + 8 + 32 * int(m) + 128) * 5 // 4 // 1024)
     if need > db.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0]:
-        db.execute("SELECT set_config('maintenance_work_mem', ?, true)", (f"{need}kB",))  # value, neighbours, element
+        db.execute("SELECT set_config('maintenance_work_mem', ?, true)", (f"{need}kB",))
     hnsw_index(db, dim, m, ef_construction)
     if segments:
         segments_hnsw_index(db, dim, m, ef_construction)
@@ -255,7 +256,7 @@ def _v8(db: Database) -> None:
 def _v9(db: Database) -> None:
     """The frame vectors (float16 [T, D], 8 KiB for 4 frames of 1024: TOASTed) stored out of line as they are, not
     tried for compression first (``STORAGE EXTERNAL``): float16 embeddings do not compress, and the attempt cost the
-    server a tenth of a bulk load's CPU (docs/benchmarks.md, "PostgreSQL bulk load: where the server's time goes").
+    server about 10 us a value (docs/benchmarks.md, "PostgreSQL bulk load: where the server's time goes").
     Metadata only: the values stored before stay as they are."""
     db.execute("ALTER TABLE frame_vectors ALTER COLUMN vectors SET STORAGE EXTERNAL")
 
