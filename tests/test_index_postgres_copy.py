@@ -166,24 +166,113 @@ def test_binary_rows_are_postgresql_s_own(pg_url):
     assert got[1] == (None,) * 6
 
 
+def hnsw_indexes(lib: PostgresCatalog) -> set[str]:
+    return {r[0] for r in lib._db.execute("SELECT indexname FROM pg_indexes WHERE indexname IN ('videos_hnsw', "
+                                          "'video_segments_hnsw')")}
+
+
 def test_a_first_load_makes_the_hnsw_indexes_once_after_its_rows(pg_url, tmp_path):
-    """A sync into an empty catalog commits its rows with no HNSW index to update row by row, then makes both indexes
-    at its end; a sync that finds them missing (its writer died before the end) makes them."""
+    """A sync into an empty catalog commits its rows with no HNSW index to update row by row, then makes the videos'
+    index at its end (images: one segment each, so no segments' index: searches rank the videos'); a sync that finds
+    it missing (its writer died before the end) makes it."""
     from test_index_library import FakeEmbedder, write_png
 
     for i in range(6):
         write_png(tmp_path / "media" / f"img{i}.png", seed=i)
     with PostgresCatalog(pg_url) as lib:
-        def indexes() -> int:
-            return lib._db.execute("SELECT count(*) FROM pg_indexes WHERE indexname IN ('videos_hnsw', "
-                                   "'video_segments_hnsw')").fetchone()[0]
-
         during = []
         commit = lib._commit
-        lib._commit = lambda *a: commit(*a) or during.append(indexes())
+        lib._commit = lambda *a: commit(*a) or during.append(hnsw_indexes(lib))
         report = lib.sync([tmp_path / "media"], FakeEmbedder(), progress=False, commit_every=2)
-        assert len(report.added) == 6 and during[:3] == [0, 0, 0] and indexes() == 2
+        assert len(report.added) == 6 and during[:3] == [set()] * 3 and hnsw_indexes(lib) == {"videos_hnsw"}
+        assert not lib.several_segments()
         lib._db.execute("DROP INDEX videos_hnsw")
-        lib._db.execute("DROP INDEX video_segments_hnsw")
         assert lib.sync([tmp_path / "media"], FakeEmbedder(), progress=False).summary().startswith("0 added")
-        assert indexes() == 2
+        assert hnsw_indexes(lib) == {"videos_hnsw"}
+
+
+def test_the_segments_index_is_made_once_a_video_has_several_segments(pg_url):
+    """Clips of one segment each: the videos' HNSW index alone (the segments' would repeat it); once a video of
+    several segments is committed, the next ``_synced`` makes the segments' index, and a segments search by HNSW
+    answers as an exact one."""
+    changes = library(9)
+    one = {c.file.path for c in changes if c.media.pictured and len(c.media.segment_vectors) == 1}
+    clips = [c for c in changes if c.file.path in one]
+    with PostgresCatalog(pg_url, threshold=0) as lib:
+        lib._commit(clips, [], "m")
+        lib._synced()
+        assert hnsw_indexes(lib) == {"videos_hnsw"} and lib.segment_count() == lib.row_count() == len(clips)
+        lib._commit([c for c in changes if c.file.path not in one], [], "m")
+        assert lib.several_segments() and hnsw_indexes(lib) == {"videos_hnsw"}
+        lib._synced()
+        assert hnsw_indexes(lib) == {"videos_hnsw", "video_segments_hnsw"}
+        q = np.random.default_rng(1).standard_normal(DIM).astype(np.float32)
+        by_index = lib.nearest_segments(q, 5)
+        lib.threshold = 10**6
+        exact = lib.nearest_segments(q, 5)
+    assert by_index[0] == exact[0] and np.allclose(by_index[1], exact[1], atol=1e-5)
+
+
+def test_migration_9_keeps_frame_vectors_out_of_line_uncompressed_and_those_stored_before(pg_url):
+    """Schema 9: ``frame_vectors.vectors`` is ``STORAGE EXTERNAL`` (no compression tried: float16 embeddings do not
+    compress); a catalog of schema 8 migrates with its rows read back unchanged, and a long value written after is
+    stored uncompressed (the same value was compressed before)."""
+    from reelsearch.index.pg.schema import LATEST
+
+    def storage(lib) -> str:
+        return lib._db.execute("SELECT attstorage FROM pg_attribute WHERE attrelid = 'frame_vectors'::regclass AND "
+                               "attname = 'vectors'").fetchone()[0]
+
+    class Undo(Exception):
+        pass
+
+    def compression_of_a_long_value(lib) -> str | None:
+        """How a long compressible value written now is stored (None: uncompressed), in a transaction rolled back."""
+        found = []
+        with pytest.raises(Undo), lib._db.transaction():
+            first = lib._db.execute("SELECT min(video_id) FROM frame_vectors").fetchone()[0]
+            lib._db.execute("UPDATE frame_vectors SET vectors = decode(repeat('00', 20000), 'hex') WHERE video_id = ?",
+                            (first,))
+            found.append(lib._db.execute("SELECT pg_column_compression(vectors) FROM frame_vectors WHERE video_id = ?",
+                                         (first,)).fetchone()[0])
+            raise Undo
+        return found[0]
+
+    with PostgresCatalog(pg_url) as lib:
+        assert lib.schema == LATEST and storage(lib) == "e"
+        lib._db.execute("ALTER TABLE frame_vectors ALTER COLUMN vectors SET STORAGE EXTENDED")  # as schema 8 had it
+        lib._db.execute("DELETE FROM schema_version WHERE version >= 9")
+        lib._commit(library(), [], "m")
+        before = read_back(lib)
+        assert compression_of_a_long_value(lib) is not None
+    with PostgresCatalog(pg_url) as lib:
+        assert lib.schema == LATEST and storage(lib) == "e" and read_back(lib) == before
+        assert compression_of_a_long_value(lib) is None
+
+
+def test_an_index_build_gets_the_memory_its_graph_needs_for_its_transaction(pg_url):
+    """``schema.hnsw_indexes`` raises ``maintenance_work_mem`` for its transaction to the graph's estimated size
+    (value, neighbours and element of each row, with a quarter to spare), at most GRAPH_MEMORY_MAX_KIB, and never
+    lowers a larger setting."""
+    from reelsearch.index.pg.schema import GRAPH_MEMORY_MAX_KIB
+    from reelsearch.index.pg.schema import hnsw_indexes as make_indexes
+
+    with PostgresCatalog(pg_url) as lib:
+        lib._commit(library(), [], "m")
+        db = lib._db
+
+        def memory() -> int:
+            return db.execute("SELECT setting::bigint FROM pg_settings WHERE name = ?",
+                              ("maintenance_work_mem",)).fetchone()[0]
+
+        def built(rows: int) -> int:
+            with db.transaction():
+                make_indexes(db, DIM, 16, 64, rows, True)
+                return memory()
+
+        default = memory()
+        assert built(100_000) == 100_000 * (2 * (DIM + 1) + 8 + 32 * 16 + 128) * 5 // 4 // 1024 > default
+        assert memory() == default and hnsw_indexes(lib) == {"videos_hnsw", "video_segments_hnsw"}
+        assert built(10**9) == GRAPH_MEMORY_MAX_KIB and built(10) == default
+        db.execute("SET maintenance_work_mem = '2GB'")
+        assert built(10**9) == 2 * 1024 * 1024

@@ -42,10 +42,9 @@ from reelsearch.index.pg.database import Database
 from reelsearch.index.pg.schema import (
     FOLDED,
     HNSW_MAX_DIM,
-    hnsw_index,
+    hnsw_indexes,
     migrate,
     schema_version,
-    segments_hnsw_index,
 )
 from reelsearch.index.pg.textcues import PostgresTextCues
 from reelsearch.index.sync_records import FileChange, FileToSync, StoredFile, media_rows
@@ -343,18 +342,19 @@ class PostgresCatalog(SqlCatalog):
             self._db.execute("ALTER TABLE video_segments ALTER COLUMN vector TYPE vector")
 
     def _synced(self) -> None:
-        """The HNSW indexes, when a first load (``_first_vector``) or a writer that died before its end left none:
-        made by one writer (the advisory lock), while the others' commits wait. Once made, rows join them as they
-        are committed."""
+        """The HNSW indexes a first load or a dead writer left missing, made by one writer (the others' commits wait);
+        the segments' only once a video has several segments (till then searches rank the videos' index: a library
+        of clips builds one graph, not two alike). Once made, rows join them as committed."""
         dim = self.dim
-        if dim is None or dim + 1 > HNSW_MAX_DIM or self._db.execute(
-                "SELECT to_regclass('videos_hnsw') IS NOT NULL AND to_regclass('video_segments_hnsw') IS NOT NULL"
-        ).fetchone()[0]:
+        if dim is None or dim + 1 > HNSW_MAX_DIM:
             return
-        with self._transaction():
-            self._exclusive()
-            hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
-            segments_hnsw_index(self._db, dim, self.hnsw_m, self.ef_construction)
+        videos, segments = self._db.execute("SELECT to_regclass('videos_hnsw') IS NOT NULL, "
+                                            "to_regclass('video_segments_hnsw') IS NOT NULL").fetchone()
+        segments = segments or not self.several_segments()
+        if not (videos and segments):
+            with self._transaction():  # the graph's rows: a segment a video at least
+                self._exclusive()
+                hnsw_indexes(self._db, dim, self.hnsw_m, self.ef_construction, self.segment_count(), not segments)
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool, *,

@@ -8,6 +8,7 @@ float4 values); None is NULL. A row the server refuses is named by its file (``C
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable, Sequence
 
@@ -18,7 +19,7 @@ from reelsearch.index.sync import CatalogSync
 from reelsearch.index.sync_records import MediaRows
 
 _LENGTH, _INT8, _INT4, _FLOAT8 = struct.Struct(">i"), struct.Struct(">iq"), struct.Struct(">ii"), struct.Struct(">id")
-_NULL, _DIMS = _LENGTH.pack(-1), struct.Struct(">hh")
+_NULL, _DIMS, _VECTOR = _LENGTH.pack(-1), struct.Struct(">hh"), struct.Struct(">ihh")
 
 
 def _int8(v) -> bytes:
@@ -49,13 +50,27 @@ def vector_recv(v) -> Vector:
 
 
 def _vector(v) -> bytes:
-    data = vector_recv(v)
-    return _LENGTH.pack(len(data)) + data
+    v = np.asarray(v, ">f4")
+    return _VECTOR.pack(4 * len(v) + 4, len(v), 0) + v.tobytes()
 
 
 #: Each column type's encoder (of a value that is not None).
 ENCODERS: dict[str, Callable[[object], bytes]] = {"int8": _int8, "int4": _int4, "float8": _float8, "bytea": _bytea,
                                                   "text": _text, "vector": _vector}
+
+
+@functools.cache
+def _row_encoder(types: tuple[str, ...]) -> Callable[[Sequence], bytes]:
+    """``encode_row`` for rows of ``types``: the encoders looked up once, not per value."""
+    header, encoders = struct.pack(">h", len(types)), [ENCODERS[kind] for kind in types]
+
+    def encode(values: Sequence) -> bytes:
+        if len(values) != len(encoders):
+            raise ValueError(f"{len(values)} values for {len(encoders)} columns")
+        return header + b"".join([_NULL if v is None else e(v) for e, v in zip(encoders, values)])  # noqa: B905
+
+    return encode
+
 
 #: The tables a commit copies into: (table, columns, each column's type).
 VIDEOS = ("videos", "id, " + CatalogSync._INSERT, ("int8", "int8", "int8", "text", "float8", "int4", "text", "float8",
@@ -68,10 +83,7 @@ SEGMENTS = ("video_segments", "video_id, ordinal, start, stop, first_frame, n_fr
 
 def encode_row(values: Sequence, types: Sequence[str]) -> bytes:
     """One tuple of binary COPY: the number of columns, then each value's length and bytes (-1: NULL)."""
-    parts = [struct.pack(">h", len(values))]
-    for value, kind in zip(values, types, strict=True):
-        parts.append(_NULL if value is None else ENCODERS[kind](value))
-    return b"".join(parts)
+    return _row_encoder(tuple(types))(values)
 
 
 def copy_rows(db: Database, table: tuple[str, str, tuple[str, ...]], rows: list[tuple], files: list[str]) -> None:
@@ -80,8 +92,9 @@ def copy_rows(db: Database, table: tuple[str, str, tuple[str, ...]], rows: list[
     if not rows:
         return
     name, columns, types = table
+    encode = _row_encoder(tuple(types))
     try:
-        db.copy(f"COPY {name} ({columns}) FROM STDIN (FORMAT BINARY)", (encode_row(r, types) for r in rows))
+        db.copy(f"COPY {name} ({columns}) FROM STDIN (FORMAT BINARY)", map(encode, rows))
     except CopyError as exc:
         if exc.line is None or not 0 < exc.line <= len(files):
             raise

@@ -168,6 +168,24 @@ def hnsw_index(db: Database, dim: int, m: int, ef_construction: int, *, folded: 
                    f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
 
 
+#: The most memory (KiB) ``hnsw_indexes`` lets one index build take (``maintenance_work_mem``, this transaction).
+GRAPH_MEMORY_MAX_KIB = 1 << 20
+
+
+def hnsw_indexes(db: Database, dim: int, m: int, ef_construction: int, rows: int, segments: bool) -> None:
+    """Make the videos' HNSW index and, when ``segments``, the segments' (those missing), with
+    ``maintenance_work_mem`` raised for this transaction (never lowered; at most GRAPH_MEMORY_MAX_KIB) to hold the
+    graph of ``rows`` rows: pgvector builds in memory while the graph fits and about 3x slower once it does not
+    (100,000 rows of 1,025: 169 s in 1 GB, 539 s in PostgreSQL's default 64 MB; docs/benchmarks.md)."""
+    # a row: its halfvec value, its layer-0 neighbours (2M of 16 bytes), the element; a quarter to spare
+    need = min(GRAPH_MEMORY_MAX_KIB, rows * (2 * (int(dim) + 1) + 8 + 32 * int(m) + 128) * 5 // 4 // 1024)
+    if need > db.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0]:
+        db.execute("SELECT set_config('maintenance_work_mem', ?, true)", (f"{need}kB",))
+    hnsw_index(db, dim, m, ef_construction)
+    if segments:
+        segments_hnsw_index(db, dim, m, ef_construction)
+
+
 def _v5(db: Database) -> None:
     """When each video was taken (``reelsearch.media.dates``): seconds since the epoch and its source; NULL for the
     videos stored before, read by the next sync (``CatalogSync._fill_taken``; the file's mtime meanwhile)."""
@@ -235,6 +253,14 @@ def _v8(db: Database) -> None:
                    "DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)")
 
 
+def _v9(db: Database) -> None:
+    """The frame vectors (float16 [T, D], 8 KiB for 4 frames of 1024: TOASTed) stored out of line as they are, not
+    tried for compression first (``STORAGE EXTERNAL``): float16 embeddings do not compress, and the attempt cost the
+    server about 10 us a value (docs/benchmarks.md, "PostgreSQL bulk load: where the server's time goes").
+    Metadata only: the values stored before stay as they are."""
+    db.execute("ALTER TABLE frame_vectors ALTER COLUMN vectors SET STORAGE EXTERNAL")
+
+
 #: (version, what it does, the function that applies it), in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (1, "the catalog: videos, frames, frame vectors, text cues, claims", _v1),
@@ -245,6 +271,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Database], None]]] = [
     (6, "the HNSW index over the vectors and their biases", _v6),
     (7, "video_segments: each video's segments, their vectors and HNSW index", _v7),
     (8, "videos.vector NULL for a file without a picture, its zero rows dropped", _v8),
+    (9, "frame_vectors.vectors stored out of line uncompressed", _v9),
 ]
 LATEST = MIGRATIONS[-1][0]
 
