@@ -18,13 +18,13 @@ from typer.testing import CliRunner
 from browser import chromium_page
 from conftest import shared_path
 from reelsearch.cli.main import app
-from reelsearch.display import NO_GOOD_MATCH_MESSAGE
+from reelsearch.display import NO_GOOD_MATCH_MESSAGE, detail_line
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.evaluation.calibration import halves, isotonic, library_bests, reliability, top_hits
 from reelsearch.models import load_model
 from reelsearch.models.calibration import Calibration
 from reelsearch.models.checkpoint import default_model_dir
-from reelsearch.scoring.calibration import LIBRARIES, NO_GOOD_MATCH, Curve, query_length
+from reelsearch.scoring.calibration import LIBRARIES, NO_GOOD_MATCH, Curve, banked, query_length
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
 from reelsearch.training.calibrate import DRAWS, fit_calibration
@@ -474,3 +474,14 @@ def test_calibrate_command_reproduces_the_bundled_curve(tmp_path):
         assert row["photos_showing_removed"] > 5 * row["other_photos_removed"], (n, row)
     again = runner.invoke(app, ["calibrate", "default", "--data", data, "--out", str(tmp_path / "cal")])
     assert isinstance(again.exception, ReelsearchError) and "exists and is not empty" in str(again.exception)
+
+
+def test_the_detail_line_says_which_queries_the_querybank_offsets():
+    """``--details`` and the page's numbers name the query lengths whose ranking score subtracts the videos' querybank
+    offsets as the search does (``banked``): seven words or more."""
+    line = detail_line({"score": -0.1, "experts": {}})
+    assert "for seven words or more less the video's usual score" in line
+    assert banked(query_length("one two three four five six seven")) and not banked(query_length("one two three four "
+                                                                                                   "five six"))
+    page = (Path(__file__).parents[1] / "src/reelsearch/service/static/app.js").read_text()
+    assert "for seven words or more less the video's usual score" in page and "four words or more" not in page

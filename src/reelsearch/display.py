@@ -68,10 +68,10 @@ def matched(result: dict) -> str:
 
 def detail_line(result: dict) -> str:
     """A result's raw numbers (JSON form), named: the ranking score (it orders one search's hits; a model with a
-    querybank subtracts each video's offset from a query of four words or more, so it is then mostly negative; it
+    querybank subtracts each video's offset from a query of seven words or more, so it is then mostly negative; it
     means nothing across searches) and each
     source's own score (a mixture's picture experts by name)."""
-    out = (f"ranking score {result['score']:+.4f} (its sources' weighted scores, for four words or more less the "
+    out = (f"ranking score {result['score']:+.4f} (its sources' weighted scores, for seven words or more less the "
            "video's usual score: it orders this search's hits only)")
     experts = result.get("experts") or {}
     if experts:

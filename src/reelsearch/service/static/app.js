@@ -147,7 +147,7 @@ function matchedBy(result) {
 // A result's raw numbers, named (as reelsearch.display.detail_line).
 function detailText(result) {
   let out = `ranking score ${result.score >= 0 ? "+" : ""}${result.score.toFixed(4)} ` +
-    "(its sources' weighted scores, for four words or more less the video's usual score: it orders this " +
+    "(its sources' weighted scores, for seven words or more less the video's usual score: it orders this " +
     "search's hits only)";
   if (result.experts) {
     out += " · own scores: " + Object.entries(result.experts)
