@@ -511,6 +511,63 @@ def test_a_tower_cut_short_is_distilled_saved_and_run_without_torch(base, tuned,
     minilm._SHARED.clear()
 
 
+def test_a_teacher_is_also_matched_on_a_pool_of_unlabeled_sentences(tuned, tmp_path, monkeypatch):
+    """tune_text.distill_batch: each step adds that many sentences of the pool (the training captions, then the
+    distinct lines of distill_sentences), whole permutations of it drawn from (seed, epoch); the teacher's targets
+    of the extra sentences are its own embeddings of them; text_dropout=0 takes the experts' input dropout off; the
+    cosine to the teacher on the extra sentences rises with training."""
+    from reelsearch.config import TuneTextConfig
+    from reelsearch.config.typed import apply_section
+    from reelsearch.features.caches import DatasetSource
+    from reelsearch.models import load_model
+    from reelsearch.training.text_tail import TextTask
+    from reelsearch.training.trainer import Trainer
+
+    root, manifest, store, _ = tuned
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(root / "cache"))
+    source, _ = DatasetSource.open(f"manifest:{manifest}", store)
+    sentences = ["a cat sleeps on a sofa", "two boats", "", "a woman rides a bike down a hill", "two boats"]
+    (tmp_path / "more.txt").write_text("\n".join(sentences), encoding="utf-8")
+    teacher = root / "out" / "best"
+    keys = text_keys(epochs=2, depth=2, layers=1, teacher=teacher, video="false", distill=5, distill_batch=64,
+                     distill_sentences=tmp_path / "more.txt", text_dropout=0, **KEYS)
+    task = TextTask(load_model(teacher), source, apply_section(TuneTextConfig(), keys), "train", "val",
+                    progress=False)
+    n = len(task.train_data.captions)
+    assert task.report()["distill_sentences"] == 3
+    assert all(e.text_encoder.input_dropout is None for e in task.experts.values())
+    batches = task.batches(1)
+    assert all(len(b[2]) == 64 for b in batches) and len(batches) * 64 > n + 3
+    draws = np.concatenate([b[2] for b in batches])
+    assert np.array_equal(draws, np.concatenate([b[2] for b in task.batches(1)]))
+    assert sorted(draws[:n + 3]) == list(range(n + 3))  # the whole pool before any sentence twice
+    want = load_model(teacher).encode_text(sentences[:2] + sentences[3:4])
+    got = np.concatenate([task.targets[k][n:].numpy() for k in sorted(task.experts)], 1)
+    assert np.abs(got - want).max() < 1e-3
+
+    def agreement() -> float:
+        with torch.no_grad():
+            task.module.eval()
+            text = task.tokens(task.extra_states)
+            return float(np.mean([(e.text_forward(text) * task.targets[k][n:]).sum(-1).mean().item()
+                                  for k, e in task.experts.items()]))
+
+    start = agreement()
+    Trainer(task, tmp_path / "run", progress=False).fit()
+    assert agreement() > start + 0.05
+    for bad, match in [(dict(distill_batch=-1), "cannot be negative"), (dict(distill_batch=8), "set tune_text.teacher"),
+                       (dict(teacher="x", video="false", distill_sentences="s.txt"), "set tune_text.distill_batch"),
+                       (dict(text_dropout=1), r"in \[0, 1\)")]:
+        with pytest.raises(ConfigError, match=match):
+            apply_section(TuneTextConfig(), text_keys(**bad))
+    (tmp_path / "empty.txt").write_text("\n \n", encoding="utf-8")
+    for path, match in [(tmp_path / "empty.txt", "empty.txt: no sentences"),
+                        (tmp_path / "nope.txt", "nope.txt: cannot read")]:
+        keys = text_keys(teacher=teacher, video="false", distill_batch=8, distill_sentences=path)
+        with pytest.raises(ReelsearchError, match=match):
+            TextTask(load_model(teacher), source, apply_section(TuneTextConfig(), keys), "train", "val", progress=False)
+
+
 # ---------------------------------------------------------------- named towers assembled from packages
 
 

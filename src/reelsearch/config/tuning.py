@@ -108,7 +108,11 @@ class TuneTextConfig(TailKeys):
     kept). ``teacher``: a model whose caption embeddings the tuned model learns to match (distillation: ``distill``
     x the sum over a batch of 1 - cosine, per expert, added to the ranking loss); its experts must be the model's,
     with the same video side (the teacher with ``tower`` swapped, ``video: false``), so that both embed captions
-    into one joint space.
+    into one joint space. ``distill_batch``: each step also matches the teacher on this many sentences of the
+    distillation pool (the training captions and the lines of the text file ``distill_sentences``: unlabeled
+    sentences, the teacher's embeddings and the tuned layers' input states of each computed once and cached), the
+    distillation loss alone (0: none; the pool is drawn anew from the seed and the epoch). ``text_dropout``: the
+    experts' text input dropout while tuning (null: the model's own; 0 fits a teacher without noise).
     """
 
     section: ClassVar[str] = "tune_text"
@@ -118,6 +122,9 @@ class TuneTextConfig(TailKeys):
     tower: str | None = None
     teacher: str | None = None
     distill: float = 1.0
+    distill_batch: int = 0
+    distill_sentences: str | None = None
+    text_dropout: float | None = None
     epochs: int = 12
     lr: float = 1e-4
     lr_text: float = 2e-5
@@ -138,6 +145,15 @@ class TuneTextConfig(TailKeys):
         if self.teacher is not None and self.video:
             raise ConfigError("teacher: distillation matches the teacher's caption embeddings in its joint space, "
                               "which the video side must keep: set tune_text.video=false")
+        if self.distill_batch < 0:
+            raise ConfigError(f"distill_batch cannot be negative, got {self.distill_batch}")
+        if (self.distill_batch or self.distill_sentences) and self.teacher is None:
+            raise ConfigError("distill_batch and distill_sentences match a teacher's embeddings: set tune_text.teacher")
+        if self.distill_sentences and not self.distill_batch:
+            raise ConfigError("distill_sentences: the sentences are drawn distill_batch at a step: set "
+                              "tune_text.distill_batch")
+        if self.text_dropout is not None and not 0 <= self.text_dropout < 1:
+            raise ConfigError(f"text_dropout must be in [0, 1), got {self.text_dropout}")
 
 
 @dataclass

@@ -15,7 +15,9 @@ epochs without a better one; an interrupted run resumes exactly.
 that many layers (the experts then read its hidden states there: a faster query encoder, with ``teacher`` the
 model itself); ``tune_text.tower`` first puts another
 tower (all-mpnet-base-v2) in place of the model's, the text side started anew; ``tune_text.teacher`` distils a
-model's caption embeddings into the tuned one (a bigger tower as teacher of the tower that fits the query budget).
+model's caption embeddings into the tuned one (a bigger tower as teacher of the tower that fits the query budget),
+``tune_text.distill_batch`` on more sentences each step than the ranking batch's captions: the training captions and
+the unlabeled ``tune_text.distill_sentences``.
 
 The tuned model is an ordinary model folder: the tuned layers lie beside it (``text-tail.safetensors``; a mixture's
 once, beside its experts) and its text recipe names them, so evaluation, indexing and search run the tuned tower
@@ -133,6 +135,8 @@ class TextTask(TrainingTask):
                                      layer=self.first if self.first < n else None, tail=processor.tail)
         self.train_data = source.pairs(model.recipes, source.check_split(train_split), states, progress=progress)
         self.val_data = source.pairs(model.recipes, source.check_split(val_split), states, progress=progress)
+        extra = read_sentences(cfg.distill_sentences) if cfg.distill_sentences else []
+        self.extra_states = caption_features(extra, states, progress) if extra else []
         if len(self.train_data.video_keys) < cfg.batch_size:
             raise ReelsearchError(f"{source.label}: {len(self.train_data.video_keys)} training videos with captions "
                                   f"and features, fewer than one batch ({cfg.batch_size})")
@@ -155,6 +159,8 @@ class TextTask(TrainingTask):
                 p.requires_grad_(False)
             for p in (p for side in sides for p in side.parameters()):
                 p.requires_grad_(True)
+            if cfg.text_dropout is not None and hasattr(expert.text_encoder, "input_dropout"):
+                expert.text_encoder.input_dropout = nn.Dropout(cfg.text_dropout) if cfg.text_dropout else None
         trained = nn.ModuleDict({"experts": nn.ModuleDict(self.experts)})
         if self.top is not None:
             trained["top"] = self.top
@@ -162,11 +168,11 @@ class TextTask(TrainingTask):
                 p.requires_grad_(True)
         self.losses = nn.ModuleDict({k: train_losses(e.config.train).main for k, e in self.experts.items()})
         self.module = trained
-        self.targets = self._teacher_targets(cfg.teacher, progress) if cfg.teacher else None
+        self.targets = self._teacher_targets(cfg.teacher, extra, progress) if cfg.teacher else None
 
-    def _teacher_targets(self, teacher_dir: str, progress: bool) -> dict[str, torch.Tensor]:
-        """Each expert's teacher embeddings of the training captions; the teacher must have the model's experts
-        with the same video side (its joint space)."""
+    def _teacher_targets(self, teacher_dir: str, extra: list[str], progress: bool) -> dict[str, torch.Tensor]:
+        """Each expert's teacher embeddings of the training captions, then of the sentences ``extra``; the teacher
+        must have the model's experts with the same video side (its joint space)."""
         teacher = load_model(teacher_dir)
         if sorted(teacher.experts) != sorted(self.experts):
             raise ReelsearchError(f"tune_text.teacher {teacher_dir}: experts {sorted(teacher.experts)}, the model's "
@@ -178,8 +184,9 @@ class TextTask(TrainingTask):
                 raise ReelsearchError(f"tune_text.teacher {teacher_dir}: expert {name!r} has another video side than "
                                       "the model's, so another joint space: start from the teacher itself with "
                                       "tune_text.tower set")
-        captions = self.train_data.captions
-        logger.info(f"teacher {teacher_dir}: embedding {len(captions)} training captions")
+        captions = list(self.train_data.captions) + extra
+        logger.info(f"teacher {teacher_dir}: embedding {len(self.train_data.captions)} training captions and "
+                    f"{len(extra)} more sentences")
         processor, top = _shared_tower(teacher), None
         if processor.tail:  # its tuned layers on its cached states below them: a fraction of the whole tower's cost
             first = tail_first_layer(processor.tail)
@@ -220,10 +227,16 @@ class TextTask(TrainingTask):
         for vids in epoch_batches(len(self.caption_span), self.cfg.batch_size, self.cfg.seed, epoch):
             start, end = self.caption_span[vids].T
             out.append((vids, start + (rng.random(len(vids)) * (end - start)).astype(np.int64)))
-        return out
+        if not self.cfg.distill_batch:
+            return out
+        # the distillation pool's sentences of each step: whole permutations of the pool, drawn from (seed, epoch)
+        pool = len(self.train_data.captions) + len(self.extra_states)
+        need = len(out) * self.cfg.distill_batch
+        draws = np.concatenate([rng.permutation(pool) for _ in range(-(-need // pool))])[:need]
+        return [(*b, d) for b, d in zip(out, np.split(draws, len(out)), strict=True)]
 
     def loss(self, batch, epoch: int) -> torch.Tensor:
-        vids, captions = batch
+        vids, captions = batch[:2]
         text = self.tokens([self.train_data.text_features[c] for c in captions])
         total = 0.0
         for name, expert in self.experts.items():
@@ -232,6 +245,13 @@ class TextTask(TrainingTask):
             total = total + self.losses[name](sims)
             if self.targets is not None:  # summed over the batch, as the ranking losses are
                 total = total + self.cfg.distill * (1 - (t * self.targets[name][captions]).sum(-1)).sum()
+        if len(batch) > 2:  # the distillation pool's sentences of this step: the distillation loss alone
+            n = len(self.train_data.captions)
+            pool = self.tokens([self.train_data.text_features[i] if i < n else self.extra_states[i - n]
+                                for i in batch[2]])
+            for name, expert in self.experts.items():
+                t = expert.text_forward(pool)
+                total = total + self.cfg.distill * (1 - (t * self.targets[name][batch[2]]).sum(-1)).sum()
         return total
 
     def validate(self) -> Validation:
@@ -304,7 +324,20 @@ class TextTask(TrainingTask):
         return {"experts": list(self.experts), "text_tower": str(self.encoder.folder), "tuned_layers":
                 list(range(self.first, self.end)),
                 "tuned_parameters": sum(p.numel() for p in self.top.parameters()) if self.top is not None else 0,
-                "train_videos": len(self.train_data.video_keys), "train_captions": len(self.train_data.captions)}
+                "train_videos": len(self.train_data.video_keys), "train_captions": len(self.train_data.captions),
+                "distill_sentences": len(self.extra_states)}
+
+
+def read_sentences(path: str | Path) -> list[str]:
+    """The distinct non-empty lines of the text file ``path`` (``tune_text.distill_sentences``)."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ReelsearchError(f"tune_text.distill_sentences {path}: cannot read it ({e})") from e
+    sentences = list(dict.fromkeys(line.strip() for line in lines if line.strip()))
+    if not sentences:
+        raise ReelsearchError(f"tune_text.distill_sentences {path}: no sentences (one a line)")
+    return sentences
 
 
 def tune_text(checkpoint: str | Path, data: str, out: str | Path, overrides: dict | list[str] | None = None,
