@@ -334,7 +334,7 @@ def test_a_short_query_over_right_hits_is_not_no_good_match(dogs, tmp_path):
 
 
 def test_a_negative_term_removes_the_photos_that_show_it(dogs):
-    """``-dog`` removes the photos the model's term curve says may well show a dog (``NEGATIVE_CONFIDENCE``), with
+    """``-dog`` removes the photos the model says may well show a dog (``Calibration.pictures``), with
     free text and with filters alone (which list the rest), in Python, the CLI and the HTTP API."""
     with Searcher(dogs / "index") as searcher:
         assert set(_names([r.to_json() for r in searcher.search("people", 8, frames=False)])) == set(DOGS + PEOPLE)
