@@ -24,7 +24,15 @@ from reelsearch.evaluation.calibration import halves, isotonic, library_bests, r
 from reelsearch.models import load_model
 from reelsearch.models.calibration import Calibration
 from reelsearch.models.checkpoint import default_model_dir
-from reelsearch.scoring.calibration import LIBRARIES, NO_GOOD_MATCH, Curve, banked, query_length
+from reelsearch.scoring.calibration import (
+    COMMON_NEGATIVE_CONFIDENCE,
+    LIBRARIES,
+    NEGATIVE_CONFIDENCE,
+    NO_GOOD_MATCH,
+    Curve,
+    banked,
+    query_length,
+)
 from reelsearch.search import Searcher
 from reelsearch.service import create_app
 from reelsearch.training.calibrate import DRAWS, fit_calibration
@@ -41,6 +49,9 @@ OFF_TOPIC = "stock market chart"
 #: Flickr8k dev photos of dogs (the four the bundled model scores highest for "dog" on dev) and of people, no dog.
 DOGS = ["442220883_ff3d6e507f", "2190137367_746335f707", "124972799_de706b6d0b", "2695962887_a1647c567b"]
 PEOPLE = ["3215870337_c92a1a1b2f", "3214381315_b54f5c9be4", "3405011838_f81117c99f", "576920249_df1bdc2068"]
+#: Flickr8k dev photos of dogs (every caption says so) that the model scores lower for "dog": a search for "dog" is
+#: confident of them (58-72%), the one-word term curve is not (17-27%).
+PLAIN_DOGS = ["2490687446_9d46fdf5a9", "1178705300_c224d9a4f1", "3695064885_a6922f06b2"]
 
 
 # ---------------------------------------------------------------- the curve
@@ -324,7 +335,7 @@ def test_a_short_query_over_right_hits_is_not_no_good_match(dogs, tmp_path):
 
 
 def test_a_negative_term_removes_the_photos_that_show_it(dogs):
-    """``-dog`` removes the photos the model's term curve says may well show a dog (``NEGATIVE_CONFIDENCE``), with
+    """``-dog`` removes the photos the model says may well show a dog (``Calibration.pictures``), with
     free text and with filters alone (which list the rest), in Python, the CLI and the HTTP API."""
     with Searcher(dogs / "index") as searcher:
         assert set(_names([r.to_json() for r in searcher.search("people", 8, frames=False)])) == set(DOGS + PEOPLE)
@@ -341,6 +352,23 @@ def test_a_negative_term_removes_the_photos_that_show_it(dogs):
     assert listed[0] == 'filtered: kind image, not "dog"' and len(listed) == 1 + len(PEOPLE)
     # listed photos: no confidence, nothing matched, no time (a photo has none)
     assert all(re.fullmatch(r" {2}\d\. \d{4}-\d\d-\d\d  .*\.jpg", line) for line in listed[1:]), listed
+
+
+def test_a_negative_term_removes_what_a_search_for_it_is_confident_of(tmp_path_factory):
+    """``-dog`` removes the dogs a search for "dog" is confident of (issue 33: calibration version 6 reads how common
+    the term is, ``COMMON_NEGATIVE_CONFIDENCE``), though the one-word term curve alone (what a search read before) gave
+    them under ``NEGATIVE_CONFIDENCE``; the photos of people stay."""
+    root = indexed_photos(tmp_path_factory.mktemp("plain_dogs"), PLAIN_DOGS + PEOPLE)
+    with Searcher(root / "index") as searcher:
+        hits = searcher.search("dog", 7, frames=False)
+        found = dict(zip(_names([r.to_json() for r in hits]), hits))
+        sure = {name: r.confidence for name, r in found.items()}
+        assert min(sure[n] for n in PLAIN_DOGS) >= COMMON_NEGATIVE_CONFIDENCE + 0.1, sure
+        assert max(sure[n] for n in PEOPLE) <= COMMON_NEGATIVE_CONFIDENCE - 0.1, sure
+        curve = searcher.model.calibration.shows([found[n].score for n in PLAIN_DOGS], "1")
+        assert max(curve) <= NEGATIVE_CONFIDENCE - 0.02, curve  # the term curve alone kept them
+        assert set(_names([r.to_json() for r in searcher.search("people -dog", 7, frames=False)])) == set(PEOPLE)
+        assert set(_names([r.to_json() for r in searcher.search("kind:image -dog", 7)])) == set(PEOPLE)
 
 
 def levy_distance(f: Curve, g: Curve) -> float:

@@ -25,6 +25,7 @@ from reelsearch.index.catalog import VideoFacts
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.media.dates import taken_at
+from reelsearch.models.calibration import Calibration
 from reelsearch.scoring.calibration import NEGATIVE_CONFIDENCE
 from reelsearch.search import QueryError, Searcher, subset
 from reelsearch.search.filters import Filter, FilterError, in_folders, parse_query
@@ -259,6 +260,8 @@ def test_a_negative_term_removes_what_the_picture_shows_confidently(embedded, fi
             return np.where(np.asarray(s) >= cut, 0.9, 0.1)
 
         shows = __call__
+        commonness, common = None, {}  # no commonness: the term curve's cut (version 5 and older)
+        pictures, _common_term = Calibration.pictures, Calibration._common_term
 
         def less_offsets(self, length="7+"):
             return True

@@ -11,9 +11,20 @@ import math
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
+
 from reelsearch.errors import DataFormatError
 from reelsearch.io import atomic_path, atomic_write_json
-from reelsearch.scoring.calibration import LENGTHS, NO_GOOD_MATCH, OWN_SCORE, SENTENCE, CommonCurve, Curve
+from reelsearch.scoring.calibration import (
+    COMMON_NEGATIVE_CONFIDENCE,
+    LENGTHS,
+    NEGATIVE_CONFIDENCE,
+    NO_GOOD_MATCH,
+    OWN_SCORE,
+    SENTENCE,
+    CommonCurve,
+    Curve,
+)
 from reelsearch.scoring.commonness import Commonness
 
 CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
@@ -119,11 +130,27 @@ class Calibration:
         curve of its own reads ``curve``, the captions': less the offsets)."""
         return (length if length in self.lengths else SENTENCE) not in self.own
 
-    def shows(self, scores, length: str = SENTENCE):
-        """The probability (0-1) that a photo with each score for a term of ``length`` shows it: its ``terms`` curve,
-        the longest shorter one for a length without its own; None without any."""
+    def shows(self, scores, length: str = SENTENCE, text: str | None = None):
+        """The probability (0-1) that a photo with each score for a term of ``length`` shows it: with the term's
+        ``text``, where this calibration knows how common it is (version 6, a term with a content word), the
+        confidence of a search for the term alone (:meth:`__call__`); else its ``terms`` curve, the longest shorter
+        one for a length without its own; None without any."""
+        if self._common_term(length, text):
+            return self(scores, length, text)
         known = [n for n in LENGTHS[:LENGTHS.index(length) + 1] if n in self.terms]
         return self.terms[known[-1]](scores) if known else None
+
+    def pictures(self, scores, length: str = SENTENCE, text: str | None = None):
+        """[bool] whether each photo may well show a term of ``length`` (and ``text``): :meth:`shows` reaches
+        ``COMMON_NEGATIVE_CONFIDENCE`` where it reads the term's commonness, ``NEGATIVE_CONFIDENCE`` where it reads a
+        term curve; None without any curve."""
+        shown = self.shows(scores, length, text)
+        cut = COMMON_NEGATIVE_CONFIDENCE if self._common_term(length, text) else NEGATIVE_CONFIDENCE
+        return None if shown is None else np.asarray(shown) >= cut
+
+    def _common_term(self, length: str, text: str | None) -> bool:
+        return (text is not None and self.commonness is not None and length in self.common
+                and self.commonness.log_share(text) is not None)
 
     def mismatch(self, model) -> str | None:
         """Why this curve does not describe ``model``'s scores (None when it does): another model's, or a

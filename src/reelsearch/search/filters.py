@@ -5,7 +5,7 @@
 give the same filters by key (:meth:`Filter.of`), through the same value parser. A token is
 
 * ``"words in quotes"``: a phrase that must be said or written in the video, word for word (case-insensitive);
-* ``-word`` (or ``-"some words"``): a negative term (:data:`NEGATIVE_CONFIDENCE`, ``reelsearch.search.query``);
+* ``-word`` (or ``-"some words"``): a negative term (:func:`pictured`, ``reelsearch.search.query``);
 * ``key:value`` (or ``key:"a value with spaces"``) with a key of :data:`KEYS`: a filter; a word made of letters
   before the colon that is not a key (``colour:red``) is an error, anything else with a colon (``10:30``, ``1:1``)
   is text;
@@ -31,7 +31,7 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import Catalog, VideoFacts
 from reelsearch.index.textcues import TextCues
-from reelsearch.scoring.calibration import NEGATIVE_CONFIDENCE, SENTENCE
+from reelsearch.scoring.calibration import query_length
 from reelsearch.search.fusion import fuse
 from reelsearch.search.sources import Visual
 from reelsearch.search.subset import Selection
@@ -261,22 +261,23 @@ def _text_conditions(filt: Filter, cues: TextCues | None):
     return lambda i: i not in banned and all(i in s for s in need)
 
 
-def pictured(visual: Visual, query: np.ndarray, length: str = SENTENCE, first: int = 64) -> set[str]:
-    """The videos of ``visual``'s catalog whose picture shows a negative term: the model's calibrated probability
-    (``Calibration.shows``, for terms of the term's ``length``, ``reelsearch.scoring.calibration.query_length``) that a
-    photo with its own score for the term's embedding ``query`` [1, D] shows the term reaches
-    :data:`NEGATIVE_CONFIDENCE` (none without a calibration of terms). The score is the model's own, without the
-    querybank's offsets (the term curves are fitted on short queries, which a search ranks so). The calibration is
-    monotone, so the model's top is read from ``first`` on, doubling, until no video outside it can reach the cut
-    (the fusion's ``keep``)."""
+def pictured(visual: Visual, query: np.ndarray, text: str, first: int = 64) -> set[str]:
+    """The videos of ``visual``'s catalog whose picture shows the negative term ``text`` (its embedding ``query``
+    [1, D]): the model's calibrated probability that a photo with its own score for the term shows it
+    (``Calibration.pictures``: the confidence of a search for the term alone where the calibration knows how common
+    it is, at least ``COMMON_NEGATIVE_CONFIDENCE``; else the term curve of its length (``query_length``), at least
+    ``NEGATIVE_CONFIDENCE``: ``reelsearch.scoring.calibration``; none without a calibration
+    of terms). The score is the model's own, without the querybank's offsets (the curves are fitted on short queries,
+    which a search ranks so). The calibration is monotone, so the model's top is read from ``first`` on, doubling,
+    until no video outside it can reach the cut (the fusion's ``keep``)."""
     calibration = getattr(visual.model, "calibration", None)
-    if calibration is None or calibration.shows(0.0, length) is None:
+    length = query_length(text)
+    if calibration is None or calibration.shows(0.0, length, text) is None:
         return set()
     visual = visual.with_bias(False)
     catalog = visual.catalog
     fused = fuse(visual.sources(query), visual.weights(1.0), len(catalog), catalog, visual,
-                 keep=lambda scores: np.asarray(calibration.shows(scores, length)) >= NEGATIVE_CONFIDENCE,
-                 first=first)
+                 keep=lambda scores: calibration.pictures(scores, length, text), first=first)
     return set(fused.ids)
 
 

@@ -257,7 +257,7 @@ class Searcher:
         query = self.query_encoder.one(text) if text is not None else None
         cue_query = self.cue_queries.one(text) if p.cues else None
         calibrated = getattr(self.model, "calibration", None) is not None  # else negatives are words only
-        negatives = [(self.query_encoder.one(term), query_length(term)) for term in filt.exclude] if calibrated else []
+        negatives = [(self.query_encoder.one(term), term) for term in filt.exclude] if calibrated else []
         # concurrent searches share one vector-index search (the index stage: ``_search_batch``)
         return self.index_stage.one(_Query(text, query, cue_query, negatives, filt, p, k, frames, example, moments,
                                            sort))
@@ -328,7 +328,7 @@ class Searcher:
 
     def _allowed(self, filt: Filter, negatives: list[tuple[np.ndarray, str]]) -> Selection:
         """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those
-        whose picture matches a negative term (``negatives``: its embedding, its length) well (``pictured``)."""
+        whose picture matches a negative term (``negatives``: its embedding, its text) well (``pictured``)."""
         allowed = select(filt, self.catalog, self.cues)
         if negatives and allowed.ids:
             visual = self.visual.on(Subset(self.catalog, allowed))

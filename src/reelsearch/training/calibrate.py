@@ -22,7 +22,9 @@ A negative term (``-dog``) removes the photos that may well show it (``NEGATIVE_
 three words, a curve from a photo's score for a term to the share of photos at that score that show it, fitted on
 every photo's score for the derived short queries that at least :data:`TERM_PHOTOS` photos show (terms common enough
 to exclude), held out by halves of those terms; the report says how many photos showing a held-out term it removes,
-how many others, and what that does to the top 10 of the short queries of two or three words.
+how many others, and what that does to the top 10 of the short queries of two or three words. A search reads these
+curves where the calibration does not know how common the term is; where it does, a term's confidence is that of a
+search for it (``Calibration.shows``, ``COMMON_NEGATIVE_CONFIDENCE``: ``benchmarks/bench_negative_common.py``).
 """
 
 from __future__ import annotations
