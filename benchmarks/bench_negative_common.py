@@ -23,7 +23,7 @@ import numpy as np
 from bench_confidence_choices import term_tops
 from bench_short_queries import dev_from_args, raw_scores
 from reelsearch.evaluation.calibration import fit_common, halves, isotonic
-from reelsearch.training.calibrate import TERM_PHOTOS
+from reelsearch.training.calibrate import TERM_PHOTOS, share_of
 
 CUTS = (0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2)
 
@@ -32,7 +32,7 @@ def main() -> None:
     model, pairs, video, offsets, queries, lengths, relevant = dev_from_args(__doc__)
     scores = raw_scores(model, video, queries, cached=False)
     table = model.calibration.commonness
-    shares = np.array([np.nan if (s := table.log_share(q)) is None else s for q in queries])
+    shares = np.array([share_of(table, q) for q in queries])
     tops, _, base_words = term_tops(scores, relevant, queries, lengths)
     common = relevant.sum(axis=1) >= TERM_PHOTOS
     for n in ("1", "2-3"):

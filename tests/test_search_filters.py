@@ -261,7 +261,7 @@ def test_a_negative_term_removes_what_the_picture_shows_confidently(embedded, fi
 
         shows = __call__
         commonness, common = None, {}  # no commonness: the term curve's cut (version 5 and older)
-        pictures, _common_term = Calibration.pictures, Calibration._common_term
+        pictures, _share = Calibration.pictures, Calibration._share
 
         def less_offsets(self, length="7+"):
             return True

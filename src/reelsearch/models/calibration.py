@@ -103,8 +103,7 @@ class Calibration:
     def __call__(self, scores, length: str = SENTENCE, text: str | None = None):
         """The confidence (0-1) of each score of a query of ``length`` (``query_length`` of its text ``text``: how
         common it is, where the length has a ``common`` curve; without ``text``, the length's curve)."""
-        known = text is not None and self.commonness is not None and length in self.common
-        share = self.commonness.log_share(text) if known else None
+        share = self._share(length, text)
         return self.read(scores, length, math.nan if share is None else share)
 
     def read(self, scores, length: str = SENTENCE, commonness=math.nan):
@@ -135,8 +134,9 @@ class Calibration:
         ``text``, where this calibration knows how common it is (version 6, a term with a content word), the
         confidence of a search for the term alone (:meth:`__call__`); else its ``terms`` curve, the longest shorter
         one for a length without its own; None without any."""
-        if self._common_term(length, text):
-            return self(scores, length, text)
+        share = self._share(length, text)
+        if share is not None:
+            return self.read(scores, length, share)
         known = [n for n in LENGTHS[:LENGTHS.index(length) + 1] if n in self.terms]
         return self.terms[known[-1]](scores) if known else None
 
@@ -145,12 +145,15 @@ class Calibration:
         ``COMMON_NEGATIVE_CONFIDENCE`` where it reads the term's commonness, ``NEGATIVE_CONFIDENCE`` where it reads a
         term curve; None without any curve."""
         shown = self.shows(scores, length, text)
-        cut = COMMON_NEGATIVE_CONFIDENCE if self._common_term(length, text) else NEGATIVE_CONFIDENCE
+        cut = NEGATIVE_CONFIDENCE if self._share(length, text) is None else COMMON_NEGATIVE_CONFIDENCE
         return None if shown is None else np.asarray(shown) >= cut
 
-    def _common_term(self, length: str, text: str | None) -> bool:
-        return (text is not None and self.commonness is not None and length in self.common
-                and self.commonness.log_share(text) is not None)
+    def _share(self, length: str, text: str | None) -> float | None:
+        """How common ``text`` is (``Commonness.log_share``) where a query of ``length`` reads it: this calibration
+        has the table and a ``common`` curve for the length, and ``text`` a content word; else None."""
+        if text is None or self.commonness is None or length not in self.common:
+            return None
+        return self.commonness.log_share(text)
 
     def mismatch(self, model) -> str | None:
         """Why this curve does not describe ``model``'s scores (None when it does): another model's, or a

@@ -15,6 +15,7 @@ import math
 import re
 import zipfile
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,8 @@ _WORD = re.compile(r"[a-z]+")
 #: Added to a query's count of training videos (and twice to their number) before its share is taken: a query no
 #: training caption holds (an unknown word) reads as rarer than one caption's, never as impossible.
 SMOOTH = 0.5
+#: The sets of query words whose counts a table keeps (``Commonness.count``).
+LOOKUPS = 1024
 
 
 def words(text: str) -> list[str]:
@@ -62,6 +65,7 @@ class Commonness:
                 or (len(self.video) and (self.video.min() < 0 or self.video.max() >= self.videos))):
             raise ValueError("inconsistent commonness table")
         self._row = {w: i for i, w in enumerate(self.vocabulary)}
+        self._held = lru_cache(maxsize=LOOKUPS)(self._count)
 
     @classmethod
     def of(cls, videos: Sequence[Sequence[str]]) -> Commonness:
@@ -80,10 +84,12 @@ class Commonness:
 
     def count(self, text: str) -> int | None:
         """How many training videos have a caption holding every content word of ``text`` (0 when one word is in
-        none); None when ``text`` has no content word."""
+        none); None when ``text`` has no content word. Each set of words is counted once (:data:`LOOKUPS` kept): a
+        search reads its query's commonness for every hit and moment, a negative term's for each round of its cut."""
         need = content_words(text)
-        if not need:
-            return None
+        return self._held(need) if need else None
+
+    def _count(self, need: frozenset[str]) -> int:
         rows = [self._row.get(w) for w in need]
         if any(r is None for r in rows):
             return 0

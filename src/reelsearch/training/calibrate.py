@@ -220,6 +220,7 @@ def fit_length(parts: list, seed: int) -> Calibration:
 
 
 def share_of(commonness: Commonness, query: str) -> float:
+    """``commonness.log_share`` of ``query``, NaN for a query without a content word (arrays of queries' shares)."""
     share = commonness.log_share(query)
     return np.nan if share is None else share
 
