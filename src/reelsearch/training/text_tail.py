@@ -39,11 +39,11 @@ from torch import nn
 from reelsearch.config import TuneTextConfig
 from reelsearch.config.recipe import combined_identity, file_identity, minilm_text
 from reelsearch.config.typed import apply_section
-from reelsearch.errors import ReelsearchError
+from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.evaluation.evaluator import fused_metrics
 from reelsearch.features.caches import caption_features
 from reelsearch.features.pairs import pad_sequences
-from reelsearch.io import atomic_write_json
+from reelsearch.io import atomic_write_json, numbered_lines, read_text
 from reelsearch.losses import train_losses
 from reelsearch.models import JointModel, MiniLMTextProcessor, MixtureOfExperts, load_model
 from reelsearch.models.parts import TEXT_TAIL_FILE
@@ -329,14 +329,11 @@ class TextTask(TrainingTask):
 
 
 def read_sentences(path: str | Path) -> list[str]:
-    """The distinct non-empty lines of the text file ``path`` (``tune_text.distill_sentences``)."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ReelsearchError(f"tune_text.distill_sentences {path}: cannot read it ({e})") from e
-    sentences = list(dict.fromkeys(line.strip() for line in lines if line.strip()))
+    """The distinct non-blank lines of the text file ``path`` (``tune_text.distill_sentences``); DataFormatError
+    naming it when it cannot be read or holds none."""
+    sentences = list(dict.fromkeys(line.strip() for _, line in numbered_lines(read_text(path))))
     if not sentences:
-        raise ReelsearchError(f"tune_text.distill_sentences {path}: no sentences (one a line)")
+        raise DataFormatError(path, "no sentences (tune_text.distill_sentences: one a line)")
     return sentences
 
 
