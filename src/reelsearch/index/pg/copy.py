@@ -19,7 +19,7 @@ from reelsearch.index.sync import CatalogSync
 from reelsearch.index.sync_records import MediaRows
 
 _LENGTH, _INT8, _INT4, _FLOAT8 = struct.Struct(">i"), struct.Struct(">iq"), struct.Struct(">ii"), struct.Struct(">id")
-_NULL, _DIMS, _VECTOR = _LENGTH.pack(-1), struct.Struct(">hh"), struct.Struct(">ihh")
+_NULL, _DIMS = _LENGTH.pack(-1), struct.Struct(">hh")
 
 
 def _int8(v) -> bytes:
@@ -50,8 +50,8 @@ def vector_recv(v) -> Vector:
 
 
 def _vector(v) -> bytes:
-    v = np.asarray(v, ">f4")
-    return _VECTOR.pack(4 * len(v) + 4, len(v), 0) + v.tobytes()
+    data = vector_recv(v)
+    return _LENGTH.pack(len(data)) + data
 
 
 #: Each column type's encoder (of a value that is not None).
