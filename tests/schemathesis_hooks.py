@@ -21,7 +21,7 @@ _UPLOAD = (r"cannot read file|file is empty|not a readable media file|no video s
 REFUSALS = {
     "GET /search": {400: r"^give q, like or both, or filters$|^t needs like|s is outside the video|holds no \w+ cue",
                     422: _FILTER},
-    "POST /search/like": {400: _UPLOAD, 422: _FILTER},
+    "POST /search/like": {400: _UPLOAD, 422: _FILTER + r"|^\w+ given in the query string \(.*\) and the form"},
     "POST /annotate": {400: _UPLOAD},
 }
 

@@ -142,6 +142,33 @@ def test_search_like_an_indexed_video_or_an_upload(served):
     assert [r["score"] for r in with_text["results"]] == pytest.approx([r.score for r in want], abs=1e-4)
 
 
+def test_search_like_reads_the_query_string_too(served):
+    """`POST /search/like` takes its fields (q, k, t, sort) in the query string as `GET /search` does, or in the form;
+    one given both ways with the same value is that value, with different values 422 naming it."""
+    client, searcher, paths = served
+    clip = next(p for p in paths if p.name == "red-green-blue.mp4")
+
+    def like(params=None, data=None):
+        return client.post("/search/like", params=params, data=data,
+                           files={"file": ("mine.mp4", clip.read_bytes(), "video/mp4")})
+
+    vid = _id(searcher, clip)
+    want = [r.id for r in searcher.search(CAPTIONS[0], 2, like=f"{vid}@1.5", sort="date")]
+    for params, data in (({"k": 2, "t": 1.5, "q": CAPTIONS[0], "sort": "date"}, None),
+                         ({"k": 2, "t": 1.5}, {"q": CAPTIONS[0], "sort": "date"}),
+                         ({"k": 2, "t": 1.5, "sort": "date"}, {"k": "2", "q": CAPTIONS[0], "t": "1.50"})):
+        body = like(params, data).json()
+        assert body["k"] == 2 and body["like"] == "mine.mp4@1.5" and body["query"] == CAPTIONS[0], (params, body)
+        assert [r["id"] for r in body["results"]] == want, (params, data)
+    for params, data, name in (({"k": 2}, {"k": "3"}, "k"), ({"t": 1}, {"t": "1.5"}, "t"),
+                               ({"q": "a car"}, {"q": "a dog"}, "q"),
+                               ({"sort": "date"}, {"sort": "relevance"}, "sort")):
+        resp = like(params, data)
+        assert resp.status_code == 422 and resp.json()["detail"].startswith(f"{name} given"), resp.text
+    resp = like({"k": 0})
+    assert resp.status_code == 422 and "query k" in resp.json()["detail"], resp.text
+
+
 @pytest.mark.parametrize("params,status,detail", [
     ({"like": "424242"}, 404, "no video 424242"),
     ({"like": "1", "t": 99}, 400, "99 s is outside the video"),

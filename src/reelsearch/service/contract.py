@@ -159,6 +159,13 @@ class LikeFields(BaseModel):
     sort: Literal[SORTS] = Field("relevance", description=SORT_TEXT)
 
 
+class LikeQuery(LikeFields):
+    """:class:`LikeFields` in the query string of ``POST /search/like``, as ``GET /search`` takes them; another query
+    parameter is ignored, as on every route."""
+
+    model_config = ConfigDict(extra="ignore", regex_engine="python-re")
+
+
 class DuplicatesResponse(BaseModel):
     threshold: float
     groups: list[model_of(DuplicateGroup)] = Field(description="Largest first; in each, the longest file first.")

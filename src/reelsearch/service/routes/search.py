@@ -4,7 +4,7 @@ like an uploaded file."""
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
@@ -81,10 +81,11 @@ def search(searcher: SearcherDep,
              responses=contract.ok(contract.SearchResponse, 400, 415, 422, reasons={
                  400: "the upload is not a decodable video or image, or `t` is beyond its end; a malformed "
                       "multipart body",
-                 422: "no file; a field given twice or unknown; an invalid `q`, `k`, `t` or `sort`; a malformed "
-                      "filter in `q`"}),
+                 422: "no file; a field given twice or unknown; a field given in the query string and the form "
+                      "with different values; an invalid `q`, `k`, `t` or `sort`; a malformed filter in `q`"}),
              openapi_extra={"requestBody": contract.like_body()})
-async def search_like(request: Request, searcher: SearcherDep) -> Response:
+async def search_like(request: Request, searcher: SearcherDep,
+                      query: Annotated[contract.LikeQuery, Query()]) -> Response:
     form = await request.form(max_files=1, max_fields=5, max_part_size=MAX_JSON_BYTES)
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
@@ -93,7 +94,7 @@ async def search_like(request: Request, searcher: SearcherDep) -> Response:
     if len(given) != len(dict(given)):
         raise HTTPException(422, "give each field (q, k, t, sort) at most once")
     try:
-        fields = contract.LikeFields.model_validate(dict(given))
+        fields = _either_way(query, contract.LikeFields.model_validate(dict(given)))
     except ValidationError as exc:
         raise HTTPException(422, error_text(exc.errors())) from None
     path = await save_upload(upload)
@@ -109,6 +110,16 @@ async def search_like(request: Request, searcher: SearcherDep) -> Response:
     finally:
         os.unlink(path)
     return _answer(searcher, results, fields.q, fields.k, example, filt)
+
+
+def _either_way(query: contract.LikeQuery, form: contract.LikeFields) -> contract.LikeFields:
+    """The fields of ``POST /search/like`` given in its query string or its form; one given both ways must have the
+    same value (else 422 naming it)."""
+    for name in sorted(query.model_fields_set & form.model_fields_set):
+        if getattr(query, name) != getattr(form, name):
+            raise HTTPException(422, f"{name} given in the query string ({getattr(query, name)}) and the form "
+                                     f"({getattr(form, name)}) with different values: give it once")
+    return form.model_copy(update={name: getattr(query, name) for name in query.model_fields_set})
 
 
 def _answer(searcher: Searcher, results: list[SearchResult], q: str | None, k: int, example, filt: Filter) -> Response:
