@@ -53,6 +53,17 @@ def test_help_fits_80_columns_and_keeps_what_it_says():
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80, proc.stdout
 
 
+def test_search_json_help_wraps_between_field_names():
+    """`search --help` at 80 columns names every key of `--json`'s hits whole, quoted (wrapped between names, never
+    inside one)."""
+    from reelsearch.cli.entry import JSON_KEYS
+
+    res = CliRunner().invoke(app, ["search", "--help"], terminal_width=80)
+    assert res.exit_code == 0, res.output
+    listed = re.search(r"hits\s+\{(.*?)\}", res.output, flags=re.S).group(1)
+    assert [name.strip() for name in listed.split(",")] == [f'"{key}"' for key in JSON_KEYS], res.output
+
+
 def test_options_that_became_config_keys_name_real_keys():
     """Every old option the CLI maps to a --set key is gone from its command, and the key is one the command's
     config has (a renamed key would otherwise send users to an unknown key)."""

@@ -10,7 +10,7 @@ from typing import Literal
 
 import typer
 
-from reelsearch.cli.entry import asked_already, print_answer, served_answer
+from reelsearch.cli.entry import JSON_KEYS, asked_already, print_answer, served_answer
 from reelsearch.cli.options import QUIET_HELP, command_quiet, text_encoder_option
 from reelsearch.display import MAX_K
 from reelsearch.errors import EXIT_BAD_INPUT, EXIT_PARTIAL_FAILURE
@@ -143,13 +143,13 @@ def search_cmd(
     k: int = typer.Option(10, "-k", "--top", min=1, max=MAX_K, help="Number of results (as the HTTP API's k)."),
     moments: int = typer.Option(3, "--moments", min=0, max=100, help="Each result's best moments (segments: "
                                 "start, end, score) to give, best first."),
-    as_json: bool = typer.Option(False, "--json", help='Print a JSON list of the HTTP API\'s hits {"id","path",'
-                                 '"name","path_b64","kind","score","moment","frame","duration","experts","match",'
-                                 '"confidence","moments"} (path_b64: the exact bytes of the file name, base64; '
-                                 'kind: video, image or audio; confidence: 0-1, calibrated; moments: the best '
-                                 'segments; experts: each expert\'s score; match: the words said or written that '
-                                 'matched, with their time; taken_at, taken_from: when it was taken, seconds '
-                                 'since the epoch, and where that comes from); "no good match" goes to stderr.'),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of the HTTP API's hits {"
+                                 + ", ".join(f'"{key}"' for key in JSON_KEYS) + "} (path_b64: the exact bytes of "
+                                 "the file name, base64; kind: video, image or audio; confidence: 0-1, calibrated; "
+                                 "moments: the best segments; experts: each expert's score; match: the words said "
+                                 "or written that matched, with their time; taken_at, taken_from: when it was "
+                                 "taken, seconds since the epoch, and where that comes from; unavailable: why this "
+                                 'host cannot read the file); "no good match" goes to stderr.'),
     sort: Literal["relevance", "date"] = typer.Option("relevance", "--sort", help="relevance: best first; date: "
                                                       "the same results, newest first."),
     model: str | None = typer.Option(None, "--model", help=MODEL_HELP),
