@@ -28,7 +28,8 @@ from reelsearch.media.dates import taken_at
 from reelsearch.models.calibration import Calibration
 from reelsearch.scoring.calibration import NEGATIVE_CONFIDENCE
 from reelsearch.search import QueryError, Searcher, subset
-from reelsearch.search.filters import Filter, FilterError, in_folders, parse_query
+from reelsearch.search import filters as filters_module
+from reelsearch.search.filters import Filter, FilterError, in_folders, parse_query, select
 from reelsearch.search.results import SearchResult
 from reelsearch.service.app import create_app
 from test_search_support import small_model
@@ -327,6 +328,56 @@ def test_no_good_match_reads_the_size_of_the_library_the_filters_keep(embedded, 
                                    "--index", str(embedded.catalog.location), "--model", model, "--local"])
     assert res.exit_code == 0, res.output
     assert len(asked) == 1 and sizes.sizes[-1] == keep  # (its hits, found before, carry no confidence)
+
+
+class _Cues:
+    """Text cues (``TextCues``' look-ups) of {video id: what is said}, counting the look-ups; a write moves
+    ``generation``."""
+
+    def __init__(self, said: dict[str, str]):
+        self.said, self.generation, self.asked = said, 0, 0
+
+    def with_cue(self, cue):
+        self.asked += 1
+        return set(self.said)
+
+    def containing(self, phrase, cues=("speech", "ocr")):
+        self.asked += 1
+        return {i for i, text in self.said.items() if phrase in text.split()}
+
+
+def test_a_selection_is_made_once_per_filter_and_generation(embedded, files):
+    """``select`` is kept with the catalog's facts per filter (and the text cues' generation, for a filter that reads
+    them): the same filter again looks nothing up and gives the same selection; a write to the cues or new facts (a
+    new catalog generation) make it anew."""
+    lib = embedded.catalog
+    ids = [lib.find(files[i]) for i in (0, 3, 6)]  # under holiday/
+    cues = _Cues({ids[0]: "a red car", ids[1]: "the sea"})
+    filt = parse_query("folder:holiday -car has:speech")[1]
+    first = select(filt, lib, cues)
+    again = select(filt, lib, cues)
+    assert first.ids == again.ids == [ids[1]] and cues.asked == 2
+    assert np.flatnonzero(again.mask).tolist() == [lib.facts().position[ids[1]]]
+    cues.said[ids[2]] = "hello"
+    cues.generation += 1
+    assert select(filt, lib, cues).ids == [ids[2], ids[1]] and cues.asked == 4  # newest first
+    assert select(parse_query("folder:holiday has:speech")[1], lib, cues).ids == [ids[2], ids[1], ids[0]]
+    lib._facts_state = None  # the facts of another generation
+    assert select(filt, lib, cues).ids == [ids[2], ids[1]] and cues.asked == 7
+
+
+def test_no_good_match_after_a_filtered_search_selects_nothing_again(embedded, monkeypatch):
+    """``Searcher.no_good_match`` reads the size of the library the search's filters kept without selecting it again,
+    in Python and over HTTP (filters in ``q`` and as parameters)."""
+    made = []
+    real = filters_module._text_conditions
+    monkeypatch.setattr(filters_module, "_text_conditions", lambda filt, cues: made.append(filt) or real(filt, cues))
+    monkeypatch.setattr(embedded.model, "calibration", _Sizes(), raising=False)
+    options = Filter.of([("after", "2023-06")])
+    hits = embedded.search(f"{QUERY} folder:holiday duration:>=0", 5, filters=options)
+    assert embedded.no_good_match(f"{QUERY} folder:holiday duration:>=0", hits, options) and len(made) == 1
+    got = TestClient(create_app(embedded)).get("/search", params={"q": f"{QUERY} folder:work", "kind": "video"})
+    assert got.status_code == 200 and got.json()["no_good_match"] and len(made) == 2, got.text
 
 
 def test_the_cli_shows_the_filter_and_a_bad_one_exits_2(embedded, files, model, monkeypatch, capsys):

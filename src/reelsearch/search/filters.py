@@ -140,7 +140,7 @@ class Filter:
         return out
 
 
-#: Folder masks kept per catalog generation (``VideoFacts.derived``) before they are all dropped.
+#: Folder masks and selections kept per catalog generation (``VideoFacts.derived``) before they are all dropped.
 MAX_DERIVED = 64
 
 
@@ -221,8 +221,17 @@ def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> Selection:
     """The ids of the videos of ``catalog`` that pass ``filt``'s dates, folders, kind, duration, ``has``, phrases,
     and whose speech or on-screen text does not say a negative term, newest first (ties by id); the picture's part of
     a negative term is :func:`pictured`'s. Reads the catalog's facts (``Catalog.facts``: one query per generation)
-    and looks up each text condition once."""
+    and looks up each text condition once. Kept with the facts, per filter and, for a filter that reads the text
+    cues, their generation (a search's "no good match" reads its size after it: ``Searcher.no_good_match``)."""
     facts = catalog.facts()
+    reads_cues = cues is not None and bool(filt.has or filt.phrases or filt.exclude)
+    keep = _derived(facts, ("select", filt, cues.generation if reads_cues else None),
+                    lambda: _passing(filt, facts, cues))
+    return Selection(facts.id_array[facts.newest[keep[facts.newest]]].tolist(), keep, facts)
+
+
+def _passing(filt: Filter, facts: VideoFacts, cues: TextCues | None) -> np.ndarray:
+    """[N] bool, read-only: the videos of ``facts`` that pass ``filt`` (:func:`select`)."""
     keep = np.ones(len(facts.ids), bool)
     if filt.after is not None:
         keep &= facts.taken_at >= filt.after
@@ -235,14 +244,12 @@ def select(filt: Filter, catalog: Catalog, cues: TextCues | None) -> Selection:
             keep &= _COMPARE[op](facts.duration, seconds) & ~np.isnan(facts.duration)
     if filt.folders:
         keep &= np.logical_or.reduce([in_folders(facts, f) for f in filt.folders])
-    order = facts.newest[keep[facts.newest]]
-    ids = facts.id_array[order].tolist()
     wanted = _text_conditions(filt, cues)
     if wanted is not None:
-        passed = np.array([wanted(i) for i in ids], bool)
-        keep[order[~passed]] = False
-        ids = [i for i, ok in zip(ids, passed.tolist(), strict=True) if ok]
-    return Selection(ids, keep, facts)
+        order = np.flatnonzero(keep)
+        keep[order[np.array([not wanted(i) for i in facts.id_array[order].tolist()], bool)]] = False
+    keep.flags.writeable = False
+    return keep
 
 
 def _text_conditions(filt: Filter, cues: TextCues | None):
@@ -285,14 +292,18 @@ def in_folders(facts: VideoFacts, folder: str) -> np.ndarray:
     """[N] bool: each video lies under ``folder``: a folder name (``holiday``: any folder of the path so named,
     case-insensitive) or a path (with a ``/``: the path starts with it, as a folder). Kept with the facts (read-only:
     callers combine it into masks of their own)."""
-    key = ("folder", folder)
+    if "/" in folder:
+        return _derived(facts, ("folder", folder),
+                        lambda: np.char.startswith(np.array(facts.paths, str), folder.rstrip("/") + "/"))
+    return _derived(facts, ("folder", folder), lambda: np.char.find(facts.folders, f"/{folder.lower()}/") >= 0)
+
+
+def _derived(facts: VideoFacts, key: tuple, make) -> np.ndarray:
+    """``facts.derived[key]``, made by ``make()`` the first time (all are dropped beyond :data:`MAX_DERIVED`)."""
     if key not in facts.derived:
+        mask = make()
         if len(facts.derived) >= MAX_DERIVED:
             facts.derived.clear()
-        if "/" in folder:
-            mask = np.char.startswith(np.array(facts.paths, str), folder.rstrip("/") + "/")
-        else:
-            mask = np.char.find(facts.folders, f"/{folder.lower()}/") >= 0
         facts.derived[key] = mask
     return facts.derived[key]
 

@@ -72,7 +72,7 @@ def search(searcher: SearcherDep,
         example = searcher.example_video(video_record(searcher, like).id, t)
     results = searcher.search(q, k, frames=True, experts=experts, like=example, filters=options, moments=moments,
                               sort=sort)
-    return _answer(searcher, results, q, k, example, read_box(q, options)[1])
+    return _answer(searcher, results, q, k, example, options)
 
 
 @router.post("/search/like", summary="Videos like an uploaded video or image, best first",
@@ -102,14 +102,13 @@ async def search_like(request: Request, searcher: SearcherDep,
         example = await run_in_threadpool(searcher.example_file, path, fields.t, upload_label(upload))
         results = await run_in_threadpool(searcher.search, fields.q, fields.k, frames=True, like=example,
                                           sort=fields.sort)
-        filt = read_box(fields.q)[1]
     except (QueryError, FilterError):
         raise  # the query's own problem: 422, as for GET /search
     except ReelsearchError as exc:
         raise upload_problem(exc, path, upload) from None
     finally:
         os.unlink(path)
-    return _answer(searcher, results, fields.q, fields.k, example, filt)
+    return _answer(searcher, results, fields.q, fields.k, example)
 
 
 def _either_way(query: contract.LikeQuery, form: contract.LikeFields) -> contract.LikeFields:
@@ -122,10 +121,13 @@ def _either_way(query: contract.LikeQuery, form: contract.LikeFields) -> contrac
     return form.model_copy(update={name: getattr(query, name) for name in query.model_fields_set})
 
 
-def _answer(searcher: Searcher, results: list[SearchResult], q: str | None, k: int, example, filt: Filter) -> Response:
+def _answer(searcher: Searcher, results: list[SearchResult], q: str | None, k: int, example,
+            options: Filter | None = None) -> Response:
+    """The answer of a search for the box ``q`` with the filter parameters ``options``."""
     rows = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}", "media": f"/videos/{r.id}/media"}
             for r in results]
-    weak = searcher.no_good_match(q, results, filt)
+    weak = searcher.no_good_match(q, results, options)
+    filt = read_box(q, options)[1]
     out = {"query": q, "k": k, "no_good_match": weak, **({"message": NO_GOOD_MATCH_MESSAGE} if weak else {}),
            "results": rows}
     if example is not None:
