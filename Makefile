@@ -42,11 +42,15 @@ test: $(STAMP)
 
 # The suite as another CPU would compute it (docs/testing.md): torch's kernels without AVX, ONNX Runtime
 # without graph optimisations, and an empty cache so that every feature and export is made again under them
-# (slower kernels, everything computed again: a test may take three times its `make test` limit).
-test-other-cpu: $(STAMP)
+# (slower kernels, everything computed again: a test may take three times its `make test` limit). The checkout's
+# own src/ (PYTHONPATH); a venv set up before is used as it is, even when pyproject.toml is newer (a git worktree
+# sharing another checkout's venv would otherwise reinstall the package into it, pointing it at the worktree), and
+# one never set up is set up first.
+test-other-cpu:
+	@test -f $(STAMP) || $(MAKE) --no-print-directory setup
 	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && ATEN_CPU_CAPABILITY=default \
-		REELSEARCH_ORT_OPTIMIZATION=off REELSEARCH_CACHE_DIR="$$cache" $(PY) -m pytest -q -n 2 --dist loadfile \
-		--timeout 1800 $(TESTS)
+		REELSEARCH_ORT_OPTIMIZATION=off REELSEARCH_CACHE_DIR="$$cache" PYTHONPATH=src \
+		$(PY) -m pytest -q -n 2 --dist loadfile --timeout 1800 $(TESTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
