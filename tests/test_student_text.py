@@ -252,6 +252,10 @@ def test_eval_and_serve_take_the_student(made, cache, monkeypatch, tmp_path):
     res = runner.invoke(app, ["serve", "--index", str(tmp_path / "index"), "--text-encoder", "student"])
     assert res.exit_code == 0, res.output
     assert seen == ["student"]
+    res = runner.invoke(app, ["distill-text", str(root / "teacher"), "--student", str(root / "student"), "--data",
+                              f"manifest:{manifest}", "--out", str(tmp_path / "run"), "--dims", "12"])
+    assert res.exit_code != 0 and "a --student is made as it is" in res.output
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_bench_takes_a_student_configuration():

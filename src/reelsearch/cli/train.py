@@ -256,6 +256,8 @@ def distill_text(
     set_threads(threads)
     progress = show_progress(not json_out)
     if student is not None:
+        if (split, dims, sif) != ("train", 256, 0.0):
+            raise typer.BadParameter("--split, --dims and --sif shape a static encoder; a --student is made as it is")
         rep = distilling.make_student_text(checkpoint, student, data, out, val_split=val_split, features=features,
                                            progress=progress)
     else:

@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path, atomic_write_text, read_text
 
-from .querybank import dequantise_rows, quantise_rows
+from .querybank import dequantise_rows, quantise_rows, read_tensors
 
 FOLDER = "static-text"
 TABLE_FILE, TOKENIZER_FILE = "static-text.safetensors", "tokenizer.json"
@@ -143,11 +142,7 @@ class StaticText:
             raise DataFormatError(path, f"missing: the model's static text encoder ({TABLE_FILE} and "
                                         f"{TOKENIZER_FILE} in {FOLDER}/)")
         try:
-            with safe_open(str(path), framework="numpy") as f:
-                meta = f.metadata() or {}
-                stored = {k: f.get_tensor(k) for k in f.keys()}
-            if meta.get("format") != FORMAT:
-                raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
+            meta, stored = read_tensors(path, FORMAT)
             table = dequantise_rows(stored["table"], stored["table_scale"])
             widths = [int(w) for w in meta["widths"].split(",")]
             return cls(table, stored["proj"], stored["bias"], widths, read_text(folder / TOKENIZER_FILE),

@@ -26,7 +26,6 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from safetensors import safe_open
 from safetensors.torch import save_file
 
 from reelsearch.config import TextRecipe
@@ -36,6 +35,7 @@ from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.io import atomic_path, file_identity
 
 from .parts import copy_into
+from .querybank import read_tensors
 from .static_text import measured_within
 
 FOLDER = "student-text"
@@ -132,18 +132,14 @@ class StudentText:
         if not path.is_file():
             raise DataFormatError(path, f"missing: the model's student text encoder ({WEIGHTS_FILE} in {FOLDER}/)")
         try:
-            with safe_open(str(path), framework="pt") as f:
-                meta = f.metadata() or {}
-                stored = {k: f.get_tensor(k) for k in f.keys()}
-            if meta.get("format") != FORMAT:
-                raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
+            meta, stored = read_tensors(path, FORMAT, "pt")
             configs = json.loads(meta["experts"])
         except Exception as exc:  # noqa: BLE001 (safetensors raises its own error types)
             raise DataFormatError(path, f"unreadable student text encoder: {exc}") from exc
         tail = folder / TAIL_FILE if meta.get("tail") else None
         if tail is not None and (not tail.is_file() or file_identity(tail) != meta["tail"]):
-            raise DataFormatError(tail, f"missing or changed since the student text encoder was saved (the "
-                                        f"manifest's digest {meta['tail']})")
+            raise DataFormatError(tail, f"missing or changed since the student text encoder was saved (its digest "
+                                        f"then: {meta['tail']})")
         experts = {}
         for name, stored_config in configs.items():
             recipe = from_dict(TextRecipe, stored_config["recipe"], str(path), f"{name}.recipe")
