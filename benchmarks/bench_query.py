@@ -9,7 +9,8 @@ a tuned tail when the model has one, + the model's own text encoder + projection
   * batches of 32 of them (the most ``reelsearch serve`` encodes together): milliseconds per batch, queries/s.
 Variants: ``torch`` (float32 MiniLM in torch: ``REELSEARCH_TEXT_RUNTIME=torch``), ``onnxruntime`` (float32 MiniLM in
 ONNX Runtime: the default where it is installed), ``onnxruntime-int8`` (``--text-encoder int8``) and, for a model
-with one, ``static`` (its static text encoder, ``--text-encoder static``: no MiniLM). They run interleaved
+with one, ``static`` (its static text encoder, ``--text-encoder static``: no MiniLM) and ``student`` (its text
+tower cut short, ``--text-encoder student``). They run interleaved
 (alternating order, query by query and batch by batch), so the machine's changing load falls on all alike; the
 ratios are per query (torch time / variant time), then their median. Agreement: the cosine of each variant's
 query embeddings with torch float32's, and of a query encoded alone with the same query encoded in a batch of 32
@@ -45,8 +46,9 @@ def short_captions(n: int, seed: int = 3) -> list[str]:
 
 
 def variants(name: str) -> dict:
-    """{"torch": model, "onnxruntime": model, "onnxruntime-int8": model[, "static": model]}: the model ``name``
-    three times, each with a MiniLM encoder (and tuned tail) of its own, and once with its static text encoder."""
+    """{"torch": model, "onnxruntime": model, "onnxruntime-int8": model[, "static": model][, "student": model]}: the
+    model ``name`` three times, each with a MiniLM encoder (and tuned tail) of its own, and once with each of its
+    fast text encoders."""
     import reelsearch
     from reelsearch.text.minilm import MiniLMEncoder
 
@@ -64,10 +66,11 @@ def variants(name: str) -> dict:
             print(f"{variant}: unavailable here, skipped", file=sys.stderr)
             continue
         out[variant] = model
-    model = reelsearch.load(name)
-    if model.static_text is not None:
-        model.use_text_encoder("static")
-        out["static"] = model
+    for fast in ("static", "student"):  # the model's fast text encoders, when it has them
+        model = reelsearch.load(name)
+        if getattr(model, f"{fast}_text") is not None:
+            model.use_text_encoder(fast)
+            out[fast] = model
     return out
 
 

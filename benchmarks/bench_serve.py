@@ -10,8 +10,10 @@ load falls on all of them alike; the figures pool every round.
 
 Configurations are ``WORKERS:BATCH[:CACHE][:TEXT]``: TEXT is ``f32`` (float32 MiniLM, in ONNX Runtime where it
 is installed: ``--text-encoder float32``, the default token), ``torch`` (float32 MiniLM in torch,
-``REELSEARCH_TEXT_RUNTIME=torch``), ``int8`` (``--text-encoder int8``) or ``static`` (the model's static text
-encoder, ``--text-encoder static``; serve's default for a model that has one).
+``REELSEARCH_TEXT_RUNTIME=torch``), ``int8`` (``--text-encoder int8``), ``static`` (the model's static text
+encoder, ``--text-encoder static``) or ``student`` (the model's text tower cut short, ``--text-encoder student``;
+``reelsearch distill-text --student``); serve's default is the fastest of the last two that the model has and that
+was measured within 3 dev RSum of float32.
 
 A configuration ending in ``@base`` runs the server from another checkout's source (``--base-src``, e.g. the main
 branch before a change), so that old and new code are measured in one run.
@@ -135,12 +137,12 @@ def query_texts(n: int) -> list[str]:
 
 # -- the servers and the measurements ---------------------------------------------------------------------------
 #: serve's text encoders: float32 MiniLM (in ONNX Runtime where installed), float32 in torch
-#: (REELSEARCH_TEXT_RUNTIME=torch), int8 MiniLM, the model's static text encoder (--text-encoder)
-TEXT_ENCODERS = {"f32": "float32", "torch": "float32", "int8": "int8", "static": "static"}
+#: (REELSEARCH_TEXT_RUNTIME=torch), int8 MiniLM, the model's static or student text encoder (--text-encoder)
+TEXT_ENCODERS = {"f32": "float32", "torch": "float32", "int8": "int8", "static": "static", "student": "student"}
 
 
 def parse_config(text: str) -> tuple[int, int, int, str, str]:
-    """``WORKERS:BATCH[:CACHE][:f32|torch|int8|static][@base]`` -> (workers, batch, cache, text encoder, source:
+    """``WORKERS:BATCH[:CACHE][:f32|torch|int8|static|student][@base]`` -> (workers, batch, cache, text encoder, source:
     "base" or "")."""
     text, _, source = text.partition("@")
     parts = text.split(":")
@@ -242,7 +244,7 @@ def main() -> None:
     ap.add_argument("--model", default="default")
     ap.add_argument("--configs", nargs="+", default=["1:1", "1:32", "2:1", "2:32", "1:32:1024", "1:32:0:int8"],
                     help="WORKERS:BATCH[:CACHE][:TEXT] each (CACHE > 0: a query cache, and 200 queries asked over "
-                         "and over; TEXT: f32, torch, int8 or static)")
+                         "and over; TEXT: f32, torch, int8, static or student)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved measurements of every configuration")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--duration", type=float, default=20.0, help="timed seconds per configuration and round")

@@ -31,8 +31,8 @@ def load(name_or_path: str | Path = "default", device: str = "cpu", text_encoder
     checkpoint, zero-shot: ``reelsearch.models.hf``). Returns a JointModel or MixtureOfExperts.
 
     ``text_encoder``: what ``encode_text`` runs (``model.use_text_encoder``): "float32" MiniLM (as trained), "int8"
-    MiniLM (faster on a CPU, embeddings slightly off float32) or "static" (the model's static text encoder, the
-    fastest; docs/search.md)."""
+    MiniLM (faster on a CPU, embeddings slightly off float32), "static" (the model's static text encoder, the
+    fastest) or "student" (its text tower cut short; docs/search.md)."""
     pretrained = {p["name"]: p for p in list_pretrained()}
     if str(name_or_path) in pretrained and not Path(name_or_path).exists():
         name_or_path = pretrained[str(name_or_path)]["path"]

@@ -16,10 +16,12 @@ import sys
 
 #: ``--text-encoder``'s choices: ``reelsearch.models.interface.TEXT_ENCODERS`` and auto (``model.use_text_encoder``),
 #: named here so that parsing options imports no model (a test keeps the two in step).
-TEXT_ENCODERS = ("auto", "float32", "int8", "static")
+TEXT_ENCODERS = ("auto", "float32", "int8", "static", "student")
 TEXT_ENCODER_HELP = ("What encodes text: static (the model's static text encoder, `reelsearch distill-text`: the "
-                     "fastest), float32 MiniLM (as trained), int8 MiniLM, or auto: static where the model has one, "
-                     "else float32 (docs/search.md, \"Choosing the text encoder\").")
+                     "fastest), student (the model's text tower cut short, `reelsearch distill-text --student`), "
+                     "float32 MiniLM (as trained), int8 MiniLM, or auto: the fastest of static and student that the "
+                     "model has and that was measured within 3 dev RSum of float32, else float32 (docs/search.md, "
+                     "\"Choosing the text encoder\").")
 
 
 def _one_text_encoder(value: str) -> str:

@@ -1,6 +1,6 @@
 """`reelsearch train`, `eval`, `fuse`, `tune-cnn`, `tune-text`, `querybank`, `distill-text` and `calibrate`: train a
 named model on a dataset; evaluate a checkpoint; fuse experts; tune a model's frame CNN or its text tower; give a
-model a querybank or a static text encoder; calibrate its confidence."""
+model a querybank or a fast text encoder (static, student); calibrate its confidence."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ def evaluate(
     json_out: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
     text_encoder: str = text_encoder_option("float32", "What encodes the captions: float32 MiniLM (as trained; "
                                             "the default), int8 MiniLM, static (the model's static text encoder, "
-                                            "`reelsearch distill-text`), or auto (what `serve` runs)."),
+                                            "`reelsearch distill-text`), student (its text tower cut short, "
+                                            "`reelsearch distill-text --student`), or auto (what `serve` runs)."),
     querybank: bool = typer.Option(True, "--querybank/--no-querybank", help="Apply the model's querybank "
                                    "normalisation when it has one (`reelsearch querybank`); --no-querybank "
                                    "ranks by its raw scores."),
@@ -225,30 +226,43 @@ def querybank(
 def distill_text(
     checkpoint: str = typer.Argument(..., help="A model or run directory, or `default` (the bundled model)."),
     data: str = typer.Option(..., "--data", help="The training data as FORMAT:ROOT, e.g. "
-                             "flickr8k:../shared/data/flickr8k."),
-    out: Path = typer.Option(..., "--out", help="Run folder: the model with its static text encoder goes to "
-                             "OUT/best/, the report to OUT/static-text.json (a new folder, or CHECKPOINT's own run)."),
-    split: str = typer.Option("train", "--split", help="The split whose captions the encoder is re-fitted on "
+                             "flickr8k:../shared/data/flickr8k (with --student: the data to measure it on)."),
+    out: Path = typer.Option(..., "--out", help="Run folder: the model with its new text encoder goes to "
+                             "OUT/best/, the report to OUT/static-text.json or OUT/student-text.json (a new folder, "
+                             "or CHECKPOINT's own run)."),
+    student: Path | None = typer.Option(None, "--student", help="Instead of a static encoder, give the model this "
+                                        "student: a model or run folder that `reelsearch tune-text CHECKPOINT --set "
+                                        "tune_text.depth=N --set tune_text.teacher=CHECKPOINT --set "
+                                        "tune_text.video=false` made (its text tower cut short)."),
+    split: str = typer.Option("train", "--split", help="The split whose captions the static encoder is re-fitted on "
                               "(token frequencies and the map)."),
-    dims: int = typer.Option(256, "--dims", min=1, help="PCA dimensions of the token rows."),
+    dims: int = typer.Option(256, "--dims", min=1, help="PCA dimensions of the static encoder's token rows."),
     sif: float = typer.Option(0.0, "--sif", min=0.0, help="SIF frequency weighting a / (a + p(token)) of the "
                               "token rows, p from the training captions (0: none, the default; docs/search.md)."),
-    val_split: str | None = typer.Option(None, "--val-split", help="Split to report the float32 and the static "
+    val_split: str | None = typer.Option(None, "--val-split", help="Split to report float32 MiniLM's and the new "
                                          "encoder's metrics on (default: val or dev)."),
     features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature "
                                          "caches, extracted on first use)."),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Distil a static text encoder from the model's own text tower (Model2Vec's recipe, re-fitted to the
-    model's joint space on the training captions), save it with the model, and report its metrics beside
-    float32 MiniLM's; `--text-encoder static` then encodes with it, and `serve` does so by default where it
-    is within 3 dev RSum of float32 (docs/search.md, "Choosing the text encoder")."""
+    """Give the model a fast text encoder, saved with it, and report its metrics beside float32 MiniLM's: a
+    static one distilled from the model's own text tower (Model2Vec's recipe, re-fitted to the model's joint
+    space on the training captions; `--text-encoder static`), or with --student the text tower cut short that
+    `tune-text` distilled from it (`--text-encoder student`). `serve` runs the fastest one within 3 dev RSum of
+    float32 by default (docs/search.md, "Choosing the text encoder")."""
     from reelsearch.training import distill_text as distilling
 
     set_threads(threads)
-    rep = distilling.make_static_text(checkpoint, data, out, split=split, dims=dims, sif=sif, val_split=val_split,
-                                      features=features, progress=show_progress(not json_out))
+    progress = show_progress(not json_out)
+    if student is not None:
+        if (split, dims, sif) != ("train", 256, 0.0):
+            raise typer.BadParameter("--split, --dims and --sif shape a static encoder; a --student is made as it is")
+        rep = distilling.make_student_text(checkpoint, student, data, out, val_split=val_split, features=features,
+                                           progress=progress)
+    else:
+        rep = distilling.make_static_text(checkpoint, data, out, split=split, dims=dims, sif=sif,
+                                          val_split=val_split, features=features, progress=progress)
     typer.echo(json.dumps(rep, default=str) if json_out else distilling.report_text(rep, out))
 
 

@@ -22,8 +22,8 @@ def to_json(results: dict, path: str | Path | None = None, indent: int | None = 
 
 def result_file_name(results: dict, querybank: bool = True) -> str:
     """Where ``reelsearch eval`` saves a checkpoint's ``results`` by default: ``eval-MODEL-FORMAT-SPLIT.json``, with
-    ``-int8`` / ``-static`` for captions encoded by int8 MiniLM / the static text encoder and ``-raw`` for a model's
-    raw scores (``querybank`` False)."""
+    ``-int8`` / ``-static`` / ``-student`` for captions encoded by int8 MiniLM / the static / the student text
+    encoder and ``-raw`` for a model's raw scores (``querybank`` False)."""
     model = re.sub(r"[^A-Za-z0-9_.-]+", "_", results.get("model") or "model")
     encoder = results.get("text_encoder", "float32")
     precision = "" if encoder == "float32" else f"-{encoder}"

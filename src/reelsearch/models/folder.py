@@ -13,11 +13,11 @@ A part (``reelsearch.models.parts``; ``QueryBank``; :class:`Expert`, a nested mo
 ``fields()`` (what its manifest entry records besides kind and files), ``save(directory) -> files`` and
 ``load(directory, entry)``. A model class registers its kind (:func:`model_kind`) and gives its own parts
 (``model.parts()``: its config, weights, CNN tails, text tail, text encoder, or a mixture's experts) and is rebuilt
-from them (``cls.from_parts(parts)``); the querybank (``model.querybank``), the static text encoder
-(``model.static_text``), the confidence calibration (``model.calibration``) and the card (``model.card``) belong to
-every model. A part its experts share alike
-(``SHARED_KINDS``: the tuned text tower they run as one) a mixture holds once, beside them; their folders inside it
-leave it out and are handed the mixture's when read.
+from them (``cls.from_parts(parts)``); the querybank (``model.querybank``), the fast text encoders
+(``model.static_text``, ``model.student_text``), the confidence calibration (``model.calibration``) and the card
+(``model.card``) belong to every model. A part its experts share alike (``SHARED_KINDS``: the tuned text tower they
+run as one) a mixture holds once, beside them; their folders inside it leave it out and are handed the mixture's
+when read.
 
 Writing is atomic for the folder as a whole: the old manifest goes first, then every part, the config (the file an
 earlier version's reader looks for) last of them, then the new manifest, so a folder is either complete or not a
@@ -41,6 +41,7 @@ from .legacy_folder import ROOT_FILES, is_legacy_folder, legacy_manifest
 from .parts import CnnTail, ConfigPart, ModelCard, TextEncoder, TextTail, Weights
 from .querybank import QueryBank
 from .static_text import StaticText
+from .student_text import StudentText
 
 MANIFEST_FILE = "reelsearch.json"
 FORMAT, VERSION = "reelsearch.model", 1
@@ -95,10 +96,11 @@ class Expert:
 
 
 PART_KINDS: dict[str, type] = {c.kind: c for c in (ConfigPart, Weights, CnnTail, TextTail, TextEncoder, QueryBank,
-                                                   StaticText, ModelCard, Expert, Calibration)}
+                                                   StaticText, StudentText, ModelCard, Expert, Calibration)}
 #: The parts every model may have, by attribute (``model.querybank``, ...) and part kind; the calibration's check
 #: reads the querybank: after it.
-MODEL_PARTS = {"querybank": QueryBank.kind, "static_text": StaticText.kind, "calibration": Calibration.kind}
+MODEL_PARTS = {"querybank": QueryBank.kind, "static_text": StaticText.kind, "student_text": StudentText.kind,
+               "calibration": Calibration.kind}
 
 
 def shared_parts(models) -> list:
@@ -170,7 +172,7 @@ def write_model(model, directory: str | Path, leave_out: tuple[str, ...] = ()) -
 
 
 def _model_parts(model) -> list:
-    """The querybank, the static text encoder, the calibration and the card of ``model``, when it has them (one of
+    """The querybank, the fast text encoders, the calibration and the card of ``model``, when it has them (one of
     other weights is refused)."""
     parts = []
     for name in MODEL_PARTS:

@@ -9,11 +9,14 @@
     model.score(text, video) -> [N, M]      the model's own similarity (cosine, order, frame attention, fusion)
     model.expert_scores(text, video)        {expert: [N, M]} (a joint model is its own single expert)
     model.frame_scores(text_row, frames)    [T]: how well each frame alone matches one caption (the best moment)
-    model.use_text_encoder(name)            what encode_text runs: "float32" or "int8" MiniLM, or the "static" text
-                                            encoder (``model.static_text``); ``model.text_encoder_name`` says which
+    model.use_text_encoder(name)            what encode_text runs: "float32" or "int8" MiniLM, the "static" text
+                                            encoder (``model.static_text``) or the "student" one
+                                            (``model.student_text``); ``model.text_encoder_name`` says which
     model.use_int8_text(enabled)            use_text_encoder("int8" or "float32")
     model.querybank, model.card             its querybank (or None) and model card text (or None)
     model.static_text                       its static text encoder (or None; ``reelsearch distill-text``)
+    model.student_text                      its student text encoder, a tower cut short (or None; ``reelsearch
+                                            distill-text --student``)
     model.calibration                       its scores' confidence curve (or None; ``reelsearch calibrate``)
     model.save(dir), Model.load(dir)        the model folder with every part (``reelsearch.models.folder``)
     model.search_mode                       how an index serves it: a :class:`SearchMode`, decided when the model is
@@ -40,8 +43,12 @@ from reelsearch.features.pipeline import FeaturePipeline
 from .embeddings import SearchMode, VideoEmbeddings
 from .folder import read_model, write_model
 
-#: What ``encode_text`` may run (``use_text_encoder``): MiniLM in float32 or int8, or the static text encoder.
-TEXT_ENCODERS = ("float32", "int8", "static")
+#: What ``encode_text`` may run (``use_text_encoder``): MiniLM in float32 or int8, the static text encoder, or the
+#: student (a tower cut short).
+TEXT_ENCODERS = ("float32", "int8", "static", "student")
+#: The fast text encoders a model may carry as parts (attribute, encoder), fastest first: what ``auto`` tries before
+#: float32 MiniLM (docs/search.md, "Choosing the text encoder").
+FAST_ENCODERS = (("static_text", "static"), ("student_text", "student"))
 
 
 class EmbeddingModel:
@@ -51,27 +58,35 @@ class EmbeddingModel:
     calibration = None  # a Calibration (reelsearch.models.parts): its scores' confidence, saved and loaded with it
     card: str | None = None  # the model card (MODEL_CARD.md), saved and loaded with it
     static_text = None  # a StaticText (reelsearch.models.static_text): saved and loaded with it
+    student_text = None  # a StudentText (reelsearch.models.student_text): saved and loaded with it
     text_encoder_name = "float32"  # what encode_text runs (TEXT_ENCODERS; ``use_text_encoder``)
 
     def encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
         """Caption embeddings [N, D] (float32, each expert's rows of unit norm), by the model's text tower or, after
-        ``use_text_encoder("static")``, by its static text encoder. ``cached``: read (and keep) the captions' MiniLM
-        token features in the cache (``reelsearch.features.caches.caption_features``), as evaluation does for
-        captions it sees every epoch. QueryError for an empty or blank text (as a search's empty query)."""
+        ``use_text_encoder("static")`` / ``("student")``, by its static / student text encoder. ``cached``: read (and
+        keep) the captions' MiniLM token features in the cache (``reelsearch.features.caches.caption_features``), as
+        evaluation does for captions it sees every epoch. QueryError for an empty or blank text (as a search's empty
+        query)."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         blank = next((i for i, t in enumerate(texts) if not isinstance(t, str) or not t.strip()), None)
         if blank is not None:
             raise QueryError(EMPTY_QUERY if len(texts) == 1 else f"{EMPTY_QUERY} (text {blank + 1} of {len(texts)})")
         if self.text_encoder_name == "static":
             return self.static_text.encode(texts)
+        if self.text_encoder_name == "student":
+            return self.student_text.encode(self, texts, batch_size, cached)
         return self._encode_text(texts, batch_size, cached)
 
     @property
     def serving_text_encoder(self) -> str:
-        """The text encoder ``reelsearch serve`` runs unless told: the model's static one (the fastest) where its
-        measured dev RSum is within 3 of float32 MiniLM's (``StaticText.serves``), else float32 MiniLM (docs/search.md,
-        "Choosing the text encoder")."""
-        return "static" if self.static_text is not None and self.static_text.serves() else "float32"
+        """The text encoder ``reelsearch serve`` runs unless told: the fastest of the model's fast text encoders
+        (``FAST_ENCODERS``: static, then student) whose measured dev RSum is within 3 of float32 MiniLM's (their
+        ``serves()``), else float32 MiniLM (docs/search.md, "Choosing the text encoder"; int8 is never measured)."""
+        for attribute, name in FAST_ENCODERS:
+            part = getattr(self, attribute, None)
+            if part is not None and part.serves():
+                return name
+        return "float32"
 
     def save(self, directory: str | Path) -> Path:
         """Save the model with every part (weights, config, CNN tails, text encoder, querybank, card) as a model
@@ -134,19 +149,22 @@ class EmbeddingModel:
 
     def use_text_encoder(self, name: str) -> str:
         """Encode text with ``name`` (``TEXT_ENCODERS``): "float32" or "int8" MiniLM features for every expert, or
-        the model's static text encoder ("auto": ``serving_text_encoder``); returns what now runs ("float32" where
-        int8 cannot: GloVe / vocabulary text, or a warning says why). ConfigError for another name, or "static" on a
-        model without one. A run-time choice: the weights, the recipe and the fingerprint stay as they are."""
+        the model's static or student text encoder ("auto": ``serving_text_encoder``); returns what now runs
+        ("float32" where int8 cannot: GloVe / vocabulary text, or a warning says why). ConfigError for another name,
+        or "static" / "student" on a model without that part. A run-time choice: the weights, the recipe, the
+        fingerprint and the querybank stay as they are."""
         if name == "auto":
             name = self.serving_text_encoder
         if name not in TEXT_ENCODERS:
             raise ConfigError(f"unknown text encoder {name!r}; one of auto, {', '.join(TEXT_ENCODERS)}")
-        if name == "static" and self.static_text is None:
-            raise ConfigError(f"model {getattr(self, 'name', '')!r} has no static text encoder: make one with "
-                              "`reelsearch distill-text`")
+        for attribute, fast in FAST_ENCODERS:
+            if name == fast and getattr(self, attribute, None) is None:
+                raise ConfigError(f"model {getattr(self, 'name', '')!r} has no {fast} text encoder: make one with "
+                                  f"`reelsearch distill-text{' --student' if fast == 'student' else ''}`")
         processors = [e.text_processor for e in self.experts.values()]
         int8 = any([p.use_int8(name == "int8") for p in processors if hasattr(p, "use_int8")])
-        self.text_encoder_name = "static" if name == "static" else "int8" if int8 else "float32"
+        fast = name in {encoder for _, encoder in FAST_ENCODERS}
+        self.text_encoder_name = name if fast else "int8" if int8 else "float32"
         return self.text_encoder_name
 
     def use_int8_text(self, enabled: bool = True) -> bool:

@@ -103,7 +103,7 @@ class CnnTail:
         return {"modality": self.modality}
 
     def save(self, directory: Path) -> list[str]:
-        _copy_into(self.path, Path(directory) / self.file)
+        copy_into(self.path, Path(directory) / self.file)
         return [self.file]
 
     @classmethod
@@ -114,7 +114,7 @@ class CnnTail:
         return cls(entry.get("modality", ""), path.resolve())
 
 
-def _copy_into(path: Path, dest: Path) -> None:
+def copy_into(path: Path, dest: Path) -> None:
     """Copy the file ``path`` to ``dest`` (atomically), unless it is that file already."""
     if not path.is_file():
         raise DataFormatError(path, "missing: a file the model's feature recipe names")
@@ -143,7 +143,7 @@ class TextTail:
         return {"sha256": self.identity, "first_layer": first, **({} if last is None else {"last_layer": last})}
 
     def save(self, directory: Path) -> list[str]:
-        _copy_into(self.path, Path(directory) / TEXT_TAIL_FILE)
+        copy_into(self.path, Path(directory) / TEXT_TAIL_FILE)
         return [TEXT_TAIL_FILE]
 
     @classmethod

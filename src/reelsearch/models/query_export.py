@@ -4,7 +4,8 @@ encoder and projection over MiniLM's token features) to ONNX, once, and the mani
 Only where torch is loaded anyway (``reelsearch.search.Searcher`` loading a model folder: indexing, a search that
 loads the model): a model whose text side is not float32 MiniLM in ONNX Runtime (GloVe or vocabulary text, int8, a
 CLIP tower, torch forced) gets no graphs, and its searches load it in torch as before. A tuned tail (``reelsearch
-tune-text``, a tower cut short included) is in MiniLM's export: its graphs run it.
+tune-text``, a tower cut short included) is in MiniLM's export: its graphs run it; so is a model's student text
+encoder (``reelsearch.models.student_text``: its cut tower and its experts' text towers, graphs of their own).
 """
 
 from __future__ import annotations
@@ -76,7 +77,27 @@ def export_query_graphs(model, folder: str | Path) -> Path | None:
         return path
     if not model.inner_product:  # (searched by an exact scan, ranks or frame attention: QueryModel serves none)
         return None
-    experts = dict(model.experts)
+    side = _text_side(dict(model.experts))
+    if side is None:
+        return None
+    student = getattr(model, "student_text", None)  # its graphs too where they can run it (else a search with it
+    student = _text_side(student.towers(model)) if student is not None else None  # loads the torch model)
+    if student is not None:
+        side["student"] = student
+    manifest = {"format": FORMAT, "version": VERSION, "model": str(Path(folder).resolve()),
+                "fingerprint": model.fingerprint(), "serving": model.serving_text_encoder, **side,
+                **manifest_fields(model)}
+    try:
+        atomic_write_json(path, manifest)
+    except OSError as exc:
+        logger.debug("%s: not written (%s)", path, exc)
+        return None
+    return path
+
+
+def _text_side(experts: dict) -> dict | None:
+    """``{"minilm": the tower's graph, "experts": each expert's tower graph}`` of ``experts`` (the model's, or its
+    student's: ``StudentText.towers``), exported now where missing; None where their text side cannot run so."""
     processors = [e.text_processor for e in experts.values()]
     if not all(isinstance(p, MiniLMTextProcessor) and not p.int8 for p in processors):
         return None
@@ -99,15 +120,7 @@ def export_query_graphs(model, folder: str | Path) -> Path | None:
         graph = graphs_dir() / f"tower-{tower_key(expert)}.onnx"
         _ort.cached_session(graph, lambda target, atomic, e=expert: _export(e, target, atomic, encoder.dim))
         entries.append({"name": name, "graph": graph.name, "dim": int(expert.dim), "row_dim": int(expert.row_dim)})
-    manifest = {"format": FORMAT, "version": VERSION, "model": str(Path(folder).resolve()),
-                "fingerprint": model.fingerprint(), "minilm": {"folder": str(encoder.folder), "graph": minilm.name},
-                "experts": entries, **manifest_fields(model)}
-    try:
-        atomic_write_json(path, manifest)
-    except OSError as exc:
-        logger.debug("%s: not written (%s)", path, exc)
-        return None
-    return path
+    return {"minilm": {"folder": str(encoder.folder), "graph": minilm.name}, "experts": entries}
 
 
 def _copied_here(graph: Path) -> Path:

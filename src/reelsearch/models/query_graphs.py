@@ -30,7 +30,7 @@ from reelsearch.text.minilm_onnx import MiniLMSession, files_digest, torch_versi
 logger = logging.getLogger(__name__)
 
 FORMAT = "reelsearch.query-graphs"
-VERSION = 1  # bump when the graphs or the manifest change, so old ones are not used
+VERSION = 2  # bump when the graphs or the manifest change, so old ones are not used (2: the student's, "serving")
 #: The tower graph's inputs: MiniLM's token features (zero at padding) and the attention mask; its output.
 TOWER_INPUTS = ("features", "mask")
 TOWER_OUTPUT = "embedding"
@@ -60,9 +60,12 @@ class QueryGraphs:
         self.manifest = manifest
         self.fingerprint = str(manifest["fingerprint"])
         self.experts = [str(e["name"]) for e in manifest["experts"]]
-        minilm = manifest["minilm"]
-        self.minilm = MiniLMSession.shared(graphs_dir() / minilm["graph"], Path(minilm["folder"]), threads)
-        self._towers = [_ort.optimized_session(graphs_dir() / e["graph"], threads) for e in manifest["experts"]]
+        #: {text encoder: (its MiniLM session, its experts' tower sessions)}: float32 MiniLM, and the model's student
+        #: text encoder where it has one (``reelsearch.models.student_text``)
+        self.encoders = {"float32": _sessions(manifest, threads)}
+        self.minilm = self.encoders["float32"][0]
+        if "student" in manifest:
+            self.encoders["student"] = _sessions(manifest["student"], threads)
 
     @classmethod
     def open(cls, folder: str | Path, threads: int | None = None) -> QueryGraphs | None:
@@ -84,11 +87,20 @@ class QueryGraphs:
                 path.unlink(missing_ok=True)
             return None
 
-    def encode_text(self, texts) -> np.ndarray:
-        """Caption embeddings [N, D] of ``texts``: the experts' side by side (QueryError for a blank text)."""
+    def encode_text(self, texts, encoder: str = "float32") -> np.ndarray:
+        """Caption embeddings [N, D] of ``texts`` by ``encoder`` (one of ``encoders``): the experts' side by side
+        (QueryError for a blank text)."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         if not texts or any(not isinstance(t, str) or not t.strip() for t in texts):
             raise QueryError(EMPTY_QUERY)
-        features, mask = self.minilm.states(texts)
-        rows = [tower.run(None, {"features": features, "mask": mask})[0] for tower in self._towers]
+        minilm, towers = self.encoders[encoder]
+        features, mask = minilm.states(texts)
+        rows = [tower.run(None, {"features": features, "mask": mask})[0] for tower in towers]
         return np.concatenate(rows, axis=1).astype(np.float32, copy=False)
+
+
+def _sessions(side: dict, threads: int | None) -> tuple[MiniLMSession, list]:
+    """(the MiniLM session, each expert's tower session) of a manifest's text side (``"minilm"``, ``"experts"``)."""
+    minilm = side["minilm"]
+    return (MiniLMSession.shared(graphs_dir() / minilm["graph"], Path(minilm["folder"]), threads),
+            [_ort.optimized_session(graphs_dir() / e["graph"], threads) for e in side["experts"]])

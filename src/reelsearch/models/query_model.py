@@ -5,7 +5,8 @@ A cold ``reelsearch search`` (``reelsearch.indexing.open_searcher(..., cold=True
 model: the query is encoded by the graphs, the scores are the experts' inner products fused by their weights (what
 ``JointModel`` and ``MixtureOfExperts`` compute in numpy for such a model), the querybank and the calibration are
 read from the folder, and the fingerprint and feature recipes come from the manifest the export wrote. What needs the
-torch model (embedding media: indexing, a query by an unindexed file; another text encoder) loads it: the Searcher
+torch model (embedding media: indexing, a query by an unindexed file; a text encoder other than float32 MiniLM and
+the model's student, whose graphs the export holds too) loads it: the Searcher
 replaces this model by it (``Searcher.full_model``).
 """
 
@@ -73,7 +74,7 @@ class QueryModel:
         parts = {p["kind"]: p for p in read_json_object(folder / "reelsearch.json").get("parts", [])}
         self.querybank = QueryBank.load(folder, parts["querybank"]) if "querybank" in parts else None
         self.calibration = Calibration.load(folder, parts["calibration"]) if "calibration" in parts else None
-        self._static = "static-text" in parts  # "auto" may choose it: the torch model serves those searches
+        self.serving = str(graphs.manifest.get("serving", "float32"))  # what "auto" runs (serving_text_encoder)
 
     @classmethod
     def open(cls, path: str | Path) -> QueryModel | None:
@@ -104,22 +105,27 @@ class QueryModel:
         """The FeaturePipeline of the model's recipe (what an index's model id names; it embeds nothing here)."""
         return FeaturePipeline(self.recipes, device=device)
 
+    def _named(self, text_encoder: str | None) -> str:
+        return self.serving if text_encoder == "auto" else text_encoder or "float32"
+
     def serves(self, text_encoder: str | None) -> bool:
-        """Whether the graphs run what ``text_encoder`` (``Searcher``'s) names: float32 MiniLM (None, "float32", or
-        "auto" for a model without a static text encoder)."""
-        return text_encoder in (None, "float32") or (text_encoder == "auto" and not self._static)
+        """Whether the graphs run what ``text_encoder`` (``Searcher``'s) names: float32 MiniLM (None, "float32"), the
+        model's student text encoder where they hold it ("student"), or "auto" where the model's serving default
+        (as the export recorded it) is one of those."""
+        return self._named(text_encoder) in self.graphs.encoders
 
     def use_text_encoder(self, name: str) -> str:
-        """float32 MiniLM (what the graphs run: ``serves``); ConfigError for another (the Searcher loads the torch
-        model for those)."""
+        """Encode with ``name`` where the graphs run it (``serves``); ConfigError for another (the Searcher loads the
+        torch model for those)."""
         if not self.serves(name):
-            raise ConfigError(f"the query graphs run float32 MiniLM, not {name!r}")
-        return "float32"
+            raise ConfigError(f"the query graphs run {', '.join(self.graphs.encoders)}, not {name!r}")
+        self.text_encoder_name = self._named(name)
+        return self.text_encoder_name
 
     def encode_text(self, texts, batch_size: int = 256) -> np.ndarray:
-        """Caption embeddings [N, D] (``model.encode_text``), by the query graphs."""
+        """Caption embeddings [N, D] (``model.encode_text``), by the query graphs of ``text_encoder_name``."""
         texts = [texts] if isinstance(texts, str) else list(texts)
-        return np.concatenate([self.graphs.encode_text(texts[i:i + batch_size])
+        return np.concatenate([self.graphs.encode_text(texts[i:i + batch_size], self.text_encoder_name)
                                for i in range(0, len(texts), batch_size)])
 
     def _split(self, x: np.ndarray, text: bool) -> dict[str, np.ndarray]:

@@ -50,6 +50,17 @@ def quantise_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(np.round(rows / scale), -127, 127).astype(np.int8), scale.astype(np.float32)
 
 
+def read_tensors(path: str | Path, file_format: str, framework: str = "numpy") -> tuple[dict, dict]:
+    """(metadata, {name: tensor}) of the safetensors file ``path`` of a model part (``framework``: "numpy" or
+    "pt"); ValueError when its metadata names another ``format`` (the caller names the file)."""
+    with safe_open(str(path), framework=framework) as f:
+        meta = f.metadata() or {}
+        stored = {k: f.get_tensor(k) for k in f.keys()}
+    if meta.get("format") != file_format:
+        raise ValueError(f"format {meta.get('format')!r}, expected {file_format!r}")
+    return meta, stored
+
+
 def dequantise_rows(rows: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
     """Rows as float32 (int8 with their scales, or float rows as an earlier version saved them)."""
     if scale is None:
@@ -147,12 +158,8 @@ class QueryBank:
         if not path.is_file():
             raise DataFormatError(path, "missing: the model's querybank")
         try:
-            with safe_open(str(path), framework="numpy") as f:
-                meta = f.metadata() or {}
-                stored = {k: f.get_tensor(k) for k in f.keys()}
+            meta, stored = read_tensors(path, FORMAT)
             rows = {k: dequantise_rows(stored[k], stored.get(f"{k}_scale")) for k in ("text", "video")}
-            if meta.get("format") != FORMAT:
-                raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
             quantised = all(f"{k}_scale" in stored for k in ("text", "video"))
             return cls(rows["text"], rows["video"], float(meta["beta"]), meta.get("model", ""),
                        meta.get("source", ""), stored if quantised else None)

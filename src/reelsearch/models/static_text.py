@@ -21,19 +21,18 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError
 from reelsearch.io import atomic_path, atomic_write_text, read_text
 
-from .querybank import dequantise_rows, quantise_rows
+from .querybank import dequantise_rows, quantise_rows, read_tensors
 
 FOLDER = "static-text"
 TABLE_FILE, TOKENIZER_FILE = "static-text.safetensors", "tokenizer.json"
 FORMAT = "reelsearch.static-text"
-#: The most dev RSum (with the querybank) the static encoder may lose to float32 MiniLM and still be what ``serve``
-#: runs by default (``serves``).
+#: The most dev RSum (with the querybank) a fast text encoder (static, student) may lose to float32 MiniLM and still
+#: be what ``serve`` runs by default (``measured_within``).
 SERVING_TOLERANCE = 3.0
 
 
@@ -55,6 +54,7 @@ class StaticText:
     ``reelsearch distill-text`` measured it)."""
 
     kind: ClassVar[str] = "static-text"
+    name: ClassVar[str] = "static"  # the text encoder's name (``model.use_text_encoder``)
 
     def __init__(self, table: np.ndarray, proj: np.ndarray, bias: np.ndarray, widths, tokenizer: str,
                  model: str = "", source: str = "", checked: dict | None = None):
@@ -102,12 +102,9 @@ class StaticText:
         return normalise_slices(mean @ self.proj + self.bias, self.widths)
 
     def serves(self) -> bool:
-        """Whether ``serve`` runs this encoder by default: its measured RSum is within ``SERVING_TOLERANCE`` of
-        float32 MiniLM's (an encoder never measured is not)."""
-        try:
-            return float(self.checked["static"]) >= float(self.checked["float32"]) - SERVING_TOLERANCE
-        except (KeyError, TypeError, ValueError):
-            return False
+        """Whether ``serve`` may run this encoder by default: its measured RSum is within ``SERVING_TOLERANCE`` of
+        float32 MiniLM's (:func:`measured_within`)."""
+        return measured_within(self.checked, self.name)
 
     def mismatch(self, model) -> str | None:
         """Why these rows do not encode for ``model`` (None when they do): another model's, or of another width."""
@@ -145,17 +142,22 @@ class StaticText:
             raise DataFormatError(path, f"missing: the model's static text encoder ({TABLE_FILE} and "
                                         f"{TOKENIZER_FILE} in {FOLDER}/)")
         try:
-            with safe_open(str(path), framework="numpy") as f:
-                meta = f.metadata() or {}
-                stored = {k: f.get_tensor(k) for k in f.keys()}
-            if meta.get("format") != FORMAT:
-                raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
+            meta, stored = read_tensors(path, FORMAT)
             table = dequantise_rows(stored["table"], stored["table_scale"])
             widths = [int(w) for w in meta["widths"].split(",")]
             return cls(table, stored["proj"], stored["bias"], widths, read_text(folder / TOKENIZER_FILE),
                        meta.get("model", ""), meta.get("source", ""), json.loads(meta.get("checked") or "{}"))
         except Exception as exc:  # noqa: BLE001 (safetensors raises its own error types)
             raise DataFormatError(path, f"unreadable static text encoder: {exc}") from exc
+
+
+def measured_within(checked: dict, name: str) -> bool:
+    """Whether the encoder ``name``'s measured RSum (``checked[name]``) is within ``SERVING_TOLERANCE`` of float32
+    MiniLM's in the same measurement (``checked["float32"]``); an encoder never measured is not."""
+    try:
+        return float(checked[name]) >= float(checked["float32"]) - SERVING_TOLERANCE
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def normalise_slices(x: np.ndarray, widths) -> np.ndarray:

@@ -64,8 +64,9 @@ _SHARED: dict[tuple, MiniLMEncoder] = {}  # one key per folder string (``f()``, 
 _SHARED_LOCK = threading.Lock()
 
 
-#: Captions of small calls (queries) whose last-layer outputs are remembered, so that a query's token features (a
-#: model's text side) and its sentence embedding (the text-cue index) come from one MiniLM pass.
+#: Captions of small calls (queries) whose outputs (of the last layer, or of the layer a tower cut short ends at) are
+#: remembered, so that a query's token features (a model's text side, each expert's) and its sentence embedding (the
+#: text-cue index) come from one MiniLM pass.
 RECENT_CAPTIONS = 256
 RECENT_CALL = 32  # calls with more captions than this (datasets, caches) are not remembered
 
@@ -73,10 +74,10 @@ RECENT_CALL = 32  # calls with more captions than this (datasets, caches) are no
 class MiniLMEncoder:
     """Batched MiniLM encoder: ``token_features`` ([L_i + 2, 384] each) and ``sentence_features`` ([N, 384]);
     ``runtime``: "auto" (ONNX Runtime where it can run, else torch), "onnxruntime" or "torch"; ``int8``: quantised
-    weight products (ONNX Runtime only; float32 with a warning where int8 cannot run). The last layer's
-    outputs of the ``RECENT_CAPTIONS`` latest captions of small calls are kept: asking for a query's sentence
-    embedding after its token features (or the other way round) costs no second pass. ``tail``: a text tail file
-    (``reelsearch tune-text``) whose tuned top layers replace the model's."""
+    weight products (ONNX Runtime only; float32 with a warning where int8 cannot run). The outputs (per layer
+    asked for) of the ``RECENT_CAPTIONS`` latest captions of small calls are kept: asking for a query's sentence
+    embedding after its token features (or the other way round, or for a second expert) costs no second pass.
+    ``tail``: a text tail file (``reelsearch tune-text``) whose tuned top layers replace the model's."""
 
     dim = 384  # MiniLM's; an encoder of another tower has its own
 
@@ -98,7 +99,7 @@ class MiniLMEncoder:
         self._model_lock = threading.Lock()
         self.tail_first: int | None = None  # the first tuned layer of ``tail`` (set when the model loads)
         self._truncated: dict = {}  # layer -> BERT cut after that layer (``_bert_upto``)
-        self._recent: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._recent: OrderedDict[str | tuple[int, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._recent_lock = threading.Lock()
         self._bert_params = None
         self._exported_weights = 0  # the weights' version the exports hold (``_weights_version``)
@@ -253,9 +254,7 @@ class MiniLMEncoder:
 
     def token_features(self, captions: Sequence[str], layer: int | None = None) -> list[np.ndarray]:
         """Contextual token embeddings of the last layer (or after ``layer``): one float32 [L_i, 384] per caption."""
-        if layer is not None and layer != self.num_layers:
-            return self.encode(captions, layer=layer)[0]
-        return [tokens for tokens, _ in self._last_layer(captions)]
+        return [tokens for tokens, _ in self._remembered(captions, layer)]
 
     def id_features(self, ids) -> np.ndarray:
         """The last layer's hidden states of token id rows taken as they are (special tokens included, no padding):
@@ -271,27 +270,30 @@ class MiniLMEncoder:
 
     def sentence_features(self, captions: Sequence[str]) -> np.ndarray:
         """The model's sentence embeddings (mean pooling + L2 norm): float32 [N, 384]."""
-        pairs = self._last_layer(captions)
+        pairs = self._remembered(captions)
         return np.stack([sentence for _, sentence in pairs]) if pairs else np.zeros((0, self.dim), np.float32)
 
-    def _last_layer(self, captions: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(token features, sentence embedding) per caption; small calls are served from and added to the recent
-        captions (copies: a caller may change what it gets)."""
+    def _remembered(self, captions: Sequence[str], layer: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(token features, sentence embedding) per caption, of the last layer or after ``layer``; small calls are
+        served from and added to the recent captions (copies: a caller may change what it gets), so the experts of
+        a mixture that read one tower (cut short or not) share one pass per query."""
         captions = list(captions)
+        layer = None if layer == self.num_layers else layer
         if len(captions) > RECENT_CALL or not all(isinstance(c, str) for c in captions):
-            tokens, sentences = self.encode(captions)  # (encode names a caption that is not a string)
+            tokens, sentences = self.encode(captions, layer=layer)  # (encode names a caption that is not a string)
             return list(zip(tokens, sentences, strict=True))
+        key = (lambda c: c) if layer is None else (lambda c: (layer, c))
         with self._recent_lock:
-            found = {c: self._recent[c] for c in captions if c in self._recent}
+            found = {c: self._recent[key(c)] for c in captions if key(c) in self._recent}
             for c in found:
-                self._recent.move_to_end(c)
+                self._recent.move_to_end(key(c))
         missing = list(dict.fromkeys(c for c in captions if c not in found))
         if missing:
-            tokens, sentences = self.encode(missing)
+            tokens, sentences = self.encode(missing, layer=layer)
             with self._recent_lock:
                 for c, t, sentence in zip(missing, tokens, sentences, strict=True):
-                    found[c] = self._recent[c] = (t, sentence)
-                    self._recent.move_to_end(c)
+                    found[c] = self._recent[key(c)] = (t, sentence)
+                    self._recent.move_to_end(key(c))
                 while len(self._recent) > RECENT_CAPTIONS:
                     self._recent.popitem(last=False)
         return [(found[c][0].copy(), found[c][1].copy()) for c in captions]

@@ -1,4 +1,6 @@
-"""Distilling a model's static text encoder (`reelsearch distill-text`; ``reelsearch.models.static_text``).
+"""Distilling a model's static text encoder (`reelsearch distill-text`; ``reelsearch.models.static_text``), and
+giving a model the student text encoder a tune-text run distilled from it (`reelsearch distill-text --student`;
+``reelsearch.models.student_text``).
 
 1. Every token of the text tower's WordPiece vocabulary runs alone (``[CLS] token [SEP]``) through the tower and each
    expert's text side: one row of the model's joint space per token.
@@ -28,11 +30,12 @@ from reelsearch.io import atomic_write_json, read_text
 from reelsearch.models import load_model
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.models.static_text import StaticText, load_tokenizer
+from reelsearch.models.student_text import student_of
 from reelsearch.training.run import derived_report_text, evaluate_model
 
 logger = logging.getLogger(__name__)
 
-REPORT_FILE = "static-text.json"
+REPORT_FILES = {"static_text": "static-text.json", "student_text": "student-text.json"}
 SIF = 0.0  # SIF's a (tokens far more frequent than a weigh less); 0: no frequency weighting
 RIDGE = 1e-3  # ridge penalty of the map, relative to the mean diagonal of X'X
 BATCH = 512  # vocabulary tokens run through the tower at a time
@@ -142,7 +145,6 @@ def make_static_text(checkpoint, data: str, out: str | Path, split: str = "train
     with ``evaluate``, the saved model's metrics on ``val_split`` (default: val or dev) with its float32 and its
     static text encoder; ``vocabulary``: as :func:`distill` takes it."""
     directory, best = derived_run(checkpoint, out)
-    out = Path(out)
     model = load_model(directory)
     source, _ = DatasetSource.open(data, features, **data_options)
     split = source.check_split(split)
@@ -150,24 +152,56 @@ def make_static_text(checkpoint, data: str, out: str | Path, split: str = "train
     captions = [c for item in source.dataset.items(split) for c in item.captions]
     model.static_text = distill(model, captions, dims, sif, ridge, f"{source.label}:{split}", progress, vocabulary)
     model.save(best)
-    report = {"model": str(checkpoint), "data": source.label, "split": split, "val_split": val_split,
-              "static_text": model.static_text.describe()}
-    if evaluate and val_split is not None:
-        saved = load_model(best)
-        for name in ("float32", "static"):
+    report = {"model": str(checkpoint), "data": source.label, "split": split, "val_split": val_split}
+    return _measured(best, Path(out), "static_text", report, source, evaluate, device, progress)
+
+
+def make_student_text(checkpoint, student, data: str, out: str | Path, val_split: str | None = None,
+                      features: Path | None = None, device: str | None = None, progress: bool = True,
+                      evaluate: bool = True, **data_options) -> dict:
+    """Give ``checkpoint`` the student text encoder of ``student`` (a model or run folder that ``reelsearch
+    tune-text`` distilled from it: its text tower cut short, ``reelsearch.models.student_text``) and save the model
+    with it in the run folder ``out`` (``out/best/``); return the report (also ``out/student-text.json``): the part
+    and, with ``evaluate``, the saved model's metrics on ``data``'s ``val_split`` (default: val or dev; with the
+    model's querybank) with float32 MiniLM and with the student, whose RSums the part records. ConfigError naming
+    both folders when ``student`` was not distilled from this model."""
+    directory, best = derived_run(checkpoint, out)
+    model = load_model(directory)
+    source, _ = DatasetSource.open(data, features, **data_options)
+    val_split = source.check_split(val_split) if val_split else source.default_val_split()
+    model.student_text = student_of(model, load_model(student), str(student), str(directory))
+    model.save(best)
+    report = {"model": str(checkpoint), "student_model": str(student), "data": source.label, "val_split": val_split}
+    return _measured(best, Path(out), "student_text", report, source, evaluate, device, progress)
+
+
+def _measured(best: Path, out: Path, attribute: str, report: dict, source, evaluate: bool, device: str | None,
+              progress: bool) -> dict:
+    """``report`` with the fast text encoder ``model.<attribute>`` of the model saved at ``best`` described and,
+    with ``evaluate``, its metrics and float32 MiniLM's on the report's ``val_split``: the two RSums recorded in the
+    part (whether ``serve`` runs it by default) and the model saved again; written to ``out`` too."""
+    saved = load_model(best)
+    part = getattr(saved, attribute)
+    names = ("float32", part.name)
+    if evaluate and report["val_split"] is not None:
+        for name in names:
             saved.use_text_encoder(name)
-            report[name] = evaluate_model(saved, source, val_split, device, progress)
-        saved.static_text.checked = {name: report[name]["RSum"] for name in ("float32", "static")}
-        saved.static_text.checked["split"] = f"{source.label}:{val_split}"
-        saved.save(best)  # the part records its measurement: whether serve runs it by default
-        report["static_text"] = saved.static_text.describe()
-    atomic_write_json(out / REPORT_FILE, report)
+            report[name] = evaluate_model(saved, source, report["val_split"], device, progress)
+        part.checked = {name: report[name]["RSum"] for name in names}
+        part.checked["split"] = f"{source.label}:{report['val_split']}"
+        saved.save(best)
+    report[attribute] = part.describe()
+    atomic_write_json(out / REPORT_FILES[attribute], report)
     return report
 
 
 def report_text(report: dict, out: str | Path) -> str:
-    """:func:`make_static_text`'s report in a few lines."""
+    """:func:`make_static_text`'s or :func:`make_student_text`'s report in a few lines."""
+    if "student_text" in report:
+        part = report["student_text"]
+        head = f"student text encoder: {report['student_model']}, its text tower cut after {part['depth']} layers"
+        return derived_report_text(head, report, ("float32", "student"), Path(out), REPORT_FILES["student_text"])
     part = report["static_text"]
     head = (f"static text encoder: {part['vocabulary']} tokens x {part['dims']} dims -> {part['width']}-d, "
             f"re-fitted on {part['source']}")
-    return derived_report_text(head, report, ("float32", "static"), Path(out), REPORT_FILE)
+    return derived_report_text(head, report, ("float32", "static"), Path(out), REPORT_FILES["static_text"])

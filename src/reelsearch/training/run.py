@@ -225,8 +225,8 @@ def evaluate(checkpoint, data: str, split: str | None = None, features: Path | N
              device: str | None = None, progress: bool = True, text_encoder: str = "float32", querybank: bool = True,
              **data_options) -> dict:
     """Load ``checkpoint`` (a path, "default", or a loaded model) and evaluate it on ``data``'s ``split``;
-    ``text_encoder``: what encodes the captions (``model.use_text_encoder``: "float32", "int8", "static"), as
-    ``reelsearch search --text-encoder`` encodes queries;
+    ``text_encoder``: what encodes the captions (``model.use_text_encoder``: "float32", "int8", "static",
+    "student"), as ``reelsearch search --text-encoder`` encodes queries;
     ``querybank``: apply the model's querybank normalisation when it has one (False: its raw scores)."""
     source, split = open_eval_split(data, split, features, **data_options)
     model = load_model(checkpoint) if isinstance(checkpoint, (str, Path)) else checkpoint
