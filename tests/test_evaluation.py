@@ -261,6 +261,16 @@ def test_score_fusion():
         score_fusion([obj, act], [1, 1, 1])
     with pytest.raises(EvaluationInputError, match="differ in shape"):
         score_fusion([obj, act[:5]])
+    # small float arrays are summed at once, anything else in blocks through ScoreSource: the same sums and dtypes
+    mixed = score_fusion([obj, act.astype(np.float64)], [1.0, 2.0])
+    assert mixed.dtype == np.float64
+    np.testing.assert_allclose(mixed, obj.astype(np.float64) + 2 * act.astype(np.float64), rtol=1e-12)
+    general = score_fusion([obj.view(np.memmap), act.astype(np.float64).view(np.memmap)], [1.0, 2.0])
+    assert type(general) is np.ndarray and general.dtype == np.float64
+    np.testing.assert_allclose(general, mixed, rtol=1e-12)
+    half = score_fusion([obj.astype(np.float16), place], [1.0, 0.5])  # half floats: widened in the general path
+    assert half.dtype == np.float32
+    np.testing.assert_allclose(half, obj.astype(np.float16).astype(np.float32) + 0.5 * place, rtol=1e-6)
 
 
 # --- reports and the evaluator --------------------------------------------------------------------------------------

@@ -76,6 +76,11 @@ def score_fusion(list_of_sims: Sequence, weights: Sequence[float] | None = None,
             )
         shape = next((tuple(s.shape) for s in sims if hasattr(s, "shape")), None)
         return _FusedRows(sims, lambda parts: sum(wi * p for wi, p in zip(w, parts, strict=True)), shape)
+    if normalize == "none" and _small_arrays(sims):  # a search's few scores: the same sum, without the machinery
+        acc = np.zeros(sims[0].shape, np.float64)
+        for s, wi in zip(sims, w, strict=True):
+            acc += wi * s.astype(np.float64, copy=False)
+        return acc.astype(np.float32 if all(s.dtype == np.float32 for s in sims) else np.float64, copy=False)
     sources = _matrices(sims)
     n_rows, n_cols = sources[0].shape
     dtype = np.float32 if all(s.work_dtype == np.float32 for s in sources) else np.float64
@@ -94,6 +99,18 @@ def score_fusion(list_of_sims: Sequence, weights: Sequence[float] | None = None,
             acc += factor * (to_work_array(src.rows(r0, r1), np.dtype(np.float64)) - mean)
         out[r0:r1] = acc
     return out
+
+
+def _small_arrays(sims: list) -> bool:
+    """Whether every one of ``sims`` is a float32 / float64 numpy matrix of one shape, small enough for one block (what
+    ``score_fusion`` sums at once: the blocks, dtypes and shape checks of ``ScoreSource`` would cost a search's
+    per-hit fusions more than the sum)."""
+    shape = getattr(sims[0], "shape", None)
+    return (shape is not None and len(shape) == 2 and shape[0] * shape[1] <= _ROWS_PER_BLOCK_ELEMS
+            and all(type(s) is np.ndarray and s.shape == shape and s.dtype in _FLOATS for s in sims))
+
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _global_mean_std(src: ScoreSource) -> tuple[float, float]:

@@ -215,20 +215,27 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
     frames_of = None if visual.segmented else visual.frame_scorer(query)
     stored = catalog.stored(list(segs)) if frames_of is not None else {}
     position = {i: j for j, i in enumerate(fused.ids)}
-    out = {}
+    scored = []  # (id, its segments, their fused scores, the scores their confidence reads: None without)
     for id_, s in segs.items():
-        sure = None
+        read = None
         if frames_of is None:
             parts = segment_scores(id_, s, sources, weights, {n: float(fused.rows[n][position[id_]]) for n in weights})
             scores = fused_segments(parts, weights)
             if calibration is not None and weight > 0:
                 judged_part = sum(weights[n] * parts[n] for n in judged) / weight
-                sure = calibration(_judged(calibration, visual, judged_part, s.biases, length), length, text)
+                read = _judged(calibration, visual, judged_part, s.biases, length)
         elif id_ in stored:
             fs = np.asarray(frames_of(stored[id_].frame_rows), np.float64)
             scores = np.array([fs[a:a + c].max() if c else -np.inf for a, c in zip(s.firsts, s.counts, strict=True)])
         else:
             continue
+        scored.append((id_, s, scores, read))
+    reads = [r for *_, r in scored if r is not None]  # every hit's segments through the calibration in one call
+    confident = iter(np.split(calibration(np.concatenate(reads), length, text), np.cumsum([len(r) for r in reads])[:-1])
+                     if reads else ())
+    out = {}
+    for id_, s, scores, read in scored:
+        sure = None if read is None else next(confident)
         order = np.argsort(-scores, kind="stable")
         listed = [Moment(float(s.starts[o]), float(s.ends[o]), float(scores[o]),
                          None if sure is None else float(sure[o])) for o in order]
