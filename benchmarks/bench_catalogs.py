@@ -26,7 +26,8 @@ best-segment scan (max over a video's segments of score + the segment's bias).
 
 ``--segment-ef EF...`` (PostgreSQL): the in-process search is measured again with the segments' query's
 ``hnsw.ef_search`` at each EF (``PostgresCatalog.segment_ef_search``; 0: the catalog's default, ``segments_ef``), over
-the same build, so settings compare within one run.
+the same build, so settings compare within one run; ``--ef EF...`` likewise with the videos' query's
+(``PostgresCatalog.ef_search``: what ranks a library of one segment a video).
 
 The PostgreSQL catalog commits by binary ``COPY`` (``reelsearch.index.pg.copy``); ``--insert-sample M`` (default
 2,000) also times its first M videos committed one INSERT per row (the path before COPY), in a transaction rolled
@@ -225,7 +226,8 @@ def exact_scores(qv: np.ndarray, x: np.ndarray, bias: np.ndarray, segments: np.n
 
 
 def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | None, queries: list[str],
-                  warm: list[str], segment_ef: list[int] = (), insert_sample: int = 0, http: bool = True) -> dict:
+                  warm: list[str], segment_ef: list[int] = (), insert_sample: int = 0, http: bool = True,
+                  ef: list[int] = ()) -> dict:
     """Build, search in process (and over HTTP), measure; the detailed row (progress on stderr)."""
     out = {"catalog": name, "n": len(x), "segments_per_video": 1 if segments is None else segments.shape[1]}
     with Searcher(where, "default") as searcher:
@@ -244,17 +246,22 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
             lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
         out["in_process_precomputed"] = {**pct(lat), "recall@10": round(recall_at(truth, got), 4),
                                          "load": f"{before} -> {load()}"}
-        if isinstance(searcher.catalog, PostgresCatalog):
-            out["in_process_precomputed"]["segments_ef"] = searcher.catalog.segments_ef()
-            for ef in segment_ef:  # the same build, the segments' query at another hnsw.ef_search
-                searcher.catalog.segment_ef_search = ef or None
+        lib = searcher.catalog
+        if isinstance(lib, PostgresCatalog):
+            default_ef = lib.ef_search
+            out["in_process_precomputed"].update(ef_search=default_ef, segments_ef=lib.segments_ef())
+            # the same build, the videos' or the segments' query at another hnsw.ef_search
+            for query, value in [("ef", v) for v in ef] + [("segments_ef", v) for v in segment_ef]:
+                lib.ef_search = value or default_ef if query == "ef" else default_ef
+                lib.segment_ef_search = value or None if query == "segments_ef" else None
                 before = load()
                 with precomputed(searcher, queries + warm):
                     lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
-                out[f"in_process_precomputed_segments_ef_{searcher.catalog.segments_ef()}"] = {
+                setting = lib.ef_search if query == "ef" else lib.segments_ef()
+                out[f"in_process_precomputed_{query}_{setting}"] = {
                     **pct(lat), "recall@10": round(recall_at(truth, got), 4), "load": f"{before} -> {load()}"}
                 print(json.dumps(out), file=sys.stderr, flush=True)
-            searcher.catalog.segment_ef_search = None
+            lib.ef_search, lib.segment_ef_search = default_ef, None
         if not http:
             return out
         before = load()
@@ -293,6 +300,8 @@ def main() -> None:
     ap.add_argument("--db", default="embedded", help="postgresql://... (EMPTIED) or 'embedded' (a temporary server)")
     ap.add_argument("--queries", type=int, default=300, help="held-out caption queries (<= 1000)")
     ap.add_argument("--segments", type=int, default=1, help="segments per video (1: each video one row, as a clip)")
+    ap.add_argument("--ef", type=int, nargs="*", default=[],
+                    help="PostgreSQL: also measure the videos' query at these hnsw.ef_search (0: the default)")
     ap.add_argument("--segment-ef", type=int, nargs="*", default=[],
                     help="PostgreSQL: also measure the segments' query at these hnsw.ef_search (0: the default)")
     ap.add_argument("--insert-sample", type=int, default=2000,
@@ -328,13 +337,13 @@ def main() -> None:
                     settings = server_settings(args.pg_setting, n * args.segments, x.shape[1])
                     with embedded_server(work / f"pg-{n}", settings) as url:
                         rows.append(bench_catalog("postgres", url, x, segments, queries, warm, args.segment_ef,
-                                                  args.insert_sample, not args.no_http))
+                                                  args.insert_sample, not args.no_http, args.ef))
                 else:
                     with PostgresCatalog(args.db) as lib:  # emptied, as bench_search.postgres_rows does
                         lib._db.execute("TRUNCATE videos, frames, frame_vectors, meta RESTART IDENTITY CASCADE")
                         lib._vectors_dropped()
                     rows.append(bench_catalog("postgres", args.db, x, segments, queries, warm, args.segment_ef,
-                                              args.insert_sample, not args.no_http))
+                                              args.insert_sample, not args.no_http, args.ef))
                 print(json.dumps(summary(rows[-1]) if args.json else rows[-1]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
