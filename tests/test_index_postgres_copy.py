@@ -276,3 +276,32 @@ def test_an_index_build_gets_the_memory_its_graph_needs_for_its_transaction(pg_u
         assert built(10**9) == GRAPH_MEMORY_MAX_KIB and built(10) == default
         db.execute("SET maintenance_work_mem = '2GB'")
         assert built(10**9) == 2 * 1024 * 1024
+
+
+def test_a_graph_that_will_not_fit_its_build_memory_is_warned_of_once_with_the_fix(pg_url, caplog):
+    """``schema.build_memory``: past GRAPH_MEMORY_MAX_KIB the build gets the cap and a warning naming the rows, the
+    memory the graph needs and the setting that gives it; a graph that fits (in the cap, or in a higher setting of the
+    server's or role's, kept) none. ``hnsw_indexes`` logs it once a build, with the database, over a small table."""
+    from reelsearch.index.pg.schema import GRAPH_MEMORY_MAX_KIB, build_memory, graph_kib
+    from reelsearch.index.pg.schema import hnsw_indexes as make_indexes
+
+    per_row = (2 * 1025 + 8 + 32 * 16 + 128) * 5 / 4  # bytes: halfvec, layer-0 neighbours, element, a quarter more
+    assert graph_kib(1_000_000, 1024, 16) == int(1_000_000 * per_row) // 1024  # 3.4 GB: 3.1 GiB
+    memory, warning = build_memory(1_000_000, 1024, 16, 65536)
+    assert memory == GRAPH_MEMORY_MAX_KIB
+    for part in ("1,000,000 rows", "3.1 GiB", "allows 1.0 GiB", "3x slower", "maintenance_work_mem = '4GB'",
+                 "ALTER ROLE", "ALTER SYSTEM"):
+        assert part in warning
+    assert build_memory(100_000, 1024, 16, 65536) == (graph_kib(100_000, 1024, 16), None)  # fits in the cap
+    assert build_memory(1_000_000, 1024, 16, 4 << 20) == (4 << 20, None)  # the server's 4 GB kept, and enough
+    assert build_memory(1_000_000, 1024, 16, 3 << 20)[1] is not None  # 3 GB: not enough yet
+
+    with PostgresCatalog(pg_url) as lib:
+        lib._commit(library(), [], "m")
+        for rows, warned in ((10**9, 1), (1000, 0)):
+            lib._db.execute("DROP INDEX IF EXISTS videos_hnsw")
+            caplog.clear()
+            with caplog.at_level("WARNING", logger="reelsearch.index.pg.schema"), lib._db.transaction():
+                make_indexes(lib._db, DIM, 16, 64, rows, False)
+            assert len(caplog.records) == warned
+            assert (f"{lib._db.location}: the HNSW graph of 1,000,000,000 rows" in caplog.text) == bool(warned)

@@ -18,10 +18,13 @@ cooperating index workers).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.pg.database import Database, DatabaseError
+
+logger = logging.getLogger(__name__)
 
 #: Advisory lock key of migrations (any constant; "reelsearch" in ASCII, folded to 63 bits).
 MIGRATION_LOCK = 0x7265656C736561
@@ -168,19 +171,45 @@ def hnsw_index(db: Database, dim: int, m: int, ef_construction: int, *, folded: 
                    f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
 
 
-#: The most memory (KiB) ``hnsw_indexes`` lets one index build take (``maintenance_work_mem``, this transaction).
+#: The most memory (KiB) ``hnsw_indexes`` lets one index build take unasked (``maintenance_work_mem``, this
+#: transaction): a shared server's RAM is not the client's to spend; a higher setting of the server's or the role's
+#: is used as it is.
 GRAPH_MEMORY_MAX_KIB = 1 << 20
+
+
+def graph_kib(rows: int, dim: int, m: int) -> int:
+    """KiB that pgvector's HNSW graph of ``rows`` rows of width ``dim`` + 1 at ``m`` takes to build in memory: a row's
+    halfvec value, its layer-0 neighbours (2M of 16 bytes), the element; a quarter to spare."""
+    return rows * (2 * (int(dim) + 1) + 8 + 32 * int(m) + 128) * 5 // 4 // 1024
+
+
+def build_memory(rows: int, dim: int, m: int, setting_kib: int) -> tuple[int, str | None]:
+    """The ``maintenance_work_mem`` (KiB) to build the HNSW graph of ``rows`` rows in: its size (``graph_kib``), at
+    most GRAPH_MEMORY_MAX_KIB, never below ``setting_kib`` (the session's); and, when the graph will not fit in it, a
+    warning saying what it needs and how to give it."""
+    need = graph_kib(rows, dim, m)
+    memory = max(int(setting_kib), min(GRAPH_MEMORY_MAX_KIB, need))
+    if need <= memory:
+        return memory, None
+    gib = -(-need // (1 << 20))
+    return memory, (f"the HNSW graph of {rows:,} rows needs about {need / (1 << 20):.1f} GiB to build in memory; "
+                    f"maintenance_work_mem allows {memory / (1 << 20):.1f} GiB (reelsearch raises it to at most "
+                    f"{GRAPH_MEMORY_MAX_KIB >> 20} GiB itself), so pgvector builds it about 3x slower: give the "
+                    f"indexing role more (ALTER ROLE name SET maintenance_work_mem = '{gib}GB') or the server "
+                    f"(ALTER SYSTEM SET maintenance_work_mem = '{gib}GB'; SELECT pg_reload_conf())")
 
 
 def hnsw_indexes(db: Database, dim: int, m: int, ef_construction: int, rows: int, segments: bool) -> None:
     """Make the videos' HNSW index and, when ``segments``, the segments' (those missing), with
-    ``maintenance_work_mem`` raised for this transaction (never lowered; at most GRAPH_MEMORY_MAX_KIB) to hold the
-    graph of ``rows`` rows: pgvector builds in memory while the graph fits and about 3x slower once it does not
-    (100,000 rows of 1,025: 169 s in 1 GB, 539 s in PostgreSQL's default 64 MB; docs/benchmarks.md)."""
-    # a row: its halfvec value, its layer-0 neighbours (2M of 16 bytes), the element; a quarter to spare
-    need = min(GRAPH_MEMORY_MAX_KIB, rows * (2 * (int(dim) + 1) + 8 + 32 * int(m) + 128) * 5 // 4 // 1024)
-    if need > db.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0]:
-        db.execute("SELECT set_config('maintenance_work_mem', ?, true)", (f"{need}kB",))
+    ``maintenance_work_mem`` raised for this transaction to hold the graph of ``rows`` rows (``build_memory``; a
+    warning logged when it will not fit): pgvector builds in memory while the graph fits and about 3x slower once it
+    does not (100,000 rows of 1,025: 169 s in 1 GB, 539 s in PostgreSQL's default 64 MB; docs/benchmarks.md)."""
+    setting = db.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0]
+    memory, warning = build_memory(rows, dim, m, setting)
+    if warning:
+        logger.warning("%s: %s", db.location, warning)
+    if memory > setting:
+        db.execute("SELECT set_config('maintenance_work_mem', ?, true)", (f"{memory}kB",))
     hnsw_index(db, dim, m, ef_construction)
     if segments:
         segments_hnsw_index(db, dim, m, ef_construction)
