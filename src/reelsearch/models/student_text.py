@@ -78,15 +78,13 @@ class StudentText:
         """{expert: a JointModel}: each expert of ``model`` with the student's text recipe and text-side weights (its
         video side the expert's), built once: what :meth:`encode` runs."""
         if self._towers is None:
-            from .joint import JointModel  # noqa: PLC0415 - joint imports the folder, which imports this module
-
             towers = {}
             for name, expert in model.experts.items():
                 part = self.experts[name]
                 config = copy.deepcopy(expert.config)
                 config.model.text = copy.deepcopy(part["config"])
                 config.features = replace(config.features, text=part["recipe"])
-                tower = JointModel(config)
+                tower = type(expert)(config)  # a JointModel (imported by way of the expert: no import cycle)
                 state = {k: v for k, v in expert.state_dict().items() if not k.startswith(TEXT_SIDE)}
                 tower.load_state_dict({**state, **part["weights"]})
                 towers[name] = tower.to(expert.device).eval()
