@@ -152,14 +152,17 @@ def parse_config(text: str) -> tuple[int, int, int, str, str]:
 
 
 def start_server(directory: Path, workers: int, batch: int, cache: int, text: str, source: str, threads: int,
-                 base_src: Path | None = None):
-    """`reelsearch serve` in its own process group (``source`` "base": from ``base_src``); returns (process, url)."""
+                 base_src: Path | None = None, model: str = "default"):
+    """`reelsearch serve` in its own process group (``source`` "base": from ``base_src``; ``model``: passed on
+    unless "default", so that a model folder's own parts, a student's, serve rather than the bundled model's of
+    the same name); returns (process, url)."""
     from reelsearch.service.background import free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "reelsearch", "serve", "--index", str(directory), "--port", str(port),
            "--workers", str(workers), "--batch", str(batch), "--query-cache", str(cache), "--no-access-log",
-           "--threads", str(threads), "--text-encoder", TEXT_ENCODERS[text]]
+           "--threads", str(threads), "--text-encoder", TEXT_ENCODERS[text]] + \
+        ([] if model == "default" else ["--model", model])
     env = {**os.environ, **({RUNTIME_ENV: "torch"} if text == "torch" else {})}
     if source == "base":
         if base_src is None:
@@ -273,7 +276,7 @@ def main() -> None:
     if args.encode_sizes:
         encode_timings(args.model, list(dict.fromkeys(c[3] for c in configs)), args.encode_sizes, distinct[-2000:],
                        args.encode_reps)
-    servers = [start_server(directory, *config, args.threads, args.base_src) for config in configs]
+    servers = [start_server(directory, *config, args.threads, args.base_src, args.model) for config in configs]
     repeated = distinct[:200]  # for configurations with a query cache: every query is asked again and again
     try:
         wait_ready(servers)
