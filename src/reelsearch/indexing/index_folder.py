@@ -1,5 +1,5 @@
 """A library as the commands use it (a folder, or a PostgreSQL catalog: ``--index`` / ``--db``): a Searcher opened
-with the model the library remembers (``reelsearch.indexing.settings``), indexing that remembers it and names what
+with the model the library records (``reelsearch.search.library_model``), indexing (which records it) that names what
 failed, and captions ranked for a file with or without an index."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from reelsearch.errors import ConfigError, ReelsearchError
 from reelsearch.index import MediaRoots, SyncReport, is_database_url, open_catalog
 from reelsearch.index.embedded.repair import RepairReport, check_index, repair_index
 from reelsearch.index.paths import display_path
-from reelsearch.indexing.settings import index_exists, model_setting, require_index
+from reelsearch.indexing.settings import index_exists, require_index
 from reelsearch.location import library_location
 from reelsearch.media.decode import escaped_path as error_path
 from reelsearch.models.query_model import QueryModel
 from reelsearch.search.cue_indexing import cues_to_run
+from reelsearch.search.library_model import index_model
 from reelsearch.search.searcher import Searcher
 
 
@@ -26,16 +27,17 @@ def open_searcher(index: str | Path | None, model: str | None, *, db: str | None
                   media_roots: Sequence[str] | MediaRoots | None = None, must_exist: bool = False,
                   cold: bool = False, **options) -> tuple[Searcher, str]:
     """(the Searcher over the library at ``db`` or ``index`` (``reelsearch.location.library_location``), the model
-    it runs): ``model``, else the one the library remembers, else the bundled one. ``must_exist``: ReelsearchError
-    when there is no index there yet. ``cold``: open the model by its cached query graphs where they serve it
-    (``reelsearch.models.query_model``: no torch; a cold ``reelsearch search``), else load it in torch.
+    it runs): ``model``, else the one the library records (``reelsearch.search.library_model.index_model``).
+    ``must_exist``: ReelsearchError when there is no index there yet. ``cold``: open the model by its cached query
+    graphs where they serve it (``reelsearch.models.query_model``: no torch; a cold ``reelsearch search``), else load
+    it in torch.
     ``options``: more Searcher keywords (``text_encoder``, ``weights``, ...)."""
     where = library_location(index, db)
     if must_exist:
         require_index(where)
     catalog = open_catalog(where, media_roots=media_roots)
     try:
-        model = model or catalog.settings().get("model") or "default"
+        model = index_model(catalog, model)
         graphs = QueryModel.open(model) if cold else None
         graphs = graphs if graphs is not None and graphs.serves(options.get("text_encoder")) else None
     except BaseException:
@@ -101,20 +103,18 @@ def index_paths(paths: Iterable[str | os.PathLike], index: str | Path | None = N
                 wait: float | None = None, progress: bool = True, repair: bool = False,
                 frames_per_second: float | None = None) -> IndexRun:
     """Bring the library at ``db`` or ``index`` in line with ``paths`` (``Searcher.index``) and extract the text
-    ``cues`` of their files, then remember the model in the library. ``wait``: seconds to wait while another process
-    writes the library (None: as long as it takes). ``repair``: first rebuild a damaged embedded index from what is
-    still readable (``reelsearch.index.embedded.repair``); the sync then indexes the rest again.
+    ``cues`` of their files (the library records the model: ``Searcher.index``). ``wait``: seconds to wait while
+    another process writes the library (None: as long as it takes). ``repair``: first rebuild a damaged embedded
+    index from what is still readable (``reelsearch.index.embedded.repair``); the sync then indexes the rest again.
     ``frames_per_second``: the sampling (None: what the library remembers, else one a second); a new rate re-embeds
     every video. ReelsearchError, before the library is opened (or made), when a path does not exist."""
     paths = list(paths)
     require_paths(paths)
     repaired = repair_index(_embedded(library_location(index, db), "--repair")) if repair else None
-    searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots,
-                                         frames_per_second=frames_per_second)
+    searcher, _ = open_searcher(index, model, db=db, media_roots=media_roots, frames_per_second=frames_per_second)
     with searcher:
         searcher.catalog.writer_wait = wait
         run = index_with(searcher, paths, cues=cues, progress=progress)
-        searcher.catalog.remember(model_setting(model_name, searcher.frames_per_second))
         run.repaired = repaired
         return run
 

@@ -1,5 +1,5 @@
-"""Whether a library exists where a command looks (``reelsearch.location``), and the model it remembers having been
-built with (``SqlCatalog.settings``), so later commands need no flags."""
+"""Whether a library exists where a command looks (``reelsearch.location``), and the model it records having been
+built with (``reelsearch.search.library_model``), so later commands need no flags."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 from reelsearch.errors import ReelsearchError
 from reelsearch.index import is_database_url, open_catalog
 from reelsearch.index.embedded.catalog import SQLITE_NAME
-from reelsearch.location import model_location
+from reelsearch.models.query_model import DEFAULT_MODEL
+from reelsearch.search.library_model import index_model
 
 
 def index_exists(where: str | Path) -> bool:
@@ -23,17 +24,9 @@ def require_index(where: str | Path) -> None:
 
 
 def remembered_model(where: str | Path, model: str | None) -> str:
-    """``model``, else the one the library at ``where`` was built with, else "default"."""
-    if model:
-        return model
-    if not index_exists(where):
-        return "default"
+    """``model``, else the one the library at ``where`` records (``reelsearch.search.library_model.index_model``),
+    else the bundled one."""
+    if model or not index_exists(where):
+        return model or DEFAULT_MODEL
     with open_catalog(where) as catalog:
-        return catalog.settings().get("model") or "default"
-
-
-def model_setting(model: str, frames_per_second: float | None = None) -> dict:
-    """What a library remembers of how it was built: the model (an absolute path, or a name such as "default") and
-    the frames sampled a second (``Searcher.frames_per_second``, when given)."""
-    rate = {} if frames_per_second is None else {"frames_per_second": frames_per_second}
-    return {"model": model_location(model)} | rate
+        return index_model(catalog, None)

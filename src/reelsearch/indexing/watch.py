@@ -31,7 +31,6 @@ from reelsearch.extras import require
 from reelsearch.index.media import LIBRARY_EXTENSIONS
 from reelsearch.index.paths import display_path
 from reelsearch.indexing.index_folder import IndexRun, index_with, open_searcher
-from reelsearch.indexing.settings import model_setting
 from reelsearch.search.searcher import Searcher
 
 logger = logging.getLogger(__name__)
@@ -253,10 +252,8 @@ def watch_folders(paths: Sequence[str | os.PathLike], index: str | Path | None =
     (the first covers the whole folders), ``ready`` the watcher once it started. Returns whether the watcher
     ended: False when a sync was still under way ``STOP_WAIT`` seconds after Ctrl-C (then :func:`end_now`)."""
     roots = watch_roots(paths)
-    searcher, model_name = open_searcher(index, model, db=db, media_roots=media_roots,
-                                         frames_per_second=frames_per_second)
+    searcher, _ = open_searcher(index, model, db=db, media_roots=media_roots, frames_per_second=frames_per_second)
     try:
-        searcher.catalog.remember(model_setting(model_name, searcher.frames_per_second))
         watcher = FolderWatcher(searcher, roots, poll=poll, settle=settle, cues=cues, on_sync=on_sync,
                                 owns_searcher=True)
     except BaseException:

@@ -27,6 +27,7 @@ from reelsearch.search.example import Example, ExampleError, split_like
 from reelsearch.search.experts import Plan, parse_experts, parse_weights, plan
 from reelsearch.search.filters import Filter, pictured, read_box, select
 from reelsearch.search.fusion import first_candidates
+from reelsearch.search.library_model import index_model, model_record, record_model
 from reelsearch.search.query import listed, run_query
 from reelsearch.search.query_encoder import QueryEncoder
 from reelsearch.search.results import SORTS, SearchResult, dated, no_good_match
@@ -50,8 +51,9 @@ def check_query(text: str) -> str:
 class Searcher:
     """Search a library of videos with sentences, and rank sentences for a video.
 
-    ``model``: a model directory, a training run, "default" (the bundled model) or a loaded model (joint or
-    mixture). Media are decoded and their features extracted by the model's own feature recipe. ``index``: the
+    ``model``: a model directory, a training run, "default" (the bundled model), a loaded model (joint or
+    mixture), or None (default): the one the index records (``reelsearch.search.library_model``), else the bundled
+    one. Media are decoded and their features extracted by the model's own feature recipe. ``index``: the
     catalog (``reelsearch.index.open_catalog``): a folder (the embedded catalog; default: the user's data directory),
     a ``postgresql://`` URL (the shared catalog), or a catalog already open (the Searcher closes it);
     ``media_roots``: ``OLD=NEW`` mappings of the stored paths to this host's (``--media-root``). ``text_encoder``:
@@ -66,7 +68,7 @@ class Searcher:
     ``annotate`` ranks it. Methods are safe to call from several threads (one lock around the model and the index).
     """
 
-    def __init__(self, index: str | Path | SqlCatalog | None = None, model="default", *,
+    def __init__(self, index: str | Path | SqlCatalog | None = None, model=None, *,
                  media_roots: MediaRoots | Sequence[str] | None = None, device: str | None = None,
                  weights: Mapping[str, float] | str | None = None, text_encoder: str | None = None,
                  frames_per_second: float | None = None):
@@ -74,13 +76,18 @@ class Searcher:
         try:
             if frames_per_second is None:
                 frames_per_second = self.catalog.settings().get("frames_per_second", DEFAULT_FRAMES_PER_SECOND)
+            if model is None or isinstance(model, (str, os.PathLike)):
+                model = index_model(self.catalog, None if model is None else os.fspath(model))
             self._load(model, device, weights, text_encoder, float(frames_per_second))
         except BaseException:
             self.catalog.close()
             raise
 
     def _load(self, model, device: str | None, weights, text_encoder: str | None, frames_per_second: float) -> None:
-        if isinstance(model, (str, os.PathLike)):
+        #: what ``index`` records the rows were made with (``library_model.model_record``; None: unknown, a model
+        #: loaded by the caller)
+        self.model_source = model_record(model if isinstance(model, str) else getattr(model, "folder", None))
+        if isinstance(model, str):
             model = _torch_model(model)
         self.model = model.eval()
         if text_encoder is not None:
@@ -200,6 +207,7 @@ class Searcher:
                                            exclusive=exclusive)
             finally:
                 self.embedder.progress, self.embedder.cues = False, None
+            record_model(self.catalog, self.model_source, self.frames_per_second)
             cue_index = self.cues
             if cue_index is None and run:
                 cue_index = self._cues = self.catalog.text_cues(sentence_encoder, create=True)

@@ -21,7 +21,7 @@ import uvicorn
 
 from reelsearch.errors import ConfigError
 from reelsearch.index import MediaRoots
-from reelsearch.indexing.settings import model_setting, remembered_model, require_index
+from reelsearch.indexing.settings import remembered_model, require_index
 from reelsearch.indexing.watch import SETTLE, FolderWatcher, end_now, watch_roots
 from reelsearch.location import library_location, masked
 from reelsearch.search import Searcher
@@ -120,7 +120,7 @@ def start_watcher(searcher: Searcher, settings: dict) -> FolderWatcher | None:
     if not settings.get("watch"):
         return None
     writer = Searcher(settings["index"], searcher.model, media_roots=settings.get("media_roots"))
-    writer.catalog.remember(model_setting(settings["model"], writer.frames_per_second))
+    writer.model_source = searcher.model_source  # what its syncs record (the model object alone does not say)
     return FolderWatcher(writer, settings["watch"], poll=settings.get("poll"), settle=settings.get("settle", SETTLE),
                          cues=settings.get("cues"), owns_searcher=True).start()
 
