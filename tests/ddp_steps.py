@@ -15,7 +15,7 @@ from reelsearch.config import TrainConfig, apply_overrides
 from reelsearch.features.caches import DatasetSource
 from reelsearch.losses import TrainLosses, train_losses
 from reelsearch.models import create_model, model_config, text_processor_for
-from reelsearch.training.distributed import DistInfo, init_distributed, shutdown
+from reelsearch.training.distributed import DistInfo, init_distributed, leave, shutdown
 from reelsearch.training.joint_task import JointTask
 from reelsearch.training.run import model_pairs
 from reelsearch.training.task import epoch_batches
@@ -48,10 +48,4 @@ if __name__ == "__main__":
             with open(os.path.join(out, f"result-{info.world_size}-{precision}.json"), "w") as f:
                 json.dump(result, f)
     shutdown(info)
-    # Leave without the interpreter's finalisation: objects still holding gloo work (the DDP reducer's) destroyed
-    # while gloo's C++ threads wind down can abort the process at exit ("terminate called without an active
-    # exception", SIGABRT; a known PyTorch teardown race, seen once in CI after the results were written). What this
-    # script checks is the steps' results, written above.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave(0)  # by os._exit, as `reelsearch train` under torchrun ends: the gloo teardown race at interpreter exit

@@ -122,6 +122,44 @@ def test_two_process_ddp_matches_single_process(dataset, two_process_steps, tmp_
         assert two["weights"][k] == pytest.approx(v, rel=weight_tol, abs=weight_abs), k
 
 
+def test_a_rank_that_left_its_process_group_ends_by_os_exit_after_its_command(monkeypatch, capsys):
+    """``shutdown`` passes a barrier, then destroys the group; the CLI's entry then ends the rank by ``os._exit`` with
+    its command's status once the output is written (the gloo teardown race at interpreter exit: ``leave``); a
+    process that had no group ends as usual."""
+    import reelsearch.training.distributed as distributed
+    from reelsearch.cli.main import main
+
+    calls = []
+
+    class Exited(Exception):
+        pass
+
+    def exit_now(code):
+        calls.append(("exit", code))
+        raise Exited
+
+    monkeypatch.setattr(distributed, "_group", {"left": False})
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(distributed.dist, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: calls.append("destroy"))
+    monkeypatch.setattr(os, "_exit", exit_now)
+    monkeypatch.setattr(sys, "argv", ["reelsearch", "--version"])
+    with pytest.raises(SystemExit):  # no group left: as usual
+        main()
+    assert calls == [] and capsys.readouterr().out.startswith("reelsearch")
+    distributed.shutdown(distributed.DistInfo(world_size=1))  # a single process: nothing to leave
+    assert calls == []
+    distributed.shutdown(distributed.DistInfo(rank=1, world_size=2))
+    assert calls == ["barrier", "destroy"]
+    with pytest.raises(Exited):
+        main()
+    assert calls[-1] == ("exit", 0) and capsys.readouterr().out.startswith("reelsearch")  # written first
+    monkeypatch.setattr(sys, "argv", ["reelsearch", "no-such-command"])
+    with pytest.raises(Exited):
+        main()
+    assert calls[-1] == ("exit", 2)  # a usage error's status
+
+
 def test_warmup_epochs_train_with_sum_of_hinges_first(dataset, tmp_path):
     """With warmup_epochs=1 (mithun-expert's default) the first epoch uses "vse" (all negatives: a loss ~B times
     larger than the hardest negative's), then the configured "mithun-weighted" loss; 0 gives the paper's."""

@@ -112,7 +112,29 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Run the CLI; a ReelsearchError becomes one line on stderr and exit status 2."""
+    """Run the CLI; a ReelsearchError becomes one line on stderr and exit status 2. A rank of a distributed run
+    (``torchrun ... reelsearch train``) ends here by ``os._exit`` once its command is done and everything written
+    (``reelsearch.training.distributed.leave`` says why)."""
+    try:
+        _run()
+    except SystemExit as exc:
+        _leave_process_group(exc.code)
+        raise
+    _leave_process_group(0)
+
+
+def _leave_process_group(code) -> None:
+    """``distributed.leave`` with the exit status of ``sys.exit(code)``, where a command left a process group (only
+    training imports that module: no other command pays for importing torch here)."""
+    distributed = sys.modules.get("reelsearch.training.distributed")
+    if distributed is None:
+        return
+    if isinstance(code, str):  # what sys.exit would print, and its status
+        print(code, file=sys.stderr)
+    distributed.leave(code if isinstance(code, int) else 0 if code is None else 1)
+
+
+def _run() -> None:
     try:
         app()
     except ReelsearchError as exc:
