@@ -66,6 +66,23 @@ def test_a_folder_gone_falls_back_to_the_bundled_model_of_its_name_with_one_warn
     assert serve_settings(copy, str(folder))["model"] == str(folder)  # --model: no record read
 
 
+def test_a_folder_changed_since_is_refused_at_the_first_search(built, tmp_path):
+    """Retrained in place (other weights, the same name): the rows are another model's; the search says so."""
+    index, _, fingerprint = built
+    copy = tmp_path / "index"
+    shutil.copytree(index, copy)
+    model = small_model("moe", seed=1)
+    model.name = _bundled_name()
+    changed = model.save(tmp_path / "model")
+    with open_catalog(copy) as catalog:
+        catalog.remember(catalog.settings() | {"model": str(changed)})
+    with Searcher(copy) as searcher:
+        assert searcher.model_source == os.path.realpath(changed) and searcher.model.fingerprint() != fingerprint
+        assert searcher.stale()
+        with pytest.raises(ReelsearchError, match=f"another model .*{fingerprint}.*re-run `reelsearch index`"):
+            searcher.search("a purple stage", 1)
+
+
 def test_a_missing_folder_of_another_name_is_an_error_naming_it(tmp_path, caplog):
     gone = str(tmp_path / "gone")
     catalog = SimpleNamespace(settings=lambda: {"model": gone}, model_id="toy@0123456789ab;frames=1/s",
