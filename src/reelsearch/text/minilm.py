@@ -19,7 +19,9 @@ it in torch; ``encoder.runtime`` says which runs.
 slightly off float32; where int8 cannot run it warns and stays float32 (``encoder.int8`` says which).
 
 ``tail=FILE`` loads the tuned top layers of ``reelsearch tune-text`` (``reelsearch.text.tail``) over the model: the
-tuned tower, in torch and in its ONNX Runtime export (float32 or int8) alike.
+tuned tower, in torch and in its ONNX Runtime export (float32 or int8) alike. In ONNX Runtime it runs as the package
+tower does (the folder's tokenizer, the export keyed by the tail's bytes): the torch model, the tail in it, loads only
+to export (a model's student text encoder, a tower cut short and tuned, is served so).
 """
 
 from __future__ import annotations
