@@ -149,6 +149,45 @@ def test_the_student_encodes_as_the_student_model_itself(made, cache, monkeypatc
     np.testing.assert_allclose(model.encode_text(CAPTIONS), float32, atol=1e-6)
 
 
+def test_a_warm_model_runs_the_student_in_onnx_runtime_as_float32_minilm(made, cache, monkeypatch):
+    """A loaded model (a warm ``Searcher``, ``serve``'s batches) encodes with the student as with float32 MiniLM:
+    the folder's tokenizer and the cached ONNX export of the cut, tuned tower (keyed by the tail: another graph than
+    the package tower's), no sentence-transformers model loaded; the embeddings are the torch student's within float
+    rounding, and a caption batched with others (padded) gets what it gets alone."""
+    from reelsearch.models import load_model
+    from reelsearch.onnx_runtime import onnxruntime_unavailable
+    from reelsearch.text.minilm_onnx import RUNTIME_ENV, graph_path
+
+    if onnxruntime_unavailable("cpu"):
+        pytest.skip(onnxruntime_unavailable("cpu"))
+    root, _ = made
+    monkeypatch.delenv(RUNTIME_ENV, raising=False)
+
+    def student(runtime_env: str | None):
+        if runtime_env:
+            monkeypatch.setenv(RUNTIME_ENV, runtime_env)
+        monkeypatch.setattr(minilm, "_SHARED", {})  # (a process of its own: the encoders made anew)
+        model = load_model(root / "run" / "best")
+        assert model.use_text_encoder("student") == "student"
+        model.encode_text(["warm up"])  # (exported on first use where the cache lacks it)
+        encoders = {id(t.text_processor.encoder): t.text_processor.encoder
+                    for t in model.student_text.towers(model).values()}
+        assert len(encoders) == 1  # the experts share one cut tower
+        return model, next(iter(encoders.values()))
+
+    student(None)  # the export cached
+    model, encoder = student(None)
+    got = model.encode_text(CAPTIONS)
+    assert encoder.runtime == "onnxruntime" and encoder._tokenizer is not None and list(encoder._onnx) == [2]
+    assert encoder._model is None  # no sentence-transformers (nor torch) tower: the graph ran
+    assert encoder._onnx[2].path == graph_path(encoder.folder, 2, encoder.tail) != graph_path(encoder.folder, 2)
+    reference, torch_encoder = student("torch")
+    assert torch_encoder.runtime == "torch" and torch_encoder._model is not None
+    np.testing.assert_allclose(got, reference.encode_text(CAPTIONS), atol=1e-5)
+    for i, caption in enumerate(CAPTIONS):
+        np.testing.assert_allclose(model.encode_text([caption]), got[i:i + 1], atol=1e-5)
+
+
 def test_the_part_round_trips_with_the_folder(made, cache, tmp_path):
     from reelsearch.models import load_model
 

@@ -111,7 +111,7 @@ def test_the_top_layers_on_cached_states_are_the_whole_tower(base):
         TowerTop(base.bert, 6)
 
 
-def test_a_bad_tail_file_is_named(base, tmp_path):
+def test_a_bad_tail_file_is_named(base, tmp_path, monkeypatch):
     from safetensors.torch import save_file
 
     good = tmp_path / "good.safetensors"
@@ -136,6 +136,17 @@ def test_a_bad_tail_file_is_named(base, tmp_path):
                        (broken, "cannot read"), (beyond, "has 6 layers")):
         with pytest.raises(DataFormatError, match=says) as err:
             load_tail(minilm.MiniLMEncoder(runtime="torch").bert, path)
+        assert str(path) in str(err.value)
+    # in ONNX Runtime (which reads the tail's layers from its file, and its weights where it exports it) alike:
+    # named when the encoder is made or when it first encodes, never a fallback to torch that would say the same
+    monkeypatch.setenv("REELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    for path, says in ((missing, "missing"), (shaped, "another shape"), (foreign, "not a text tail"),
+                       (broken, "cannot read"), (beyond, "has 6 layers")):
+        if onnxruntime_unavailable("cpu"):
+            break
+        with warnings.catch_warnings(), pytest.raises(DataFormatError, match=says) as err:
+            warnings.simplefilter("error")
+            minilm.MiniLMEncoder(runtime="onnxruntime", tail=path).encode(["a dog"], layer=6)
         assert str(path) in str(err.value)
     with pytest.raises(ReelsearchError, match="float32, float16, int8"):
         save_tail(base.bert, 4, tmp_path / "x.safetensors", "bfloat16")

@@ -19,7 +19,9 @@ it in torch; ``encoder.runtime`` says which runs.
 slightly off float32; where int8 cannot run it warns and stays float32 (``encoder.int8`` says which).
 
 ``tail=FILE`` loads the tuned top layers of ``reelsearch tune-text`` (``reelsearch.text.tail``) over the model: the
-tuned tower, in torch and in its ONNX Runtime export (float32 or int8) alike.
+tuned tower, in torch and in its ONNX Runtime export (float32 or int8) alike. In ONNX Runtime it runs as the package
+tower does (the folder's tokenizer, the export keyed by the tail's bytes): the torch model, the tail in it, loads only
+to export (a model's student text encoder, a tower cut short and tuned, is served so).
 """
 
 from __future__ import annotations
@@ -38,13 +40,13 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from reelsearch.errors import ReelsearchError
+from reelsearch.errors import DataFormatError, ReelsearchError
 from reelsearch.extras import extra_error
 from reelsearch.io import file_identity
 from reelsearch.text.int8 import quantize_export, resolve_int8
 from reelsearch.text.minilm_folder import read_spec, tokenize
 from reelsearch.text.minilm_onnx import OnnxBert, resolve_runtime
-from reelsearch.text.tail import load_tail
+from reelsearch.text.tail import load_tail, tail_layers
 from reelsearch.text.towers import is_tower, package_model_dir, tower_dir
 
 
@@ -97,7 +99,7 @@ class MiniLMEncoder:
         self.tail = Path(tail).resolve() if tail else None
         self._model = None  # the sentence-transformers model, loaded on first use (``model``)
         self._model_lock = threading.Lock()
-        self.tail_first: int | None = None  # the first tuned layer of ``tail`` (set when the model loads)
+        self.tail_first: int | None = None  # the first tuned layer of ``tail`` (read from its file, or when loaded)
         self._truncated: dict = {}  # layer -> BERT cut after that layer (``_bert_upto``)
         self._recent: OrderedDict[str | tuple[int, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._recent_lock = threading.Lock()
@@ -105,13 +107,16 @@ class MiniLMEncoder:
         self._exported_weights = 0  # the weights' version the exports hold (``_weights_version``)
         self.runtime = resolve_runtime(runtime, self.device)
         # ONNX Runtime over a folder its files describe needs no sentence-transformers model (``minilm_folder``):
-        # it loads only when torch computes, exports or trains; a tuned tail is loaded into it at once
-        self.spec = read_spec(folder) if self.runtime == "onnxruntime" and self.tail is None else None
+        # it loads only when torch computes, exports or trains (a tuned tail is in its export, which is keyed by it:
+        # a tower cut short and tuned, a model's student, runs as the package's MiniLM does)
+        self.spec = read_spec(folder) if self.runtime == "onnxruntime" else None
         self._tokenizer = self.spec.tokenizer() if self.spec is not None else None
         if self.spec is None:
             self.model  # noqa: B018 - loaded now
             if self.runtime == "onnxruntime" and not self._mean_pooled():
                 self.runtime = "torch"  # a pipeline other than Transformer -> mean Pooling -> Normalize: as torch runs
+        elif self.tail is not None:
+            self.tail_first = tail_layers(self.tail, self.spec.layers)[0]  # (its weights load where it is exported)
         self.dim = self.spec.hidden if self.spec is not None else int(self._get_dim())
         self.int8 = resolve_int8(int8, self.device)
         if self.int8 and self.runtime != "onnxruntime":
@@ -213,6 +218,8 @@ class MiniLMEncoder:
                 self._onnx[layer] = OnnxBert(lambda: self._bert_upto(layer) if layer != self.num_layers else
                                              self.bert, self.folder, layer, *self._shape(),
                                              quantize=quantize_export if self.int8 else None, tail=tail)
+            except DataFormatError:
+                raise  # a tail file that does not fit the tower (loaded to export it): torch could not run it either
             except Exception as exc:  # noqa: BLE001 (any failure of export or load: torch computes the same)
                 warnings.warn(f"MiniLM in ONNX Runtime failed, using torch{' (float32)' if self.int8 else ''}: "
                               f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)

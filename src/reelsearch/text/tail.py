@@ -68,9 +68,9 @@ def tail_first_layer(path: str | Path) -> int:
     return tail_layers(path)[0]
 
 
-def tail_layers(path: str | Path) -> tuple[int, int | None]:
+def tail_layers(path: str | Path, layers: int | None = None) -> tuple[int, int | None]:
     """The layers ``first..last-1`` a tail file holds (its metadata; ``last`` None: to the tower's last);
-    DataFormatError naming the file when it is not one."""
+    DataFormatError naming the file when it is not one, or (``layers``: the tower's) holds layers beyond the tower's."""
     try:
         with safe_open(str(path), "pt") as fh:
             meta = fh.metadata() or {}
@@ -81,16 +81,18 @@ def tail_layers(path: str | Path) -> tuple[int, int | None]:
     last = meta.get("last_layer")
     if last is not None and (not str(last).isdigit() or int(last) <= int(meta["first_layer"])):
         raise DataFormatError(path, f"last_layer {last!r}: not above first_layer {meta['first_layer']}")
-    return int(meta["first_layer"]), None if last is None else int(last)
+    first, last = int(meta["first_layer"]), None if last is None else int(last)
+    if layers is not None and (last or first + 1) > layers:
+        raise DataFormatError(path, f"a tail of layers {first}-{(last or layers) - 1}, but the text tower has "
+                                    f"{layers} layers")
+    return first, last
 
 
 def load_tail(bert, path: str | Path) -> int:
     """Put the tuned layers of the tail file ``path`` into ``bert`` (cast to its dtype) and return the first of
     them; a file of another tower, or missing some of its layers' weights, is refused, naming the file."""
-    first, last = tail_layers(path)
     n = int(bert.config.num_hidden_layers)
-    if (last or first + 1) > n:
-        raise DataFormatError(path, f"a tail of layers {first}-{(last or n) - 1}, but the text tower has {n} layers")
+    first, last = tail_layers(path, n)
     n = last or n
     state = load_file(str(path))
     for k in [k for k in state if k.endswith(SCALE)]:  # int8 rows back to float
