@@ -87,11 +87,15 @@ def test_a_search_by_the_graphs_answers_as_the_torch_model(library, model):
 
 
 def test_a_searcher_loads_the_torch_model_to_embed(library):
-    with Searcher(library, QueryModel.open("default")) as searcher:
-        photo = next((library.parent / "photos").iterdir())
-        searcher.full_model()
-        assert not isinstance(searcher.model, QueryModel)
-        assert searcher.search(None, 3, like=str(photo))
+    """... and keeps the text encoder the graphs ran (search's default for the bundled model: its student)."""
+    for encoder in ("float32", "auto"):
+        with Searcher(library, QueryModel.open("default"), text_encoder=encoder) as searcher:
+            photo = next((library.parent / "photos").iterdir())
+            ran = searcher.model.text_encoder_name
+            searcher.full_model()
+            assert not isinstance(searcher.model, QueryModel)
+            assert searcher.model.text_encoder_name == ran == ("float32" if encoder == "float32" else "student")
+            assert searcher.search(None, 3, like=str(photo))
 
 
 def test_a_cold_search_imports_no_torch(library, model):

@@ -105,10 +105,12 @@ class Searcher:
     def full_model(self):
         """The torch model: a searcher opened on a model's query graphs (``reelsearch.models.query_model``, a cold
         search) loads it on first need (embedding media, ``index``, a query by an unindexed file) and runs it from
-        then on (the same fingerprint, the same results)."""
+        then on (the same fingerprint and text encoder, the same results)."""
         with self.lock:
             if isinstance(self.model, QueryModel):
+                encoder = self.model.text_encoder_name  # (the student where auto ran it: the same scores, calibration)
                 self.model = _torch_model(self.model.folder).eval()
+                self.model.use_text_encoder(encoder)
                 self.embedder = MediaEmbedder(self.model, device=self._device, rate=self.embedder.rate)
                 self.query_encoder.encode = self.model.encode_text
                 self._visual = None
