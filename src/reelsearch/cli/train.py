@@ -235,8 +235,9 @@ def distill_text(
                                         "tune_text.depth=N --set tune_text.teacher=CHECKPOINT --set "
                                         "tune_text.video=false` made (its text tower cut short)."),
     store: str | None = typer.Option(None, "--store", help="With --student: how its weights are stored in the "
-                                     "model folder, float16 (the default: half the bytes; read back to float32) or "
-                                     "float32; the RSum measured is of the student as stored."),
+                                     "model folder, float16 (the default: half the bytes; read back to float32), "
+                                     "int8 (the tuned layers' matrices as int8 rows: a quarter) or float32; the "
+                                     "RSum measured is of the student as stored."),
     split: str = typer.Option("train", "--split", help="The split whose captions the static encoder is re-fitted on "
                               "(token frequencies and the map)."),
     dims: int = typer.Option(256, "--dims", min=1, help="PCA dimensions of the static encoder's token rows."),

@@ -16,7 +16,8 @@ fitted on float32 MiniLM's scores (a log line says so).
 
 In the model folder: ``student-text/text-tail.safetensors`` (absent for a student that tuned no layer),
 ``student-text/student-text.safetensors`` (``<expert>/text_encoder.*``, ``<expert>/text_projection.*`` and the
-metadata), both stored in ``store`` (``STORES``: float16 unless asked, half of float32's bytes; read back to float32)
+metadata), both stored in ``store`` (``STORES``: float16 unless asked, half of float32's bytes; int8: the tuned
+layers' matrices as int8 rows with a scale each, the rest float16, a quarter; read back to float32)
 and ``student-text/calibration.json`` (with its ``commonness.npz``, the same bytes as the model's where fitted on the
 same training captions) when it has one; tied to the model's fingerprint like the querybank.
 """
@@ -38,7 +39,7 @@ from reelsearch.config.schema import TextModelConfig
 from reelsearch.config.typed import from_dict, to_dict
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.io import atomic_path, file_identity
-from reelsearch.text.tail import store_tail
+from reelsearch.text.tail import store_tail, tail_dtype
 
 from .calibration import CALIBRATION_FILES, Calibration, encoder_calibration
 from .querybank import read_tensors
@@ -49,7 +50,7 @@ WEIGHTS_FILE, TAIL_FILE = "student-text.safetensors", "text-tail.safetensors"
 FORMAT = "reelsearch.student-text"
 TEXT_SIDE = ("text_encoder.", "text_projection.")  # the weights of an expert's text side after the tower
 #: How the part may store its weights (``reelsearch distill-text --student --store``), the default first.
-STORES = ("float16", "float32")
+STORES = ("float16", "float32", "int8")
 
 
 class StudentText:
@@ -132,7 +133,7 @@ class StudentText:
             (folder / name).unlink(missing_ok=True)
         if self.calibration is not None:
             self.calibration.save(folder)
-        dtype = getattr(torch, self.store)
+        dtype = torch.float16 if self.store == "int8" else getattr(torch, self.store)  # int8: the tail's matrices
         tensors = {f"{name}/{k}": v.detach().cpu().to(dtype).contiguous() for name, part in self.experts.items()
                    for k, v in part["weights"].items()}
         configs = {name: {"recipe": to_dict(_stored_recipe(part["recipe"], self.tail)),
@@ -168,7 +169,8 @@ class StudentText:
             experts[name] = {"recipe": recipe, "weights": {k[len(prefix):]: v.float() for k, v in stored.items()
                                                            if k.startswith(prefix)},
                              "config": from_dict(TextModelConfig, stored_config["config"], str(path), name)}
-        store = "float16" if any(v.dtype == torch.float16 for v in stored.values()) else "float32"
+        store = (tail_dtype(tail) if tail is not None else
+                 "float16" if any(v.dtype == torch.float16 for v in stored.values()) else "float32")
         return cls(experts, tail.resolve() if tail is not None else None, int(meta.get("depth", 0)),
                    meta.get("model", ""), meta.get("source", ""), json.loads(meta.get("checked") or "{}"), store,
                    encoder_calibration(folder))
