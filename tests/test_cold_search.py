@@ -87,11 +87,15 @@ def test_a_search_by_the_graphs_answers_as_the_torch_model(library, model):
 
 
 def test_a_searcher_loads_the_torch_model_to_embed(library):
-    with Searcher(library, QueryModel.open("default")) as searcher:
-        photo = next((library.parent / "photos").iterdir())
-        searcher.full_model()
-        assert not isinstance(searcher.model, QueryModel)
-        assert searcher.search(None, 3, like=str(photo))
+    """... and keeps the text encoder the graphs ran (search's default for the bundled model: its student)."""
+    for encoder in ("float32", "auto"):
+        with Searcher(library, QueryModel.open("default"), text_encoder=encoder) as searcher:
+            photo = next((library.parent / "photos").iterdir())
+            ran = searcher.model.text_encoder_name
+            searcher.full_model()
+            assert not isinstance(searcher.model, QueryModel)
+            assert searcher.model.text_encoder_name == ran == ("float32" if encoder == "float32" else "student")
+            assert searcher.search(None, 3, like=str(photo))
 
 
 def test_a_cold_search_imports_no_torch(library, model):
@@ -101,15 +105,17 @@ def test_a_cold_search_imports_no_torch(library, model):
     done = subprocess.run(args, capture_output=True, text=True, env=env, check=True)
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
     assert "torch" not in imported and "numpy" in imported and "onnxruntime" in imported
-    with Searcher(library, model) as full:
+    with Searcher(library, "default", text_encoder="auto") as full:  # the torch model, with search's default
+        assert full.model.text_encoder_name == "student"  # (the bundled model's student: auto)
         want = full.search("a dog", 3, frames=False)
+        calibration = full.model.student_text.calibration
     got = json.loads(done.stdout)
     assert [r["id"] for r in got] == [r.id for r in want]
     np.testing.assert_allclose([r["score"] for r in got], [r.score for r in want], atol=1e-4)
-    # the confidence as the torch model reads it, of how common "a dog" is in the training captions (calibration
-    # version 6: the commonness table read without torch)
+    # the confidence as the torch model reads it (the student's own calibration), of how common "a dog" is in the
+    # training captions (calibration version 6: the commonness table read without torch)
     np.testing.assert_allclose([r["confidence"] for r in got], [r.confidence for r in want], atol=1e-4)
-    length_curve = model.calibration.lengths["2-3"]([r.score for r in want])
+    length_curve = calibration.lengths["2-3"]([r.score for r in want])
     assert all(r.confidence > 2 * c for r, c in zip(want, length_curve) if c > 0.01)
 
 

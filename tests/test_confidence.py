@@ -180,17 +180,24 @@ def _names(results) -> list[str]:
     return [r["path"].rsplit("/", 1)[-1][:-4] for r in results]
 
 
-def test_confidence_is_the_calibration_of_the_models_own_score(library):
+@pytest.mark.parametrize("encoder", ["float32", "student", "auto"])
+def test_confidence_is_the_calibration_of_the_models_own_score(library, encoder):
+    """A hit's confidence is the calibration of the score of the text encoder that encoded the query: float32
+    MiniLM's the model's, the bundled student's (``auto``'s for the bundled model) its own, fitted on its scores."""
     model = load_model("default")
-    with Searcher(library / "index", model) as searcher:
+    with Searcher(library / "index", model, text_encoder=encoder) as searcher:
         results = searcher.search(GOOD, 6, frames=False)
+    assert model.text_encoder_name == ("float32" if encoder == "float32" else "student")
     assert results[0].path.endswith(PHOTOS[0] + ".jpg")
     paths = [r.path for r in results]
     video = model.encode_video(paths)
     own = np.asarray(model.score(model.encode_text([GOOD]), video))[0] - model.querybank.video_offsets(video.video)
     np.testing.assert_allclose([r.score for r in results], own, atol=1e-4)
-    np.testing.assert_allclose([r.confidence for r in results], model.calibration(own), atol=1e-3)
+    calibration = model.calibration if encoder == "float32" else model.student_text.calibration
+    np.testing.assert_allclose([r.confidence for r in results], calibration(own), atol=1e-3)
     assert results[0].confidence >= 0.5 > NO_GOOD_MATCH
+    other = model.student_text.calibration if encoder == "float32" else model.calibration
+    assert np.abs(other(own) - calibration(own)).max() > 0.01  # (the other curve: another confidence)
 
 
 def test_a_short_query_ranks_and_is_confident_by_the_models_own_score(dogs):
@@ -212,7 +219,8 @@ def test_a_short_query_ranks_and_is_confident_by_the_models_own_score(dogs):
                                        atol=1e-3)  # of the query's commonness in the training captions too
             # the HTTP API and the CLI answer the same hits with the same confidence (the one search path)
             served = TestClient(create_app(searcher)).get("/search", params={"q": query, "k": 8}).json()["results"]
-            typed = CliRunner().invoke(app, ["search", query, "--index", str(dogs / "index"), "-k", "8", "--json"])
+            typed = CliRunner().invoke(app, ["search", query, "--index", str(dogs / "index"), "-k", "8", "--json",
+                                             "--text-encoder", "float32"])
             for got in (served, json.loads(typed.stdout)):
                 assert [r["id"] for r in got] == [r.id for r in results], query
                 np.testing.assert_allclose([r["confidence"] for r in got], [r.confidence for r in results], atol=1e-6)
@@ -225,22 +233,28 @@ def test_a_dog_among_a_few_photos_is_a_good_match(library):
     (query, photo) pair does not depend on what else the library holds: the dogs come first, no "no good match" in
     Python, the HTTP API and the CLI. A curve that knows how common "a dog" is (a caption of a quarter of the training
     photos says it) reads them as likely dogs (version 5, one curve for every 2-3-word query: 4.0% and 1.3%), above
-    every other photo; a rare query ("trampoline") reads every photo as unlikely, and says "no good match"."""
+    every other photo; a rare query ("trampoline") reads every photo as unlikely, and says "no good match". So with
+    float32 MiniLM (the model's calibration: 0.69 and 0.46) and with the bundled student (its own: 0.69 and 0.38),
+    which the CLI runs by default (``auto``)."""
     dogs = {PHOTOS[1], PHOTOS[4]}
-    with Searcher(library / "index") as searcher:
-        results = searcher.search("a dog", len(PHOTOS), frames=False)
-        assert set(_names([r.to_json() for r in results[:2]])) == dogs
-        served = TestClient(create_app(searcher)).get("/search", params={"q": "a dog", "k": 6}).json()
-        assert served["no_good_match"] is False and set(_names(served["results"][:2])) == dogs
-        assert not searcher.no_good_match("a dog", results)
-        sure = [r.confidence for r in results]
-        assert min(sure[:2]) >= 0.4 and sure[0] >= 2 * max(sure[2:]) and sure[1] > max(sure[2:]), sure
-        rare = searcher.search("trampoline", len(PHOTOS), frames=False)
-        assert max(r.confidence for r in rare) < 0.01 and searcher.no_good_match("trampoline", rare)
-    typed = CliRunner().invoke(app, ["search", "a dog", "--index", str(library / "index"), "-k", "6"])
-    assert typed.exit_code == 0 and NO_GOOD_MATCH_MESSAGE not in typed.output, typed.output
-    shown = [int(m) for m in re.findall(r"(\d+)% confident", typed.output)]
-    assert len(shown) == len(PHOTOS) and min(shown[:2]) >= 40, typed.output  # the CLI shows the dogs' confidence
+    sure = {}
+    for encoder in ("float32", "student"):
+        with Searcher(library / "index", text_encoder=encoder) as searcher:
+            results = searcher.search("a dog", len(PHOTOS), frames=False)
+            assert set(_names([r.to_json() for r in results[:2]])) == dogs, encoder
+            served = TestClient(create_app(searcher)).get("/search", params={"q": "a dog", "k": 6}).json()
+            assert served["no_good_match"] is False and set(_names(served["results"][:2])) == dogs
+            assert not searcher.no_good_match("a dog", results)
+            sure[encoder] = [r.confidence for r in results]
+            assert sure[encoder][0] >= 2 * max(sure[encoder][2:]) and sure[encoder][1] > max(sure[encoder][2:]), sure
+            rare = searcher.search("trampoline", len(PHOTOS), frames=False)
+            assert max(r.confidence for r in rare) < 0.01 and searcher.no_good_match("trampoline", rare)
+    assert min(sure["float32"][:2]) >= 0.4, sure
+    for args, encoder in (([], "student"), (["--text-encoder", "float32"], "float32")):  # (the CLI's default: auto)
+        typed = CliRunner().invoke(app, ["search", "a dog", "--index", str(library / "index"), "-k", "6", *args])
+        assert typed.exit_code == 0 and NO_GOOD_MATCH_MESSAGE not in typed.output, typed.output
+        shown = [int(m) for m in re.findall(r"(\d+)% confident", typed.output)]  # the CLI shows the dogs' confidence
+        np.testing.assert_allclose(shown, 100 * np.array(sure[encoder]), atol=1, err_msg=typed.output)
 
 
 def test_cli_says_no_good_match(library):

@@ -15,12 +15,16 @@ import pytest
 from conftest import shared_path
 
 torch = pytest.importorskip("torch")
+from safetensors import safe_open  # noqa: E402
+
 from reelsearch.errors import ConfigError, DataFormatError, ReelsearchError  # noqa: E402
 from reelsearch.models import JointModel, MixtureOfExperts, load_model  # noqa: E402
 from reelsearch.models.checkpoint import default_model_dir, resolve_checkpoint, run_model_dir  # noqa: E402
 from reelsearch.models.folder import MANIFEST_FILE, is_model_folder, read_model  # noqa: E402
 from reelsearch.models.querybank import BANK_FILE, QueryBank  # noqa: E402
 from reelsearch.models.registry import model_config  # noqa: E402
+from reelsearch.models.student_text import FOLDER as STUDENT_FOLDER  # noqa: E402
+from reelsearch.models.student_text import WEIGHTS_FILE as STUDENT_WEIGHTS  # noqa: E402
 from reelsearch.search.embed import MediaEmbedder  # noqa: E402
 
 
@@ -74,8 +78,8 @@ def test_the_bundled_default_is_a_manifest_folder_of_parts_only():
     manifest = _manifest(directory)
     assert manifest["format"] == "reelsearch.model" and manifest["model"] == "mixture-of-experts"
     assert [(e["kind"], e.get("name")) for e in manifest["parts"]] == [
-        ("config", None), ("expert", "lite0"), ("expert", "lite2"), ("querybank", None), ("calibration", None),
-        ("model-card", None)]
+        ("config", None), ("expert", "lite0"), ("expert", "lite2"), ("querybank", None), ("student-text", None),
+        ("calibration", None), ("model-card", None)]
     for expert in ("lite0", "lite2"):
         kinds = [(e["kind"], e["files"]) for e in _manifest(directory / "experts" / expert)["parts"]]
         assert kinds == [("config", ["config.json"]), ("weights", ["model.safetensors"]),
@@ -95,6 +99,11 @@ def test_a_loaded_model_saved_again_keeps_every_part_and_scores_the_same(photos,
     assert {k: e.fingerprint() for k, e in copy.experts.items()} == {
         k: e.fingerprint() for k, e in default.experts.items()}
     assert copy.querybank.digest() == default.querybank.digest() and copy.card == default.card
+    # the student text encoder: as measured, its tuned layers in int8, with its own calibration
+    assert copy.student_text.checked == default.student_text.checked and copy.student_text.store == "int8"
+    probe = np.linspace(-0.3, 0.3, 61)
+    np.testing.assert_array_equal(copy.student_text.calibration(probe, "2-3", "a dog"),
+                                  default.student_text.calibration(probe, "2-3", "a dog"))
     assert MediaEmbedder(copy).describe() == MediaEmbedder(default).describe()
     for name in ("lite0", "lite2"):  # the tuned tails are the copy's own files
         tail = Path(copy.experts[name].recipes["appearance"].options["tail"])
@@ -107,10 +116,16 @@ def test_a_loaded_model_saved_again_keeps_every_part_and_scores_the_same(photos,
     np.testing.assert_allclose(copy.querybank.video_offsets(got_v.video), default.querybank.video_offsets(want_v.video),
                                atol=1e-5)
     assert _files(tmp_path / "copy") == _named_files(tmp_path / "copy") == _named_files(default_model_dir())
-    # and again: a copy of the copy has the same files, byte for byte but the bank's metadata order
+    # and again: a copy of the copy has the same files, byte for byte but the order of the metadata of the files
+    # safetensors writes (the bank's, the student's: the same metadata and tensors)
     copy.save(tmp_path / "again")
-    for name in _files(tmp_path / "copy") - {BANK_FILE}:
+    rewritten = {BANK_FILE, f"{STUDENT_FOLDER}/{STUDENT_WEIGHTS}"}
+    for name in _files(tmp_path / "copy") - rewritten:
         assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "copy" / name).read_bytes(), name
+    for name in rewritten:
+        with safe_open(str(tmp_path / "again" / name), "np") as a, safe_open(str(tmp_path / "copy" / name), "np") as b:
+            assert a.metadata() == b.metadata() and sorted(a.keys()) == sorted(b.keys()), name
+            assert all(np.array_equal(a.get_tensor(k), b.get_tensor(k)) for k in a.keys()), name
 
 
 def test_folders_of_earlier_versions_still_load(tmp_path):

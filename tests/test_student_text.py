@@ -125,11 +125,17 @@ def test_the_command_gives_the_teacher_the_student_and_measures_it(made, cache):
 def test_the_student_encodes_as_the_student_model_itself(made, cache, monkeypatch):
     """``use_text_encoder("student")`` gives what the student model's own ``encode_text`` gives (its cut tower, its
     projections) and back; the teacher's fingerprint and float32 encoding are untouched; the experts share one pass
-    of the cut tower per query."""
+    of the cut tower per query. (The student model's text side rounded to float16 first: the part stores it so.)"""
     from reelsearch.models import load_model
+    from reelsearch.models.student_text import TEXT_SIDE
 
     root, _ = made
     model, student = load_model(root / "run" / "best"), load_model(root / "student")
+    with torch.no_grad():
+        for expert in student.experts.values():
+            for key, value in expert.named_parameters():
+                if key.startswith(TEXT_SIDE):
+                    value.copy_(value.half().float())
     float32 = model.encode_text(CAPTIONS)
     fingerprint = model.fingerprint()
     assert model.use_text_encoder("student") == "student"
@@ -213,6 +219,157 @@ def test_the_part_round_trips_with_the_folder(made, cache, tmp_path):
     tail.write_bytes(tail.read_bytes()[:-2] + b"\0\0")
     with pytest.raises(DataFormatError, match="text-tail.safetensors.*changed"):
         load_model(tmp_path / "copy")
+
+
+def test_the_part_stores_its_weights_in_float16_unless_asked(made, cache, tmp_path):
+    """The command's part holds the tuned layers and the text sides in float16 (read back to float32: the student's
+    own weights rounded to float16); ``--store float32`` keeps them as the student has them, ``--store int8`` stores
+    the tuned layers' matrices as int8 rows (the text sides in float16); ``--store`` is refused
+    for a static encoder and for another dtype."""
+    from safetensors import safe_open
+
+    from reelsearch.cli.main import app
+    from reelsearch.models import load_model
+    from reelsearch.text.tail import tail_dtype
+    from reelsearch.training.distill_text import make_student_text
+
+    root, report = made
+    assert report["student_text"]["store"] == "float16"
+    folder = root / "run" / "best" / "student-text"
+    with safe_open(str(folder / "student-text.safetensors"), "pt") as fh:
+        assert {fh.get_slice(k).get_dtype() for k in fh.keys()} == {"F16"}
+    assert tail_dtype(folder / "text-tail.safetensors") == "float16"
+    student = load_model(root / "student")
+    for store in ("float16", "float32", "int8"):
+        make_student_text(root / "teacher", root / "student", f"manifest:{root / 'data' / 'manifest.jsonl'}",
+                          tmp_path / store, evaluate=False, store=store)
+        part = load_model(tmp_path / store / "best").student_text
+        assert part.store == store and tail_dtype(part.tail) == store
+        for name in ("a", "b"):
+            theirs = student.experts[name].state_dict()
+            for key, value in part.experts[name]["weights"].items():
+                assert value.dtype == torch.float32
+                side = torch.float16 if store == "int8" else getattr(torch, store)  # int8: the tail's matrices only
+                assert torch.equal(value, theirs[key].to(side).float()), (store, key)
+    runner = CliRunner()
+    manifest = f"manifest:{root / 'data' / 'manifest.jsonl'}"
+    for args, says in ((["--student", str(root / "student"), "--store", "bfloat16"], "float16, float32, int8"),
+                       (["--store", "float32"], "a static encoder stores int8")):
+        res = runner.invoke(app, ["distill-text", str(root / "teacher"), "--data", manifest, "--out",
+                                  str(tmp_path / "refused"), *args])
+        assert res.exit_code != 0 and says in res.output, res.output
+    assert not (tmp_path / "refused").exists()
+
+
+def test_a_tail_is_stored_again_in_another_dtype(tmp_path):
+    """``store_tail``: the same layers and metadata in float16 (each weight rounded to float16), float32 or int8
+    (rows of int8 with their scales), read back by ``load_tail`` as they were within that rounding."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from reelsearch.text.tail import TAIL_FORMAT, store_tail, tail_dtype
+
+    gen = torch.Generator().manual_seed(0)
+    weights = {"encoder.layer.0.output.dense.weight": torch.randn(8, 4, generator=gen),
+               "encoder.layer.0.output.dense.bias": torch.randn(8, generator=gen)}
+    meta = {"format": TAIL_FORMAT, "first_layer": "0", "last_layer": "1"}
+    save_file(weights, str(tmp_path / "tail.safetensors"), metadata=meta)
+    for dtype, tol in (("float16", 1e-3), ("int8", 0.02), ("float32", 0.0)):
+        store_tail(tmp_path / "tail.safetensors", tmp_path / f"{dtype}.safetensors", dtype)
+        assert tail_dtype(tmp_path / f"{dtype}.safetensors") == dtype
+        with safe_open(str(tmp_path / f"{dtype}.safetensors"), "pt") as fh:
+            assert fh.metadata() == meta
+        stored = load_file(str(tmp_path / f"{dtype}.safetensors"))
+        if dtype == "float16":
+            assert all(torch.equal(stored[k], v.half()) for k, v in weights.items())
+        if dtype == "int8":  # the matrix's rows by their scales
+            key = "encoder.layer.0.output.dense.weight"
+            scale = weights[key].abs().amax(1) / 127
+            torch.testing.assert_close(stored[key + ".scale"], scale)
+            torch.testing.assert_close(stored[key].float() * scale[:, None], weights[key], atol=float(scale.max()),
+                                       rtol=0)
+        back = tmp_path / f"back-{dtype}.safetensors"  # int8 and float16 back to float32: as they were stored
+        store_tail(tmp_path / f"{dtype}.safetensors", back, "float32")
+        for key, value in load_file(str(back)).items():
+            torch.testing.assert_close(value, weights[key], atol=tol, rtol=tol)
+
+
+def test_a_search_reads_the_calibration_of_the_encoder_that_encoded_its_query(made, cache, tmp_path, messages):
+    """The student's calibration lives in its part (``student-text/calibration.json``) and makes the round trip with
+    the folder; a search by the student reads it, float32 and int8 the model's; a student without one falls back to
+    the model's with one log line (a Searcher's); a calibration of other scores is refused on saving."""
+    from reelsearch.models import load_model
+    from reelsearch.models.calibration import Calibration, log_fallback, search_calibration
+    from reelsearch.scoring.calibration import Curve
+
+    root, _ = made
+    model = load_model(root / "run" / "best")
+    fingerprint = model.fingerprint()
+    mine = Calibration(Curve([-1.0, 1.0], [0.0, 1.0]), fingerprint, None, source="toy:float32")
+    theirs = Calibration(Curve([-0.5, 0.0, 0.5], [0.1, 0.2, 0.9]), fingerprint, None, source="toy:student",
+                         lengths={"1": Curve([0.0, 0.2], [0.3, 0.4])})
+    model.calibration, model.student_text.calibration = mine, theirs
+    model.save(tmp_path / "copy")
+    assert sorted(p.name for p in (tmp_path / "copy" / "student-text").iterdir()) == [
+        "calibration.json", "student-text.safetensors", "text-tail.safetensors"]
+    again = load_model(tmp_path / "copy")
+    probe = np.linspace(-1, 1, 41)
+    got = again.student_text.calibration
+    assert got.source == "toy:student" and again.calibration.source == "toy:float32"
+    np.testing.assert_array_equal(got(probe), theirs(probe))
+    np.testing.assert_array_equal(got(probe, "1"), theirs(probe, "1"))
+    again.student_text.checked = {"float32": 380.0, "student": 379.0}  # (auto: the student)
+    for encoder, want in (("float32", "toy:float32"), ("student", "toy:student"), ("int8", "toy:float32"),
+                          ("auto", "toy:student")):
+        again.use_text_encoder(encoder)
+        assert search_calibration(again).source == want, encoder
+    messages()
+    log_fallback(again)  # it has its own: nothing said
+    assert messages() == ""
+    again.student_text.calibration = None  # a folder from before: the model's, said once
+    assert search_calibration(again).source == "toy:float32"
+    log_fallback(again)
+    said = messages().splitlines()
+    assert len(said) == 1 and "calibrate --text-encoder student" in said[0], said
+    again.use_text_encoder("float32")
+    log_fallback(again)
+    assert messages() == ""
+    again.save(tmp_path / "copy")  # saved without it: its file is gone
+    assert not (tmp_path / "copy" / "student-text" / "calibration.json").exists()
+    assert load_model(tmp_path / "copy").student_text.calibration is None
+    again.student_text.calibration = Calibration(Curve([0.0, 1.0], [0.0, 1.0]), "0123456789ab", None)
+    with pytest.raises(ConfigError, match="student text encoder's calibration: a calibration of another model.*"
+                                          "--text-encoder student"):
+        again.save(tmp_path / "other")
+
+
+def test_calibrate_fits_the_students_scores_into_its_part(made, cache, tmp_path):
+    """`reelsearch calibrate --text-encoder student`: the curve of the student's scores (another curve than float32
+    MiniLM's), saved in the student's part; the model's own calibration left as it was; another encoder refused."""
+    from reelsearch.cli.main import app
+    from reelsearch.models import load_model
+
+    root, _ = made
+    data = ["--data", f"manifest:{root / 'data' / 'manifest.jsonl'}", "--features", str(root / "data" / "features"),
+            "--split", "val", "--json"]
+    runner = CliRunner()
+    res = runner.invoke(app, ["calibrate", str(root / "run" / "best"), "--out", str(tmp_path / "float32"), *data])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["calibrate", str(tmp_path / "float32" / "best"), "--text-encoder", "student",
+                              "--out", str(tmp_path / "student"), *data])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["text_encoder"] == "student"
+    first, model = load_model(tmp_path / "float32" / "best"), load_model(tmp_path / "student" / "best")
+    assert first.student_text.calibration is None
+    probe = np.linspace(-1, 1, 201)
+    np.testing.assert_array_equal(model.calibration(probe), first.calibration(probe))  # the model's: as it was
+    own = model.student_text.calibration
+    assert own.model == model.fingerprint() and not np.array_equal(own(probe), model.calibration(probe))
+    assert json.loads((tmp_path / "student" / "calibration.json").read_text())["curve"] == {
+        "score": own.curve.score.tolist(), "right": own.curve.right.tolist()}
+    res = runner.invoke(app, ["calibrate", str(root / "run" / "best"), "--text-encoder", "int8",
+                              "--out", str(tmp_path / "int8"), *data])
+    assert isinstance(res.exception, ConfigError) and "float32 or student" in str(res.exception)
 
 
 def test_a_student_of_another_model_is_refused_naming_both_folders(made, cache, tmp_path):
@@ -314,10 +471,12 @@ def test_a_cold_search_runs_the_student_in_its_query_graphs(cache, monkeypatch, 
     them as the torch model does, and ``auto`` is served there where the student is the serving default."""
     from reelsearch.indexing.index_folder import open_searcher
     from reelsearch.models import MixtureOfExperts, create_model, load_model
+    from reelsearch.models.calibration import Calibration, search_calibration
     from reelsearch.models.query_export import export_query_graphs
     from reelsearch.models.query_model import QueryModel
     from reelsearch.models.student_text import student_of
     from reelsearch.onnx_runtime import onnxruntime_unavailable
+    from reelsearch.scoring.calibration import Curve
 
     if onnxruntime_unavailable("cpu"):
         pytest.skip(onnxruntime_unavailable("cpu"))
@@ -330,6 +489,9 @@ def test_a_cold_search_runs_the_student_in_its_query_graphs(cache, monkeypatch, 
     best = tmp_path / "best"
     teacher.student_text = student_of(teacher, load_model(tmp_path / "student"), "student", "teacher")
     teacher.student_text.checked = {"float32": 380.0, "student": 379.0}  # the student the serving default
+    teacher.calibration, teacher.student_text.calibration = (  # each encoder's calibration, read without torch too
+        Calibration(Curve([0.0, 1.0], [0.0, w]), teacher.fingerprint(), None, source=s)
+        for w, s in ((0.5, "float32's"), (0.9, "student's")))
     teacher.save(best)
     monkeypatch.setenv("REELSEARCH_TEXT_RUNTIME", "onnxruntime")
     minilm._SHARED.clear()
@@ -338,12 +500,12 @@ def test_a_cold_search_runs_the_student_in_its_query_graphs(cache, monkeypatch, 
     cold = QueryModel.open(best)
     assert cold is not None and set(cold.graphs.encoders) == {"float32", "student"}
     assert cold.serves("student") and cold.serves("auto") and cold.serves(None) and not cold.serves("static")
-    assert cold.use_text_encoder("auto") == "student"
+    assert cold.use_text_encoder("auto") == "student" and search_calibration(cold).source == "student's"
     model.use_text_encoder("student")
     np.testing.assert_allclose(cold.encode_text(CAPTIONS), model.encode_text(CAPTIONS), atol=1e-5)
     for caption in CAPTIONS:  # alone (no padding), as a search encodes it
         np.testing.assert_allclose(cold.encode_text([caption]), model.encode_text([caption]), atol=1e-5)
-    assert cold.use_text_encoder("float32") == "float32"
+    assert cold.use_text_encoder("float32") == "float32" and search_calibration(cold).source == "float32's"
     model.use_text_encoder("float32")
     np.testing.assert_allclose(cold.encode_text(CAPTIONS), model.encode_text(CAPTIONS), atol=1e-5)
     with pytest.raises(ConfigError, match="not 'int8'"):

@@ -234,6 +234,10 @@ def distill_text(
                                         "student: a model or run folder that `reelsearch tune-text CHECKPOINT --set "
                                         "tune_text.depth=N --set tune_text.teacher=CHECKPOINT --set "
                                         "tune_text.video=false` made (its text tower cut short)."),
+    store: str | None = typer.Option(None, "--store", help="With --student: how its weights are stored in the "
+                                     "model folder, float16 (the default: half the bytes; read back to float32), "
+                                     "int8 (the tuned layers' matrices as int8 rows: a quarter) or float32; the "
+                                     "RSum measured is of the student as stored."),
     split: str = typer.Option("train", "--split", help="The split whose captions the static encoder is re-fitted on "
                               "(token frequencies and the map)."),
     dims: int = typer.Option(256, "--dims", min=1, help="PCA dimensions of the static encoder's token rows."),
@@ -251,6 +255,7 @@ def distill_text(
     space on the training captions; `--text-encoder static`), or with --student the text tower cut short that
     `tune-text` distilled from it (`--text-encoder student`). `serve` runs the fastest one within 3 dev RSum of
     float32 by default (docs/search.md, "Choosing the text encoder")."""
+    from reelsearch.models.student_text import STORES
     from reelsearch.training import distill_text as distilling
 
     set_threads(threads)
@@ -258,8 +263,12 @@ def distill_text(
     if student is not None:
         if (split, dims, sif) != ("train", 256, 0.0):
             raise typer.BadParameter("--split, --dims and --sif shape a static encoder; a --student is made as it is")
+        if store not in (None, *STORES):
+            raise typer.BadParameter(f"--store is one of {', '.join(STORES)}, not {store!r}")
         rep = distilling.make_student_text(checkpoint, student, data, out, val_split=val_split, features=features,
-                                           progress=progress)
+                                           progress=progress, store=store or STORES[0])
+    elif store is not None:
+        raise typer.BadParameter("--store is how a --student is stored; a static encoder stores int8 token rows")
     else:
         rep = distilling.make_static_text(checkpoint, data, out, split=split, dims=dims, sif=sif,
                                           val_split=val_split, features=features, progress=progress)
@@ -280,15 +289,20 @@ def calibrate(
     features: Path | None = typer.Option(None, "--features", help="FeatureStore (default: the feature "
                                          "caches, extracted on first use)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the held-out check's halves."),
+    text_encoder: str = typer.Option("float32", "--text-encoder", help="Whose scores are calibrated: float32 "
+                                     "MiniLM's (the model's calibration; int8 and static read it too) or the "
+                                     "model's student text encoder's (saved with it: a search by the student reads "
+                                     "it)."),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Calibrate the model's confidence: map a hit's score to the share of development hits at that score that
     were right (isotonic regression), save the curve with the model, and report a held-out reliability check;
-    `search` then gives every hit a confidence and says when nothing matches well (docs/search.md)."""
+    `search` then gives every hit a confidence and says when nothing matches well (docs/search.md). A student text
+    encoder has a calibration of its own (--text-encoder student)."""
     from reelsearch.training import calibrate as cal
 
     set_threads(threads)
     rep = cal.make_calibration(checkpoint, data, out, split=split, hits=hits, seed=seed, features=features,
-                               progress=show_progress(not json_out))
+                               progress=show_progress(not json_out), text_encoder=text_encoder)
     typer.echo(json.dumps(rep, default=str) if json_out else cal.report_text(rep, out))

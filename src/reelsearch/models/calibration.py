@@ -30,6 +30,8 @@ from reelsearch.scoring.commonness import Commonness
 CALIBRATION_FILE, CALIBRATION_FORMAT = "calibration.json", "reelsearch.calibration"
 #: The training captions' table of a version-6 calibration (``reelsearch.scoring.commonness``), beside it.
 COMMONNESS_FILE = "commonness.npz"
+#: The files a calibration may save (``Calibration.save``).
+CALIBRATION_FILES = (CALIBRATION_FILE, COMMONNESS_FILE)
 #: Version 6: per length of one to six words, a curve of the score and the query's commonness in the model's
 #: training captions (``common``, ``commonness``: ``reelsearch.scoring.calibration.CommonCurve``). Version 5: the
 #: curves are fitted on every (query, video) pair, not a gallery's top 10 (a confidence that does not
@@ -39,6 +41,9 @@ COMMONNESS_FILE = "commonness.npz"
 #: (no querybank offsets, as a search scores 1-3 words: ``reelsearch.scoring.calibration.banked``); version 2 had them
 #: less the offsets.
 CALIBRATION_VERSION = 6
+#: The text encoder with a calibration of its own (``reelsearch calibrate --text-encoder student``; the others read
+#: the model's).
+STUDENT = "student"
 #: The lengths whose curve reads the model's own score in a calibration of version 4 or older.
 LEGACY_OWN_SCORE = frozenset({"4-6"})
 log = logging.getLogger(__name__)
@@ -219,3 +224,34 @@ class Calibration:
                        dict(doc.get("no_good_match") or {}), own, common, commonness)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataFormatError(path, f"invalid calibration curve: {exc}") from exc
+
+
+def encoder_calibration(folder: Path) -> Calibration | None:
+    """The calibration a text encoder's part keeps in its own ``folder`` (``calibration.json``, as
+    ``Calibration.save`` writes it there), or None where it has none."""
+    if not (Path(folder) / CALIBRATION_FILE).is_file():
+        return None
+    return Calibration.load(Path(folder), {"files": [CALIBRATION_FILE]})
+
+
+def search_calibration(model):
+    """The calibration of the scores a search of ``model`` gives its hits (None without one): its student text
+    encoder's own while that encodes the queries (``model.text_encoder_name`` "student", ``model.student_calibration``);
+    else, and for a student without one, the model's (fitted on float32 MiniLM's scores: float32, int8 and static
+    read it)."""
+    if getattr(model, "text_encoder_name", None) == STUDENT:
+        own = getattr(model, "student_calibration", None)
+        if own is not None:
+            return own
+    return getattr(model, "calibration", None)
+
+
+def log_fallback(model) -> None:
+    """One log line (a Searcher's, when it opens) where ``model`` encodes queries with its student text encoder,
+    which has no calibration of its own while the model has one (what its searches read instead:
+    :func:`search_calibration`)."""
+    if getattr(model, "text_encoder_name", None) == STUDENT and getattr(model, "student_calibration", None) is None \
+            and getattr(model, "calibration", None) is not None:
+        log.warning("model %r: its student text encoder has no calibration of its own; a search by it reads the "
+                    "model's, fitted on float32 MiniLM's scores (`reelsearch calibrate --text-encoder student` fits "
+                    "one)", getattr(model, "name", ""))

@@ -14,8 +14,9 @@ A part (``reelsearch.models.parts``; ``QueryBank``; :class:`Expert`, a nested mo
 ``load(directory, entry)``. A model class registers its kind (:func:`model_kind`) and gives its own parts
 (``model.parts()``: its config, weights, CNN tails, text tail, text encoder, or a mixture's experts) and is rebuilt
 from them (``cls.from_parts(parts)``); the querybank (``model.querybank``), the fast text encoders
-(``model.static_text``, ``model.student_text``), the confidence calibration (``model.calibration``) and the card
-(``model.card``) belong to every model. A part its experts share alike (``SHARED_KINDS``: the tuned text tower they
+(``model.static_text``, ``model.student_text``), the confidence calibration (``model.calibration``; the student's
+own, fitted on its scores, inside its part: ``student-text/calibration.json``) and the card (``model.card``) belong
+to every model. A part its experts share alike (``SHARED_KINDS``: the tuned text tower they
 run as one) a mixture holds once, beside them; their folders inside it leave it out and are handed the mixture's
 when read.
 

@@ -17,7 +17,9 @@
     model.static_text                       its static text encoder (or None; ``reelsearch distill-text``)
     model.student_text                      its student text encoder, a tower cut short (or None; ``reelsearch
                                             distill-text --student``)
-    model.calibration                       its scores' confidence curve (or None; ``reelsearch calibrate``)
+    model.calibration                       its scores' confidence curve (or None; ``reelsearch calibrate``);
+                                            ``model.student_calibration``: its student's own (``calibrate
+                                            --text-encoder student``), what a search by the student reads
     model.save(dir), Model.load(dir)        the model folder with every part (``reelsearch.models.folder``)
     model.search_mode                       how an index serves it: a :class:`SearchMode`, decided when the model is
                                             built or loaded
@@ -88,6 +90,12 @@ class EmbeddingModel:
                 return name
         return "float32"
 
+    @property
+    def student_calibration(self):
+        """The student text encoder's own calibration (None without one): what a search whose query it encodes
+        reads (``reelsearch.models.calibration.search_calibration``)."""
+        return getattr(self.student_text, "calibration", None)
+
     def save(self, directory: str | Path) -> Path:
         """Save the model with every part (weights, config, CNN tails, text encoder, querybank, card) as a model
         folder (``reelsearch.models.folder``); returns ``directory``."""
@@ -152,7 +160,8 @@ class EmbeddingModel:
         the model's static or student text encoder ("auto": ``serving_text_encoder``); returns what now runs
         ("float32" where int8 cannot: GloVe / vocabulary text, or a warning says why). ConfigError for another name,
         or "static" / "student" on a model without that part. A run-time choice: the weights, the recipe, the
-        fingerprint and the querybank stay as they are."""
+        fingerprint and the querybank stay as they are; a search reads the calibration of what encodes its query
+        (``reelsearch.models.calibration.search_calibration``)."""
         if name == "auto":
             name = self.serving_text_encoder
         if name not in TEXT_ENCODERS:

@@ -3,10 +3,10 @@ index needs, for a model searched by inner product whose query graphs are cached
 
 A cold ``reelsearch search`` (``reelsearch.indexing.open_searcher(..., cold=True)``) opens this instead of the torch
 model: the query is encoded by the graphs, the scores are the experts' inner products fused by their weights (what
-``JointModel`` and ``MixtureOfExperts`` compute in numpy for such a model), the querybank and the calibration are
-read from the folder, and the fingerprint and feature recipes come from the manifest the export wrote. What needs the
-torch model (embedding media: indexing, a query by an unindexed file; a text encoder other than float32 MiniLM and
-the model's student, whose graphs the export holds too) loads it: the Searcher
+``JointModel`` and ``MixtureOfExperts`` compute in numpy for such a model), the querybank and the calibrations (the
+model's, its student's) are read from the folder, and the fingerprint and feature recipes come from the manifest the
+export wrote. What needs the torch model (embedding media: indexing, a query by an unindexed file; a text encoder
+other than float32 MiniLM and the model's student, whose graphs the export holds too) loads it: the Searcher
 replaces this model by it (``Searcher.full_model``).
 """
 
@@ -25,7 +25,7 @@ from reelsearch.errors import ConfigError
 from reelsearch.features.pipeline import FeaturePipeline
 from reelsearch.scoring.fusion import fuse_experts
 
-from .calibration import Calibration, read_json_object
+from .calibration import Calibration, encoder_calibration, entry_path, read_json_object
 from .embeddings import SearchMode, as_rows, split_rows
 from .query_graphs import QueryGraphs
 from .querybank import QueryBank
@@ -74,6 +74,8 @@ class QueryModel:
         parts = {p["kind"]: p for p in read_json_object(folder / "reelsearch.json").get("parts", [])}
         self.querybank = QueryBank.load(folder, parts["querybank"]) if "querybank" in parts else None
         self.calibration = Calibration.load(folder, parts["calibration"]) if "calibration" in parts else None
+        student = parts.get("student-text")
+        self.student_calibration = encoder_calibration(entry_path(folder, student)) if student else None
         self.serving = str(graphs.manifest.get("serving", "float32"))  # what "auto" runs (serving_text_encoder)
 
     @classmethod

@@ -9,11 +9,17 @@ This part carries what differs, so that the teacher encodes with it when asked (
 text encoder and projection weights and their configs (the text recipe: the tower, the layer it is cut after), the
 ``depth``, the ``source`` (the student's folder), and ``checked``: the model's dev RSum with float32 MiniLM and with
 this encoder in one measurement (``{"float32", "student", "split"}``), which decides whether ``serve`` runs it by
-default (:meth:`serves`). The weights, the fingerprint, the querybank and an index's rows stay the model's.
+default (:meth:`serves`). The weights, the fingerprint, the querybank and an index's rows stay the model's. Its own
+confidence ``calibration`` (``reelsearch calibrate --text-encoder student``): what a search whose query it encoded
+reads (``reelsearch.models.calibration.search_calibration``); a part without one leaves such a search the model's,
+fitted on float32 MiniLM's scores (a log line says so).
 
-In the model folder: ``student-text/text-tail.safetensors`` (absent for a student that tuned no layer) and
+In the model folder: ``student-text/text-tail.safetensors`` (absent for a student that tuned no layer),
 ``student-text/student-text.safetensors`` (``<expert>/text_encoder.*``, ``<expert>/text_projection.*`` and the
-metadata), tied to the model's fingerprint like the querybank.
+metadata), both stored in ``store`` (``STORES``: float16 unless asked, half of float32's bytes; int8: the tuned
+layers' matrices as int8 rows with a scale each, the rest float16, a quarter; read back to float32)
+and ``student-text/calibration.json`` (with its ``commonness.npz``, the same bytes as the model's where fitted on the
+same training captions) when it has one; tied to the model's fingerprint like the querybank.
 """
 
 from __future__ import annotations
@@ -33,8 +39,9 @@ from reelsearch.config.schema import TextModelConfig
 from reelsearch.config.typed import from_dict, to_dict
 from reelsearch.errors import ConfigError, DataFormatError
 from reelsearch.io import atomic_path, file_identity
+from reelsearch.text.tail import store_tail, tail_dtype
 
-from .parts import copy_into
+from .calibration import CALIBRATION_FILES, Calibration, encoder_calibration
 from .querybank import read_tensors
 from .static_text import measured_within
 
@@ -42,22 +49,27 @@ FOLDER = "student-text"
 WEIGHTS_FILE, TAIL_FILE = "student-text.safetensors", "text-tail.safetensors"
 FORMAT = "reelsearch.student-text"
 TEXT_SIDE = ("text_encoder.", "text_projection.")  # the weights of an expert's text side after the tower
+#: How the part may store its weights (``reelsearch distill-text --student --store``), the default first.
+STORES = ("float16", "float32", "int8")
 
 
 class StudentText:
     """``experts``: {name: {"recipe": TextRecipe (its tail: the file ``tail``), "config": TextModelConfig,
     "weights": {key: tensor} (its text side)}} in the model's order; ``tail``: the tuned layers' file (None: the
     student tuned none); ``depth``: the layers of the tower it runs; ``model``: the fingerprint of the model it
-    encodes for; ``source``: the student's folder; ``checked``: see the module docstring."""
+    encodes for; ``source``: the student's folder; ``checked``, ``store`` and ``calibration``: see the module
+    docstring."""
 
     kind: ClassVar[str] = "student-text"
     name: ClassVar[str] = "student"  # the text encoder's name (``model.use_text_encoder``)
 
     def __init__(self, experts: dict, tail: str | Path | None, depth: int, model: str = "", source: str = "",
-                 checked: dict | None = None):
+                 checked: dict | None = None, store: str = STORES[0], calibration: Calibration | None = None):
+        if store not in STORES:
+            raise ConfigError(f"a student text encoder is stored as {' or '.join(STORES)}, not {store!r}")
         self.experts, self.depth, self.model, self.source = experts, int(depth), model, source
         self.tail = Path(tail) if tail else None
-        self.checked = dict(checked or {})
+        self.checked, self.store, self.calibration = dict(checked or {}), store, calibration
         self._towers = None  # {expert: JointModel}: the model's experts with this text side (``towers``)
 
     def serves(self) -> bool:
@@ -66,12 +78,16 @@ class StudentText:
         return measured_within(self.checked, self.name)
 
     def mismatch(self, model) -> str | None:
-        """Why this part does not encode for ``model`` (None when it does): another model's, or other experts."""
+        """Why this part does not encode for ``model`` (None when it does): another model's, other experts, or its
+        calibration another model's or querybank's."""
         if self.model != model.fingerprint():
             return (f"a student text encoder of another model (fingerprint {self.model}, this model "
                     f"{model.fingerprint()}): attach it again with `reelsearch distill-text --student`")
         if list(self.experts) != list(model.experts):
             return f"a student text encoder of experts {list(self.experts)}; the model's are {list(model.experts)}"
+        problem = self.calibration.mismatch(model) if self.calibration is not None else None
+        if problem:
+            return f"the student text encoder's calibration: {problem} (with --text-encoder student)"
         return None
 
     def towers(self, model) -> dict:
@@ -99,7 +115,8 @@ class StudentText:
 
     def describe(self) -> dict:
         return {"depth": self.depth, "tuned_layers": self.tail is not None, "experts": list(self.experts),
-                "source": self.source, "checked": self.checked, "serves": self.serves()}
+                "source": self.source, "checked": self.checked, "serves": self.serves(), "store": self.store,
+                "calibrated": self.calibration is not None}
 
     # ---- a part of the model folder (reelsearch.models.folder)
     def fields(self) -> dict:
@@ -109,10 +126,15 @@ class StudentText:
         folder = Path(directory) / FOLDER
         folder.mkdir(parents=True, exist_ok=True)
         if self.tail is not None:
-            copy_into(self.tail, folder / TAIL_FILE)
-        elif (folder / TAIL_FILE).exists():
-            (folder / TAIL_FILE).unlink()
-        tensors = {f"{name}/{k}": v.detach().cpu().contiguous() for name, part in self.experts.items()
+            store_tail(self.tail, folder / TAIL_FILE, self.store)
+        gone = (() if self.tail is not None else (TAIL_FILE,)) + (() if self.calibration is not None else
+                                                                  CALIBRATION_FILES)
+        for name in gone:  # (what an earlier part saved in this folder had)
+            (folder / name).unlink(missing_ok=True)
+        if self.calibration is not None:
+            self.calibration.save(folder)
+        dtype = torch.float16 if self.store == "int8" else getattr(torch, self.store)  # int8: the tail's matrices
+        tensors = {f"{name}/{k}": v.detach().cpu().to(dtype).contiguous() for name, part in self.experts.items()
                    for k, v in part["weights"].items()}
         configs = {name: {"recipe": to_dict(_stored_recipe(part["recipe"], self.tail)),
                           "config": to_dict(part["config"])} for name, part in self.experts.items()}
@@ -120,7 +142,7 @@ class StudentText:
             save_file(tensors, str(tmp), metadata={
                 "format": FORMAT, "experts": json.dumps(configs), "depth": str(self.depth), "model": self.model,
                 "source": self.source, "checked": json.dumps(self.checked),
-                "tail": "" if self.tail is None else file_identity(self.tail)})
+                "tail": "" if self.tail is None else file_identity(folder / TAIL_FILE)})
         return [FOLDER]
 
     @classmethod
@@ -144,11 +166,14 @@ class StudentText:
             if recipe.tail:
                 recipe = _with_tail(recipe, tail.resolve())
             prefix = f"{name}/"
-            experts[name] = {"recipe": recipe, "weights": {k[len(prefix):]: v for k, v in stored.items()
+            experts[name] = {"recipe": recipe, "weights": {k[len(prefix):]: v.float() for k, v in stored.items()
                                                            if k.startswith(prefix)},
                              "config": from_dict(TextModelConfig, stored_config["config"], str(path), name)}
+        store = (tail_dtype(tail) if tail is not None else
+                 "float16" if any(v.dtype == torch.float16 for v in stored.values()) else "float32")
         return cls(experts, tail.resolve() if tail is not None else None, int(meta.get("depth", 0)),
-                   meta.get("model", ""), meta.get("source", ""), json.loads(meta.get("checked") or "{}"))
+                   meta.get("model", ""), meta.get("source", ""), json.loads(meta.get("checked") or "{}"), store,
+                   encoder_calibration(folder))
 
 
 def _with_tail(recipe: TextRecipe, tail: Path) -> TextRecipe:
@@ -160,9 +185,10 @@ def _stored_recipe(recipe: TextRecipe, tail: Path | None) -> TextRecipe:
     return _with_tail(recipe, Path(TAIL_FILE)) if tail is not None else recipe
 
 
-def student_of(model, student, source: str, teacher: str) -> StudentText:
+def student_of(model, student, source: str, teacher: str, store: str = STORES[0]) -> StudentText:
     """The part holding what ``student`` (a model distilled from ``model`` by ``tune-text``; its folder ``source``)
-    computes differently: its text recipe, its tuned tower layers and its experts' text sides; ConfigError naming
+    computes differently: its text recipe, its tuned tower layers and its experts' text sides (saved in ``store``:
+    ``STORES``); ConfigError naming
     both folders (``model``'s: ``teacher``) unless it was distilled from this model (the same experts, fusion
     weights, video recipes and every weight but the text side's alike)."""
     where = f"the student {source} and the model {teacher}"
@@ -191,4 +217,4 @@ def student_of(model, student, source: str, teacher: str) -> StudentText:
         raise ConfigError(f"{where}: the experts read different text towers; a student's experts share one")
     processor = next(iter(student.experts.values())).text_processor
     depth = processor.layer if processor.layer is not None else processor.encoder.num_layers
-    return StudentText(experts, tails.pop(), depth, model.fingerprint(), source)
+    return StudentText(experts, tails.pop(), depth, model.fingerprint(), source, store=store)

@@ -31,6 +31,7 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import Catalog, VideoFacts
 from reelsearch.index.textcues import TextCues
+from reelsearch.models.calibration import search_calibration
 from reelsearch.scoring.calibration import query_length
 from reelsearch.search.fusion import fuse
 from reelsearch.search.sources import Visual
@@ -277,7 +278,7 @@ def pictured(visual: Visual, query: np.ndarray, text: str, first: int = 64) -> s
     of terms). The score is the model's own, without the querybank's offsets (the curves are fitted on short queries,
     which a search ranks so). The calibration is monotone, so the model's top is read from ``first`` on, doubling,
     until no video outside it can reach the cut (the fusion's ``keep``)."""
-    calibration = getattr(visual.model, "calibration", None)
+    calibration = search_calibration(visual.model)
     length = query_length(text)
     if calibration is None or calibration.shows(0.0, length, text) is None:
         return set()

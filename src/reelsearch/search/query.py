@@ -39,6 +39,7 @@ import numpy as np
 from reelsearch.index.catalog import Catalog, StoredVideo
 from reelsearch.index.paths import unreachable
 from reelsearch.index.textcues import TextCues
+from reelsearch.models.calibration import search_calibration
 from reelsearch.scoring.calibration import SENTENCE, banked, query_length
 from reelsearch.search.cues import CueSource
 from reelsearch.search.example import RESCORED, Example, candidates_with, rescore
@@ -211,7 +212,7 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
     segs = catalog.segments(fused.ids)
     if not segs:
         return {}
-    calibration = getattr(visual.model, "calibration", None)
+    calibration = search_calibration(visual.model)
     frames_of = None if visual.segmented else visual.frame_scorer(query)
     stored = catalog.stored(list(segs)) if frames_of is not None else {}
     position = {i: j for j, i in enumerate(fused.ids)}
@@ -253,7 +254,7 @@ def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str], length
     offset, negated) whether the ranking counted it or not, as ``reelsearch calibrate`` measured the model's own
     score: the cues count on the model's scale as the fusion weighs them. None without a calibration or a
     picture."""
-    calibration = getattr(visual.model, "calibration", None)
+    calibration = search_calibration(visual.model)
     weight = p.weights[VISUAL] if p.visual else 0.0
     if calibration is None or weight <= 0:
         return None

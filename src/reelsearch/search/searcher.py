@@ -16,6 +16,7 @@ from reelsearch.index import EmbeddedMedia, MediaRoots, SqlCatalog, SyncReport, 
 from reelsearch.index.media import sha256_file
 from reelsearch.index.textcues import TextCues
 from reelsearch.io import numbered_lines, read_text
+from reelsearch.models.calibration import log_fallback, search_calibration
 from reelsearch.models.embeddings import SearchMode, VideoEmbeddings
 from reelsearch.models.query_model import QueryModel
 from reelsearch.scoring.calibration import SENTENCE, banked, query_length
@@ -92,6 +93,7 @@ class Searcher:
         self.model = model.eval()
         if text_encoder is not None:
             self.model.use_text_encoder(text_encoder)
+        log_fallback(self.model)
         self._device = device
         self.embedder = MediaEmbedder(self.model, device=device, rate=frames_per_second)
         name = getattr(self.model, "name", "") or "model"
@@ -110,10 +112,12 @@ class Searcher:
     def full_model(self):
         """The torch model: a searcher opened on a model's query graphs (``reelsearch.models.query_model``, a cold
         search) loads it on first need (embedding media, ``index``, a query by an unindexed file) and runs it from
-        then on (the same fingerprint, the same results)."""
+        then on (the same fingerprint and text encoder, the same results)."""
         with self.lock:
             if isinstance(self.model, QueryModel):
+                encoder = self.model.text_encoder_name  # (the student where auto ran it: the same scores, calibration)
                 self.model = _torch_model(self.model.folder).eval()
+                self.model.use_text_encoder(encoder)
                 self.embedder = MediaEmbedder(self.model, device=self._device, rate=self.embedder.rate)
                 self.query_encoder.encode = self.model.encode_text
                 self._visual = None
@@ -264,7 +268,7 @@ class Searcher:
         # outside the lock: concurrent queries share one encoder pass
         query = self.query_encoder.one(text) if text is not None else None
         cue_query = self.cue_queries.one(text) if p.cues else None
-        calibrated = getattr(self.model, "calibration", None) is not None  # else negatives are words only
+        calibrated = search_calibration(self.model) is not None  # else negatives are words only
         negatives = [(self.query_encoder.one(term), term) for term in filt.exclude] if calibrated else []
         # concurrent searches share one vector-index search (the index stage: ``_search_batch``)
         return self.index_stage.one(_Query(text, query, cue_query, negatives, filt, p, k, frames, example, moments,
@@ -276,7 +280,7 @@ class Searcher:
         text and the size of the library searched (``Calibration.threshold``): the videos the filters keep, when
         there are filters (a right best hit of ten photos beats fewer than one of a thousand). False without a
         calibration or a confidence."""
-        calibration = getattr(self.model, "calibration", None)
+        calibration = search_calibration(self.model)
         if calibration is None:
             return False
         free, filt = read_box(text, filters) if text is not None else (None, filters)

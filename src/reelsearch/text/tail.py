@@ -15,6 +15,7 @@ what the whole tower computes, from features that can be cached once (tuning tra
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import torch
@@ -47,15 +48,7 @@ def save_tail(bert, first: int, path: str | Path, dtype: str = "float32", last: 
     if dtype not in STORE_DTYPES:
         raise ReelsearchError(f"a text tail is stored as {', '.join(STORE_DTYPES)}, got {dtype!r}")
     state = bert.state_dict()
-    tensors = {}
-    for k in layer_names(bert, first, last):
-        value = state[k].detach().to("cpu", torch.float32)
-        if dtype == "int8" and value.ndim == 2:
-            scale = value.abs().amax(1).clamp_min(1e-12) / 127
-            tensors[k] = torch.round(value / scale[:, None]).to(torch.int8).contiguous()
-            tensors[k + SCALE] = scale.contiguous()
-        else:
-            tensors[k] = value.to(torch.float16 if dtype == "int8" else STORE_DTYPES[dtype]).contiguous()
+    tensors = _stored({k: state[k].detach().to("cpu", torch.float32) for k in layer_names(bert, first, last)}, dtype)
     with atomic_path(Path(path), suffix=".safetensors") as tmp:
         meta = {"format": TAIL_FORMAT, "first_layer": str(first)}
         if last is not None and last != int(bert.config.num_hidden_layers):
@@ -88,18 +81,63 @@ def tail_layers(path: str | Path, layers: int | None = None) -> tuple[int, int |
     return first, last
 
 
+def tail_dtype(path: str | Path) -> str:
+    """What the tail file ``path`` stores its weight matrices in (a key of ``STORE_DTYPES``)."""
+    with safe_open(str(path), "pt") as fh:
+        dtypes = {fh.get_slice(k).get_dtype() for k in fh.keys() if not k.endswith(SCALE)}
+    return "int8" if "I8" in dtypes else "float32" if "F32" in dtypes else "float16"
+
+
+def store_tail(path: str | Path, dest: str | Path, dtype: str) -> None:
+    """Write the tail file ``path`` at ``dest`` (atomically) stored in ``dtype``: the same layers and metadata (an
+    int8 file's rows back to float first); a copy where it is stored so already (nothing where ``dest`` is it)."""
+    path, dest = Path(path), Path(dest)
+    if dtype not in STORE_DTYPES:
+        raise ReelsearchError(f"a text tail is stored as {', '.join(STORE_DTYPES)}, got {dtype!r}")
+    tail_layers(path)  # (a tail file, or DataFormatError naming it)
+    if tail_dtype(path) == dtype:
+        if not (dest.exists() and dest.resolve() == path.resolve()):
+            with atomic_path(dest, suffix=".safetensors") as tmp:
+                shutil.copyfile(path, tmp)
+        return
+    with safe_open(str(path), "pt") as fh:
+        meta = fh.metadata()
+    tensors = _stored(_float_state(path, load_file(str(path))), dtype)
+    with atomic_path(dest, suffix=".safetensors") as tmp:
+        save_file(tensors, str(tmp), metadata=meta)
+
+
+def _stored(state: dict, dtype: str) -> dict:
+    """The float32 tensors of ``state`` as a tail file stores them in ``dtype`` (int8: each matrix as int8 rows and
+    their scales, the rest float16)."""
+    tensors = {}
+    for k, value in state.items():
+        if dtype == "int8" and value.ndim == 2:
+            scale = value.abs().amax(1).clamp_min(1e-12) / 127
+            tensors[k] = torch.round(value / scale[:, None]).to(torch.int8).contiguous()
+            tensors[k + SCALE] = scale.contiguous()
+        else:
+            tensors[k] = value.to(torch.float16 if dtype == "int8" else STORE_DTYPES[dtype]).contiguous()
+    return tensors
+
+
+def _float_state(path: Path, state: dict) -> dict:
+    """``state`` (a tail file's tensors) with its int8 matrices back to float32 by their row scales."""
+    for k in [k for k in state if k.endswith(SCALE)]:
+        scale, base = state.pop(k), k[:-len(SCALE)]
+        if base not in state or state[base].dtype != torch.int8 or state[base].shape[:1] != scale.shape:
+            raise DataFormatError(path, f"{k}: the row scales of no int8 matrix")
+        state[base] = state[base].float() * scale[:, None]
+    return {k: v.float() for k, v in state.items()}
+
+
 def load_tail(bert, path: str | Path) -> int:
     """Put the tuned layers of the tail file ``path`` into ``bert`` (cast to its dtype) and return the first of
     them; a file of another tower, or missing some of its layers' weights, is refused, naming the file."""
     n = int(bert.config.num_hidden_layers)
     first, last = tail_layers(path, n)
     n = last or n
-    state = load_file(str(path))
-    for k in [k for k in state if k.endswith(SCALE)]:  # int8 rows back to float
-        scale, base = state.pop(k), k[:-len(SCALE)]
-        if base not in state or state[base].dtype != torch.int8 or state[base].shape[:1] != scale.shape:
-            raise DataFormatError(path, f"{k}: the row scales of no int8 matrix")
-        state[base] = state[base].float() * scale[:, None]
+    state = _float_state(Path(path), load_file(str(path)))  # int8 rows back to float
     own = bert.state_dict()
     wanted = set(layer_names(bert, first, n))
     unknown = sorted(set(state) - wanted)

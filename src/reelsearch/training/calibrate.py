@@ -48,7 +48,7 @@ from reelsearch.evaluation.short_queries import relevance, short_queries
 from reelsearch.features.caches import DatasetSource
 from reelsearch.io import atomic_write_json
 from reelsearch.models import load_model
-from reelsearch.models.calibration import Calibration
+from reelsearch.models.calibration import STUDENT, Calibration
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.scoring.calibration import (
     COMMON_RIGHT_BELOW,
@@ -64,6 +64,8 @@ from reelsearch.scoring.commonness import Commonness
 from reelsearch.training.run import model_pairs, resolve_device
 
 REPORT_FILE = "calibration.json"
+#: The text encoders a calibration is fitted on the scores of (``make_calibration``).
+CALIBRATED = ("float32", STUDENT)
 log = logging.getLogger(__name__)
 BATCH = 512
 #: The photos a development short query must be right for to count as a term (negative-term curves).
@@ -315,15 +317,21 @@ def log_loss(confidence: np.ndarray, right: np.ndarray) -> float:
 
 def make_calibration(checkpoint, data: str, out: str | Path, split: str = "dev", hits: int = HITS, seed: int = 0,
                      features: Path | None = None, device: str | None = None, progress: bool = True,
-                     **data_options) -> dict:
+                     text_encoder: str = "float32", **data_options) -> dict:
     """Calibrate ``checkpoint``'s confidence on ``data``'s ``split`` and save the model with it in the run folder
     ``out`` (``out/best/``; ``out`` new, or the checkpoint's own run folder); return the report (also
-    ``out/calibration.json``, beside the model, never in it)."""
+    ``out/calibration.json``, beside the model, never in it). ``text_encoder``: whose scores are fitted, "float32"
+    MiniLM's (the model's calibration, which int8 and static read too) or the model's "student" text encoder's (its
+    own: ``model.student_text.calibration``, the model's left as it is)."""
     directory, best = derived_run(checkpoint, out)
     out = Path(out)
     if hits < 1:
         raise ConfigError(f"hits must be at least 1, got {hits}")
+    if text_encoder not in CALIBRATED:
+        raise ConfigError(f"a calibration is fitted on the scores of {' or '.join(CALIBRATED)} (int8 and static "
+                          f"read float32's), not {text_encoder!r}")
     model = load_model(directory)
+    model.use_text_encoder(text_encoder)  # (ConfigError for a model without a student)
     if model.search_mode.relative:
         raise ConfigError(f"model {model.name!r} fuses its experts by rank or normalised scores: a score means "
                           "nothing outside the videos it was ranked among, so it cannot be calibrated")
@@ -339,10 +347,14 @@ def make_calibration(checkpoint, data: str, out: str | Path, split: str = "dev",
     else:
         log.warning("%s has no split %r apart from %r: the confidence cannot say how common a query is",
                     source.label, TRAINING_SPLIT, split)
-    model.calibration, report = fit_calibration(model, scores, np.asarray(pairs.cap2vid), f"{source.label}:{split}",
-                                                hits, seed, short, ranked, commonness)
+    calibration, report = fit_calibration(model, scores, np.asarray(pairs.cap2vid), f"{source.label}:{split}", hits,
+                                          seed, short, ranked, commonness)
+    if text_encoder == STUDENT:
+        model.student_text.calibration = calibration
+    else:
+        model.calibration = calibration
     model.to("cpu").save(best)
-    report["model"] = str(checkpoint)
+    report["model"], report["text_encoder"] = str(checkpoint), text_encoder
     atomic_write_json(out / REPORT_FILE, report)
     return report
 
@@ -350,8 +362,8 @@ def make_calibration(checkpoint, data: str, out: str | Path, split: str = "dev",
 def report_text(report: dict, out: str | Path) -> str:
     """:func:`make_calibration`'s report in a few lines: the data, the held-out reliability, the threshold."""
     held, low = report["held_out"], report["no_good_match"]
-    lines = [f"calibrated on {report['queries']} queries x {report['videos']} videos of {report['data']}: "
-             f"{len(report['curve']['score'])} knots",
+    lines = [f"calibrated on {report['queries']} queries x {report['videos']} videos of {report['data']} "
+             f"({report.get('text_encoder', 'float32')} text encoder): {len(report['curve']['score'])} knots",
              f"held-out ({held['held_queries']} queries, their top {report['hits']}): expected calibration error "
              f"{held['ece']:.3f}",
              "  confidence   hits  mean conf  right"]

@@ -30,7 +30,7 @@ from reelsearch.io import atomic_write_json, read_text
 from reelsearch.models import load_model
 from reelsearch.models.checkpoint import derived_run
 from reelsearch.models.static_text import StaticText, load_tokenizer
-from reelsearch.models.student_text import student_of
+from reelsearch.models.student_text import STORES, student_of
 from reelsearch.training.run import derived_report_text, evaluate_model
 
 logger = logging.getLogger(__name__)
@@ -158,18 +158,19 @@ def make_static_text(checkpoint, data: str, out: str | Path, split: str = "train
 
 def make_student_text(checkpoint, student, data: str, out: str | Path, val_split: str | None = None,
                       features: Path | None = None, device: str | None = None, progress: bool = True,
-                      evaluate: bool = True, **data_options) -> dict:
+                      evaluate: bool = True, store: str = STORES[0], **data_options) -> dict:
     """Give ``checkpoint`` the student text encoder of ``student`` (a model or run folder that ``reelsearch
     tune-text`` distilled from it: its text tower cut short, ``reelsearch.models.student_text``) and save the model
     with it in the run folder ``out`` (``out/best/``); return the report (also ``out/student-text.json``): the part
     and, with ``evaluate``, the saved model's metrics on ``data``'s ``val_split`` (default: val or dev; with the
-    model's querybank) with float32 MiniLM and with the student, whose RSums the part records. ConfigError naming
-    both folders when ``student`` was not distilled from this model."""
+    model's querybank) with float32 MiniLM and with the student as saved (its weights stored in ``store``:
+    ``reelsearch.models.student_text.STORES``), whose RSums the part records. ConfigError naming both folders when
+    ``student`` was not distilled from this model."""
     directory, best = derived_run(checkpoint, out)
     model = load_model(directory)
     source, _ = DatasetSource.open(data, features, **data_options)
     val_split = source.check_split(val_split) if val_split else source.default_val_split()
-    model.student_text = student_of(model, load_model(student), str(student), str(directory))
+    model.student_text = student_of(model, load_model(student), str(student), str(directory), store)
     model.save(best)
     report = {"model": str(checkpoint), "student_model": str(student), "data": source.label, "val_split": val_split}
     return _measured(best, Path(out), "student_text", report, source, evaluate, device, progress)
