@@ -270,6 +270,7 @@ def test_ef_search_grows_with_the_rows_and_the_candidates_asked_for():
     assert [rows_ef(rows, 10) for rows in (0, 20_000, 100_000)] == [128, 128, 128]
     grown = [rows_ef(rows, 10) for rows in (150_000, 200_000, 300_000, 500_000, 700_000)]
     assert grown == sorted(set(grown)) and 128 < grown[0] and grown[-1] < MAX_EF_SEARCH
+    assert rows_ef(300_000, 10) == 345  # 128 x 3 ^ 0.9 = 344.9, rounded up
     assert rows_ef(1_000_000, 10) == rows_ef(10_000_000, 10) == MAX_EF_SEARCH
     assert rows_ef(20_000, 300) == 300 and rows_ef(20_000, 5000) == MAX_EF_SEARCH  # more than 1,000: a scan
     assert rows_graph(0) == rows_graph(499_999) == (16, 64) and rows_graph(500_000) == rows_graph(10**7) == (24, 128)
