@@ -76,6 +76,7 @@ from bench_search import (
     uncached,
 )
 from reelsearch.index.pg import PostgresCatalog
+from reelsearch.index.pg.hnsw import rows_graph
 from reelsearch.index.pg.schema import graph_kib
 from reelsearch.index.sync import CatalogSync
 from reelsearch.search import Searcher
@@ -141,12 +142,13 @@ def build(searcher: Searcher, x: np.ndarray, bias: np.ndarray, segments: np.ndar
         out["maintenance_work_mem"] = lib._db.execute("SHOW maintenance_work_mem").fetchone()[0]  # the server's
         for name, value in (graph or {}).items():
             setattr(lib, name, value)
-        out.update(hnsw_m=lib.hnsw_m, ef_construction=lib.ef_construction)
         t = time.perf_counter()
         lib._synced()  # the catalog's own (halfvec) indexes, as a sync makes them after a first load's rows
         lib._db.execute("ANALYZE")
-        return {"rows_s": round(rows_s, 1), "videos_per_s": round(len(x) / rows_s, 1), **out,
-                "vector_index_s": round(time.perf_counter() - t, 1)}
+        seconds = round(time.perf_counter() - t, 1)
+        out["graph"] = lib._db.execute("SELECT reloptions::text FROM pg_class WHERE relname = 'videos_hnsw'"
+                                       ).fetchone()[0]  # its M and ef_construction
+        return {"rows_s": round(rows_s, 1), "videos_per_s": round(len(x) / rows_s, 1), **out, "vector_index_s": seconds}
     rows_s = commit_videos(searcher, x, frames, bias=bias, segments=segments, segment_bias=segment_bias)
     t = time.perf_counter()
     lib.refresh()  # the vector index from SQLite, saved
@@ -291,10 +293,11 @@ def summary(row: dict) -> dict:
             "recall@10": searched["recall@10"], "serve_rss_mib": http.get("rss_mib")}
 
 
-def server_settings(given: list[str], rows: int, dim: int, m: int = 16) -> dict[str, str]:
+def server_settings(given: list[str], rows: int, dim: int, m: int | None = None) -> dict[str, str]:
     """The embedded server's settings: ``given`` (NAME=VALUE), and ``maintenance_work_mem`` to hold the HNSW graph of
-    ``rows`` rows at M ``m`` (the catalog's default: 16) unless given."""
+    ``rows`` rows at M ``m`` (None: the catalog's for the rows, ``hnsw.rows_graph``) unless given."""
     settings = dict(s.split("=", 1) for s in given)
+    m = m or rows_graph(rows)[0]
     settings.setdefault("maintenance_work_mem", f"{max(graph_kib(rows, dim, m), 65536)}kB")
     return settings
 
@@ -344,7 +347,7 @@ def main() -> None:
                                               http=not args.no_http))
                 elif args.db == "embedded":
                     (work / f"pg-{n}").mkdir()
-                    settings = server_settings(args.pg_setting, n * args.segments, x.shape[1], args.hnsw_m or 16)
+                    settings = server_settings(args.pg_setting, n * args.segments, x.shape[1], args.hnsw_m)
                     with embedded_server(work / f"pg-{n}", settings) as url:
                         rows.append(bench_catalog("postgres", url, x, segments, queries, warm, args.segment_ef,
                                                   args.insert_sample, not args.no_http, args.ef, graph))
