@@ -7,7 +7,8 @@ committed through each catalog's own commit path with the searcher's model id. T
 vector index from SQLite (HNSW above 20,000 videos); PostgreSQL gets its rows first and its HNSW index after them
 (``CREATE INDEX`` over the loaded table, as a bulk move into PostgreSQL does, instead of one insert at a time).
 Both use their catalog's default HNSW settings (FAISS M = 32, efConstruction = 80, efSearch = 128; pgvector M = 16,
-ef_construction = 64, ef_search = 128).
+ef_construction = 64, ef_search from the rows: ``PostgresCatalog.videos_ef``); ``--hnsw-m M --ef-construction EF``:
+PostgreSQL's graph built with these instead.
 
 Rows per catalog: ``Searcher.search`` in process (text encoding precomputed: the catalog's part: vector search,
 bias, moments) and its recall@10 against an exact scan of the same vectors with the model's own query vectors (and
@@ -27,7 +28,7 @@ best-segment scan (max over a video's segments of score + the segment's bias).
 ``--segment-ef EF...`` (PostgreSQL): the in-process search is measured again with the segments' query's
 ``hnsw.ef_search`` at each EF (``PostgresCatalog.segment_ef_search``; 0: the catalog's default, ``segments_ef``), over
 the same build, so settings compare within one run; ``--ef EF...`` likewise with the videos' query's
-(``PostgresCatalog.ef_search``: what ranks a library of one segment a video).
+(``PostgresCatalog.ef_search``: what ranks a library of one segment a video; 0: the catalog's ``videos_ef``).
 
 The PostgreSQL catalog commits by binary ``COPY`` (``reelsearch.index.pg.copy``); ``--insert-sample M`` (default
 2,000) also times its first M videos committed one INSERT per row (the path before COPY), in a transaction rolled
@@ -75,6 +76,7 @@ from bench_search import (
     uncached,
 )
 from reelsearch.index.pg import PostgresCatalog
+from reelsearch.index.pg.hnsw import rows_graph
 from reelsearch.index.pg.schema import graph_kib
 from reelsearch.index.sync import CatalogSync
 from reelsearch.search import Searcher
@@ -115,11 +117,12 @@ def pg_bytes(lib: PostgresCatalog) -> dict:
 
 
 def build(searcher: Searcher, x: np.ndarray, bias: np.ndarray, segments: np.ndarray | None,
-          segment_bias: np.ndarray | None, insert_sample: int = 0) -> dict:
+          segment_bias: np.ndarray | None, insert_sample: int = 0, graph: dict | None = None) -> dict:
     """Commit the rows through the catalog's own path (PostgreSQL: binary COPY), then its vector indexes (PostgreSQL:
     ``_synced``, as after a sync's first load); seconds of each (the commits alone: the synthetic rows are made
     outside the timer), and videos a second. PostgreSQL with ``insert_sample``: the first that many videos also
-    committed one INSERT per row (the path before COPY) in a transaction rolled back, beside it in the same run."""
+    committed one INSERT per row (the path before COPY) in a transaction rolled back, beside it in the same run;
+    ``graph``: its HNSW ``hnsw_m`` and ``ef_construction`` (None: the catalog's)."""
     lib = searcher.catalog
     frames = 4 if segments is None else 2 * segments.shape[1]
     if isinstance(lib, PostgresCatalog):
@@ -137,11 +140,15 @@ def build(searcher: Searcher, x: np.ndarray, bias: np.ndarray, segments: np.ndar
         rows_s = commit_videos(searcher, x, frames, bias=bias, segments=segments, segment_bias=segment_bias)
         lib._first_vector = first_vector
         out["maintenance_work_mem"] = lib._db.execute("SHOW maintenance_work_mem").fetchone()[0]  # the server's
+        for name, value in (graph or {}).items():
+            setattr(lib, name, value)
         t = time.perf_counter()
         lib._synced()  # the catalog's own (halfvec) indexes, as a sync makes them after a first load's rows
         lib._db.execute("ANALYZE")
-        return {"rows_s": round(rows_s, 1), "videos_per_s": round(len(x) / rows_s, 1), **out,
-                "vector_index_s": round(time.perf_counter() - t, 1)}
+        seconds = round(time.perf_counter() - t, 1)
+        out["graph"] = lib._db.execute("SELECT reloptions::text FROM pg_class WHERE relname = 'videos_hnsw'"
+                                       ).fetchone()[0]  # its M and ef_construction
+        return {"rows_s": round(rows_s, 1), "videos_per_s": round(len(x) / rows_s, 1), **out, "vector_index_s": seconds}
     rows_s = commit_videos(searcher, x, frames, bias=bias, segments=segments, segment_bias=segment_bias)
     t = time.perf_counter()
     lib.refresh()  # the vector index from SQLite, saved
@@ -227,14 +234,14 @@ def exact_scores(qv: np.ndarray, x: np.ndarray, bias: np.ndarray, segments: np.n
 
 def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | None, queries: list[str],
                   warm: list[str], segment_ef: list[int] = (), insert_sample: int = 0, http: bool = True,
-                  ef: list[int] = ()) -> dict:
+                  ef: list[int] = (), graph: dict | None = None) -> dict:
     """Build, search in process (and over HTTP), measure; the detailed row (progress on stderr)."""
     out = {"catalog": name, "n": len(x), "segments_per_video": 1 if segments is None else segments.shape[1]}
     with Searcher(where, "default") as searcher:
         bias = offsets(searcher, x)
         segment_bias = None if segments is None else offsets(searcher, segments.reshape(-1, x.shape[1])).reshape(
             segments.shape[:2])
-        out["build"] = build(searcher, x, bias, segments, segment_bias, insert_sample)
+        out["build"] = build(searcher, x, bias, segments, segment_bias, insert_sample, graph)
         print(f"{name} {len(x)}: built {out['build']}", file=sys.stderr, flush=True)
         searcher.warm_up()
         qv = query_vectors(searcher, queries)
@@ -249,7 +256,7 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
         lib = searcher.catalog
         if isinstance(lib, PostgresCatalog):
             default_ef = lib.ef_search
-            out["in_process_precomputed"].update(ef_search=default_ef, segments_ef=lib.segments_ef())
+            out["in_process_precomputed"].update(ef_search=lib.videos_ef(), segments_ef=lib.segments_ef())
             # the same build, the videos' or the segments' query at another hnsw.ef_search
             for query, value in [("ef", v) for v in ef] + [("segments_ef", v) for v in segment_ef]:
                 lib.ef_search = value or default_ef if query == "ef" else default_ef
@@ -257,7 +264,7 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
                 before = load()
                 with precomputed(searcher, queries + warm):
                     lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
-                setting = lib.ef_search if query == "ef" else lib.segments_ef()
+                setting = lib.videos_ef() if query == "ef" else lib.segments_ef()
                 out[f"in_process_precomputed_{query}_{setting}"] = {
                     **pct(lat), "recall@10": round(recall_at(truth, got), 4), "load": f"{before} -> {load()}"}
                 print(json.dumps(out), file=sys.stderr, flush=True)
@@ -286,11 +293,12 @@ def summary(row: dict) -> dict:
             "recall@10": searched["recall@10"], "serve_rss_mib": http.get("rss_mib")}
 
 
-def server_settings(given: list[str], rows: int, dim: int) -> dict[str, str]:
+def server_settings(given: list[str], rows: int, dim: int, m: int | None = None) -> dict[str, str]:
     """The embedded server's settings: ``given`` (NAME=VALUE), and ``maintenance_work_mem`` to hold the HNSW graph of
-    ``rows`` rows at the catalog's default M, 16 (unless given)."""
+    ``rows`` rows at M ``m`` (None: the catalog's for the rows, ``hnsw.rows_graph``) unless given."""
     settings = dict(s.split("=", 1) for s in given)
-    settings.setdefault("maintenance_work_mem", f"{max(graph_kib(rows, dim, 16), 65536)}kB")
+    m = m or rows_graph(rows)[0]
+    settings.setdefault("maintenance_work_mem", f"{max(graph_kib(rows, dim, m), 65536)}kB")
     return settings
 
 
@@ -308,6 +316,9 @@ def main() -> None:
                     help="PostgreSQL: also time this many videos committed one INSERT per row (0: not)")
     ap.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
                     help="--db embedded: a server setting (default: maintenance_work_mem for the size's HNSW graph)")
+    ap.add_argument("--hnsw-m", type=int, help="PostgreSQL: the HNSW graph's M (default: the catalog's)")
+    ap.add_argument("--ef-construction", type=int, help="PostgreSQL: the HNSW graph's ef_construction (default: the "
+                    "catalog's)")
     ap.add_argument("--json", action="store_true", help="one summary JSON line per catalog")
     ap.add_argument("--no-http", action="store_true", help="skip the end-to-end and HTTP rows")
     ap.add_argument("--catalogs", nargs="+", choices=["embedded", "postgres"], default=["embedded", "postgres"])
@@ -319,6 +330,8 @@ def main() -> None:
     queries, warm = texts[5000:5000 + args.queries], texts[4980:5000]
     work = Path(tempfile.mkdtemp(prefix="bench-catalogs-"))
     rows = []
+    graph = {name: value for name, value in (("hnsw_m", args.hnsw_m), ("ef_construction", args.ef_construction))
+             if value is not None}
     try:
         with Searcher(work / "bases", "default") as searcher:
             bases = joint_bases(searcher, texts, args.cache)[:5000]
@@ -334,16 +347,16 @@ def main() -> None:
                                               http=not args.no_http))
                 elif args.db == "embedded":
                     (work / f"pg-{n}").mkdir()
-                    settings = server_settings(args.pg_setting, n * args.segments, x.shape[1])
+                    settings = server_settings(args.pg_setting, n * args.segments, x.shape[1], args.hnsw_m)
                     with embedded_server(work / f"pg-{n}", settings) as url:
                         rows.append(bench_catalog("postgres", url, x, segments, queries, warm, args.segment_ef,
-                                                  args.insert_sample, not args.no_http, args.ef))
+                                                  args.insert_sample, not args.no_http, args.ef, graph))
                 else:
                     with PostgresCatalog(args.db) as lib:  # emptied, as bench_search.postgres_rows does
                         lib._db.execute("TRUNCATE videos, frames, frame_vectors, meta RESTART IDENTITY CASCADE")
                         lib._vectors_dropped()
                     rows.append(bench_catalog("postgres", args.db, x, segments, queries, warm, args.segment_ef,
-                                              args.insert_sample, not args.no_http, args.ef))
+                                              args.insert_sample, not args.no_http, args.ef, graph))
                 print(json.dumps(summary(rows[-1]) if args.json else rows[-1]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_search import embedded_server, make_vectors, recall_at
-from reelsearch.index.pg.catalog import vector_text
+from reelsearch.index.pg.copy import vector_text
 
 
 def main() -> None:

@@ -8,8 +8,8 @@ embedded catalog; what is PostgreSQL's own:
   in which the first video of a model set D (one build over the first load, not an insert per row). ``nearest`` is
   ``ORDER BY vector <#> q [- bias] LIMIT n``, exact (a sequential scan), below ``threshold`` videos, as FAISS's
   flat index; above, the index's n candidates (``ORDER BY [vector, bias]::halfvec <#> [q, 1 or 0]``,
-  ``hnsw.ef_search`` at least n). Either way the scores are the exact float32 inner products (+ bias),
-  best first. ``score_fn`` (order similarity) is an exact scan of ``chunks`` in this process.
+  ``hnsw.ef_search`` at least n, raised with the rows: ``hnsw``). Either way the scores are the exact float32
+  inner products (+ bias), best first. ``score_fn`` (order similarity) is an exact scan of ``chunks`` in this process.
 * Nothing to catch up: every read sees what any writer committed, so replicas need no restart and no refresh; the
   caches (biases, text-cue segments) are keyed by the generation, which every commit bumps.
 * Any number of writers index at once (``reelsearch index PATH --db URL`` on several machines): each file is claimed
@@ -37,8 +37,9 @@ from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import StoredSegments, StoredVideo
 from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.paths import MediaRoots
-from reelsearch.index.pg.copy import copy_media, copy_videos, vector_recv
+from reelsearch.index.pg.copy import copy_media, copy_videos, vector_recv, vector_text, vectors_from_send
 from reelsearch.index.pg.database import Database
+from reelsearch.index.pg.hnsw import MAX_EF_SEARCH, rows_graph, search_ef, users_ef
 from reelsearch.index.pg.schema import (
     FOLDED,
     HNSW_MAX_DIM,
@@ -58,8 +59,6 @@ LEASE = 60.0
 WRITER_LOCK = 0x72656C7365617277
 #: What fits in a row of an 8 KiB page (a vector longer than this stays TOASTed).
 INLINE_BYTES = 8000
-#: The most candidates one HNSW search returns (pgvector's limit of hnsw.ef_search); more are found by a scan.
-MAX_EF_SEARCH = 1000
 
 logger = logging.getLogger(__name__)
 
@@ -82,40 +81,28 @@ LEFT JOIN LATERAL (SELECT array_agg(start ORDER BY ordinal) AS starts, array_agg
                    FROM video_segments WHERE video_id = v.id) s ON v.id IS NOT NULL"""
 
 
-def vector_text(vector: np.ndarray) -> str:
-    """``vector`` [D] as pgvector's text form, float32 values exactly (shortest round-trip decimals)."""
-    return "[" + ",".join(map(repr, np.asarray(vector, np.float32).reshape(-1).tolist())) + "]"
-
-
-def vectors_from_send(values: Sequence[bytes], dim: int) -> np.ndarray:
-    """float32 [len(values), dim] from pgvector's binary form (``vector_send``: a 4-byte header, big-endian
-    float32s): one header-sized column per row, dropped."""
-    if not values:
-        return np.empty((0, dim), np.float32)
-    raw = np.frombuffer(b"".join(values), ">f4").reshape(len(values), dim + 1)
-    return raw[:, 1:].astype(np.float32)
-
-
 class PostgresCatalog(SqlCatalog):
     """The catalog in the PostgreSQL database at ``url`` (migrated to this reelsearch's schema on open).
 
-    HNSW settings: ``hnsw_m`` and ``ef_construction`` (when the index is made), ``ef_search`` (per query, at least
-    the number of candidates asked for); ``segment_ef_search``: the segments' query's (None: ``ef_search`` times the
-    segments per video, :meth:`segments_ef`); ``threshold``: below it ``nearest`` is exact.
+    HNSW settings (None: chosen from the rows, ``reelsearch.index.pg.hnsw``): ``hnsw_m`` and ``ef_construction``
+    (when the index is made), ``ef_search`` (per query, at least the candidates asked for; None: the user's session
+    setting, or from the rows: :meth:`videos_ef`); ``segment_ef_search``: the segments' query's (None: the videos'
+    times the segments per video, :meth:`segments_ef`); ``threshold``: below it ``nearest`` is exact.
     """
 
     VECTOR_SQL = "vector_send(v.vector)"
 
     def __init__(self, url: str, *, media_roots: MediaRoots | None = None, threshold: int = 20_000,
-                 hnsw_m: int = 16, ef_construction: int = 64, ef_search: int = 128,
+                 hnsw_m: int | None = None, ef_construction: int | None = None, ef_search: int | None = None,
                  segment_ef_search: int | None = None, lease: float = LEASE):
         self.media_roots = media_roots or MediaRoots()
         self.lease = float(lease)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._renewer: threading.Thread | None = None
         self._claimed: set[bytes] = set()  # the files this writer claimed, until their commit
-        self.threshold, self.hnsw_m, self.ef_construction = int(threshold), int(hnsw_m), int(ef_construction)
-        self.ef_search = int(ef_search)
+        self.threshold, self.hnsw_m, self.ef_construction = int(threshold), hnsw_m, ef_construction
+        self.ef_search = None if ef_search is None else int(ef_search)
+        self._users_ef: tuple[int | None] | None = None  # (hnsw.users_ef,) of the session, read once
         self.segment_ef_search = None if segment_ef_search is None else int(segment_ef_search)
         self._db = Database(url)
         try:
@@ -354,7 +341,10 @@ class PostgresCatalog(SqlCatalog):
         if not (videos and segments):
             with self._transaction():  # the graph's rows: a segment a video at least
                 self._exclusive()
-                hnsw_indexes(self._db, dim, self.hnsw_m, self.ef_construction, self.segment_count(), not segments)
+                rows = self.segment_count()
+                m, ef_construction = rows_graph(rows)
+                hnsw_indexes(self._db, dim, self.hnsw_m or m, self.ef_construction or ef_construction, rows,
+                             not segments)
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _nearest_inner(self, queries: np.ndarray, n: int, biased: bool, *,
@@ -367,8 +357,7 @@ class PostgresCatalog(SqlCatalog):
         rows = self.segment_count() if segments else self.row_count()
         exact = n > MAX_EF_SEARCH or rows < self.threshold or dim + 1 > HNSW_MAX_DIM
         if not exact:
-            ef = self.segments_ef() if segments else self.ef_search
-            self._db.setting("hnsw.ef_search", min(MAX_EF_SEARCH, max(ef, int(n))))
+            self._db.setting("hnsw.ef_search", self.segments_ef(n) if segments else self.videos_ef(n))
         held = self._holding()
         sql = self.nearest_sql(dim, exact, biased, segments=segments)
         if held is not None:
@@ -419,15 +408,24 @@ class PostgresCatalog(SqlCatalog):
         """``_nearest_inner`` over ``video_segments`` (ids ``"VIDEO:ORDINAL"``)."""
         return self._nearest_inner(queries, n, biased, segments=True)
 
-    def segments_ef(self) -> int:
-        """The segments' query's ``hnsw.ef_search``: ``segment_ef_search``, or ``ef_search`` times the segments per
-        video (rounded up; at most MAX_EF_SEARCH). A video ranks by its best segment, and a video's segments lie near
-        each other: they crowd the candidate list, so the HNSW search keeps as many candidates per video as the
-        videos' query keeps (docs/benchmarks.md, "PostgreSQL's segments query")."""
+    def videos_ef(self, n: int = 10) -> int:
+        """The videos' query's ``hnsw.ef_search`` for ``n`` candidates (``hnsw.search_ef``): ``ef_search``, else the
+        session's when the user set it (``hnsw.users_ef``, read once, before this catalog sets its own), else
+        ``hnsw.rows_ef`` of the videos."""
+        if self._users_ef is None:
+            self._users_ef = (users_ef(self._db),)
+        return search_ef(self.ef_search if self.ef_search is not None else self._users_ef[0], self.row_count(), n)
+
+    def segments_ef(self, n: int = 10) -> int:
+        """The segments' query's ``hnsw.ef_search`` for ``n`` candidates: ``segment_ef_search``, or the videos' query's
+        (``videos_ef``) times the segments per video (rounded up; at most MAX_EF_SEARCH). A video ranks by its best
+        segment, and a video's segments lie near each other: they crowd the candidate list, so the HNSW search keeps
+        as many candidates per video as the videos' query keeps (docs/benchmarks.md, "PostgreSQL's segments
+        query")."""
         if self.segment_ef_search is not None:
-            return self.segment_ef_search
+            return search_ef(self.segment_ef_search, 0, n)
         per_video = -(-self.segment_count() // max(1, self.row_count()))
-        return min(MAX_EF_SEARCH, self.ef_search * max(1, per_video))
+        return min(MAX_EF_SEARCH, max(self.videos_ef() * max(1, per_video), int(n)))
 
     _segment_count: tuple[int, int] | None = None  # (generation, number of segments)
 

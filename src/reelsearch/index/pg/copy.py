@@ -3,7 +3,8 @@ per row), in the commit's transaction: atomic with it, so a crash loses only the
 
 Each value is encoded as PostgreSQL's binary format reads it: ``int8`` / ``int4`` (big-endian), ``float8``,
 ``text`` (UTF-8), ``bytea``, pgvector's ``vector`` (``vector_recv``: dimensions int16, unused int16, big-endian
-float4 values); None is NULL. A row the server refuses is named by its file (``CopyError``).
+float4 values); None is NULL. A row the server refuses is named by its file (``CopyError``). Also pgvector's text
+form of a vector (``vector_text``) and its binary output read back (``vectors_from_send``).
 """
 
 from __future__ import annotations
@@ -127,3 +128,17 @@ def copy_media(db: Database, written: list[tuple[int, MediaRows | None, str]]) -
     copy_rows(db, FRAME_VECTORS, [rows.frame_vectors for rows, _ in pictured], [path for _, path in pictured])
     copy_rows(db, SEGMENTS, [s for rows, _ in pictured for s in rows.segments],
               [path for rows, path in pictured for _ in rows.segments])
+
+
+def vector_text(vector: np.ndarray) -> str:
+    """``vector`` [D] as pgvector's text form, float32 values exactly (shortest round-trip decimals)."""
+    return "[" + ",".join(map(repr, np.asarray(vector, np.float32).reshape(-1).tolist())) + "]"
+
+
+def vectors_from_send(values: Sequence[bytes], dim: int) -> np.ndarray:
+    """float32 [len(values), dim] from pgvector's binary form (``vector_send``: a 4-byte header, big-endian
+    float32s): one header-sized column per row, dropped."""
+    if not values:
+        return np.empty((0, dim), np.float32)
+    raw = np.frombuffer(b"".join(values), ">f4").reshape(len(values), dim + 1)
+    return raw[:, 1:].astype(np.float32)
