@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -212,7 +213,8 @@ class Searcher:
                experts: Sequence[str] | str | None = None, weights: Mapping[str, float] | str | None = None,
                like: str | os.PathLike | Example | None = None, filters: Filter | None = None,
                moments: int = 3, sort: str = "relevance") -> list[SearchResult]:
-        """The ``k`` best videos for ``text``, best first (``reelsearch.search.results.SearchResult``).
+        """The ``k`` best videos for ``text``, best first (``reelsearch.search.results.SearchResult``); ``answer``
+        gives them with the verdict ``no_good_match``.
 
         Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame, or the matched words
         when a text cue outweighs the picture), ``frame`` (its index), ``duration``; with ``frames`` also ``frames``
@@ -236,6 +238,19 @@ class Searcher:
         Each result carries when it was taken (``taken_at``, ``taken_from``); ``sort``: "relevance" (best first) or
         "date" (the same k results, newest first).
         """
+        return self._submit(text, k, frames=frames, experts=experts, weights=weights, like=like, filters=filters,
+                            moments=moments, sort=sort)
+
+    def answer(self, text: str | None, k: int = 10, **options) -> Answer:
+        """``search``'s results (``options``: its own) with whether they are no good match (``no_good_match``) and
+        the search's filters, the verdict reached in the same pass of the index stage (one lock, one snapshot of the
+        library): what ``GET /search`` and ``reelsearch search`` show."""
+        return self._submit(text, k, judge=True, **options)
+
+    def _submit(self, text: str | None, k: int, *, frames: bool = True, experts=None, weights=None, like=None,
+                filters: Filter | None = None, moments: int = 3, sort: str = "relevance", judge: bool = False):
+        """``search`` (``judge``: ``answer``): the query checked, planned and encoded here, then searched by the index
+        stage."""
         if sort not in SORTS:
             raise QueryError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
         if text is not None or (like is None and not filters):
@@ -260,7 +275,7 @@ class Searcher:
         negatives = [(self.query_encoder.one(term), term) for term in filt.exclude] if calibrated else []
         # concurrent searches share one vector-index search (the index stage: ``_search_batch``)
         return self.index_stage.one(_Query(text, query, cue_query, negatives, filt, p, k, frames, example, moments,
-                                           sort))
+                                           sort, judge))
 
     def no_good_match(self, text: str | None, results: list[SearchResult], filters: Filter | None = None) -> bool:
         """Whether ``results`` of a search for ``text`` (a search box; ``filters``: the search's other filters) are no
@@ -268,13 +283,19 @@ class Searcher:
         text and the size of the library searched (``Calibration.threshold``): the videos the filters keep, when
         there are filters (a right best hit of ten photos beats fewer than one of a thousand). False without a
         calibration or a confidence."""
+        if getattr(self.model, "calibration", None) is None:
+            return False
+        free, filt = read_box(text, filters) if text is not None else (None, filters)
+        with self.lock, self.catalog.snapshot():
+            videos = len(select(filt, self.catalog, self.cues).ids) if filt else len(self.catalog)
+        return self._weak(results, free, videos)
+
+    def _weak(self, results: list[SearchResult], free: str | None, videos: int) -> bool:
+        """``no_good_match`` of ``results`` of a search for the free text ``free`` over ``videos`` videos."""
         calibration = getattr(self.model, "calibration", None)
         if calibration is None:
             return False
-        free, filt = read_box(text, filters) if text is not None else (None, filters)
         length = query_length(free) if free is not None else SENTENCE
-        with self.lock, self.catalog.snapshot():
-            videos = len(select(filt, self.catalog, self.cues).ids) if filt else len(self.catalog)
         return no_good_match(results, calibration.threshold(length, videos))
 
     @property
@@ -318,18 +339,23 @@ class Searcher:
                                    banked(query_length(q.text))))  # the querybank's offsets: as run_query asks
         return prefetch(self.catalog, wanted, self.stats)
 
-    def _search_one(self, q: _Query, catalog: Prefetched, visual: Visual) -> list[SearchResult]:
-        allowed = self._allowed(q.filt, q.negatives) if q.filt else None
+    def _search_one(self, q: _Query, catalog: Prefetched, visual: Visual) -> list[SearchResult] | Answer:
+        selected = select(q.filt, self.catalog, self.cues) if q.filt else None
+        allowed = self._allowed(selected, q.negatives) if q.filt else None
         if q.text is None and q.example is None:  # filters alone
-            return dated(listed(self.catalog, allowed.ids[:q.k]), q.sort)
-        found = run_query(catalog, visual, self.cues, q.text, q.query, q.cue_query, q.plan, q.k, frames=q.frames,
-                          example=q.example, allowed=allowed, moments=q.moments)
-        return dated(found, q.sort)
+            found = listed(self.catalog, allowed.ids[:q.k])
+        else:
+            found = run_query(catalog, visual, self.cues, q.text, q.query, q.cue_query, q.plan, q.k, frames=q.frames,
+                              example=q.example, allowed=allowed, moments=q.moments)
+        found = dated(found, q.sort)
+        if not q.judge:
+            return found
+        videos = len(selected.ids) if selected is not None else len(self.catalog)
+        return Answer(found, self._weak(found, q.text, videos), q.filt)
 
-    def _allowed(self, filt: Filter, negatives: list[tuple[np.ndarray, str]]) -> Selection:
-        """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those
-        whose picture matches a negative term (``negatives``: its embedding, its text) well (``pictured``)."""
-        allowed = select(filt, self.catalog, self.cues)
+    def _allowed(self, allowed: Selection, negatives: list[tuple[np.ndarray, str]]) -> Selection:
+        """The videos of a filter's selection (``allowed``: ``reelsearch.search.filters.select``, newest first) less
+        those whose picture matches a negative term (``negatives``: its embedding, its text) well (``pictured``)."""
         if negatives and allowed.ids:
             visual = self.visual.on(Subset(self.catalog, allowed))
             allowed = allowed.without(set().union(*(pictured(visual, q, n) for q, n in negatives)))
@@ -475,6 +501,16 @@ class _Query:
     example: Example | None
     moments: int
     sort: str
+    judge: bool = False  # ``answer``: whether they are no good match, too
+
+
+class Answer(NamedTuple):
+    """A search's results, whether they are no good match (``Searcher.no_good_match``), and its filters (those of the
+    search box and those given beside it)."""
+
+    results: list[SearchResult]
+    no_good_match: bool
+    filters: Filter
 
 
 def _pictured(media: EmbeddedMedia, label: str) -> EmbeddedMedia:

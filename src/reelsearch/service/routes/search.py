@@ -13,9 +13,9 @@ from starlette.concurrency import run_in_threadpool
 
 from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.errors import ReelsearchError
-from reelsearch.search.filters import Filter, FilterError, filter_pairs, read_box
-from reelsearch.search.results import SORTS, SearchResult
-from reelsearch.search.searcher import QueryError, Searcher
+from reelsearch.search.filters import Filter, FilterError, filter_pairs
+from reelsearch.search.results import SORTS
+from reelsearch.search.searcher import Answer, QueryError
 from reelsearch.service import contract
 from reelsearch.service.contract import MAX_JSON_BYTES, MAX_K, MAX_QUERY_CHARS
 from reelsearch.service.http import JSON, error_text
@@ -70,9 +70,8 @@ def search(searcher: SearcherDep,
     example = None
     if like is not None:
         example = searcher.example_video(video_record(searcher, like).id, t)
-    results = searcher.search(q, k, frames=True, experts=experts, like=example, filters=options, moments=moments,
-                              sort=sort)
-    return _answer(searcher, results, q, k, example, options)
+    return _answer(searcher.answer(q, k, frames=True, experts=experts, like=example, filters=options,
+                                   moments=moments, sort=sort), q, k, example)
 
 
 @router.post("/search/like", summary="Videos like an uploaded video or image, best first",
@@ -100,15 +99,15 @@ async def search_like(request: Request, searcher: SearcherDep,
     path = await save_upload(upload)
     try:
         example = await run_in_threadpool(searcher.example_file, path, fields.t, upload_label(upload))
-        results = await run_in_threadpool(searcher.search, fields.q, fields.k, frames=True, like=example,
-                                          sort=fields.sort)
+        answer = await run_in_threadpool(searcher.answer, fields.q, fields.k, frames=True, like=example,
+                                         sort=fields.sort)
     except (QueryError, FilterError):
         raise  # the query's own problem: 422, as for GET /search
     except ReelsearchError as exc:
         raise upload_problem(exc, path, upload) from None
     finally:
         os.unlink(path)
-    return _answer(searcher, results, fields.q, fields.k, example)
+    return _answer(answer, fields.q, fields.k, example)
 
 
 def _either_way(query: contract.LikeQuery, form: contract.LikeFields) -> contract.LikeFields:
@@ -121,13 +120,11 @@ def _either_way(query: contract.LikeQuery, form: contract.LikeFields) -> contrac
     return form.model_copy(update={name: getattr(query, name) for name in query.model_fields_set})
 
 
-def _answer(searcher: Searcher, results: list[SearchResult], q: str | None, k: int, example,
-            options: Filter | None = None) -> Response:
-    """The answer of a search for the box ``q`` with the filter parameters ``options``."""
+def _answer(answer: Answer, q: str | None, k: int, example) -> Response:
+    """The JSON of a search's ``answer`` for the box ``q``."""
     rows = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}", "media": f"/videos/{r.id}/media"}
-            for r in results]
-    weak = searcher.no_good_match(q, results, options)
-    filt = read_box(q, options)[1]
+            for r in answer.results]
+    weak, filt = answer.no_good_match, answer.filters
     out = {"query": q, "k": k, "no_good_match": weak, **({"message": NO_GOOD_MATCH_MESSAGE} if weak else {}),
            "results": rows}
     if example is not None:
