@@ -11,6 +11,7 @@ then each request's own search, in order, under the Searcher's lock).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import threading
@@ -53,6 +54,17 @@ class MicroBatcher(Generic[T, R]):
         job: Future = Future()
         self._jobs().put((items, job))
         return job.result()
+
+    def submit_async(self, items: list[T]) -> asyncio.Future:
+        """``submit`` for an event loop: a future of the loop that the worker settles (by ``call_soon_threadsafe``),
+        so that no thread waits for the items."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if not items:
+            future.set_result([])
+        else:
+            self._jobs().put((items, _LoopJob(loop, future)))
+        return future
 
     def one(self, item: T) -> R:
         """``item``'s result (its exception raised)."""
@@ -123,6 +135,30 @@ class MicroBatcher(Generic[T, R]):
             for _, waiting in [(its, job), *jobs]:
                 if waiting is not None:
                     waiting.set_exception(exc)
+
+
+class _LoopJob:
+    """A job submitted from an event loop (``submit_async``): its results handed to its future in the loop's thread
+    (dropped when the future was cancelled, or when the loop has closed: nobody waits any more)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future):
+        self.loop, self.future = loop, future
+
+    def set_result(self, result) -> None:
+        self._settle(self.future.set_result, result)
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._settle(self.future.set_exception, exc)
+
+    def _settle(self, settle, value) -> None:
+        def done() -> None:
+            if not self.future.done():
+                settle(value)
+
+        try:
+            self.loop.call_soon_threadsafe(done)
+        except RuntimeError:  # the loop is closed
+            pass
 
 
 class Prefetched:

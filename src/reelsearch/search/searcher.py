@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -100,6 +100,7 @@ class Searcher:
         self._cues: TextCues | None = None
         self._cue_queries: QueryEncoder | None = None  # MiniLM sentence embeddings of queries, for the text cues
         self._visual: Visual | None = None
+        self._known_cues: list[str] | None = None  # the index's stored cues at the index stage's last plan
 
     def full_model(self):
         """The torch model: a searcher opened on a model's query graphs (``reelsearch.models.query_model``, a cold
@@ -247,10 +248,45 @@ class Searcher:
         library): what ``GET /search`` and ``reelsearch search`` show."""
         return self._submit(text, k, judge=True, **options)
 
-    def _submit(self, text: str | None, k: int, *, frames: bool = True, experts=None, weights=None, like=None,
-                filters: Filter | None = None, moments: int = 3, sort: str = "relevance", judge: bool = False):
-        """``search`` (``judge``: ``answer``): the query checked, planned and encoded here, then searched by the index
-        stage."""
+    def _submit(self, text: str | None, k: int, judge: bool = False, **options):
+        """``search`` (``judge``: ``answer``): the query checked, planned and encoded in this thread, then searched by
+        the index stage."""
+        q = self._checked(text, k, judge, **options)
+        with self.lock:
+            cue_index = self.cues
+            p = plan(self.model, q.names, q.weights, cue_index.stored_cues() if cue_index is not None else [],
+                     text=q.text is not None, like=q.example is not None)
+        # outside the lock: concurrent queries share one encoder pass
+        query = self.query_encoder.one(q.text) if q.text is not None else None
+        cue_query = self.cue_queries.one(q.text) if p.cues else None
+        negatives = [(self.query_encoder.one(term), term) for term in q.excluded]
+        # concurrent searches share one vector-index search (the index stage: ``_search_batch``)
+        return self.index_stage.one(replace(q, query=query, cue_query=cue_query, negatives=negatives, plan=p))
+
+    async def answer_async(self, text: str | None, k: int = 10, **options) -> Answer:
+        """``answer`` awaited in an event loop (``serve``'s ``GET /search``; ``like``: an :class:`Example` or None):
+        nothing in it blocks the loop and no thread waits for it: a query not in the cache is encoded by the
+        encoder's thread, the plan (which reads the index's cues under the lock) is made by the index stage's, which
+        hands the answer to the loop."""
+        q = self._checked(text, k, True, **options)
+        known = self._known_cues  # the index's cues at the last plan: does the cue query look needed?
+        try:
+            cues = known is not None and q.text is not None and plan(
+                self.model, q.names, q.weights, known, text=True, like=q.example is not None).cues
+        except ReelsearchError:
+            cues = False  # the index stage's plan tells
+        query = await self.query_encoder.one_async(q.text) if q.text is not None else None
+        cue_query = await self.cue_queries.one_async(q.text) if cues else None
+        negatives = [(await self.query_encoder.one_async(term), term) for term in q.excluded]
+        found = (await self.index_stage.submit_async([replace(q, query=query, cue_query=cue_query,
+                                                              negatives=negatives)]))[0]
+        if isinstance(found, BaseException):
+            raise found
+        return found
+
+    def _checked(self, text: str | None, k: int, judge: bool, *, frames: bool = True, experts=None, weights=None,
+                 like=None, filters: Filter | None = None, moments: int = 3, sort: str = "relevance") -> _Query:
+        """A search's query checked and read (its box, experts, weights, example): not planned, not encoded."""
         if sort not in SORTS:
             raise QueryError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
         if text is not None or (like is None and not filters):
@@ -261,21 +297,11 @@ class Searcher:
         names = parse_experts(experts)
         w = {**self.weights, **parse_weights(weights)}
         example = like if like is None or isinstance(like, Example) else self.example(like)
-        only_filters = text is None and example is None
-        if only_filters and not filt:
+        if text is None and example is None and not filt:
             raise QueryError(EMPTY_QUERY)
-        with self.lock:
-            cue_index = self.cues
-            p = plan(self.model, names, w, cue_index.stored_cues() if cue_index is not None else [],
-                     text=text is not None, like=example is not None)
-        # outside the lock: concurrent queries share one encoder pass
-        query = self.query_encoder.one(text) if text is not None else None
-        cue_query = self.cue_queries.one(text) if p.cues else None
         calibrated = getattr(self.model, "calibration", None) is not None  # else negatives are words only
-        negatives = [(self.query_encoder.one(term), term) for term in filt.exclude] if calibrated else []
-        # concurrent searches share one vector-index search (the index stage: ``_search_batch``)
-        return self.index_stage.one(_Query(text, query, cue_query, negatives, filt, p, k, frames, example, moments,
-                                           sort, judge))
+        return _Query(text, None, None, [], filt, None, k, frames, example, moments, sort, judge, names, w,
+                      list(filt.exclude) if calibrated else [])
 
     def no_good_match(self, text: str | None, results: list[SearchResult], filters: Filter | None = None) -> bool:
         """Whether ``results`` of a search for ``text`` (a search box; ``filters``: the search's other filters) are no
@@ -311,21 +337,37 @@ class Searcher:
         with self.lock, self.catalog.snapshot():  # its meta and count read once
             self.catalog.refresh()
             if len(self.catalog) == 0:
-                yield from ([] for _ in queries)
+                yield from (Answer([], False, q.filt) if q.judge else [] for q in queries)
                 return
             if self.stale():
                 stale = ReelsearchError(f"{self.catalog.location}: the index holds embeddings of another model "
                                         f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
                 yield from (stale for _ in queries)
                 return
-            catalog = self._prefetched(queries)
+            planned = [self._planned(q) for q in queries]
+            catalog = self._prefetched([q for q in planned if isinstance(q, _Query)])
             visual = self.visual.on(catalog)
-            for q in queries:
+            for q in planned:
                 try:
-                    found = self._search_one(q, catalog, visual)
+                    found = self._search_one(q, catalog, visual) if isinstance(q, _Query) else q
                 except Exception as exc:  # raised to its own caller
                     found = exc
                 yield found
+
+    def _planned(self, q: _Query) -> _Query | Exception:
+        """``q`` planned (``answer_async``'s are planned here, under the lock), its cue query encoded if the plan asks
+        one that was not (the index's cues changed since the last plan), or the exception that planning raised."""
+        if q.plan is not None:
+            return q
+        try:
+            cue_index = self.cues
+            self._known_cues = cue_index.stored_cues() if cue_index is not None else []
+            p = plan(self.model, q.names, q.weights, self._known_cues, text=q.text is not None,
+                     like=q.example is not None)
+            cue_query = self.cue_queries.one(q.text) if p.cues and q.cue_query is None else q.cue_query
+        except Exception as exc:  # raised to its own caller
+            return exc
+        return replace(q, plan=p, cue_query=cue_query)
 
     def _prefetched(self, queries: list[_Query]) -> Prefetched:
         """The catalog with the vector index's first answer for each of ``queries`` that asks it (text ranked by the
@@ -488,20 +530,24 @@ class Searcher:
 
 @dataclass(frozen=True)
 class _Query:
-    """One search as the index stage runs it: checked, planned and encoded (``Searcher.search``)."""
+    """One search as the index stage runs it: checked, encoded and planned (``Searcher.search``; the plan by the
+    index stage for ``answer_async``)."""
 
     text: str | None
     query: np.ndarray | None
     cue_query: np.ndarray | None
     negatives: list[tuple[np.ndarray, str]]
     filt: Filter
-    plan: Plan
+    plan: Plan | None  # None: planned by the index stage (``answer_async``)
     k: int
     frames: bool
     example: Example | None
     moments: int
     sort: str
     judge: bool = False  # ``answer``: whether they are no good match, too
+    names: Sequence[str] | None = None  # the experts asked for (``parse_experts``)
+    weights: Mapping[str, float] | None = None  # the search's expert weights
+    excluded: list[str] = field(default_factory=list)  # the negative terms to encode (a calibrated model)
 
 
 class Answer(NamedTuple):

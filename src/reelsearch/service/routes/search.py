@@ -41,7 +41,9 @@ FILTER_KEYS = ("after", "before", "folder", "kind", "duration", "has", "exclude"
                 422: "invalid parameters; a malformed filter (in `q` or a filter parameter: the filter is named), "
                      "a date that does not exist or that is in the future"}),
             openapi_extra={"parameters": contract.query_parameters(contract.SearchQuery)})
-def search(request: Request, searcher: SearcherDep) -> Response:
+async def search(request: Request, searcher: SearcherDep) -> Response:
+    """In the event loop: the searcher's encoder and index stage answer it there (``Searcher.answer_async``), no
+    thread of the pool waits for them; an example (``like``), read from the index, is read in one."""
     params = contract.read_query(contract.SearchQuery, request.query_params)
     q, k, like, t = params.q, params.k, params.like, params.t
     if t is not None and like is None:
@@ -51,9 +53,10 @@ def search(request: Request, searcher: SearcherDep) -> Response:
         raise HTTPException(400, "give q, like or both, or filters")
     example = None
     if like is not None:
-        example = searcher.example_video(video_record(searcher, like).id, t)
-    return _answer(searcher.answer(q, k, frames=True, experts=params.experts, like=example, filters=options,
-                                   moments=params.moments, sort=params.sort), q, k, example)
+        example = await run_in_threadpool(lambda: searcher.example_video(video_record(searcher, like).id, t))
+    answer = await searcher.answer_async(q, k, frames=True, experts=params.experts, like=example, filters=options,
+                                         moments=params.moments, sort=params.sort)
+    return _answer(answer, q, k, example)
 
 
 @router.post("/search/like", summary="Videos like an uploaded video or image, best first",
