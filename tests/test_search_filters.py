@@ -29,7 +29,7 @@ from reelsearch.models.calibration import Calibration
 from reelsearch.scoring.calibration import NEGATIVE_CONFIDENCE
 from reelsearch.search import QueryError, Searcher, subset
 from reelsearch.search import filters as filters_module
-from reelsearch.search.filters import Filter, FilterError, in_folders, parse_query, select
+from reelsearch.search.filters import Filter, FilterError, in_folders, parse_query, read_box, select
 from reelsearch.search.results import SearchResult
 from reelsearch.service.app import create_app
 from test_search_support import small_model
@@ -316,18 +316,39 @@ def test_no_good_match_reads_the_size_of_the_library_the_filters_keep(embedded, 
                                                                  "after": "2023-06", "kind": "video"})
     assert got.status_code == 200 and got.json()["no_good_match"] and sizes.sizes[-1] == keep
     asked = []
-    real = Searcher.no_good_match
+    real = Searcher._weak  # the verdict of Searcher.answer, which the CLI's search asks (in the index stage)
 
-    def recorded(self, text, results, filters=None):
+    def recorded(self, results, free, videos):
         self.model.calibration = sizes
-        asked.append(real(self, text, results, filters))
+        asked.append(real(self, results, free, videos))
         return asked[-1]
 
-    monkeypatch.setattr(Searcher, "no_good_match", recorded)
+    monkeypatch.setattr(Searcher, "_weak", recorded)
     res = CliRunner().invoke(app, ["search", f"{QUERY} folder:holiday", "--after", "2023-06", "--kind", "video",
                                    "--index", str(embedded.catalog.location), "--model", model, "--local"])
     assert res.exit_code == 0, res.output
     assert len(asked) == 1 and sizes.sizes[-1] == keep  # (its hits, found before, carry no confidence)
+
+
+
+def test_answer_is_the_search_with_its_verdict_and_filters(embedded, files, monkeypatch):
+    """``Searcher.answer`` (what ``GET /search`` and the CLI show): the search's results, the verdict of
+    ``no_good_match`` reached in the same pass of the index stage (the size of the library the filters keep), and
+    the filters of the box and those beside it."""
+    box, after, folder, kind = CASES["selective"]
+    keep = len(_allowed(files, after, folder, kind))
+    options = Filter.of([("kind", "video")])
+    got = embedded.answer(box, 5, filters=options, frames=False)
+    assert [r.to_json() for r in got.results] == [r.to_json() for r in embedded.search(box, 5, filters=options,
+                                                                                        frames=False)]
+    assert got.results and got.filters == read_box(box, options)[1] and got.filters.folders == ("holiday",)
+    assert got.no_good_match == embedded.no_good_match(box, got.results, options)
+    sizes = _Sizes()
+    monkeypatch.setattr(embedded.model, "calibration", sizes, raising=False)
+    filtered = embedded.answer(box, 5, filters=options, frames=False)  # every confidence 0.2, below 0.5
+    assert filtered.no_good_match and sizes.sizes == [keep]
+    answer = embedded.answer(QUERY, 3, frames=False)  # no filter: the whole library's threshold
+    assert answer.no_good_match and sizes.sizes[-1] == N and not answer.filters and len(answer.results) == 3
 
 
 class _Cues:

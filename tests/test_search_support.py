@@ -13,6 +13,9 @@ import torch
 from typer.testing import CliRunner
 
 from reelsearch.cli.main import app
+from reelsearch.features.cues import CueResult, CueSegment
+from reelsearch.index.embedded.textcues import EmbeddedTextCues
+from reelsearch.text.sentences import sentence_encoder
 
 CAPTIONS = ["a red car drives on the road", "green grass in a field", "the blue sea under a blue sky",
             "white snow falls at night", "a dark room with a lamp", "a yellow flower", "people dance on a stage"]
@@ -86,6 +89,20 @@ def dated_library(root: Path) -> list[Path]:
         os.utime(p, (when, when))
         paths.append(p)
     return paths
+
+
+def add_transcripts(searcher, index) -> None:
+    """Speech and on-screen text for two videos (what `index` stores when those cues run), so that /search fuses them
+    and /videos/{id}/transcript has segments to return."""
+    videos = searcher.catalog.videos()
+    with EmbeddedTextCues(index, encoder=sentence_encoder) as cues:
+        for v, said, shown in [(videos[0], "a red car drives on the road", "ROUTE 66"),
+                               (videos[1], "the sea is calm today", "Lisbon")]:
+            words = tuple((0.2 + 0.3 * i, 0.45 + 0.3 * i, w) for i, w in enumerate(said.split()))
+            cues.put(v.id, {"speech": CueResult("speech", [CueSegment("speech", 0.2, 2.5, said, 0.9, words=words)],
+                                                recipe="speech:test"),
+                            "ocr": CueResult("ocr", [CueSegment("ocr", 1.0, 2.0, shown, 0.8, box=(0.1, 0.7, 0.5, 0.8))],
+                                             recipe="ocr:test")}, v.sha256)
 
 
 def make_media(folder: Path) -> list[Path]:

@@ -9,6 +9,7 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import unquote
 
 import cv2
@@ -16,13 +17,17 @@ import httpx
 import numpy as np
 import pytest
 import torch
+from fastapi import FastAPI, Query
+from fastapi.exceptions import RequestValidationError
 from fastapi.testclient import TestClient
+from starlette.datastructures import QueryParams
 
 from reelsearch.search import Searcher
 from reelsearch.search.results import FrameScore, Match, SearchResult
 from reelsearch.service import create_app
 from reelsearch.service.app import STATIC_DIR, _local_swagger_ui
-from reelsearch.service.http import JSON
+from reelsearch.service.contract import SearchQuery, query_parameters, read_query
+from reelsearch.service.http import EXCEPTION_HANDLERS, JSON, error_text
 from test_search_support import CAPTIONS, ServerThread, make_media, small_model, write_clip
 
 torch.set_num_threads(1)
@@ -480,3 +485,31 @@ def test_json_responses_read_back_as_what_was_rendered():
     assert json.loads(JSON({"path": "caf\udce9.mp4"}).body) == {"path": "caf\ufffd.mp4"}
     assert json.loads(JSON({1: "one"}).body) == {"1": "one"}
     assert json.loads(JSON({"score": float("nan")}).body) == {"score": None}
+
+
+QUERIES = ["q=a+dog", "q=a+dog&k=5&moments=0&sort=date", "k=3&k=7", "k=", "k=1.5", "k=101&moments=abc&sort=x",
+           "q=&t=nan", "t=inf&like=5", "t=-1", "q=%E3%80%80", "folder=a&folder=&folder=b", "has=speech&has=text",
+           "experts=visual,ocr&like=12", "experts=bad&like=1234567890123456789", "other=1&q=x", "duration=",
+           "kind=" + "v" * 201, "after=2020&after=2021&before=1999", "k=%D9%A3", "k=true", "q=x&q=" + "y" * 1001]
+#: FastAPI reading GET /search's parameters itself, as a model of query parameters
+ORACLE = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+
+@ORACLE.get("/search")
+def _oracle_search(params: Annotated[SearchQuery, Query()]):
+    return params.model_dump()
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_search_parameters_are_read_as_fastapi_reads_them(query):
+    """GET /search reads its query string itself (``contract.read_query``: one validation, about 0.2 ms less a
+    request) and declares it by ``contract.query_parameters``: the same values, or the same 422, as FastAPI's own
+    reading of the model, and the same OpenAPI parameters."""
+    expected = TestClient(ORACLE).get(f"/search?{query}")
+    try:
+        got = read_query(SearchQuery, QueryParams(query)).model_dump()
+    except RequestValidationError as exc:
+        assert expected.status_code == 422 and error_text(exc.errors()) == expected.json()["detail"]
+    else:
+        assert expected.status_code == 200 and json.loads(json.dumps(got)) == expected.json()
+    assert query_parameters(SearchQuery) == ORACLE.openapi()["paths"]["/search"]["get"]["parameters"]

@@ -29,7 +29,7 @@ from reelsearch.search import Searcher
 from reelsearch.search.filters import Filter, FilterError
 from reelsearch.service import create_app
 from reelsearch.service.contract import FILTER_PATTERNS, NON_BLANK
-from test_search_support import ServerThread, make_media, small_model, write_clip
+from test_search_support import ServerThread, add_transcripts, make_media, small_model, write_clip
 
 pytest.importorskip("schemathesis", reason="schemathesis is a dev dependency (pip install -e '.[dev]')")
 torch.set_num_threads(1)
@@ -47,7 +47,7 @@ def test_schemathesis_finds_nothing(tmp_path):
                [((90, 200, 90), 1.0)], seed=4)
     with Searcher(tmp_path / "index", small_model("moe")) as searcher:
         searcher.index([tmp_path / "media"], progress=False, cues=())
-        _add_transcripts(searcher, tmp_path / "index")
+        add_transcripts(searcher, tmp_path / "index")
         with ServerThread(create_app(searcher, api_key=KEY)) as server:
             cmd = [sys.executable, "-c", "import sys; from schemathesis.cli import schemathesis; "
                    "sys.argv[0] = 'st'; sys.exit(schemathesis())",
@@ -67,24 +67,6 @@ def test_schemathesis_finds_nothing(tmp_path):
     assert generated == passed >= 200, out[-2000:]
     for phase in ("Coverage", "Fuzzing", "Stateful"):
         assert re.search(rf"✅\s+{phase}", out), (phase, out[-2000:])
-
-
-def _add_transcripts(searcher, index) -> None:
-    """Speech and on-screen text for two videos (what `index` stores when those cues run), so that /search fuses them
-    and /videos/{id}/transcript has segments to return."""
-    from reelsearch.features.cues import CueResult, CueSegment
-    from reelsearch.index.embedded.textcues import EmbeddedTextCues
-    from reelsearch.text.sentences import sentence_encoder
-
-    videos = searcher.catalog.videos()
-    with EmbeddedTextCues(index, encoder=sentence_encoder) as cues:
-        for v, said, shown in [(videos[0], "a red car drives on the road", "ROUTE 66"),
-                               (videos[1], "the sea is calm today", "Lisbon")]:
-            words = tuple((0.2 + 0.3 * i, 0.45 + 0.3 * i, w) for i, w in enumerate(said.split()))
-            cues.put(v.id, {"speech": CueResult("speech", [CueSegment("speech", 0.2, 2.5, said, 0.9, words=words)],
-                                                recipe="speech:test"),
-                            "ocr": CueResult("ocr", [CueSegment("ocr", 1.0, 2.0, shown, 0.8, box=(0.1, 0.7, 0.5, 0.8))],
-                                             recipe="ocr:test")}, v.sha256)
 
 
 _END_OF_TIME = datetime(9999, 12, 31, tzinfo=UTC).timestamp()

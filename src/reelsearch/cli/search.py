@@ -201,11 +201,10 @@ def search_cmd(
     searcher, _ = open_searcher(index, model, db=db, media_roots=media_root, must_exist=True, cold=True,
                                 text_encoder=text_encoder)
     with searcher:
-        results = searcher.search(text, k, frames=False, experts=experts, weights=weights, like=like,
-                                  filters=options, moments=moments, sort=sort)
-        weak = searcher.no_good_match(text, results, options)
-    print_answer([r.to_json() for r in results], weak, filt.describe() if filt else None, as_json=as_json,
-                 details=details)
+        answer = searcher.answer(text, k, frames=False, experts=experts, weights=weights, like=like,
+                                 filters=options, moments=moments, sort=sort)
+    print_answer([r.to_json() for r in answer.results], answer.no_good_match, filt.describe() if filt else None,
+                 as_json=as_json, details=details)
 
 
 @app.command("duplicates")

@@ -11,6 +11,7 @@ then each request's own search, in order, under the Searcher's lock).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import threading
@@ -43,6 +44,7 @@ class MicroBatcher(Generic[T, R]):
         self.sizes: dict[int, int] = {}
         self._start_lock = threading.Lock()
         self._queue: queue.SimpleQueue | None = None
+        self._from_loop: dict[asyncio.AbstractEventLoop, _LoopJob] = {}  # what each loop submits in this iteration
         self._pid = None
         self.thread: threading.Thread | None = None  # the worker, once started
 
@@ -53,6 +55,26 @@ class MicroBatcher(Generic[T, R]):
         job: Future = Future()
         self._jobs().put((items, job))
         return job.result()
+
+    def submit_async(self, items: list[T]) -> asyncio.Future:
+        """``submit`` for an event loop: a future of the loop that the worker settles (by ``call_soon_threadsafe``),
+        so that no thread waits for the items. What the loop submits in one of its iterations (the requests it read
+        at once) goes to the worker as one job, after that iteration: one batch, one hand-back to the loop."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if not items:
+            future.set_result([])
+            return future
+        waiting = self._from_loop.get(loop)
+        if waiting is None:
+            waiting = self._from_loop[loop] = _LoopJob(loop)
+            loop.call_soon(self._flush, loop)
+        waiting.add(items, future)
+        return future
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        job = self._from_loop.pop(loop)
+        self._jobs().put((job.items, job))
 
     def one(self, item: T) -> R:
         """``item``'s result (its exception raised)."""
@@ -123,6 +145,41 @@ class MicroBatcher(Generic[T, R]):
             for _, waiting in [(its, job), *jobs]:
                 if waiting is not None:
                     waiting.set_exception(exc)
+
+
+class _LoopJob:
+    """The jobs an event loop submitted in one iteration (``submit_async``), run as one: their results handed to
+    their futures in the loop's thread by one callback (a future cancelled meanwhile is left alone; a loop that has
+    closed is waited for by nobody)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop, self.items, self.futures = loop, [], []
+
+    def add(self, items: list, future: asyncio.Future) -> None:
+        self.items.extend(items)
+        self.futures.append((len(items), future))
+
+    def set_result(self, results: list) -> None:
+        self._settle(results, None)
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._settle(None, exc)
+
+    def _settle(self, results: list | None, exc: BaseException | None) -> None:
+        def done() -> None:
+            start = 0
+            for count, future in self.futures:
+                if not future.done():
+                    if exc is None:
+                        future.set_result(results[start:start + count])
+                    else:
+                        future.set_exception(exc)
+                start += count
+
+        try:
+            self.loop.call_soon_threadsafe(done)
+        except RuntimeError:  # the loop is closed
+            pass
 
 
 class Prefetched:

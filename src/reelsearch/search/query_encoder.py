@@ -78,9 +78,26 @@ class QueryEncoder:
             raise out
         return out
 
+    async def one_async(self, text: str) -> np.ndarray:
+        """``one`` awaited in an event loop: from the cache, or batched with concurrent queries by the worker
+        thread, which hands the embeddings to the loop (``MicroBatcher.submit_async``)."""
+        out = self._cached([text])
+        if out[0] is None:
+            self._remember([text], out, await self.batcher.submit_async([(text, True)]))
+        if isinstance(out[0], BaseException):
+            raise out[0]
+        return out[0]
+
     def batch(self, texts: Sequence[str]) -> list[np.ndarray | Exception]:
         """Each text's embeddings [1, D] (from the cache, or encoded together with each other and concurrent queries:
         one model call), or the exception encoding it raised (a bad text fails alone)."""
+        out = self._cached(texts)
+        if any(o is None for o in out):
+            self._remember(texts, out, self.batcher.submit([(t, True) for t, o in zip(texts, out) if o is None]))
+        return out
+
+    def _cached(self, texts: Sequence[str]) -> list:
+        """Each text's cached embeddings, or None."""
         out: list = [None] * len(texts)
         with self._cache_lock:
             for j, text in enumerate(texts):
@@ -89,10 +106,11 @@ class QueryEncoder:
                     self._cache.move_to_end(text)
                     self.stats["hits"] += 1
                     out[j] = hit
+        return out
+
+    def _remember(self, texts: Sequence[str], out: list, found: list) -> None:
+        """Put ``found`` (the worker's results of the texts whose ``out`` is None) in ``out`` and in the cache."""
         missing = [j for j, o in enumerate(out) if o is None]
-        if not missing:
-            return out
-        found = self.batcher.submit([(texts[j], True) for j in missing])
         for j, result in zip(missing, found, strict=True):
             out[j] = result
         if self.cache_size:
@@ -103,7 +121,6 @@ class QueryEncoder:
                         self._cache.move_to_end(texts[j])
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
-        return out
 
     def many(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings [N, D] of ``texts`` in one model call of their own (not cached)."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -108,6 +109,7 @@ class Searcher:
         self._cues: TextCues | None = None
         self._cue_queries: QueryEncoder | None = None  # MiniLM sentence embeddings of queries, for the text cues
         self._visual: Visual | None = None
+        self._known_cues: list[str] | None = None  # the index's stored cues at the index stage's last plan
 
     def full_model(self):
         """The torch model: a searcher opened on a model's query graphs (``reelsearch.models.query_model``, a cold
@@ -224,7 +226,8 @@ class Searcher:
                experts: Sequence[str] | str | None = None, weights: Mapping[str, float] | str | None = None,
                like: str | os.PathLike | Example | None = None, filters: Filter | None = None,
                moments: int = 3, sort: str = "relevance") -> list[SearchResult]:
-        """The ``k`` best videos for ``text``, best first (``reelsearch.search.results.SearchResult``).
+        """The ``k`` best videos for ``text``, best first (``reelsearch.search.results.SearchResult``); ``answer``
+        gives them with the verdict ``no_good_match``.
 
         Each result: ``id``, ``path``, ``score``, ``moment`` (seconds: the best-matching frame, or the matched words
         when a text cue outweighs the picture), ``frame`` (its index), ``duration``; with ``frames`` also ``frames``
@@ -248,6 +251,54 @@ class Searcher:
         Each result carries when it was taken (``taken_at``, ``taken_from``); ``sort``: "relevance" (best first) or
         "date" (the same k results, newest first).
         """
+        return self._submit(text, k, frames=frames, experts=experts, weights=weights, like=like, filters=filters,
+                            moments=moments, sort=sort)
+
+    def answer(self, text: str | None, k: int = 10, **options) -> Answer:
+        """``search``'s results (``options``: its own) with whether they are no good match (``no_good_match``) and
+        the search's filters, the verdict reached in the same pass of the index stage (one lock, one snapshot of the
+        library): what ``GET /search`` and ``reelsearch search`` show."""
+        return self._submit(text, k, judge=True, **options)
+
+    def _submit(self, text: str | None, k: int, judge: bool = False, **options):
+        """``search`` (``judge``: ``answer``): the query checked, planned and encoded in this thread, then searched by
+        the index stage."""
+        q = self._checked(text, k, judge, **options)
+        with self.lock:
+            cue_index = self.cues
+            p = plan(self.model, q.names, q.weights, cue_index.stored_cues() if cue_index is not None else [],
+                     text=q.text is not None, like=q.example is not None)
+        # outside the lock: concurrent queries share one encoder pass
+        query = self.query_encoder.one(q.text) if q.text is not None else None
+        cue_query = self.cue_queries.one(q.text) if p.cues else None
+        negatives = [(self.query_encoder.one(term), term) for term in q.excluded]
+        # concurrent searches share one vector-index search (the index stage: ``_search_batch``)
+        return self.index_stage.one(replace(q, query=query, cue_query=cue_query, negatives=negatives, plan=p))
+
+    async def answer_async(self, text: str | None, k: int = 10, **options) -> Answer:
+        """``answer`` awaited in an event loop (``serve``'s ``GET /search``; ``like``: an :class:`Example` or None):
+        nothing in it blocks the loop and no thread waits for it: a query not in the cache is encoded by the
+        encoder's thread, the plan (which reads the index's cues under the lock) is made by the index stage's, which
+        hands the answer to the loop."""
+        q = self._checked(text, k, True, **options)
+        known = self._known_cues  # the index's cues at the last plan: does the cue query look needed?
+        try:
+            cues = known is not None and q.text is not None and plan(
+                self.model, q.names, q.weights, known, text=True, like=q.example is not None).cues
+        except ReelsearchError:
+            cues = False  # the index stage's plan tells
+        query = await self.query_encoder.one_async(q.text) if q.text is not None else None
+        cue_query = await self.cue_queries.one_async(q.text) if cues else None
+        negatives = [(await self.query_encoder.one_async(term), term) for term in q.excluded]
+        found = (await self.index_stage.submit_async([replace(q, query=query, cue_query=cue_query,
+                                                              negatives=negatives)]))[0]
+        if isinstance(found, BaseException):
+            raise found
+        return found
+
+    def _checked(self, text: str | None, k: int, judge: bool, *, frames: bool = True, experts=None, weights=None,
+                 like=None, filters: Filter | None = None, moments: int = 3, sort: str = "relevance") -> _Query:
+        """A search's query checked and read (its box, experts, weights, example): not planned, not encoded."""
         if sort not in SORTS:
             raise QueryError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
         if text is not None or (like is None and not filters):
@@ -258,21 +309,11 @@ class Searcher:
         names = parse_experts(experts)
         w = {**self.weights, **parse_weights(weights)}
         example = like if like is None or isinstance(like, Example) else self.example(like)
-        only_filters = text is None and example is None
-        if only_filters and not filt:
+        if text is None and example is None and not filt:
             raise QueryError(EMPTY_QUERY)
-        with self.lock:
-            cue_index = self.cues
-            p = plan(self.model, names, w, cue_index.stored_cues() if cue_index is not None else [],
-                     text=text is not None, like=example is not None)
-        # outside the lock: concurrent queries share one encoder pass
-        query = self.query_encoder.one(text) if text is not None else None
-        cue_query = self.cue_queries.one(text) if p.cues else None
         calibrated = search_calibration(self.model) is not None  # else negatives are words only
-        negatives = [(self.query_encoder.one(term), term) for term in filt.exclude] if calibrated else []
-        # concurrent searches share one vector-index search (the index stage: ``_search_batch``)
-        return self.index_stage.one(_Query(text, query, cue_query, negatives, filt, p, k, frames, example, moments,
-                                           sort))
+        return _Query(text, None, None, [], filt, None, k, frames, example, moments, sort, judge, names, w,
+                      list(filt.exclude) if calibrated else [])
 
     def no_good_match(self, text: str | None, results: list[SearchResult], filters: Filter | None = None) -> bool:
         """Whether ``results`` of a search for ``text`` (a search box; ``filters``: the search's other filters) are no
@@ -280,13 +321,19 @@ class Searcher:
         text and the size of the library searched (``Calibration.threshold``): the videos the filters keep, when
         there are filters (a right best hit of ten photos beats fewer than one of a thousand). False without a
         calibration or a confidence."""
+        if search_calibration(self.model) is None:
+            return False
+        free, filt = read_box(text, filters) if text is not None else (None, filters)
+        with self.lock, self.catalog.snapshot():
+            videos = len(select(filt, self.catalog, self.cues).ids) if filt else len(self.catalog)
+        return self._weak(results, free, videos)
+
+    def _weak(self, results: list[SearchResult], free: str | None, videos: int) -> bool:
+        """``no_good_match`` of ``results`` of a search for the free text ``free`` over ``videos`` videos."""
         calibration = search_calibration(self.model)
         if calibration is None:
             return False
-        free, filt = read_box(text, filters) if text is not None else (None, filters)
         length = query_length(free) if free is not None else SENTENCE
-        with self.lock, self.catalog.snapshot():
-            videos = len(select(filt, self.catalog, self.cues).ids) if filt else len(self.catalog)
         return no_good_match(results, calibration.threshold(length, videos))
 
     @property
@@ -302,21 +349,37 @@ class Searcher:
         with self.lock, self.catalog.snapshot():  # its meta and count read once
             self.catalog.refresh()
             if len(self.catalog) == 0:
-                yield from ([] for _ in queries)
+                yield from (Answer([], False, q.filt) if q.judge else [] for q in queries)
                 return
             if self.stale():
                 stale = ReelsearchError(f"{self.catalog.location}: the index holds embeddings of another model "
                                         f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
                 yield from (stale for _ in queries)
                 return
-            catalog = self._prefetched(queries)
+            planned = [self._planned(q) for q in queries]
+            catalog = self._prefetched([q for q in planned if isinstance(q, _Query)])
             visual = self.visual.on(catalog)
-            for q in queries:
+            for q in planned:
                 try:
-                    found = self._search_one(q, catalog, visual)
+                    found = self._search_one(q, catalog, visual) if isinstance(q, _Query) else q
                 except Exception as exc:  # raised to its own caller
                     found = exc
                 yield found
+
+    def _planned(self, q: _Query) -> _Query | Exception:
+        """``q`` planned (``answer_async``'s are planned here, under the lock), its cue query encoded if the plan asks
+        one that was not (the index's cues changed since the last plan), or the exception that planning raised."""
+        if q.plan is not None:
+            return q
+        try:
+            cue_index = self.cues
+            self._known_cues = cue_index.stored_cues() if cue_index is not None else []
+            p = plan(self.model, q.names, q.weights, self._known_cues, text=q.text is not None,
+                     like=q.example is not None)
+            cue_query = self.cue_queries.one(q.text) if p.cues and q.cue_query is None else q.cue_query
+        except Exception as exc:  # raised to its own caller
+            return exc
+        return replace(q, plan=p, cue_query=cue_query)
 
     def _prefetched(self, queries: list[_Query]) -> Prefetched:
         """The catalog with the vector index's first answer for each of ``queries`` that asks it (text ranked by the
@@ -330,18 +393,23 @@ class Searcher:
                                    banked(query_length(q.text))))  # the querybank's offsets: as run_query asks
         return prefetch(self.catalog, wanted, self.stats)
 
-    def _search_one(self, q: _Query, catalog: Prefetched, visual: Visual) -> list[SearchResult]:
-        allowed = self._allowed(q.filt, q.negatives) if q.filt else None
+    def _search_one(self, q: _Query, catalog: Prefetched, visual: Visual) -> list[SearchResult] | Answer:
+        selected = select(q.filt, self.catalog, self.cues) if q.filt else None
+        allowed = self._allowed(selected, q.negatives) if q.filt else None
         if q.text is None and q.example is None:  # filters alone
-            return dated(listed(self.catalog, allowed.ids[:q.k]), q.sort)
-        found = run_query(catalog, visual, self.cues, q.text, q.query, q.cue_query, q.plan, q.k, frames=q.frames,
-                          example=q.example, allowed=allowed, moments=q.moments)
-        return dated(found, q.sort)
+            found = listed(self.catalog, allowed.ids[:q.k])
+        else:
+            found = run_query(catalog, visual, self.cues, q.text, q.query, q.cue_query, q.plan, q.k, frames=q.frames,
+                              example=q.example, allowed=allowed, moments=q.moments)
+        found = dated(found, q.sort)
+        if not q.judge:
+            return found
+        videos = len(selected.ids) if selected is not None else len(self.catalog)
+        return Answer(found, self._weak(found, q.text, videos), q.filt)
 
-    def _allowed(self, filt: Filter, negatives: list[tuple[np.ndarray, str]]) -> Selection:
-        """The videos ``filt`` keeps, newest first: its selection (``reelsearch.search.filters.select``) less those
-        whose picture matches a negative term (``negatives``: its embedding, its text) well (``pictured``)."""
-        allowed = select(filt, self.catalog, self.cues)
+    def _allowed(self, allowed: Selection, negatives: list[tuple[np.ndarray, str]]) -> Selection:
+        """The videos of a filter's selection (``allowed``: ``reelsearch.search.filters.select``, newest first) less
+        those whose picture matches a negative term (``negatives``: its embedding, its text) well (``pictured``)."""
         if negatives and allowed.ids:
             visual = self.visual.on(Subset(self.catalog, allowed))
             allowed = allowed.without(set().union(*(pictured(visual, q, n) for q, n in negatives)))
@@ -474,19 +542,33 @@ class Searcher:
 
 @dataclass(frozen=True)
 class _Query:
-    """One search as the index stage runs it: checked, planned and encoded (``Searcher.search``)."""
+    """One search as the index stage runs it: checked, encoded and planned (``Searcher.search``; the plan by the
+    index stage for ``answer_async``)."""
 
     text: str | None
     query: np.ndarray | None
     cue_query: np.ndarray | None
     negatives: list[tuple[np.ndarray, str]]
     filt: Filter
-    plan: Plan
+    plan: Plan | None  # None: planned by the index stage (``answer_async``)
     k: int
     frames: bool
     example: Example | None
     moments: int
     sort: str
+    judge: bool = False  # ``answer``: whether they are no good match, too
+    names: Sequence[str] | None = None  # the experts asked for (``parse_experts``)
+    weights: Mapping[str, float] | None = None  # the search's expert weights
+    excluded: list[str] = field(default_factory=list)  # the negative terms to encode (a calibrated model)
+
+
+class Answer(NamedTuple):
+    """A search's results, whether they are no good match (``Searcher.no_good_match``), and its filters (those of the
+    search box and those given beside it)."""
+
+    results: list[SearchResult]
+    no_good_match: bool
+    filters: Filter
 
 
 def _pictured(media: EmbeddedMedia, label: str) -> EmbeddedMedia:

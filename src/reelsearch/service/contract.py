@@ -12,8 +12,10 @@ import types
 import typing
 from typing import Annotated, Literal, Union
 
-from fastapi import Header, Path, Query
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
+from fastapi import FastAPI, Header, Path, Query
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model, model_validator
+from starlette.datastructures import QueryParams
 
 from reelsearch.display import MAX_K, NO_GOOD_MATCH_MESSAGE
 from reelsearch.scoring.calibration import NO_GOOD_MATCH
@@ -129,22 +131,82 @@ class SearchResponse(BaseModel):
     results: list[Result]
 
 
-def filter_query(key: str, many: bool = False):
-    """The query parameter of filter ``key`` (``reelsearch.search.filters``; repeatable when ``many``)."""
+def filter_query(key: str, many: bool = False, field=Query):
+    """The query parameter of filter ``key`` (``reelsearch.search.filters``; repeatable when ``many``): a FastAPI
+    ``Query``, or (``field=Field``) a field of a model of query parameters."""
     what = {**KEYS, "exclude": "leave out what shows, says or writes this word", "phrase": "words that must be "
             "said or written, word for word"}[key]
     description = f"Filter: {what} (as `{key}:` in `q`{'; repeatable' if many else ''}; malformed: 422)."
     pattern = FILTER_PATTERNS.get(key, NON_BLANK)
     if many:
-        return Query([], description=description, json_schema_extra={"items": {"type": "string", "pattern": pattern}})
-    return Query(None, max_length=200, description=description, json_schema_extra={"pattern": pattern})
+        return field([], description=description, json_schema_extra={"items": {"type": "string", "pattern": pattern}})
+    return field(None, max_length=200, description=description, json_schema_extra={"pattern": pattern})
+
+
+SORT_TEXT = "The order of the results: relevance (best first) or date (the same results, newest first)."
+
+
+class SearchQuery(BaseModel):
+    """The query parameters of ``GET /search`` (read by :func:`read_query`); the filters' patterns are declared, not
+    enforced (``FILTER_PATTERNS``)."""
+
+    q: str | None = Field(None, min_length=1, max_length=MAX_QUERY_CHARS, pattern=NON_BLANK,
+                          description="What to look for (not blank; optional with `like`).",
+                          examples=["a dog catches a frisbee"])
+    k: int = Field(10, ge=1, le=MAX_K, description="Number of results.")
+    moments: int = Field(3, ge=0, le=100, description="Each result's best moments (segments) to give.")
+    experts: str | None = Field(None, pattern=EXPERTS_PATTERN, max_length=64,
+                                description="Experts to fuse, comma-separated (default: all the index holds; a cue "
+                                            "the index lacks is 400).", examples=["visual,speech,ocr"])
+    like: str | None = Field(None, pattern=ID_PATTERN, description="Videos like this indexed video (its id; unknown: "
+                                                                   "404).")
+    t: float | None = Field(None, ge=0, le=MAX_SECONDS, description="With `like`: like its moment at this many "
+                                                                    "seconds (beyond the video: 400).")
+    after: str | None = filter_query("after", field=Field)
+    before: str | None = filter_query("before", field=Field)
+    folder: list[str] = filter_query("folder", many=True, field=Field)
+    kind: str | None = filter_query("kind", field=Field)
+    duration: list[str] = filter_query("duration", many=True, field=Field)
+    has: list[str] = filter_query("has", many=True, field=Field)
+    exclude: list[str] = filter_query("exclude", many=True, field=Field)
+    phrase: list[str] = filter_query("phrase", many=True, field=Field)
+    sort: Literal[SORTS] = Field("relevance", description=SORT_TEXT)
+
+
+def read_query(model: type[BaseModel], params: QueryParams) -> BaseModel:
+    """``model`` of a request's query parameters as FastAPI reads a model of query parameters (a list field takes
+    every value, another field the last; an absent or empty one its default; another parameter is ignored), in
+    one validation: RequestValidationError as FastAPI's (errors located in "query"). A route that reads its query
+    so (``GET /search``: about 0.2 ms less a request than FastAPI's parameters, checked one by one in Python)
+    declares them by ``query_parameters``."""
+    values = {}
+    for name, field in model.model_fields.items():
+        value = params.getlist(name) if typing.get_origin(field.annotation) is list else params.get(name)
+        if value is not None and value != []:
+            values[name] = value
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]) from None
+
+
+def query_parameters(model: type[BaseModel]) -> list[dict]:
+    """The OpenAPI parameters FastAPI declares for ``model`` as a route's query parameters (``Annotated[model,
+    Query()]``): those of a route that reads its query by :func:`read_query` (its ``openapi_extra``)."""
+    app = FastAPI()
+
+    def route(params):
+        """A route taking ``model``'s query parameters."""
+
+    route.__annotations__["params"] = Annotated[model, Query()]
+    app.add_api_route("/", route)
+    return app.openapi()["paths"]["/"]["get"]["parameters"]
 
 
 #: How ``GET /videos`` orders the catalog: newest first, or by file name.
 VIDEO_SORTS = ("date", "name")
 #: Largest page of ``GET /videos``.
 MAX_PAGE = 500
-SORT_TEXT = "The order of the results: relevance (best first) or date (the same results, newest first)."
 
 
 class LikeFields(BaseModel):

@@ -4,7 +4,7 @@ like an uploaded file."""
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
@@ -13,15 +13,16 @@ from starlette.concurrency import run_in_threadpool
 
 from reelsearch.display import NO_GOOD_MATCH_MESSAGE
 from reelsearch.errors import ReelsearchError
-from reelsearch.search.filters import Filter, FilterError, filter_pairs, read_box
-from reelsearch.search.results import SORTS, SearchResult
-from reelsearch.search.searcher import QueryError, Searcher
+from reelsearch.search.filters import Filter, FilterError, filter_pairs
+from reelsearch.search.searcher import Answer, QueryError
 from reelsearch.service import contract
-from reelsearch.service.contract import MAX_JSON_BYTES, MAX_K, MAX_QUERY_CHARS
+from reelsearch.service.contract import MAX_JSON_BYTES
 from reelsearch.service.http import JSON, error_text
 from reelsearch.service.routes.common import SearcherDep, save_upload, upload_label, upload_problem, video_record
 
 router = APIRouter()
+#: The filter parameters of ``GET /search`` (``contract.SearchQuery``), as ``filter_pairs`` reads them.
+FILTER_KEYS = ("after", "before", "folder", "kind", "duration", "has", "exclude", "phrase")
 
 
 @router.get("/search", summary="Videos matching a sentence and/or like an indexed video, best first, with their "
@@ -38,41 +39,24 @@ router = APIRouter()
                      "`like`; an expert the index lacks",
                 404: "no video `like`",
                 422: "invalid parameters; a malformed filter (in `q` or a filter parameter: the filter is named), "
-                     "a date that does not exist or that is in the future"}))
-def search(searcher: SearcherDep,
-           q: str | None = Query(None, min_length=1, max_length=MAX_QUERY_CHARS, pattern=contract.NON_BLANK,
-                                 description="What to look for (not blank; optional with `like`).",
-                                 examples=["a dog catches a frisbee"]),
-           k: int = Query(10, ge=1, le=MAX_K, description="Number of results."),
-           moments: int = Query(3, ge=0, le=100, description="Each result's best moments (segments) to give."),
-           experts: str | None = Query(None, pattern=contract.EXPERTS_PATTERN, max_length=64,
-                                       description="Experts to fuse, comma-separated (default: all the index "
-                                                   "holds; a cue the index lacks is 400).",
-                                       examples=["visual,speech,ocr"]),
-           like: str | None = Query(None, pattern=contract.ID_PATTERN, description="Videos like this indexed video "
-                                    "(its id; unknown: 404)."),
-           t: float | None = Query(None, ge=0, le=contract.MAX_SECONDS, description="With `like`: like its moment at "
-                                   "this many seconds (beyond the video: 400)."),
-           after: str | None = contract.filter_query("after"), before: str | None = contract.filter_query("before"),
-           folder: list[str] = contract.filter_query("folder", many=True),
-           kind: str | None = contract.filter_query("kind"),
-           duration: list[str] = contract.filter_query("duration", many=True),
-           has: list[str] = contract.filter_query("has", many=True),
-           exclude: list[str] = contract.filter_query("exclude", many=True),
-           phrase: list[str] = contract.filter_query("phrase", many=True),
-           sort: Literal[SORTS] = Query("relevance", description=contract.SORT_TEXT)) -> Response:
+                     "a date that does not exist or that is in the future"}),
+            openapi_extra={"parameters": contract.query_parameters(contract.SearchQuery)})
+async def search(request: Request, searcher: SearcherDep) -> Response:
+    """In the event loop: the searcher's encoder and index stage answer it there (``Searcher.answer_async``), no
+    thread of the pool waits for them; an example (``like``), read from the index, is read in one."""
+    params = contract.read_query(contract.SearchQuery, request.query_params)
+    q, k, like, t = params.q, params.k, params.like, params.t
     if t is not None and like is None:
         raise HTTPException(400, "t needs like (a video's id)")
-    options = Filter.of(filter_pairs({"after": after, "before": before, "folder": folder, "kind": kind,
-                                      "duration": duration, "has": has, "exclude": exclude, "phrase": phrase}))
+    options = Filter.of(filter_pairs({key: getattr(params, key) for key in FILTER_KEYS}))
     if q is None and like is None and not options:
         raise HTTPException(400, "give q, like or both, or filters")
     example = None
     if like is not None:
-        example = searcher.example_video(video_record(searcher, like).id, t)
-    results = searcher.search(q, k, frames=True, experts=experts, like=example, filters=options, moments=moments,
-                              sort=sort)
-    return _answer(searcher, results, q, k, example, options)
+        example = await run_in_threadpool(lambda: searcher.example_video(video_record(searcher, like).id, t))
+    answer = await searcher.answer_async(q, k, frames=True, experts=params.experts, like=example, filters=options,
+                                         moments=params.moments, sort=params.sort)
+    return _answer(answer, q, k, example)
 
 
 @router.post("/search/like", summary="Videos like an uploaded video or image, best first",
@@ -100,15 +84,15 @@ async def search_like(request: Request, searcher: SearcherDep,
     path = await save_upload(upload)
     try:
         example = await run_in_threadpool(searcher.example_file, path, fields.t, upload_label(upload))
-        results = await run_in_threadpool(searcher.search, fields.q, fields.k, frames=True, like=example,
-                                          sort=fields.sort)
+        answer = await run_in_threadpool(searcher.answer, fields.q, fields.k, frames=True, like=example,
+                                         sort=fields.sort)
     except (QueryError, FilterError):
         raise  # the query's own problem: 422, as for GET /search
     except ReelsearchError as exc:
         raise upload_problem(exc, path, upload) from None
     finally:
         os.unlink(path)
-    return _answer(searcher, results, fields.q, fields.k, example)
+    return _answer(answer, fields.q, fields.k, example)
 
 
 def _either_way(query: contract.LikeQuery, form: contract.LikeFields) -> contract.LikeFields:
@@ -121,13 +105,11 @@ def _either_way(query: contract.LikeQuery, form: contract.LikeFields) -> contrac
     return form.model_copy(update={name: getattr(query, name) for name in query.model_fields_set})
 
 
-def _answer(searcher: Searcher, results: list[SearchResult], q: str | None, k: int, example,
-            options: Filter | None = None) -> Response:
-    """The answer of a search for the box ``q`` with the filter parameters ``options``."""
+def _answer(answer: Answer, q: str | None, k: int, example) -> Response:
+    """The JSON of a search's ``answer`` for the box ``q``."""
     rows = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}", "media": f"/videos/{r.id}/media"}
-            for r in results]
-    weak = searcher.no_good_match(q, results, options)
-    filt = read_box(q, options)[1]
+            for r in answer.results]
+    weak, filt = answer.no_good_match, answer.filters
     out = {"query": q, "k": k, "no_good_match": weak, **({"message": NO_GOOD_MATCH_MESSAGE} if weak else {}),
            "results": rows}
     if example is not None:
