@@ -131,11 +131,15 @@ class SearchResponse(BaseModel):
     results: list[Result]
 
 
+#: The filter parameters (``reelsearch.search.filters``: its keys, negative terms, phrases) and what each holds.
+FILTER_HELP = {**KEYS, "exclude": "leave out what shows, says or writes this word",
+               "phrase": "words that must be said or written, word for word"}
+
+
 def filter_query(key: str, many: bool = False, field=Query):
-    """The query parameter of filter ``key`` (``reelsearch.search.filters``; repeatable when ``many``): a FastAPI
-    ``Query``, or (``field=Field``) a field of a model of query parameters."""
-    what = {**KEYS, "exclude": "leave out what shows, says or writes this word", "phrase": "words that must be "
-            "said or written, word for word"}[key]
+    """The query parameter of filter ``key`` (``FILTER_HELP``; repeatable when ``many``): a FastAPI ``Query``, or
+    (``field=Field``) a field of a model of query parameters."""
+    what = FILTER_HELP[key]
     description = f"Filter: {what} (as `{key}:` in `q`{'; repeatable' if many else ''}; malformed: 422)."
     pattern = FILTER_PATTERNS.get(key, NON_BLANK)
     if many:
@@ -171,6 +175,11 @@ class SearchQuery(BaseModel):
     exclude: list[str] = filter_query("exclude", many=True, field=Field)
     phrase: list[str] = filter_query("phrase", many=True, field=Field)
     sort: Literal[SORTS] = Field("relevance", description=SORT_TEXT)
+
+    def filter_options(self) -> dict:
+        """The filter parameters by name (``FILTER_HELP``), as ``reelsearch.search.filters.filter_pairs`` reads
+        them."""
+        return {key: getattr(self, key) for key in FILTER_HELP}
 
 
 def read_query(model: type[BaseModel], params: QueryParams) -> BaseModel:

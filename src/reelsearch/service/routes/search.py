@@ -21,8 +21,6 @@ from reelsearch.service.http import JSON, error_text
 from reelsearch.service.routes.common import SearcherDep, save_upload, upload_label, upload_problem, video_record
 
 router = APIRouter()
-#: The filter parameters of ``GET /search`` (``contract.SearchQuery``), as ``filter_pairs`` reads them.
-FILTER_KEYS = ("after", "before", "folder", "kind", "duration", "has", "exclude", "phrase")
 
 
 @router.get("/search", summary="Videos matching a sentence and/or like an indexed video, best first, with their "
@@ -48,7 +46,7 @@ async def search(request: Request, searcher: SearcherDep) -> Response:
     q, k, like, t = params.q, params.k, params.like, params.t
     if t is not None and like is None:
         raise HTTPException(400, "t needs like (a video's id)")
-    options = Filter.of(filter_pairs({key: getattr(params, key) for key in FILTER_KEYS}))
+    options = Filter.of(filter_pairs(params.filter_options()))
     if q is None and like is None and not options:
         raise HTTPException(400, "give q, like or both, or filters")
     example = None
