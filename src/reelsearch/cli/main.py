@@ -17,7 +17,8 @@ from reelsearch.errors import EXIT_BAD_INPUT, ReelsearchError
 #: whose module-level commands it declares with ``@app.command(...)``: a command group when the Typer has a name
 #: (`reelsearch data info`), top-level commands when not (`reelsearch extract`). Heavy imports (torch, av, ...) stay
 #: inside the commands so that `reelsearch --help` is fast.
-COMMAND_MODULES = ["metrics", "extract", "train", "search", "demo", "text", "models", "data", "features", "mc"]
+COMMAND_MODULES = ["metrics", "extract", "train", "search", "demo", "text", "models", "data", "features", "cache",
+                   "mc"]
 
 #: Options that became config keys, per command: the old option -> the key to give with --set instead.
 MOVED_OPTIONS = {
