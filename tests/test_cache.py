@@ -185,6 +185,9 @@ def test_cli_info_and_clear(cache):
     res = runner.invoke(app, ["cache", "clear", "--older-than", "4", "--yes", "--json"])
     report = json.loads(res.output)
     assert res.exit_code == 0 and len(report["removed"]) == 2 and report["bytes"] > 0
+    res = runner.invoke(app, ["cache", "clear", "--json"])  # a script's: nothing asks, so it must say --yes
+    assert isinstance(res.exception, ReelsearchError) and "--yes" in str(res.exception)
+    assert len(cache_items(["text"])) == 1  # nothing removed
     res = runner.invoke(app, ["cache", "clear", "bogus", "--yes"])
     assert isinstance(res.exception, ReelsearchError) and "unknown cache kind 'bogus'" in str(res.exception)
 

@@ -7,7 +7,7 @@ import json
 import typer
 
 from reelsearch.cache import KINDS, ClearReport, cache_info, cache_root, clearable_items, info_table, remove_items
-from reelsearch.errors import EXIT_PARTIAL_FAILURE
+from reelsearch.errors import EXIT_PARTIAL_FAILURE, ReelsearchError
 
 app = typer.Typer(name="cache", help="The cache folder ($REELSEARCH_CACHE_DIR): what it holds; clear it.",
                   invoke_without_command=True)
@@ -36,10 +36,12 @@ def clear(
                                      help="Only what was last used more than DAYS days ago."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed; remove nothing."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (implies --yes unless --dry-run)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (with --yes or --dry-run)."),
 ) -> None:
     """Remove cached things: all, or KINDS, or those unused for DAYS. An item another process is writing (a feature
     store's writer, an unfinished file) is skipped; nothing outside the cache folder is touched."""
+    if as_json and not (yes or dry_run):
+        raise ReelsearchError("cache clear --json asks nothing: give --yes (or --dry-run)")
     root = cache_root()
     items, busy = clearable_items(kinds or None, older_than, root)
     if not as_json:
@@ -49,7 +51,7 @@ def clear(
     if dry_run or not items:
         report = ClearReport(removed=items, dry_run=dry_run)
     else:
-        if not (yes or as_json):
+        if not yes:
             typer.confirm(f"Remove these {len(items)} items ({sum(i.bytes for i in items) / 2**20:.1f} MiB) from "
                           f"{root}?", abort=True)
         report = remove_items(items, root)
