@@ -15,7 +15,8 @@ from reelsearch.config import TrainConfig, apply_overrides
 from reelsearch.features.caches import DatasetSource
 from reelsearch.losses import TrainLosses, train_losses
 from reelsearch.models import create_model, model_config, text_processor_for
-from reelsearch.training.distributed import DistInfo, init_distributed, leave, shutdown
+from reelsearch.process_group import leave
+from reelsearch.training.distributed import DistInfo, init_distributed, shutdown
 from reelsearch.training.joint_task import JointTask
 from reelsearch.training.run import model_pairs
 from reelsearch.training.task import epoch_batches

@@ -233,6 +233,37 @@ def test_distributed_shards_merge_under_torchrun(media, tmp_path):
         np.testing.assert_array_equal(merged.get("motion", key), FeatureStore(out / f"rank-{rank}").get("motion", key))
 
 
+def test_a_torchrun_rank_leaves_its_group_as_training_does(media, tmp_path, monkeypatch):
+    """Every rank past the merge, then out of the gloo group (``process_group.leave_group``: a barrier, then the group
+    destroyed), so that the CLI's entry ends it by ``os._exit`` (``process_group.leave``); a rank that failed leaves
+    without waiting at a barrier the others may never reach."""
+    import reelsearch.features.distributed_extract as de
+    import reelsearch.process_group as process_group
+
+    calls = []
+    monkeypatch.setattr(process_group, "_group", {"left": False})
+    monkeypatch.setattr(de, "_join_process_group", lambda timeout: calls.append("join") or True)
+    monkeypatch.setattr(de.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(de.dist, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(de.dist, "destroy_process_group", lambda: calls.append("destroy"))
+    collected = collect_jobs([media])
+    cfg = ExtractConfig(workers=1, progress=False)
+    run = de.extract_distributed(collected, tmp_path / "s", pipeline_of({"appearance": IndexExtractor()}), cfg, 0, 1,
+                                 on_shard=lambda shard: calls.append("shard"))
+    assert run.merged["added"] == {"appearance": 6}
+    assert calls == ["join", "shard", "barrier", "barrier", "destroy"] and process_group._group["left"]
+
+    def broken(*args, **kwargs):
+        raise ReelsearchError("merge failed")
+
+    calls.clear()
+    monkeypatch.setattr(process_group, "_group", {"left": False})
+    monkeypatch.setattr(de, "merge_shards", broken)
+    with pytest.raises(ReelsearchError, match="merge failed"):
+        de.extract_distributed(collected, tmp_path / "t", pipeline_of({"appearance": IndexExtractor()}), cfg, 0, 1)
+    assert calls == ["join", "barrier", "destroy"] and process_group._group["left"]
+
+
 def test_real_flickr_images_and_msrvtt_clips(tmp_path, real_extractors):
     images = shared_path("flickr8k", "images")
     clips = shared_path("msrvtt", "clips")

@@ -101,6 +101,8 @@ def test_a_loaded_model_saved_again_keeps_every_part_and_scores_the_same(photos,
     assert copy.querybank.digest() == default.querybank.digest() and copy.card == default.card
     # the student text encoder: as measured, its tuned layers in int8, with its own calibration
     assert copy.student_text.checked == default.student_text.checked and copy.student_text.store == "int8"
+    assert copy.student_text.source == default.student_text.source and "run d3, epoch 12" in copy.student_text.source
+    assert not Path(default.student_text.source).is_absolute()  # what made it, not a folder on a development VM
     probe = np.linspace(-0.3, 0.3, 61)
     np.testing.assert_array_equal(copy.student_text.calibration(probe, "2-3", "a dog"),
                                   default.student_text.calibration(probe, "2-3", "a dog"))

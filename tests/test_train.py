@@ -126,6 +126,7 @@ def test_a_rank_that_left_its_process_group_ends_by_os_exit_after_its_command(mo
     """``shutdown`` passes a barrier, then destroys the group; the CLI's entry then ends the rank by ``os._exit`` with
     its command's status once the output is written (the gloo teardown race at interpreter exit: ``leave``); a
     process that had no group ends as usual."""
+    import reelsearch.process_group as process_group
     import reelsearch.training.distributed as distributed
     from reelsearch.cli.main import main
 
@@ -138,7 +139,7 @@ def test_a_rank_that_left_its_process_group_ends_by_os_exit_after_its_command(mo
         calls.append(("exit", code))
         raise Exited
 
-    monkeypatch.setattr(distributed, "_group", {"left": False})
+    monkeypatch.setattr(process_group, "_group", {"left": False})
     monkeypatch.setattr(distributed.dist, "is_initialized", lambda: True)
     monkeypatch.setattr(distributed.dist, "barrier", lambda: calls.append("barrier"))
     monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: calls.append("destroy"))

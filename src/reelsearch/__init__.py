@@ -20,6 +20,8 @@ _LAZY = {
     "list_pretrained": "reelsearch.api",
     "train": "reelsearch.api",
     "evaluate": "reelsearch.api",
+    "cache_info": "reelsearch.cache",
+    "clear_cache": "reelsearch.cache",
     "Searcher": "reelsearch.search.searcher",
     "FeaturePipeline": "reelsearch.features.pipeline",
     "create_model": "reelsearch.models.registry",

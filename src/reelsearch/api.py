@@ -9,6 +9,7 @@
     reelsearch.list_pretrained()                            # weights that ship with the package, with their metrics
     with reelsearch.Searcher("my-index") as s: s.index(["videos/"]); s.search("a dog", k=5)
     reelsearch.train("scde", "flickr8k:data/flickr8k", "runs/scde", overrides=["train.epochs=5"])
+    reelsearch.cache_info(); reelsearch.clear_cache(["onnx"], older_than_days=30)   # the cache folder
 
 Everything returns numpy arrays and runs in inference mode; see docs/python-api.md.
 """

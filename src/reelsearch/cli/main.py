@@ -17,7 +17,8 @@ from reelsearch.errors import EXIT_BAD_INPUT, ReelsearchError
 #: whose module-level commands it declares with ``@app.command(...)``: a command group when the Typer has a name
 #: (`reelsearch data info`), top-level commands when not (`reelsearch extract`). Heavy imports (torch, av, ...) stay
 #: inside the commands so that `reelsearch --help` is fast.
-COMMAND_MODULES = ["metrics", "extract", "train", "search", "demo", "text", "models", "data", "features", "mc"]
+COMMAND_MODULES = ["metrics", "extract", "train", "search", "demo", "text", "models", "data", "features", "cache",
+                   "mc"]
 
 #: Options that became config keys, per command: the old option -> the key to give with --set instead.
 MOVED_OPTIONS = {
@@ -113,8 +114,8 @@ for _name in COMMAND_MODULES:
 
 def main() -> None:
     """Run the CLI; a ReelsearchError becomes one line on stderr and exit status 2. A rank of a distributed run
-    (``torchrun ... reelsearch train``) ends here by ``os._exit`` once its command is done and everything written
-    (``reelsearch.training.distributed.leave`` says why)."""
+    (``torchrun ... reelsearch train`` or ``extract``) ends here by ``os._exit`` once its command is done and
+    everything written (``reelsearch.process_group`` says why)."""
     try:
         _run()
     except SystemExit as exc:
@@ -124,14 +125,14 @@ def main() -> None:
 
 
 def _leave_process_group(code) -> None:
-    """``distributed.leave`` with the exit status of ``sys.exit(code)``, where a command left a process group (only
-    training imports that module: no other command pays for importing torch here)."""
-    distributed = sys.modules.get("reelsearch.training.distributed")
-    if distributed is None:
+    """``process_group.leave`` with the exit status of ``sys.exit(code)``, where a command left a process group (only
+    distributed training and extraction import that module: no other command pays for importing torch here)."""
+    process_group = sys.modules.get("reelsearch.process_group")
+    if process_group is None:
         return
     if isinstance(code, str):  # what sys.exit would print, and its status
         print(code, file=sys.stderr)
-    distributed.leave(code if isinstance(code, int) else 0 if code is None else 1)
+    process_group.leave(code if isinstance(code, int) else 0 if code is None else 1)
 
 
 def _run() -> None:

@@ -1,7 +1,8 @@
 """Distributed extraction: rank r extracts every WORLD_SIZE-th item of the key-sorted list, starting at item r, into
 STORE/rank-<r>; rank 0 waits for the others — a gloo barrier under torchrun, else each rank's DONE marker in the store
 (file rendezvous) — and merges the shards into STORE. ``reelsearch extract`` runs it when RANK / WORLD_SIZE are set;
-``reelsearch extract-merge`` (:func:`merge_shards`) merges by hand."""
+``reelsearch extract-merge`` (:func:`merge_shards`) merges by hand. A rank that joined a gloo group leaves it as
+training's ranks do (``reelsearch.process_group``), and the CLI's entry ends it by ``process_group.leave``."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from reelsearch.features.extract import (
 from reelsearch.features.jobs import Collected, shard
 from reelsearch.features.store import FeatureStore
 from reelsearch.io import atomic_write_json
+from reelsearch.process_group import leave_group
 
 
 @dataclass
@@ -89,11 +91,12 @@ def extract_distributed(collected: Collected, store_root: str | Path, pipeline, 
             wait_for_shards(root, world, merge_timeout)
         if rank == 0:
             run.merged = merge_shards(root, world, progress=config.progress)
+    except BaseException:
         if grouped:
-            dist.barrier()  # no rank exits before the merge is done
-    finally:
-        if grouped:
-            dist.destroy_process_group()
+            leave_group(barrier=False)  # the other ranks may never reach a barrier now
+        raise
+    if grouped:
+        leave_group()  # no rank leaves before the merge is done; the CLI's entry then ends the rank (leave)
     return run
 
 

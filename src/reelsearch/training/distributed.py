@@ -8,19 +8,14 @@ global batch (up to float rounding), without a DistributedDataParallel wrapper.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
-import sys
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from reelsearch.models.encoders.attention import FrameStates
-
-#: Whether this process left a process group (``shutdown``): it then ends by ``leave``.
-_group = {"left": False}
+from reelsearch.process_group import leave_group
 
 
 @dataclass
@@ -101,30 +96,8 @@ def barrier(info: DistInfo) -> None:
 
 
 def shutdown(info: DistInfo) -> None:
-    """Leave the process group, every rank together (a barrier first, as PyTorch advises): a rank tearing gloo's
-    connections down while another is still on them can make the other abort at exit ("terminate called without an
-    active exception", SIGABRT: seen twice in a row in tests/test_train.py's two-process steps, not reproduced in 16
-    runs after). The process then ends by ``leave`` (the CLI's entry calls it once everything is written)."""
-    if info.enabled and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
-        _group["left"] = True
-
-
-def leave(code: int) -> None:
-    """End this process now with exit status ``code`` (its output and log handlers flushed) when it was a rank of a
-    process group that ``shutdown`` left; return otherwise (a single process ends as usual).
-
-    Why: gloo's C++ threads wind down after ``destroy_process_group`` while the interpreter's finalisation destroys
-    objects that still hold gloo work (autograd's, the all-gather's): a known PyTorch teardown race that can abort a
-    rank at interpreter exit ("terminate called without an active exception", SIGABRT) after the checkpoint was
-    written, so that a successful ``torchrun ... reelsearch train`` exits non-zero. ``os._exit`` skips that
-    finalisation (and the ``atexit`` handlers): call it only when every file is written and closed."""
-    if not _group["left"]:
-        return
-    for handler in logging.getLogger().handlers + logging.getLogger("reelsearch").handlers:
-        handler.flush()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to write
-            stream.flush()
-    os._exit(code)
+    """Leave the process group, every rank together (``reelsearch.process_group.leave_group``: a barrier, then the
+    group destroyed); the process then ends by ``process_group.leave`` (the CLI's entry calls it once everything is
+    written; it says why)."""
+    if info.enabled:
+        leave_group()
