@@ -29,8 +29,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("similarity", "scoring"),  # S(c, v); what ranking needs at run time: score matrices, fusion, calibration curve
     ("onnx_runtime", "served"),  # ONNX Runtime sessions and their cached optimised graphs (atomic files: on io); a
     # running serve's advert and asking it (standard library only: the CLI asks before importing anything heavy)
-    ("io", "cache", "extras", "location", "display"),  # atomic files, the cache folder, optional packages; where a
-    # library is; paths, clocks and search results as text (the last two: standard library only)
+    ("io", "cache", "extras", "location", "display", "memory"),  # atomic files, the cache folder, optional packages;
+    # where a library is; paths, clocks and search results as text; freed memory returned (the last three: standard
+    # library only)
     ("errors", ""),  # the errors every layer raises; the package root
 )
 
