@@ -29,9 +29,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("similarity", "scoring"),  # S(c, v); what ranking needs at run time: score matrices, fusion, calibration curve
     ("onnx_runtime", "served"),  # ONNX Runtime sessions and their cached optimised graphs (atomic files: on io); a
     # running serve's advert and asking it (standard library only: the CLI asks before importing anything heavy)
-    ("io", "cache", "extras", "location", "display", "process_group"),  # atomic files, the cache folder, optional
-    # packages; where a library is; paths, clocks and search results as text (these two: standard library only);
-    # leaving a torch process group
+    ("io", "cache", "extras", "location", "display", "process_group", "memory"),  # atomic files, the cache folder,
+    # optional packages; where a library is; paths, clocks and search results as text (these two: standard library
+    # only); leaving a torch process group; freed memory returned (standard library only)
     ("errors", ""),  # the errors every layer raises; the package root
 )
 

@@ -24,6 +24,7 @@ from reelsearch.index import MediaRoots
 from reelsearch.indexing.settings import remembered_model, require_index
 from reelsearch.indexing.watch import SETTLE, FolderWatcher, end_now, watch_roots
 from reelsearch.location import library_location, masked
+from reelsearch.memory import return_large_frees
 from reelsearch.search import Searcher
 from reelsearch.search.experts import parse_weights
 from reelsearch.served import remove_advert, write_advert
@@ -100,6 +101,7 @@ def serve_settings(index: str | Path | None, model: str | None, *, db: str | Non
 
 def build_app(settings: dict, api_key: str | None):
     """The app serving a warmed-up Searcher over the index (one per process; ``app.state.searcher``)."""
+    return_large_frees()  # a long-running process: freed temporaries not kept resident
     torch.set_num_threads(int(settings.get("threads", 1)))
     setup_access_log(bool(settings.get("access_log", True)))
     searcher = Searcher(settings["index"], settings["model"], media_roots=settings.get("media_roots"),

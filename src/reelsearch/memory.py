@@ -1,0 +1,31 @@
+"""Large blocks of memory handed back to the operating system when freed (glibc's ``mallopt``), so that a long-running
+process (``reelsearch serve``) does not keep, resident, what its loads' and searches' temporary arrays took."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from functools import lru_cache
+
+#: glibc's ``M_MMAP_THRESHOLD`` and the threshold kept: 4 MiB (at 1 MiB a search's own arrays were mapped and
+#: faulted in anew each time: about 600 page faults a search over 400,000 segments; none at 4 MiB).
+M_MMAP_THRESHOLD, MMAP_THRESHOLD = -3, 4 << 20
+
+
+@lru_cache(maxsize=1)
+def _mallopt():
+    """glibc's ``mallopt``, or None (another C library: musl, macOS, Windows)."""
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "mallopt", None) if name else None
+    except OSError:
+        return None
+
+
+def return_large_frees() -> bool:
+    """Map every allocation of MMAP_THRESHOLD or more on its own, so that freeing it returns its pages at once; whether
+    this C library can. glibc otherwise raises the threshold to the largest block freed, after which such blocks come
+    from its heaps (one per thread) and stay resident once freed: ``serve`` over 100,000 videos of four segments held
+    51 MiB more, 650.8 MiB against 599.9 (docs/benchmarks.md, "100,000 videos of four segments each, today's code")."""
+    mallopt = _mallopt()
+    return bool(mallopt is not None and mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1)
