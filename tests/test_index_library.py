@@ -330,6 +330,35 @@ def test_a_schema_1_index_is_migrated(tmp_path, folder):
         EmbeddedCatalog(old)
 
 
+
+def test_a_schema_7_index_gets_its_segments_table_with_rowids(tmp_path, folder):
+    """An index whose segments' table is WITHOUT ROWID (schema 7) opens with it written again as a rowid table, every
+    segment kept, and searches and syncs as before."""
+    from reelsearch.index.embedded.schema import SCHEMA_VERSION, SEGMENTS_TABLE
+
+    with EmbeddedCatalog(tmp_path / "index") as lib:
+        lib.sync([folder], FakeEmbedder(), progress=False)
+        ids = lib.ids()
+        want = {i: (s.starts.tolist(), s.rows.tolist(), s.biases.tolist()) for i, s in lib.segments(ids).items()}
+        q = vectors_of(folder / "img0.png")[0]
+        before = [(h.id, h.score) for h in search(lib, q, k=3)]
+        db = lib._db  # as schema 7 wrote it
+        db.execute(SEGMENTS_TABLE.format(name="old_segments").replace(");\n", ") WITHOUT ROWID;\n"))
+        db.execute("INSERT INTO old_segments SELECT * FROM video_segments")
+        db.execute("DROP TABLE video_segments")
+        db.execute("ALTER TABLE old_segments RENAME TO video_segments")
+        lib._set_meta("schema_version", 7)
+    sql = "SELECT sql FROM sqlite_master WHERE name = 'video_segments'"
+    assert "WITHOUT ROWID" in sqlite3.connect(tmp_path / "index" / SQLITE_NAME).execute(sql).fetchone()[0]
+    with EmbeddedCatalog(tmp_path / "index") as lib:
+        assert lib._meta("schema_version") == str(SCHEMA_VERSION)
+        assert "WITHOUT ROWID" not in lib._db.execute(sql).fetchone()[0]
+        got = {i: (s.starts.tolist(), s.rows.tolist(), s.biases.tolist()) for i, s in lib.segments(ids).items()}
+        assert got == want and len(got) == 6
+        assert [(h.id, h.score) for h in search(lib, q, k=3)] == before
+        lib.sync([folder], FakeEmbedder(), progress=False)
+        check_consistent(lib)
+
 def test_model_change_reembeds_everything(open_catalog, folder, tmp_path):
     lib = open_catalog()
     other = tmp_path / "other"
