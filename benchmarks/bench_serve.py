@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -301,7 +302,8 @@ def main() -> None:
                       flush=True)
     finally:
         for proc, _ in servers:
-            os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):  # (one that failed to start has ended)
+                os.killpg(proc.pid, signal.SIGTERM)
         for proc, _ in servers:
             proc.wait(timeout=60)
     results = []
