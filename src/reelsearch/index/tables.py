@@ -342,10 +342,13 @@ class SqlCatalog(CatalogSync, ABC):
             f"SELECT s.video_id, s.start, s.stop, s.first_frame, s.n_frames, {self.VECTOR_SQL.replace('v.', 's.')}, "
             f"s.bias FROM video_segments s WHERE s.video_id IN ({','.join('?' * len(keys))}) "
             "ORDER BY s.video_id, s.ordinal", keys).fetchall()
-        out: dict[str, list] = {}
-        for r in rows:
-            out.setdefault(str(r[0]), []).append(r[1:])
-        return {vid: self._stored_segments(rs) for vid, rs in out.items()}
+        if not rows:
+            return {}
+        every = self._stored_segments([r[1:] for r in rows])  # one array per column, each video's a slice of it
+        vids = [r[0] for r in rows]
+        bounds = [j for j in range(1, len(vids)) if vids[j] != vids[j - 1]]
+        return {str(vids[a]): StoredSegments(*(column[a:b] for column in vars(every).values()))
+                for a, b in zip([0, *bounds], [*bounds, len(vids)], strict=True)}
 
     def _stored_segments(self, rows: Sequence[tuple]) -> StoredSegments:
         """One video's segments from its rows (start, stop, first_frame, n_frames, ``VECTOR_SQL`` value, bias) in
