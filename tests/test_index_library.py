@@ -589,3 +589,22 @@ def test_a_commit_of_media_without_segments_stores_one_segment_of_every_frame(tm
         assert len(segs) == 1 and segs.firsts[0] == 0 and segs.counts[0] == 4
         assert segs.starts[0] == 0.0 and segs.ends[0] == 2.0 and segs.biases[0] == pytest.approx(0.25)
         np.testing.assert_allclose(segs.rows[0], video, atol=1e-3)
+
+
+def test_stored_float16_rows_are_each_value_exactly():
+    """``float16_rows`` (how stored frame rows are read) gives every float16 bit pattern's exact value, checked against
+    the value computed from its sign, exponent and mantissa (IEEE binary16; float32 holds each exactly)."""
+    from reelsearch.index.catalog import float16_rows
+
+    bits = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    got = float16_rows(bits.tobytes(), 16)
+    assert got.shape == (4096, 16) and got.dtype == np.float32
+    got = got.reshape(-1)
+    sign = np.where(bits >> 15, -1.0, 1.0)
+    exponent, mantissa = (bits >> 10) & 0x1F, (bits & 0x3FF).astype(np.float64)
+    finite = exponent < 31
+    want = sign * np.where(exponent == 0, mantissa / 1024 * 2.0 ** -14,
+                           (1 + mantissa / 1024) * 2.0 ** (exponent.astype(np.float64) - 15))
+    assert np.array_equal(got[finite].astype(np.float64), want[finite])
+    assert np.array_equal(got[~finite & (mantissa == 0)], sign[~finite & (mantissa == 0)] * np.inf)
+    assert np.isnan(got[~finite & (mantissa > 0)]).all()

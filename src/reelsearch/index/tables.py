@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reelsearch.index.catalog import CatalogError, StoredSegments, StoredVideo, VideoFacts
+from reelsearch.index.catalog import CatalogError, StoredSegments, StoredVideo, VideoFacts, float16_rows
 from reelsearch.index.media import EmbeddedMedia, absolute
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.sync import CatalogSync
@@ -383,7 +383,7 @@ class SqlCatalog(CatalogSync, ABC):
         ``TAKEN``) of ``videos`` and ``frame_vectors`` (vectors, times and detail None: no picture)."""
         id_, path, duration, vectors, times, detail, taken_at, taken_from = row
         frame_rows = (np.empty((0, dim), np.float32) if vectors is None else
-                      np.frombuffer(vectors, np.float16).reshape(-1, dim).astype(np.float32))
+                      float16_rows(vectors, dim))
         return StoredVideo(str(id_), self._local(path), duration, frame_rows, np.frombuffer(times or b"", np.float64),
                            np.frombuffer(detail, np.float32) if detail else None, float(taken_at), taken_from)
 
