@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -258,6 +259,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-serve")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reelsearch-bench-cache")
     ap.add_argument("--base-src", type=Path, help="the source folder (src/) of configurations ending in @base")
+    ap.add_argument("--base-work", type=Path,
+                    help="the --work of configurations ending in @base (default: --work's): a copy of it, made before "
+                         "this code opens it, where this code migrates the index to a schema the base refuses")
     ap.add_argument("--encode-sizes", type=int, nargs="*", default=[1, 2, 4, 8, 16, 32],
                     help="batch sizes whose encode time is measured first (none: skip)")
     ap.add_argument("--encode-reps", type=int, default=50, help="batches of each size timed")
@@ -276,7 +280,9 @@ def main() -> None:
     if args.encode_sizes:
         encode_timings(args.model, list(dict.fromkeys(c[3] for c in configs)), args.encode_sizes, distinct[-2000:],
                        args.encode_reps)
-    servers = [start_server(directory, *config, args.threads, args.base_src, args.model) for config in configs]
+    base_directory = (args.base_work or args.work) / directory.name
+    servers = [start_server(base_directory if config[4] == "base" else directory, *config, args.threads, args.base_src,
+                            args.model) for config in configs]
     repeated = distinct[:200]  # for configurations with a query cache: every query is asked again and again
     try:
         wait_ready(servers)
@@ -296,7 +302,8 @@ def main() -> None:
                       flush=True)
     finally:
         for proc, _ in servers:
-            os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):  # (one that failed to start has ended)
+                os.killpg(proc.pid, signal.SIGTERM)
         for proc, _ in servers:
             proc.wait(timeout=60)
     results = []

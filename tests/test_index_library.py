@@ -330,6 +330,35 @@ def test_a_schema_1_index_is_migrated(tmp_path, folder):
         EmbeddedCatalog(old)
 
 
+
+def test_a_schema_7_index_gets_its_segments_table_with_rowids(tmp_path, folder):
+    """An index whose segments' table is WITHOUT ROWID (schema 7) opens with it written again as a rowid table, every
+    segment kept, and searches and syncs as before."""
+    from reelsearch.index.embedded.schema import SCHEMA_VERSION, SEGMENTS_TABLE
+
+    with EmbeddedCatalog(tmp_path / "index") as lib:
+        lib.sync([folder], FakeEmbedder(), progress=False)
+        ids = lib.ids()
+        want = {i: (s.starts.tolist(), s.rows.tolist(), s.biases.tolist()) for i, s in lib.segments(ids).items()}
+        q = vectors_of(folder / "img0.png")[0]
+        before = [(h.id, h.score) for h in search(lib, q, k=3)]
+        db = lib._db  # as schema 7 wrote it
+        db.execute(SEGMENTS_TABLE.format(name="old_segments").replace(");\n", ") WITHOUT ROWID;\n"))
+        db.execute("INSERT INTO old_segments SELECT * FROM video_segments")
+        db.execute("DROP TABLE video_segments")
+        db.execute("ALTER TABLE old_segments RENAME TO video_segments")
+        lib._set_meta("schema_version", 7)
+    sql = "SELECT sql FROM sqlite_master WHERE name = 'video_segments'"
+    assert "WITHOUT ROWID" in sqlite3.connect(tmp_path / "index" / SQLITE_NAME).execute(sql).fetchone()[0]
+    with EmbeddedCatalog(tmp_path / "index") as lib:
+        assert lib._meta("schema_version") == str(SCHEMA_VERSION)
+        assert "WITHOUT ROWID" not in lib._db.execute(sql).fetchone()[0]
+        got = {i: (s.starts.tolist(), s.rows.tolist(), s.biases.tolist()) for i, s in lib.segments(ids).items()}
+        assert got == want and len(got) == 6
+        assert [(h.id, h.score) for h in search(lib, q, k=3)] == before
+        lib.sync([folder], FakeEmbedder(), progress=False)
+        check_consistent(lib)
+
 def test_model_change_reembeds_everything(open_catalog, folder, tmp_path):
     lib = open_catalog()
     other = tmp_path / "other"
@@ -560,3 +589,22 @@ def test_a_commit_of_media_without_segments_stores_one_segment_of_every_frame(tm
         assert len(segs) == 1 and segs.firsts[0] == 0 and segs.counts[0] == 4
         assert segs.starts[0] == 0.0 and segs.ends[0] == 2.0 and segs.biases[0] == pytest.approx(0.25)
         np.testing.assert_allclose(segs.rows[0], video, atol=1e-3)
+
+
+def test_stored_float16_rows_are_each_value_exactly():
+    """``float16_rows`` (how stored frame rows are read) gives every float16 bit pattern's exact value, checked against
+    the value computed from its sign, exponent and mantissa (IEEE binary16; float32 holds each exactly)."""
+    from reelsearch.index.catalog import float16_rows
+
+    bits = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    got = float16_rows(bits.tobytes(), 16)
+    assert got.shape == (4096, 16) and got.dtype == np.float32
+    got = got.reshape(-1)
+    sign = np.where(bits >> 15, -1.0, 1.0)
+    exponent, mantissa = (bits >> 10) & 0x1F, (bits & 0x3FF).astype(np.float64)
+    finite = exponent < 31
+    want = sign * np.where(exponent == 0, mantissa / 1024 * 2.0 ** -14,
+                           (1 + mantissa / 1024) * 2.0 ** (exponent.astype(np.float64) - 15))
+    assert np.array_equal(got[finite].astype(np.float64), want[finite])
+    assert np.array_equal(got[~finite & (mantissa == 0)], sign[~finite & (mantissa == 0)] * np.inf)
+    assert np.isnan(got[~finite & (mantissa > 0)]).all()

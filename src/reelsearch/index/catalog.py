@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Protocol
 
 import numpy as np
@@ -25,6 +25,19 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.vectors import ScoreFn
 from reelsearch.media.decode import is_image_path
+
+
+def float16_rows(data: bytes, dim: int) -> np.ndarray:
+    """float32 [T, dim] of stored float16 rows (bytes): each value looked up in a table of every float16's float32 by
+    numpy's own conversion, so the same bits in about half its time (numpy converts float16 one value at a time: 16-20
+    us for a video's 8 frames of 1,025, 8 by the table)."""
+    return _float16_values().take(np.frombuffer(data, np.uint16)).reshape(-1, dim)
+
+
+@cache
+def _float16_values() -> np.ndarray:
+    """The float32 of each of the 65,536 float16 bit patterns (256 KiB)."""
+    return np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
 
 
 @dataclass

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reelsearch.index.catalog import CatalogError, StoredSegments, StoredVideo, VideoFacts
+from reelsearch.index.catalog import CatalogError, StoredSegments, StoredVideo, VideoFacts, float16_rows
 from reelsearch.index.media import EmbeddedMedia, absolute
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.sync import CatalogSync
@@ -342,10 +342,13 @@ class SqlCatalog(CatalogSync, ABC):
             f"SELECT s.video_id, s.start, s.stop, s.first_frame, s.n_frames, {self.VECTOR_SQL.replace('v.', 's.')}, "
             f"s.bias FROM video_segments s WHERE s.video_id IN ({','.join('?' * len(keys))}) "
             "ORDER BY s.video_id, s.ordinal", keys).fetchall()
-        out: dict[str, list] = {}
-        for r in rows:
-            out.setdefault(str(r[0]), []).append(r[1:])
-        return {vid: self._stored_segments(rs) for vid, rs in out.items()}
+        if not rows:
+            return {}
+        every = self._stored_segments([r[1:] for r in rows])  # one array per column, each video's a slice of it
+        vids = [r[0] for r in rows]
+        bounds = [j for j in range(1, len(vids)) if vids[j] != vids[j - 1]]
+        return {str(vids[a]): StoredSegments(*(column[a:b] for column in vars(every).values()))
+                for a, b in zip([0, *bounds], [*bounds, len(vids)], strict=True)}
 
     def _stored_segments(self, rows: Sequence[tuple]) -> StoredSegments:
         """One video's segments from its rows (start, stop, first_frame, n_frames, ``VECTOR_SQL`` value, bias) in
@@ -380,7 +383,7 @@ class SqlCatalog(CatalogSync, ABC):
         ``TAKEN``) of ``videos`` and ``frame_vectors`` (vectors, times and detail None: no picture)."""
         id_, path, duration, vectors, times, detail, taken_at, taken_from = row
         frame_rows = (np.empty((0, dim), np.float32) if vectors is None else
-                      np.frombuffer(vectors, np.float16).reshape(-1, dim).astype(np.float32))
+                      float16_rows(vectors, dim))
         return StoredVideo(str(id_), self._local(path), duration, frame_rows, np.frombuffer(times or b"", np.float64),
                            np.frombuffer(detail, np.float32) if detail else None, float(taken_at), taken_from)
 

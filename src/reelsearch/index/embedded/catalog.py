@@ -41,7 +41,14 @@ import numpy as np
 from reelsearch.errors import ReelsearchError
 from reelsearch.index.catalog import CatalogError
 from reelsearch.index.embedded.exact_rows import segment_rows, train_for, video_rows
-from reelsearch.index.embedded.schema import ONE_SEGMENT_EACH, SCHEMA_SQL, SCHEMA_VERSION, SEGMENTS_SQL, VIDEOS_SQL
+from reelsearch.index.embedded.schema import (
+    ONE_SEGMENT_EACH,
+    SCHEMA_SQL,
+    SCHEMA_VERSION,
+    SEGMENTS_SQL,
+    SEGMENTS_TABLE,
+    VIDEOS_SQL,
+)
 from reelsearch.index.embedded.sqlite import SqliteDb
 from reelsearch.index.embedded.textcues import SQLITE_NAME as TEXTCUES_NAME
 from reelsearch.index.embedded.textcues import EmbeddedTextCues
@@ -101,7 +108,8 @@ class EmbeddedCatalog(SqlCatalog):
         the frames' detail, NULL for the videos already stored until the next ``sync`` measures their thumbnails;
         3 -> 4: the date taken, NULL until the next ``sync`` reads it: the file's mtime meanwhile; 4 -> 5: segments;
         5 -> 6: a NULL vector for a file without a picture, whose zero rows are dropped; 6 -> 7: the vector files,
-        float32 HNSW before, are rebuilt from SQLite as product-quantised codes at the next open that can write)."""
+        float32 HNSW before, are rebuilt from SQLite as product-quantised codes at the next open that can write;
+        7 -> 8: the segments' table written again as a rowid table)."""
         has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
         version = self._meta("schema_version") if has_meta else None
         if version is not None and int(version) > SCHEMA_VERSION:
@@ -120,6 +128,8 @@ class EmbeddedCatalog(SqlCatalog):
                 self._db.execute(ONE_SEGMENT_EACH)
         if version is not None and int(version) < 6:
             self._drop_zero_rows()
+        if version is not None and int(version) < 8:
+            self._segments_with_rowid()
         if version is not None and int(version) < 7 and any((self.dir / n).is_file() for n in (FAISS_NAME,
                                                                                               SEGMENTS_FAISS_NAME)):
             logger.warning("%s: an index of an earlier reelsearch; its vector files (float32, held in memory) are "
@@ -150,6 +160,20 @@ class EmbeddedCatalog(SqlCatalog):
                     self._db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('videos', ?)", (seq[0],))
         finally:
             self._db.execute("PRAGMA foreign_keys=ON")
+
+    def _segments_with_rowid(self) -> None:
+        """Schema 8: ``video_segments`` made again as a rowid table (``SEGMENTS_TABLE``: a search's read of its hits'
+        segments a third of the time) with its rows, in one transaction (3.5 s for 20,000 segments, 2 busy cores)."""
+        row = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'video_segments'"
+                               ).fetchone()
+        if row is None or "WITHOUT ROWID" not in row[0].upper():
+            return
+        with self._transaction():
+            self._db.execute(SEGMENTS_TABLE.format(name="video_segments_rowid"))
+            self._db.execute("INSERT INTO video_segments_rowid SELECT * FROM video_segments ORDER BY video_id, ordinal")
+            self._db.execute("DROP TABLE video_segments")
+            self._db.execute("ALTER TABLE video_segments_rowid RENAME TO video_segments")
+        logger.info("%s: the segments' table written again as a rowid table (schema 8)", self.dir)
 
     def _drop_zero_rows(self) -> None:
         """Schema 6: the files of sound alone that an earlier schema stored with zero rows (a zero video row and one
