@@ -63,8 +63,8 @@ def rows_graph(rows: int) -> tuple[int, int]:
 def buffers_advice(graphs: int, buffers: int) -> str | None:
     """What to tell when HNSW graphs of ``graphs`` bytes do not fit in ``buffers`` bytes of ``shared_buffers`` (None
     when they fit): a search then copies most of the pages it reads (some hundreds at 100,000 videos) from the
-    operating system's cache into PostgreSQL's, evicting others, which made the server's part of a search nearly
-    twice as long (docs/benchmarks.md, "PostgreSQL's search with its graph in shared_buffers")."""
+    operating system's cache into PostgreSQL's, evicting others: 1.7x the server's CPU a search at
+    100,000 videos (docs/benchmarks.md, "PostgreSQL's search with its graph in shared_buffers")."""
     if graphs <= buffers:
         return None
     gib = max(1, math.ceil(1.5 * graphs / (1 << 30)))
