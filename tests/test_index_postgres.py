@@ -195,8 +195,8 @@ def test_hnsw_search_uses_a_halfvec_index_of_rows_and_biases_and_float32_scores(
                 np.testing.assert_allclose(score, brute[best], rtol=0, atol=1e-6)
         with lib._db.transaction():  # the query can be served by the index (the planner picks it at scale)
             lib._db.execute("SET LOCAL enable_seqscan = off")
-            plan = lib._db.execute("EXPLAIN " + lib.nearest_sql(8, exact=False, biased=True),
-                                   (vector_recv(np.eye(8)[0]), vector_recv(np.eye(9)[0] + np.eye(9)[8]), 10),
+            plan = lib._db.execute("EXPLAIN " + lib.nearest_sql(8, exact=False, biased=True, n=10),
+                                   (vector_recv(np.eye(8)[0]), vector_recv(np.eye(9)[0] + np.eye(9)[8])),
                                    binary=True)
             assert "videos_hnsw" in "\n".join(r[0] for r in plan)
 

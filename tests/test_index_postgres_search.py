@@ -9,6 +9,7 @@ import pytest
 
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.pg.database import Database
+from reelsearch.index.pg.hnsw import buffers_advice
 from test_index_library import search
 from test_index_postgres_copy import DIM, library
 
@@ -62,3 +63,32 @@ def test_a_search_reads_its_hits_frames_and_segments_in_one_statement(pg_url, mo
             reads = [s for s in said if not s.startswith(("SELECT key, value FROM meta", "SELECT set_config"))]
             assert len(reads) == 1 and reads[0].startswith("WITH hits"), reads
         assert detail > 0
+
+
+def test_the_nearest_statement_is_planned_once_and_answers_as_exact(pg_url, messages):
+    """``n`` is in the nearest statement's text, not a parameter: after its first few executions the server keeps one
+    plan of it (a generic plan, ``pg_prepared_statements``) instead of planning each search; the answers are the exact
+    ones. The test server's shared_buffers hold the small graph: no advice logged."""
+    changes = one_segment_each(60)
+    queries = np.random.default_rng(11).standard_normal((30, DIM)).astype(np.float32)
+    with PostgresCatalog(pg_url, threshold=10**6) as lib:
+        lib._commit(changes, [], "m")
+        exact = [search(lib, q, 5) for q in queries]
+    messages()
+    with PostgresCatalog(pg_url, threshold=0) as lib:
+        assert [search(lib, q, 5) for q in queries] == exact
+        plans = lib._db.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE "
+                                "statement LIKE '%::halfvec%'").fetchall()
+        assert plans and all("LIMIT $" not in s for s, _, _ in plans)
+        # psycopg prepares a statement at its sixth execution, and the server's first five plans of it are custom
+        assert sum(g for _, g, _ in plans) >= len(queries) - 10 > sum(c for _, _, c in plans)
+    assert "shared_buffers" not in messages()
+
+
+def test_the_advice_when_the_graphs_outgrow_shared_buffers():
+    """Graphs larger than the server's shared_buffers: the advice names both sizes and a setting that holds the
+    graphs with room (1.5 times, in whole GiB); none when they fit."""
+    assert buffers_advice(100 << 20, 128 << 20) is None
+    said = buffers_advice(260 << 20, 128 << 20)
+    assert "(260 MiB)" in said and "(128 MiB)" in said and "shared_buffers = '1GB'" in said
+    assert "shared_buffers = '4GB'" in buffers_advice(2600 << 20, 1 << 30)  # 3.8 GiB rounded up

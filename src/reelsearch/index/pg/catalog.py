@@ -39,7 +39,7 @@ from reelsearch.index.media import EmbeddedMedia
 from reelsearch.index.paths import MediaRoots
 from reelsearch.index.pg.copy import copy_media, copy_videos, vector_recv, vector_text, vectors_from_send
 from reelsearch.index.pg.database import Database
-from reelsearch.index.pg.hnsw import MAX_EF_SEARCH, rows_graph, search_ef, users_ef
+from reelsearch.index.pg.hnsw import MAX_EF_SEARCH, check_buffers, rows_graph, search_ef, users_ef
 from reelsearch.index.pg.schema import (
     FOLDED,
     HNSW_MAX_DIM,
@@ -358,14 +358,16 @@ class PostgresCatalog(SqlCatalog):
         exact = n > MAX_EF_SEARCH or rows < self.threshold or dim + 1 > HNSW_MAX_DIM
         if not exact:
             self._db.setting("hnsw.ef_search", self.segments_ef(n) if segments else self.videos_ef(n))
+            if not self._buffers_checked:  # once: do the graphs fit in the server's shared_buffers?
+                self._buffers_checked = check_buffers(self._db) or True
         held = self._holding()
-        sql = self.nearest_sql(dim, exact, biased, segments=segments)
+        sql = self.nearest_sql(dim, exact, biased, n=n, segments=segments)
         if held is not None:
             sql = WITH_ROWS.format(hits=sql, taken=TAKEN)
         ids, dists = [], []
         for row in queries:
             query = vector_recv(row)
-            params = (query, int(n)) if exact else (query, vector_recv(np.append(row, 1.0 if biased else 0.0)), int(n))
+            params = (query,) if exact else (query, vector_recv(np.append(row, 1.0 if biased else 0.0)))
             found = self._db.execute(sql, params, binary=True).fetchall()
             found.sort(key=lambda r: r[1])  # the index's candidates by their float32 distance
             if held is not None:
@@ -428,6 +430,7 @@ class PostgresCatalog(SqlCatalog):
         return min(MAX_EF_SEARCH, max(self.videos_ef() * max(1, per_video), int(n)))
 
     _segment_count: tuple[int, int] | None = None  # (generation, number of segments)
+    _buffers_checked = False  # whether ``check_buffers`` ran (at the first search by HNSW)
 
     def segment_count(self) -> int:
         """The number of segments, counted once per generation."""
@@ -448,20 +451,19 @@ class PostgresCatalog(SqlCatalog):
             yield [f"{r[0]}:{r[1]}" for r in block], vectors_from_send([r[2] for r in block], dim)
 
     @staticmethod
-    def nearest_sql(dim: int, exact: bool, biased: bool = False, *, segments: bool = False) -> str:
-        """The query of one vector's nearest videos (parameters: the vector, [the vector and its bias weight,] n;
-        vectors as ``copy.vector_recv``'s, in a binary ``execute``):
-        (id, float32 inner-product distance, less the bias when ``biased``) of the n best by a scan (one distance per
-        row), or of the HNSW index's n candidates (by their halfvec distance over [row, bias], the index's expression:
-        ``schema.FOLDED``)."""
+    def nearest_sql(dim: int, exact: bool, biased: bool = False, *, n: int, segments: bool = False) -> str:
+        """The query of one vector's nearest (parameters: the vector[, the vector and its bias weight], as
+        ``copy.vector_recv``'s, binary): (id, float32 inner-product distance, less the bias when ``biased``) of the n
+        best by a scan, or of the HNSW index's n candidates (by their halfvec distance over [row, bias], the index's
+        expression: ``schema.FOLDED``); ``n`` in the text: the server plans it once (generic plan), not each search."""
         distance = f"(vector <#> ?::vector({dim}))" + (" - bias" if biased else "")
         key, table = ("video_id || ':' || ordinal", "video_segments") if segments else ("id", "videos")
         video = "video_id" if segments else "id"
         if exact:  # a video without a picture has no vector (NULL), no segment
             return (f"SELECT {key} AS k, {distance} AS d, {video} AS video FROM {table} WHERE vector IS NOT NULL "
-                    f"ORDER BY d LIMIT ?")
+                    f"ORDER BY d LIMIT {int(n)}")
         return (f"SELECT {key} AS k, {distance} AS d, {video} AS video FROM {table} ORDER BY "
-                f"{FOLDED.format(dim=dim + 1)} <#> ?::halfvec({dim + 1}) LIMIT ?")
+                f"{FOLDED.format(dim=dim + 1)} <#> ?::halfvec({dim + 1}) LIMIT {int(n)}")
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The video vectors [len(ids), D] of ``ids`` (KeyError for one not stored)."""

@@ -1,7 +1,8 @@
 """How hard PostgreSQL's HNSW graph is searched and how it is built, chosen from the rows (docs/benchmarks.md,
 "PostgreSQL's recall at a million"): pgvector's ``hnsw.ef_search`` (the candidates a search keeps) and the graph's M and
 ef_construction. A graph of more rows hides a query's best rows deeper, so the same setting finds fewer of them:
-recall@10 0.985 at 100,000 rows but 0.843 at 1,000,000 with ef_search 128 (M 16, ef_construction 64)."""
+recall@10 0.985 at 100,000 rows but 0.843 at 1,000,000 with ef_search 128 (M 16, ef_construction 64). And whether the
+server's ``shared_buffers`` hold the graphs (``check_buffers``): a search reads a few hundred of their pages."""
 
 from __future__ import annotations
 
@@ -57,3 +58,27 @@ def rows_graph(rows: int) -> tuple[int, int]:
     1,000,000 0.953 of the exact top 10 at 256 and 0.987 at 1,000 (the defaults: 0.893, 0.954), for 2.0-2.2x the
     build time."""
     return LARGE_GRAPH if rows >= GRAPH_ROWS else SMALL_GRAPH
+
+
+def buffers_advice(graphs: int, buffers: int) -> str | None:
+    """What to tell when HNSW graphs of ``graphs`` bytes do not fit in ``buffers`` bytes of ``shared_buffers`` (None
+    when they fit): a search then copies most of the pages it reads (some hundreds at 100,000 videos) from the
+    operating system's cache into PostgreSQL's, evicting others: 1.7x the server's CPU a search at
+    100,000 videos (docs/benchmarks.md, "PostgreSQL's search with its graph in shared_buffers")."""
+    if graphs <= buffers:
+        return None
+    gib = max(1, math.ceil(1.5 * graphs / (1 << 30)))
+    return (f"the HNSW indexes ({graphs / (1 << 20):,.0f} MiB) do not fit in the server's shared_buffers "
+            f"({buffers / (1 << 20):,.0f} MiB), so searches are slower: give the server more (ALTER SYSTEM SET "
+            f"shared_buffers = '{gib}GB'; then restart it) if it has the memory")
+
+
+def check_buffers(db: Database) -> None:
+    """Log ``buffers_advice`` of the catalog's HNSW indexes and the server's ``shared_buffers``."""
+    graphs, buffers = db.execute(
+        "SELECT COALESCE(pg_relation_size(to_regclass('videos_hnsw')), 0) "
+        "+ COALESCE(pg_relation_size(to_regclass('video_segments_hnsw')), 0), "
+        "pg_size_bytes(current_setting('shared_buffers'))").fetchone()
+    advice = buffers_advice(int(graphs), int(buffers))
+    if advice is not None:
+        logger.warning("%s: %s", db.location, advice)
