@@ -1,10 +1,12 @@
-"""Large blocks of memory handed back to the operating system when freed (glibc's ``mallopt``), so that a long-running
-process (``reelsearch serve``) does not keep, resident, what its loads' and searches' temporary arrays took."""
+"""A long-running process's memory (``reelsearch serve``): large blocks handed back to the operating system when freed
+(glibc's ``mallopt``), so that it does not keep, resident, what its loads' and searches' temporary arrays took; and
+what it loaded kept out of the garbage collector's walks (``gc.freeze``)."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 from functools import lru_cache
 
 #: glibc's ``M_MMAP_THRESHOLD`` and the threshold kept: 4 MiB (at 1 MiB a search's own arrays were mapped and
@@ -29,3 +31,12 @@ def return_large_frees() -> bool:
     51 MiB more, 650.8 MiB against 599.9 (docs/benchmarks.md, "100,000 videos of four segments each, today's code")."""
     mallopt = _mallopt()
     return bool(mallopt is not None and mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1)
+
+
+def freeze_loaded() -> None:
+    """Move every object alive now (a loaded index, model and app) to the collector's permanent generation, so that
+    later collections walk only what requests make: the oldest generation's walks over everything loaded had paused
+    some searches for 100 ms and more (served max 160 -> 57 ms at 100,000 videos: docs/benchmarks.md, "The served
+    path at 100,000 videos at the end of 2026-11-29")."""
+    gc.collect()
+    gc.freeze()

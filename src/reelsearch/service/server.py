@@ -24,7 +24,7 @@ from reelsearch.index import MediaRoots
 from reelsearch.indexing.settings import remembered_model, require_index
 from reelsearch.indexing.watch import SETTLE, FolderWatcher, end_now, watch_roots
 from reelsearch.location import library_location, masked
-from reelsearch.memory import return_large_frees
+from reelsearch.memory import freeze_loaded, return_large_frees
 from reelsearch.search import Searcher
 from reelsearch.search.experts import parse_weights
 from reelsearch.served import remove_advert, write_advert
@@ -128,8 +128,10 @@ def start_watcher(searcher: Searcher, settings: dict) -> FolderWatcher | None:
 
 
 def worker_app():
-    """uvicorn's app factory in each worker process (settings from the environment)."""
-    return build_app(json.loads(os.environ[SETTINGS_ENV]), os.environ.get(API_KEY_ENV) or None)
+    """uvicorn's app factory in each worker process (settings from the environment); what it loaded frozen."""
+    app = build_app(json.loads(os.environ[SETTINGS_ENV]), os.environ.get(API_KEY_ENV) or None)
+    freeze_loaded()
+    return app
 
 
 def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | None = None) -> None:
@@ -144,6 +146,7 @@ def run(settings: dict, host: str, port: int, workers: int = 1, api_key: str | N
                           "--watch` beside `serve --workers N`)")
     if workers <= 1:
         app = build_app(settings, api_key)
+        freeze_loaded()  # what was loaded stays for the process's life: the collector no longer walks it
         searcher, watcher = app.state.searcher, app.state.watcher
         logger.info("reelsearch: %d videos from %s; open http://%s:%s/", len(searcher.catalog),
                     searcher.catalog.location, host, port)
