@@ -330,7 +330,6 @@ def test_a_schema_1_index_is_migrated(tmp_path, folder):
         EmbeddedCatalog(old)
 
 
-
 def test_a_schema_7_index_gets_its_segments_table_with_rowids(tmp_path, folder):
     """An index whose segments' table is WITHOUT ROWID (schema 7) opens with it written again as a rowid table, every
     segment kept, and searches and syncs as before."""
@@ -358,6 +357,7 @@ def test_a_schema_7_index_gets_its_segments_table_with_rowids(tmp_path, folder):
         assert [(h.id, h.score) for h in search(lib, q, k=3)] == before
         lib.sync([folder], FakeEmbedder(), progress=False)
         check_consistent(lib)
+
 
 def test_model_change_reembeds_everything(open_catalog, folder, tmp_path):
     lib = open_catalog()
