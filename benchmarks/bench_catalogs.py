@@ -13,8 +13,9 @@ PostgreSQL's graph built with these instead.
 Rows per catalog: ``Searcher.search`` in process (text encoding precomputed: the catalog's part: vector search,
 bias, moments), with the CPU milliseconds a search takes in this process and in the PostgreSQL server's process
 serving it (``cpu_ms``, ``server_cpu_ms``: less swayed by other programs' load than the latency), and its recall@10
-against an exact scan of the same vectors with the model's own query vectors (and each row's bias for the queries
-the search ranks with it, seven words or more: ``calibration.banked``);
+against an exact scan of the same vectors with the model's own query vectors, encoded as ``serve`` encodes them by
+default (``auto``: the bundled student; in process and over HTTP alike) (and each row's bias for the queries the
+search ranks with it, seven words or more: ``calibration.banked``);
 ``GET /search`` end to end against a ``reelsearch serve`` subprocess (one worker, one torch thread; every query a new
 caption, so its query cache never hits), from a client in this process; the server's resident memory after the
 queries (VmRSS); the catalog's size on disk (the index folder; PostgreSQL's table, HNSW index and frame tables).
@@ -200,10 +201,12 @@ def insert_rate(searcher: Searcher, x: np.ndarray, frames: int, bias: np.ndarray
     return round(len(x) / seconds, 1)
 
 
-def serve(where: str, queries: list[str], warm: list[str]) -> dict:
-    """``GET /search`` end to end against a ``reelsearch serve`` subprocess over ``where``; its memory after."""
+def serve(where: str, queries: list[str], warm: list[str], text_encoder: str) -> dict:
+    """``GET /search`` end to end against a ``reelsearch serve`` subprocess over ``where``, encoding queries with
+    ``text_encoder`` (the in-process searcher's, whose query vectors the recall's truth is of); its memory after."""
     port = free_port()
     target = ["--db", where] if where.startswith("postgresql") else ["--index", where]
+    target += ["--text-encoder", text_encoder]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     log = tempfile.TemporaryFile("w+")  # its access log (one line per request): not a pipe that could fill up
     proc = subprocess.Popen([sys.executable, "-m", "reelsearch", "serve", *target, "--port", str(port)], env=env,
@@ -255,7 +258,7 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
                   ef: list[int] = (), graph: dict | None = None) -> dict:
     """Build, search in process (and over HTTP), measure; the detailed row (progress on stderr)."""
     out = {"catalog": name, "n": len(x), "segments_per_video": 1 if segments is None else segments.shape[1]}
-    with Searcher(where, "default") as searcher:
+    with Searcher(where, "default", text_encoder="auto") as searcher:  # serve's default encoder (the student)
         bias = offsets(searcher, x)
         segment_bias = None if segments is None else offsets(searcher, segments.reshape(-1, x.shape[1])).reshape(
             segments.shape[:2])
@@ -263,6 +266,7 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
         print(f"{name} {len(x)}: built {out['build']}", file=sys.stderr, flush=True)
         searcher.warm_up()
         qv = query_vectors(searcher, queries)
+        text_encoder = searcher.model.text_encoder_name  # serve's too, so that its recall has the same truth
         exact = np.argsort(-exact_scores(qv, x, bias, segments, segment_bias, biased_queries(queries)),
                            axis=1)[:, :10]
         truth = [[str(int(i) + 1) for i in r] for r in exact]  # catalog ids start at 1, in insertion order
@@ -299,7 +303,7 @@ def bench_catalog(name: str, where: str, x: np.ndarray, segments: np.ndarray | N
             out["size"] = pg_bytes(searcher.catalog)
         else:
             out["size"] = {"index_folder_mib": round(folder_bytes(Path(where)) / 2**20, 1)}
-    out["http"], got = serve(where, queries, warm)
+    out["http"], got = serve(where, queries, warm, text_encoder)
     out["http"]["recall@10"] = round(recall_at(truth, [list(g) for g in got]), 4)
     return out
 
