@@ -265,9 +265,7 @@ class Searcher:
         the index stage."""
         q = self._checked(text, k, judge, **options)
         with self.lock:
-            cue_index = self.cues
-            p = plan(self.model, q.names, q.weights, cue_index.stored_cues() if cue_index is not None else [],
-                     text=q.text is not None, like=q.example is not None)
+            p = self._plan(q)
         # outside the lock: concurrent queries share one encoder pass
         query = self.query_encoder.one(q.text) if q.text is not None else None
         cue_query = self.cue_queries.one(q.text) if p.cues else None
@@ -283,8 +281,7 @@ class Searcher:
         q = self._checked(text, k, True, **options)
         known = self._known_cues  # the index's cues at the last plan: does the cue query look needed?
         try:
-            cues = known is not None and q.text is not None and plan(
-                self.model, q.names, q.weights, known, text=True, like=q.example is not None).cues
+            cues = known is not None and q.text is not None and self._plan(q, known).cues
         except ReelsearchError:
             cues = False  # the index stage's plan tells
         query = await self.query_encoder.one_async(q.text) if q.text is not None else None
@@ -372,14 +369,18 @@ class Searcher:
         if q.plan is not None:
             return q
         try:
-            cue_index = self.cues
-            self._known_cues = cue_index.stored_cues() if cue_index is not None else []
-            p = plan(self.model, q.names, q.weights, self._known_cues, text=q.text is not None,
-                     like=q.example is not None)
+            p = self._plan(q)
             cue_query = self.cue_queries.one(q.text) if p.cues and q.cue_query is None else q.cue_query
         except Exception as exc:  # raised to its own caller
             return exc
         return replace(q, plan=p, cue_query=cue_query)
+
+    def _plan(self, q: _Query, cues: list[str] | None = None) -> Plan:
+        """``q``'s plan (``experts.plan``) over the index's stored cues: ``cues``, else read now (under the lock)."""
+        if cues is None:
+            cue_index = self.cues
+            cues = self._known_cues = cue_index.stored_cues() if cue_index is not None else []
+        return plan(self.model, q.names, q.weights, cues, text=q.text is not None, like=q.example is not None)
 
     def _prefetched(self, queries: list[_Query]) -> Prefetched:
         """The catalog with the vector index's first answer for each of ``queries`` that asks it (text ranked by the
@@ -542,8 +543,7 @@ class Searcher:
 
 @dataclass(frozen=True)
 class _Query:
-    """One search as the index stage runs it: checked, encoded and planned (``Searcher.search``; the plan by the
-    index stage for ``answer_async``)."""
+    """One search as the index stage runs it: checked, encoded, planned (for ``answer_async``: by the stage)."""
 
     text: str | None
     query: np.ndarray | None
