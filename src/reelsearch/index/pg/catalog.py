@@ -359,7 +359,8 @@ class PostgresCatalog(SqlCatalog):
         if not exact:
             self._db.setting("hnsw.ef_search", self.segments_ef(n) if segments else self.videos_ef(n))
             if not self._buffers_checked:  # once: do the graphs fit in the server's shared_buffers?
-                self._buffers_checked = check_buffers(self._db) or True
+                check_buffers(self._db)
+                self._buffers_checked = True
         held = self._holding()
         sql = self.nearest_sql(dim, exact, biased, n=n, segments=segments)
         if held is not None:
