@@ -347,7 +347,7 @@ class SqlCatalog(CatalogSync, ABC):
         every = self._stored_segments([r[1:] for r in rows])  # one array per column, each video's a slice of it
         vids = [r[0] for r in rows]
         bounds = [j for j in range(1, len(vids)) if vids[j] != vids[j - 1]]
-        return {str(vids[a]): StoredSegments(*(column[a:b] for column in vars(every).values()))
+        return {str(vids[a]): StoredSegments(**{name: column[a:b] for name, column in vars(every).items()})
                 for a, b in zip([0, *bounds], [*bounds, len(vids)], strict=True)}
 
     def _stored_segments(self, rows: Sequence[tuple]) -> StoredSegments:
