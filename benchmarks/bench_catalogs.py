@@ -197,7 +197,8 @@ def insert_rate(searcher: Searcher, x: np.ndarray, frames: int, bias: np.ndarray
     finally:
         del lib._insert_videos, lib._write_media
     lib._db.execute("SELECT setval('videos_id_seq', 1, false)")  # a sequence is not rolled back: ids from 1 again
-    lib._count = lib._segment_count = lib._sound_state = lib._bias_state = lib._facts_state = None  # by generation
+    lib._sound_state = lib._bias_state = lib._facts_state = None  # read again: by generation
+    lib._read.clear()
     return round(len(x) / seconds, 1)
 
 

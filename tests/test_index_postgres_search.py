@@ -1,17 +1,24 @@
 """A search of the PostgreSQL catalog in one round trip: inside a search's snapshot, the nearest statement also reads
 the found videos' paths, frames and segments (``PostgresCatalog.WITH_ROWS``), and the search gives what it gives
-with a statement per read — on a library of one segment a video and on one of several, exact and by HNSW."""
+with a statement per read — on a library of one segment a video and on one of several, exact and by HNSW; a
+Searcher's search of a library without text cues asks nothing of its own about them, and sees cues stored later."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from cue_fixtures import HashEncoder
+from reelsearch.features.cues import CueResult, CueSegment
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.pg.database import Database
 from reelsearch.index.pg.hnsw import buffers_advice
+from reelsearch.search import Searcher
+from reelsearch.search import searcher as searcher_module
 from test_index_library import search
 from test_index_postgres_copy import DIM, library
+from test_search_filters import _fake_embed
+from test_search_support import small_model
 
 
 def one_segment_each(n: int) -> list:
@@ -60,7 +67,7 @@ def test_a_search_reads_its_hits_frames_and_segments_in_one_statement(pg_url, mo
             assert rows_together == rows_apart
             detail += "detail=array(" in rows_apart
             assert together == apart and "moments=[Moment(" in together and together.count("SearchResult(") == 5
-            reads = [s for s in said if not s.startswith(("SELECT key, value FROM meta", "SELECT set_config"))]
+            reads = [s for s in said if not s.startswith(("SELECT 'meta', key, value FROM meta", "SELECT set_config"))]
             assert len(reads) == 1 and reads[0].startswith("WITH hits"), reads
         assert detail > 0
 
@@ -92,3 +99,50 @@ def test_the_advice_when_the_graphs_outgrow_shared_buffers():
     said = buffers_advice(260 << 20, 128 << 20)
     assert "(260 MiB)" in said and "(128 MiB)" in said and "shared_buffers = '1GB'" in said
     assert "shared_buffers = '4GB'" in buffers_advice(2600 << 20, 1 << 30)  # 3.8 GiB rounded up
+
+
+def test_a_searcher_asks_nothing_of_its_own_about_text_cues_and_sees_those_stored_later(pg_url, tmp_path,
+                                                                                        monkeypatch):
+    """``Searcher.search`` and ``answer`` (what `serve` and the CLI run) of a library without text cues send two
+    statements: the meta, which brings the text cues' generation along (``PostgresCatalog._meta``), and the nearest
+    statement; whether the library has cues is asked once per text-cue generation (it was ``SELECT 1 FROM runs``
+    twice a search). Speech that another connection stores afterwards moves that generation: the next search asks
+    again and fuses it (its cue query encoded by the index stage), and the searches after it read the text cues'
+    generation from the same meta statement."""
+    monkeypatch.setattr(searcher_module, "sentence_encoder", HashEncoder())  # the cue queries' encoder (no MiniLM)
+    media = tmp_path / "media"
+    media.mkdir()
+    for i in range(30):
+        (media / f"v{i:02d}.mp4").write_bytes(b"clip %d" % i)
+    said: list[str] = []
+    execute = Database.execute
+    monkeypatch.setattr(Database, "execute",
+                        lambda db, sql, params=(), **kw: said.append(sql) or execute(db, sql, params, **kw))
+    query = "preheat the oven to two hundred degrees"
+    with Searcher(PostgresCatalog(pg_url), str(small_model("cosine").save(tmp_path / "model"))) as searcher:
+        searcher.catalog.sync([media], _fake_embed(searcher.model.row_dim), model_id=searcher.model_id,
+                              progress=False)
+        first = searcher.answer(query, 5)  # (the first: the session's settings; whether there are cues)
+        assert any("FROM runs" in s for s in said)
+        for ask in (searcher.search, searcher.answer, searcher.search):
+            said.clear()
+            found = ask(query, 5)
+            assert len(said) == 2 and said[0].startswith("SELECT 'meta', key, value FROM meta UNION ALL") and \
+                said[1].startswith("WITH hits"), said
+            assert [r.id for r in getattr(found, "results", found)] == [r.id for r in first.results]
+        assert all(r.match is None and r.experts is None for r in first.results)
+
+        target = first.results[-1].id  # its words said, stored by another process's connection
+        with PostgresCatalog(pg_url) as other:
+            cues = other.text_cues(HashEncoder(), create=True)
+            cues.put(target, {"speech": CueResult("speech", [CueSegment("speech", 0.5, 3.0, query, 0.9)],
+                                                  recipe="speech:test")}, other.video(target).sha256)
+        said.clear()
+        spoken = searcher.search(query, 5)
+        assert any("FROM runs" in s for s in said)  # the text cues' generation moved: asked again
+        assert spoken[0].id == target and spoken[0].match is not None and spoken[0].match.text == query
+        assert spoken[0].experts["speech"] > 0 and spoken[0].match.cue == "speech"
+        said.clear()
+        assert [r.to_json() for r in searcher.search(query, 5)] == [r.to_json() for r in spoken]
+        assert said[0].startswith("SELECT 'meta'") and not any("FROM runs" in s or "FROM cue_meta" in s
+                                                               for s in said[1:]), said

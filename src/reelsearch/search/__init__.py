@@ -7,10 +7,12 @@ answered by sources (``reelsearch.search.sources``, ``reelsearch.search.cues``) 
 (``reelsearch.search.filters``) restrict it to some videos.
 """
 
+from reelsearch.search.annotate import read_captions
 from reelsearch.search.embed import MediaEmbedder
 from reelsearch.search.filters import Filter, FilterError, parse_query
+from reelsearch.search.request import MAX_QUERY_CHARS, check_query
 from reelsearch.search.results import SearchResult
-from reelsearch.search.searcher import MAX_QUERY_CHARS, QueryError, Searcher, check_query, read_captions
+from reelsearch.search.searcher import QueryError, Searcher
 
 __all__ = ["MAX_QUERY_CHARS", "Filter", "FilterError", "MediaEmbedder", "QueryError", "SearchResult", "Searcher",
            "check_query", "parse_query", "read_captions"]

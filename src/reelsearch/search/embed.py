@@ -43,6 +43,7 @@ from tqdm import tqdm
 
 from reelsearch.errors import ConfigError, MediaError, NoVideoStream
 from reelsearch.features.pipeline import round_to
+from reelsearch.index.catalog import Catalog
 from reelsearch.index.media import EmbeddedMedia, frame_detail, make_thumbnail, shrink
 from reelsearch.media.decode import probe
 from reelsearch.media.segmenting import SegmentPolicy, cut
@@ -220,3 +221,21 @@ def sound_only(path: str, no_video: NoVideoStream) -> EmbeddedMedia:
     return EmbeddedMedia(None, None, np.zeros(0), seconds,
                          warning=f"{no_video.path}: audio only (no video stream): indexed for what is said in it, "
                                  "without a picture")
+
+
+def stored_media(catalog: Catalog, path: str) -> EmbeddedMedia | None:
+    """The stored embeddings of the indexed file ``path`` when its size and modification time are unchanged (else
+    None: it is decoded and embedded again)."""
+    if len(catalog) == 0:
+        return None
+    id_ = catalog.find(path)
+    if id_ is None:
+        return None
+    record = catalog.video(id_)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if (st.st_size, st.st_mtime_ns) != (record.size, record.mtime_ns):
+        return None
+    return catalog.media(id_)

@@ -44,9 +44,17 @@ from reelsearch.scoring.calibration import SENTENCE, banked, query_length
 from reelsearch.search.cues import CueSource
 from reelsearch.search.example import RESCORED, Example, candidates_with, rescore
 from reelsearch.search.experts import Plan
-from reelsearch.search.fusion import Fused, fuse, fused_segments, per_segment, positive, segment_scores
+from reelsearch.search.fusion import (
+    Fused,
+    first_candidates,
+    fuse,
+    fused_segments,
+    per_segment,
+    positive,
+    segment_scores,
+)
 from reelsearch.search.results import FrameScore, Match, Moment, SearchResult
-from reelsearch.search.sources import LIKE, VISUAL, Source, Visual
+from reelsearch.search.sources import LIKE, VISUAL, InnerProduct, Source, Visual
 from reelsearch.search.subset import Selection, Subset
 
 
@@ -65,7 +73,7 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
         catalog = Subset(catalog, allowed)
         visual = visual.on(catalog)
     if text is not None:  # the querybank's offsets for queries of seven words or more
-        visual = visual.with_bias(banked(query_length(text)))
+        visual = visual.with_bias(_banked(text))
     sources: dict[str, Source] = {}
     weights: dict[str, float] = {}
     if p.visual:
@@ -99,6 +107,23 @@ def run_query(catalog: Catalog, visual: Visual, cue_index: TextCues | None, text
         fused = rescore(catalog, fused, example, weights[LIKE], k, sequence=not exhaustive)
     return _results(catalog, visual, cue_index, fused, catalog.stored(fused.ids), text, query, p, cues, frames,
                     example, moments, (sources, weights))
+
+
+def first_nearest(catalog: Catalog, visual: Visual, text: str | None, query: np.ndarray, p: Plan, k: int, *,
+                  filtered: bool = False, example: Example | None = None) -> tuple[np.ndarray, int, bool] | None:
+    """The first vector-index search ``run_query`` makes for ``text`` (``query``: its embedding) under plan ``p``, as
+    (query row, n, biased), where it is one a batch of searches can share (``reelsearch.search.batching.prefetch``):
+    the model's inner product over the video rows (no video has several segments: ``best_segment_source``) as the
+    fusion first asks it (``first_candidates``), without filters or an example; else None."""
+    if filtered or example is not None or not p.visual or not isinstance(visual, InnerProduct) or \
+            catalog.several_segments():
+        return None
+    return visual.model.ann_query(query)[0], first_candidates(k, 1 + len(p.cues)), _banked(text)
+
+
+def _banked(text: str) -> bool:
+    """Whether a search for ``text`` ranks by its scores less the querybank's offsets (``calibration.banked``)."""
+    return banked(query_length(text))
 
 
 def listed(catalog: Catalog, ids: Sequence[str]) -> list[SearchResult]:

@@ -5,49 +5,35 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
-from reelsearch.errors import EMPTY_QUERY, ConfigError, DataFormatError, QueryError, ReelsearchError
+from reelsearch.errors import QueryError, ReelsearchError
 from reelsearch.features.cues import CueExtractor
 from reelsearch.index import EmbeddedMedia, MediaRoots, SqlCatalog, SyncReport, open_catalog
 from reelsearch.index.media import sha256_file
 from reelsearch.index.textcues import TextCues
-from reelsearch.io import numbered_lines, read_text
 from reelsearch.models.calibration import log_fallback, search_calibration
-from reelsearch.models.embeddings import SearchMode, VideoEmbeddings
+from reelsearch.models.embeddings import SearchMode
 from reelsearch.models.query_model import QueryModel
-from reelsearch.scoring.calibration import SENTENCE, banked, query_length
+from reelsearch.search.annotate import check_captions, rank_captions, with_picture
 from reelsearch.search.batching import MicroBatcher, Prefetched, prefetch
 from reelsearch.search.cue_indexing import cues_to_run, index_cues
 from reelsearch.search.duplicates import DEFAULT_THRESHOLD, MIN_COVERAGE, DuplicateGroup, find_duplicates
-from reelsearch.search.embed import DEFAULT_FRAMES_PER_SECOND, MediaEmbedder
+from reelsearch.search.embed import DEFAULT_FRAMES_PER_SECOND, MediaEmbedder, stored_media
 from reelsearch.search.example import Example, ExampleError, split_like
-from reelsearch.search.experts import Plan, parse_experts, parse_weights, plan
+from reelsearch.search.experts import Plan, parse_weights, plan
 from reelsearch.search.filters import Filter, pictured, read_box, select
-from reelsearch.search.fusion import first_candidates
 from reelsearch.search.library_model import index_model, model_record, record_model
-from reelsearch.search.query import listed, run_query
+from reelsearch.search.query import first_nearest, listed, run_query
 from reelsearch.search.query_encoder import QueryEncoder
-from reelsearch.search.results import SORTS, SearchResult, dated, no_good_match
-from reelsearch.search.sources import InnerProduct, Visual, visual_sources
+from reelsearch.search.request import Answer, Request, read_request, weak
+from reelsearch.search.results import SearchResult, dated
+from reelsearch.search.sources import Visual, visual_sources
 from reelsearch.search.subset import Selection, Subset
 from reelsearch.text.sentences import sentence_encoder
-
-#: Longest query accepted (characters).
-MAX_QUERY_CHARS = 1000
-
-
-def check_query(text: str) -> str:
-    """``text`` stripped; QueryError when empty or longer than MAX_QUERY_CHARS."""
-    if not isinstance(text, str) or not text.strip():
-        raise QueryError(EMPTY_QUERY)
-    if len(text) > MAX_QUERY_CHARS:
-        raise QueryError(f"the query has {len(text)} characters; at most {MAX_QUERY_CHARS} are accepted")
-    return text.strip()
 
 
 class Searcher:
@@ -169,6 +155,10 @@ class Searcher:
         """True when the index holds embeddings of another model (re-run ``index`` to replace them)."""
         return self.catalog.model_id is not None and self.catalog.model_id != self.model_id
 
+    def _stale_error(self) -> ReelsearchError:
+        return ReelsearchError(f"{self.catalog.location}: the index holds embeddings of another model "
+                               f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
+
     def warm_up(self) -> None:
         """Load what the first query would load lazily (e.g. the MiniLM text model), so it is not slow."""
         self.query_encoder.many(["warm up"])
@@ -261,31 +251,23 @@ class Searcher:
         return self._submit(text, k, judge=True, **options)
 
     def _submit(self, text: str | None, k: int, judge: bool = False, **options):
-        """``search`` (``judge``: ``answer``): the query checked, planned and encoded in this thread, then searched by
-        the index stage."""
+        """``search`` (``judge``: ``answer``): the query checked and encoded in this thread (outside the lock:
+        concurrent queries share one encoder pass), then planned and searched by the index stage (concurrent searches
+        share one vector-index search: ``_search_batch``)."""
         q = self._checked(text, k, judge, **options)
-        with self.lock:
-            p = self._plan(q)
-        # outside the lock: concurrent queries share one encoder pass
         query = self.query_encoder.one(q.text) if q.text is not None else None
-        cue_query = self.cue_queries.one(q.text) if p.cues else None
+        cue_query = self.cue_queries.one(q.text) if self._asks_cues(q) else None
         negatives = [(self.query_encoder.one(term), term) for term in q.excluded]
-        # concurrent searches share one vector-index search (the index stage: ``_search_batch``)
-        return self.index_stage.one(replace(q, query=query, cue_query=cue_query, negatives=negatives, plan=p))
+        return self.index_stage.one(replace(q, query=query, cue_query=cue_query, negatives=negatives))
 
     async def answer_async(self, text: str | None, k: int = 10, **options) -> Answer:
         """``answer`` awaited in an event loop (``serve``'s ``GET /search``; ``like``: an :class:`Example` or None):
         nothing in it blocks the loop and no thread waits for it: a query not in the cache is encoded by the
-        encoder's thread, the plan (which reads the index's cues under the lock) is made by the index stage's, which
-        hands the answer to the loop."""
+        encoder's thread, the plan is made by the index stage's (as ``answer``'s), which hands the answer to the
+        loop."""
         q = self._checked(text, k, True, **options)
-        known = self._known_cues  # the index's cues at the last plan: does the cue query look needed?
-        try:
-            cues = known is not None and q.text is not None and self._plan(q, known).cues
-        except ReelsearchError:
-            cues = False  # the index stage's plan tells
         query = await self.query_encoder.one_async(q.text) if q.text is not None else None
-        cue_query = await self.cue_queries.one_async(q.text) if cues else None
+        cue_query = await self.cue_queries.one_async(q.text) if self._asks_cues(q) else None
         negatives = [(await self.query_encoder.one_async(term), term) for term in q.excluded]
         found = (await self.index_stage.submit_async([replace(q, query=query, cue_query=cue_query,
                                                               negatives=negatives)]))[0]
@@ -293,24 +275,20 @@ class Searcher:
             raise found
         return found
 
-    def _checked(self, text: str | None, k: int, judge: bool, *, frames: bool = True, experts=None, weights=None,
-                 like=None, filters: Filter | None = None, moments: int = 3, sort: str = "relevance") -> _Query:
-        """A search's query checked and read (its box, experts, weights, example): not planned, not encoded."""
-        if sort not in SORTS:
-            raise QueryError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
-        if text is not None or (like is None and not filters):
-            text = check_query(text)
-        if not isinstance(k, int) or k < 1:
-            raise QueryError(f"k must be a positive integer, got {k!r}")
-        text, filt = read_box(text, filters)
-        names = parse_experts(experts)
-        w = {**self.weights, **parse_weights(weights)}
-        example = like if like is None or isinstance(like, Example) else self.example(like)
-        if text is None and example is None and not filt:
-            raise QueryError(EMPTY_QUERY)
-        calibrated = search_calibration(self.model) is not None  # else negatives are words only
-        return _Query(text, None, None, [], filt, None, k, frames, example, moments, sort, judge, names, w,
-                      list(filt.exclude) if calibrated else [])
+    def _checked(self, text: str | None, k: int, judge: bool, **options) -> Request:
+        """A search's query checked and read (``request.read_request``): not planned, not encoded."""
+        return read_request(text, k, judge, base_weights=self.weights, example_of=self.example,
+                            calibrated=search_calibration(self.model) is not None, **options)
+
+    def _asks_cues(self, q: Request) -> bool:
+        """Whether ``q``'s plan looks like asking the text cues, by the index's cues at the index stage's last plan
+        (none known before the first); the stage, which plans ``q`` over the cues as they are then (no round trip of
+        its own for them), encodes its cue query if it asks one and this said no."""
+        known = self._known_cues
+        try:
+            return known is not None and q.text is not None and bool(self._plan(q, known).cues)
+        except ReelsearchError:
+            return False  # the index stage's plan tells
 
     def no_good_match(self, text: str | None, results: list[SearchResult], filters: Filter | None = None) -> bool:
         """Whether ``results`` of a search for ``text`` (a search box; ``filters``: the search's other filters) are no
@@ -318,20 +296,19 @@ class Searcher:
         text and the size of the library searched (``Calibration.threshold``): the videos the filters keep, when
         there are filters (a right best hit of ten photos beats fewer than one of a thousand). False without a
         calibration or a confidence."""
-        if search_calibration(self.model) is None:
+        calibration = search_calibration(self.model)
+        if calibration is None:
             return False
         free, filt = read_box(text, filters) if text is not None else (None, filters)
         with self.lock, self.catalog.snapshot():
             videos = len(select(filt, self.catalog, self.cues).ids) if filt else len(self.catalog)
-        return self._weak(results, free, videos)
+        return weak(calibration, results, free, videos)
 
     def _weak(self, results: list[SearchResult], free: str | None, videos: int) -> bool:
-        """``no_good_match`` of ``results`` of a search for the free text ``free`` over ``videos`` videos."""
+        """``no_good_match`` of ``results`` of a search for the free text ``free`` over ``videos`` videos (the index
+        stage's verdict of ``answer``)."""
         calibration = search_calibration(self.model)
-        if calibration is None:
-            return False
-        length = query_length(free) if free is not None else SENTENCE
-        return no_good_match(results, calibration.threshold(length, videos))
+        return calibration is not None and weak(calibration, results, free, videos)
 
     @property
     def index_stage(self) -> MicroBatcher:
@@ -339,7 +316,7 @@ class Searcher:
         for more: ``reelsearch serve --batch``, ``--batch-wait``)."""
         return self._index_stage
 
-    def _search_batch(self, queries: list[_Query]) -> Iterator[list[SearchResult] | Exception]:
+    def _search_batch(self, queries: list[Request]) -> Iterator[list[SearchResult] | Exception]:
         """The index stage of a batch of searches: under the lock, one vector-index search for the query vectors of
         those it serves (``reelsearch.search.batching.prefetch``), then each search as alone, in order, each answer
         yielded as soon as it is found; an exception for one is handed to that search only."""
@@ -349,25 +326,22 @@ class Searcher:
                 yield from (Answer([], False, q.filt) if q.judge else [] for q in queries)
                 return
             if self.stale():
-                stale = ReelsearchError(f"{self.catalog.location}: the index holds embeddings of another model "
-                                        f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
+                stale = self._stale_error()
                 yield from (stale for _ in queries)
                 return
             planned = [self._planned(q) for q in queries]
-            catalog = self._prefetched([q for q in planned if isinstance(q, _Query)])
+            catalog = self._prefetched([q for q in planned if isinstance(q, Request)])
             visual = self.visual.on(catalog)
             for q in planned:
                 try:
-                    found = self._search_one(q, catalog, visual) if isinstance(q, _Query) else q
+                    found = self._search_one(q, catalog, visual) if isinstance(q, Request) else q
                 except Exception as exc:  # raised to its own caller
                     found = exc
                 yield found
 
-    def _planned(self, q: _Query) -> _Query | Exception:
-        """``q`` planned (``answer_async``'s are planned here, under the lock), its cue query encoded if the plan asks
-        one that was not (the index's cues changed since the last plan), or the exception that planning raised."""
-        if q.plan is not None:
-            return q
+    def _planned(self, q: Request) -> Request | Exception:
+        """``q`` planned over the index's cues as they are now (under the lock, in the stage's snapshot), its cue query
+        encoded if the plan asks one that was not (``_asks_cues``), or the exception that planning raised."""
         try:
             p = self._plan(q)
             cue_query = self.cue_queries.one(q.text) if p.cues and q.cue_query is None else q.cue_query
@@ -375,26 +349,22 @@ class Searcher:
             return exc
         return replace(q, plan=p, cue_query=cue_query)
 
-    def _plan(self, q: _Query, cues: list[str] | None = None) -> Plan:
+    def _plan(self, q: Request, cues: list[str] | None = None) -> Plan:
         """``q``'s plan (``experts.plan``) over the index's stored cues: ``cues``, else read now (under the lock)."""
         if cues is None:
             cue_index = self.cues
             cues = self._known_cues = cue_index.stored_cues() if cue_index is not None else []
         return plan(self.model, q.names, q.weights, cues, text=q.text is not None, like=q.example is not None)
 
-    def _prefetched(self, queries: list[_Query]) -> Prefetched:
-        """The catalog with the vector index's first answer for each of ``queries`` that asks it (text ranked by the
-        inner product over video rows, no filters, no example) searched in one call; the first n as the fusion will
-        ask it (``first_candidates``)."""
-        wanted = []
-        if isinstance(self.visual, InnerProduct) and not self.catalog.several_segments():
-            for q in queries:
-                if q.query is not None and q.plan.visual and not q.filt and q.example is None:
-                    wanted.append((self.model.ann_query(q.query)[0], first_candidates(q.k, 1 + len(q.plan.cues)),
-                                   banked(query_length(q.text))))  # the querybank's offsets: as run_query asks
+    def _prefetched(self, queries: list[Request]) -> Prefetched:
+        """The catalog with the vector index's first answer for each of ``queries`` that asks one a batch can share
+        (``query.first_nearest``: text ranked by the inner product over video rows, no filters, no example) searched
+        in one call."""
+        wanted = [found for q in queries if q.query is not None and (found := first_nearest(
+            self.catalog, self.visual, q.text, q.query, q.plan, q.k, filtered=bool(q.filt), example=q.example))]
         return prefetch(self.catalog, wanted, self.stats)
 
-    def _search_one(self, q: _Query, catalog: Prefetched, visual: Visual) -> list[SearchResult] | Answer:
+    def _search_one(self, q: Request, catalog: Prefetched, visual: Visual) -> list[SearchResult] | Answer:
         selected = select(q.filt, self.catalog, self.cues) if q.filt else None
         allowed = self._allowed(selected, q.negatives) if q.filt else None
         if q.text is None and q.example is None:  # filters alone
@@ -470,8 +440,7 @@ class Searcher:
         with self.lock:
             self.catalog.refresh()
             if self.stale():
-                raise ReelsearchError(f"{self.catalog.location}: the index holds embeddings of another model "
-                                      f"({self.catalog.model_id}); re-run `reelsearch index` with this model")
+                raise self._stale_error()
             return find_duplicates(self.catalog, float(threshold), coverage=float(coverage),
                                    exact_cosine=not self.model.inner_product)
 
@@ -482,7 +451,7 @@ class Searcher:
         An indexed file whose size and modification time are unchanged uses its stored embeddings; any other
         file is decoded and embedded now (it is not added to the index).
         """
-        captions = self._check_captions(captions)
+        captions = check_captions(captions)
         path = os.fspath(file)
         with self.lock:
             media = self._stored_media(path)
@@ -492,90 +461,26 @@ class Searcher:
             self.full_model()
             with self._embed_lock:
                 media = self.embedder(path).checked(self.model.row_dim)
-        return self.annotate_media(_pictured(media, path), captions)
+        return self.annotate_media(with_picture(media, path), captions)
 
     def annotate_id(self, id_: str, captions: Sequence[str]) -> list[dict]:
         """``captions`` ranked for the indexed video ``id_`` (KeyError when unknown)."""
-        captions = self._check_captions(captions)
+        captions = check_captions(captions)
         with self.lock:
             media = self.catalog.media(id_)
-        return self.annotate_media(_pictured(media, f"video {id_}"), captions)
+        return self.annotate_media(with_picture(media, f"video {id_}"), captions)
 
     def annotate_media(self, media: EmbeddedMedia, captions: Sequence[str]) -> list[dict]:
         """``captions`` ranked for an embedded video (the model's own similarity; mixtures fuse per caption)."""
-        captions = self._check_captions(captions)
+        captions = check_captions(captions)
         queries = self.query_encoder.many(captions)
         with self.lock:
-            video = VideoEmbeddings(np.asarray(media.video_vector, np.float32)[None], [media.frame_vectors])
-            scores = self.model.score(queries, video, axis=0)
-            bank = getattr(self.model, "querybank", None)
-            offsets = bank.caption_offsets(self.model.ann_query(queries)) if bank is not None else 0.0
-        column = np.asarray(scores, np.float64)[:, 0] - offsets
-        order = sorted(range(len(captions)), key=lambda i: (-column[i], i))
-        return [{"caption": captions[i], "score": float(column[i])} for i in order]
+            return rank_captions(self.model, captions, queries, media)
 
     def _stored_media(self, path: str) -> EmbeddedMedia | None:
-        if self.stale() or len(self.catalog) == 0:
-            return None
-        id_ = self.catalog.find(path)
-        if id_ is None:
-            return None
-        record = self.catalog.video(id_)
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        if (st.st_size, st.st_mtime_ns) != (record.size, record.mtime_ns):
-            return None
-        return self.catalog.media(id_)
-
-    @staticmethod
-    def _check_captions(captions: Sequence[str]) -> list[str]:
-        if isinstance(captions, str):
-            raise ConfigError("captions must be a list of sentences, not one string")
-        out = [c.strip() for c in captions if isinstance(c, str) and c.strip()]
-        if not out:
-            raise QueryError("no captions given (empty lines are ignored)")
-        for c in out:
-            check_query(c)
-        return out
-
-
-@dataclass(frozen=True)
-class _Query:
-    """One search as the index stage runs it: checked, encoded, planned (for ``answer_async``: by the stage)."""
-
-    text: str | None
-    query: np.ndarray | None
-    cue_query: np.ndarray | None
-    negatives: list[tuple[np.ndarray, str]]
-    filt: Filter
-    plan: Plan | None  # None: planned by the index stage (``answer_async``)
-    k: int
-    frames: bool
-    example: Example | None
-    moments: int
-    sort: str
-    judge: bool = False  # ``answer``: whether they are no good match, too
-    names: Sequence[str] | None = None  # the experts asked for (``parse_experts``)
-    weights: Mapping[str, float] | None = None  # the search's expert weights
-    excluded: list[str] = field(default_factory=list)  # the negative terms to encode (a calibrated model)
-
-
-class Answer(NamedTuple):
-    """A search's results, whether they are no good match (``Searcher.no_good_match``), and its filters (those of the
-    search box and those given beside it)."""
-
-    results: list[SearchResult]
-    no_good_match: bool
-    filters: Filter
-
-
-def _pictured(media: EmbeddedMedia, label: str) -> EmbeddedMedia:
-    """``media``, or a QueryError naming ``label`` when it has no picture (a file of sound alone: no rows)."""
-    if not media.pictured:
-        raise QueryError(f"{label}: has no picture (sound alone): no caption can be ranked for it")
-    return media
+        """The stored embeddings of the indexed file ``path`` when it is unchanged (``embed.stored_media``) and of
+        this model."""
+        return None if self.stale() else stored_media(self.catalog, path)
 
 
 def _torch_model(path):
@@ -584,17 +489,3 @@ def _torch_model(path):
     from reelsearch.models.query_export import load_for_search  # noqa: PLC0415 - torch: only where the model's query graphs cannot serve (docs/search.md)
 
     return load_for_search(path)
-
-
-def read_captions(path: str | Path) -> list[str]:
-    """Captions from a text file, one per line (blank lines skipped)."""
-    path = Path(path)
-    captions = []
-    for n, line in numbered_lines(read_text(path)):
-        line = line.strip()
-        if len(line) > MAX_QUERY_CHARS:
-            raise DataFormatError(path, f"caption longer than {MAX_QUERY_CHARS} characters", n)
-        captions.append(line)
-    if not captions:
-        raise DataFormatError(path, "no captions (one per line expected)")
-    return captions

@@ -21,8 +21,8 @@ from reelsearch.display import MAX_K, NO_GOOD_MATCH_MESSAGE
 from reelsearch.scoring.calibration import NO_GOOD_MATCH
 from reelsearch.search.duplicates import DuplicateGroup
 from reelsearch.search.filters import KEYS
+from reelsearch.search.request import MAX_QUERY_CHARS
 from reelsearch.search.results import SORTS, SearchResult
-from reelsearch.search.searcher import MAX_QUERY_CHARS
 
 MAX_CAPTIONS = 1000
 MAX_UPLOAD_BYTES = 512 << 20

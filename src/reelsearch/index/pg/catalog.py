@@ -29,7 +29,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -61,7 +61,6 @@ WRITER_LOCK = 0x72656C7365617277
 INLINE_BYTES = 8000
 
 logger = logging.getLogger(__name__)
-
 
 #: ``nearest_sql``'s hits (k, d, video) with, on one hit of each video, what a search reads next of it: its path,
 #: duration, frame vectors, times, detail and when taken (``stored``) and its segments as arrays in ordinal order
@@ -104,6 +103,7 @@ class PostgresCatalog(SqlCatalog):
         self.ef_search = None if ef_search is None else int(ef_search)
         self._users_ef: tuple[int | None] | None = None  # (hnsw.users_ef,) of the session, read once
         self.segment_ef_search = None if segment_ef_search is None else int(segment_ef_search)
+        self._read: dict[str, tuple[object, object]] = {}  # name -> (generation, what was read: _per_generation)
         self._db = Database(url)
         try:
             migrate(self._db)
@@ -136,20 +136,24 @@ class PostgresCatalog(SqlCatalog):
     def refresh(self) -> None:
         """Nothing to do: every read sees the last commit."""
 
-    _count: tuple[int, int] | None = None  # (generation, number of videos)
+    def _per_generation(self, name: str, read: Callable[[], object], gen: object = None):
+        """``read()``, read again only when the generation (``gen``: the text cues' for what is theirs) has moved."""
+        gen = self.generation if gen is None else gen
+        if self._read.get(name, (None,))[0] != gen:
+            self._read[name] = (gen, read())
+        return self._read[name][1]
 
     def __len__(self) -> int:
         """The number of videos, counted once per generation (a count is a scan of the table)."""
-        gen = self.generation
-        if self._count is None or self._count[0] != gen:
-            self._count = (gen, super().__len__())
-        return self._count[1]
+        return self._per_generation("videos", super().__len__)
 
     def text_cues(self, encoder: Encoder | None, create: bool = False) -> PostgresTextCues | None:
-        """The text cues in this database, once ``index`` has stored any (always when ``create``)."""
-        if not create and self._db.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None:
+        """The text cues in this database, once ``index`` has stored any (always when ``create``): asked once per
+        text-cue generation, which a ``snapshot`` reads with the meta (no statement of its own in a search)."""
+        if not create and not self._per_generation("cues", lambda: self._db.execute(
+                "SELECT 1 FROM runs LIMIT 1").fetchone() is not None, (self._meta("generation", "cue_meta"),)):
             return None
-        return PostgresTextCues(self._db, encoder=encoder)
+        return PostgresTextCues(self._db, encoder=encoder, meta=lambda key: self._meta(key, "cue_meta"))
 
     # -- what the index folder's searcher.json holds, here in meta ------------------------------------------
     def settings(self) -> dict:
@@ -157,14 +161,17 @@ class PostgresCatalog(SqlCatalog):
         value = self._meta("settings")
         return json.loads(value) if value else {}
 
-    def _meta(self, key: str) -> str | None:
-        """A meta value; inside a ``snapshot`` every one is read at the first (one statement, not one per key)."""
+    def _meta(self, key: str, table: str = "meta") -> str | None:
+        """A value of ``table`` (``meta``, or the text cues' ``cue_meta``); inside a ``snapshot`` every one of both is
+        read at the first (one statement, not one per key)."""
         held = self._holding()
         if held is None:
-            return super()._meta(key)
+            row = self._db.execute(f"SELECT value FROM {table} WHERE key = ?", (key,)).fetchone()
+            return None if row is None else row[0]
         if " meta" not in held:
-            held[" meta"] = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-        return held[" meta"].get(key)
+            held[" meta"] = {(t, k): v for t, k, v in self._db.execute(
+                "SELECT 'meta', key, value FROM meta UNION ALL SELECT 'cue_meta', key, value FROM cue_meta")}
+        return held[" meta"].get((table, key))
 
     def remember(self, settings: dict) -> None:
         with self._transaction():
@@ -321,12 +328,10 @@ class PostgresCatalog(SqlCatalog):
         self._db.execute(f"ALTER TABLE video_segments ALTER COLUMN vector TYPE vector({int(dim)})")
 
     def _vectors_dropped(self) -> None:
-        with self._transaction():
-            self._db.execute("DROP INDEX IF EXISTS videos_hnsw")
-            self._db.execute("DROP INDEX IF EXISTS video_segments_hnsw")
-            self._db.execute("ALTER TABLE videos ALTER COLUMN vector TYPE vector")
-            self._db.execute("ALTER TABLE videos ALTER COLUMN vector SET STORAGE EXTENDED")
-            self._db.execute("ALTER TABLE video_segments ALTER COLUMN vector TYPE vector")
+        with self._transaction():  # one round trip
+            self._db.execute("DROP INDEX IF EXISTS videos_hnsw; DROP INDEX IF EXISTS video_segments_hnsw; ALTER TABLE "
+                             "videos ALTER COLUMN vector TYPE vector, ALTER COLUMN vector SET STORAGE EXTENDED; "
+                             "ALTER TABLE video_segments ALTER COLUMN vector TYPE vector")
 
     def _synced(self) -> None:
         """The HNSW indexes a first load or a dead writer left missing, made by one writer (the others' commits wait);
@@ -421,24 +426,19 @@ class PostgresCatalog(SqlCatalog):
 
     def segments_ef(self, n: int = 10) -> int:
         """The segments' query's ``hnsw.ef_search`` for ``n`` candidates: ``segment_ef_search``, or the videos' query's
-        (``videos_ef``) times the segments per video (rounded up; at most MAX_EF_SEARCH). A video ranks by its best
-        segment, and a video's segments lie near each other: they crowd the candidate list, so the HNSW search keeps
-        as many candidates per video as the videos' query keeps (docs/benchmarks.md, "PostgreSQL's segments
-        query")."""
+        (``videos_ef``) times the segments per video (rounded up; at most MAX_EF_SEARCH): a video's segments lie near
+        each other and crowd the candidates (docs/benchmarks.md, "PostgreSQL's segments query")."""
         if self.segment_ef_search is not None:
             return search_ef(self.segment_ef_search, 0, n)
         per_video = -(-self.segment_count() // max(1, self.row_count()))
         return min(MAX_EF_SEARCH, max(self.videos_ef() * max(1, per_video), int(n)))
 
-    _segment_count: tuple[int, int] | None = None  # (generation, number of segments)
     _buffers_checked = False  # whether ``check_buffers`` ran (at the first search by HNSW)
 
     def segment_count(self) -> int:
         """The number of segments, counted once per generation."""
-        gen = self.generation
-        if self._segment_count is None or self._segment_count[0] != gen:
-            self._segment_count = (gen, self._db.execute("SELECT COUNT(*) FROM video_segments").fetchone()[0])
-        return self._segment_count[1]
+        return self._per_generation("segments", lambda: self._db.execute(
+            "SELECT COUNT(*) FROM video_segments").fetchone()[0])
 
     def segment_chunks(self, rows: int = SCAN_CHUNK_ROWS) -> Iterator[tuple[list[str], np.ndarray]]:
         """Every (segment ids, vectors [m, D]), by video and ordinal, ``rows`` at a time (each block one query)."""

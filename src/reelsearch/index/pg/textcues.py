@@ -12,6 +12,7 @@ matches and the stored MiniLM vectors by the same code as for the embedded index
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import numpy as np
 
@@ -43,14 +44,19 @@ def _quote(word: str) -> str:
 
 
 class PostgresTextCues(TextCues):
-    """The text cues in the PostgreSQL catalog reached through ``db`` (the catalog's connection)."""
+    """The text cues in the PostgreSQL catalog reached through ``db`` (the catalog's connection); ``meta``: their
+    meta values as the catalog reads them (``cue_meta``: inside a search's snapshot, with the catalog's meta)."""
 
     META = "cue_meta"
 
-    def __init__(self, db: Database, *, encoder: Encoder | None = None):
+    def __init__(self, db: Database, *, meta: Callable[[str], str | None], encoder: Encoder | None = None):
         self._db = db
+        self._read_meta = meta
         self._encoder = encoder
         self._lexer = Lexer()
+
+    def _meta(self, key: str) -> str | None:
+        return self._read_meta(key)
 
     @property
     def location(self) -> str:

@@ -12,9 +12,9 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from reelsearch.display import NO_GOOD_MATCH_MESSAGE
-from reelsearch.errors import ReelsearchError
+from reelsearch.errors import QueryError, ReelsearchError
 from reelsearch.search.filters import Filter, FilterError, filter_pairs
-from reelsearch.search.searcher import Answer, QueryError
+from reelsearch.search.request import Answer
 from reelsearch.service import contract
 from reelsearch.service.contract import MAX_JSON_BYTES
 from reelsearch.service.http import JSON, error_text
