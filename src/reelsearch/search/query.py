@@ -232,7 +232,7 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
             continue
         scored.append((id_, s, scores, read))
     reads = [r for *_, r in scored if r is not None]  # every hit's segments through the calibration in one call
-    confident = iter(np.split(calibration(np.concatenate(reads), length, text), np.cumsum([len(r) for r in reads])[:-1])
+    confident = iter(_pieces(calibration(np.concatenate(reads), length, text), [len(r) for r in reads])
                      if reads else ())
     out = {}
     for id_, s, scores, read in scored:
@@ -243,6 +243,12 @@ def _moments(catalog: Catalog, visual: Visual, fused: Fused, query: np.ndarray, 
         b = int(order[0])
         out[id_] = (s.rows[b], float(s.biases[b]), listed, (int(s.firsts[b]), int(s.firsts[b] + s.counts[b])))
     return out
+
+
+def _pieces(values: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    """``values`` cut into consecutive pieces of ``sizes`` (views; ``np.split``'s, at a fraction of its cost)."""
+    ends = np.cumsum(sizes).tolist()
+    return [values[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def _confidence(visual: Visual, fused: Fused, p: Plan, judged: list[str], length: str,

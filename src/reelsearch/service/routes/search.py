@@ -107,8 +107,9 @@ def _either_way(query: contract.LikeQuery, form: contract.LikeFields) -> contrac
 
 def _answer(answer: Answer, q: str | None, k: int, example) -> Response:
     """The JSON of a search's ``answer`` for the box ``q``."""
-    rows = [{**r.to_json(), "thumbnail": f"/videos/{r.id}/thumbnail?frame={r.frame}", "media": f"/videos/{r.id}/media"}
-            for r in answer.results]
+    rows = [r.to_json() for r in answer.results]
+    for r, row in zip(answer.results, rows, strict=True):
+        row["thumbnail"], row["media"] = f"/videos/{r.id}/thumbnail?frame={r.frame}", f"/videos/{r.id}/media"
     weak, filt = answer.no_good_match, answer.filters
     out = {"query": q, "k": k, "no_good_match": weak, **({"message": NO_GOOD_MATCH_MESSAGE} if weak else {}),
            "results": rows}
