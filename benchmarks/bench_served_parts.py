@@ -10,8 +10,7 @@ Over an index built by ``bench_serve.py`` (``--work``, ``--videos``), with the b
 * ``app``: ``GET /search`` through the ASGI app (no uvicorn) with the search answered from a dict: FastAPI, the route,
   the query's checks and the JSON: the event loop's share, less uvicorn's.
 
-Prints one JSON line (ms). Run with ``PYTHONPATH`` at each source to compare, alternating (``serve``'s own settings
-are read from that source: its tokenizer switch):
+Prints one JSON line (ms). Run with ``PYTHONPATH`` at each source to compare, alternating:
 
 PYTHONPATH=src .venv/bin/python benchmarks/bench_served_parts.py --videos 20000 --work /tmp/reelsearch-bench-serve
 """
@@ -21,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -31,7 +29,6 @@ import torch
 
 from bench_serve import query_texts
 from reelsearch.search import Searcher
-from reelsearch.service import server
 from reelsearch.service.app import create_app
 
 
@@ -45,8 +42,6 @@ def main() -> None:
     ap.add_argument("--searches", type=int, default=200)
     args = ap.parse_args()
     torch.set_num_threads(1)  # as serve runs
-    if hasattr(server, "TOKENIZERS_PARALLELISM"):  # as serve sets it
-        os.environ.setdefault(server.TOKENIZERS_PARALLELISM, "false")
     texts = query_texts(args.searches + 5000 + 200 * args.batch)
     out = {}
     with Searcher(args.work / f"index-{args.videos}-{args.frames}", "default",

@@ -34,8 +34,6 @@ from reelsearch.service.auth import API_KEY_ENV, check_api_key
 logger = logging.getLogger(__name__)
 
 SETTINGS_ENV = "REELSEARCH_SERVE"
-#: Hugging Face tokenizers' switch for its own thread pool.
-TOKENIZERS_PARALLELISM = "TOKENIZERS_PARALLELISM"
 
 
 def is_loopback(host: str) -> bool:
@@ -105,8 +103,6 @@ def build_app(settings: dict, api_key: str | None):
     """The app serving a warmed-up Searcher over the index (one per process; ``app.state.searcher``)."""
     return_large_frees()  # a long-running process: freed temporaries not kept resident
     torch.set_num_threads(int(settings.get("threads", 1)))
-    # a query's text is tokenised with the few waiting beside it: the tokenizer's thread pool cost more than it saved
-    os.environ.setdefault(TOKENIZERS_PARALLELISM, "false")
     setup_access_log(bool(settings.get("access_log", True)))
     searcher = Searcher(settings["index"], settings["model"], media_roots=settings.get("media_roots"),
                         weights=settings.get("weights"), text_encoder=settings.get("text_encoder", "auto"))
