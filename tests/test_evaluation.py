@@ -12,6 +12,7 @@ from reelsearch.errors import EvaluationInputError
 from reelsearch.evaluation import METRIC_KEYS, format_table, query_ranks, rank_metrics, retrieval_metrics, to_json
 from reelsearch.evaluation.counting import count_ge
 from reelsearch.scoring import MITHUN2018_WEIGHTS, EmbeddingScores, average_ranks, rank_fusion, score_fusion
+from reelsearch.scoring.fusion import weighted_sum
 
 # --- independent reference: one query at a time, straight from the definitions -----------------------------------
 
@@ -271,6 +272,12 @@ def test_score_fusion():
     half = score_fusion([obj.astype(np.float16), place], [1.0, 0.5])  # half floats: widened in the general path
     assert half.dtype == np.float32
     np.testing.assert_allclose(half, obj.astype(np.float16).astype(np.float32) + 0.5 * place, rtol=1e-6)
+    # weighted_sum: that small-array sum without the checks (a search fuses each hit's segments by it)
+    segments = [rng.uniform(-1, 1, 7) for _ in range(2)]
+    np.testing.assert_allclose(weighted_sum(segments, [1.0, 0.3]), segments[0] + 0.3 * segments[1], rtol=1e-12)
+    np.testing.assert_allclose(weighted_sum(segments, [1.0, 0.3]),
+                               score_fusion([s[None] for s in segments], [1.0, 0.3])[0], rtol=1e-12)
+    assert weighted_sum([obj, act], [1.0, 2.0]).dtype == np.float32
 
 
 # --- reports and the evaluator --------------------------------------------------------------------------------------

@@ -355,7 +355,7 @@ class SqlCatalog(CatalogSync, ABC):
         ordinal order."""
         return StoredSegments(np.array([r[0] for r in rows], np.float64), np.array([r[1] for r in rows], np.float64),
                               np.array([r[2] for r in rows], np.int64), np.array([r[3] for r in rows], np.int64),
-                              np.stack([self._vector(r[4]) for r in rows]).astype(np.float32),
+                              np.array([self._vector(r[4]) for r in rows], np.float32),
                               np.array([r[5] for r in rows], np.float64))
 
     def _queries(self, queries: np.ndarray) -> np.ndarray:

@@ -16,6 +16,8 @@ a model folder of its own).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from torch import nn
 
@@ -74,9 +76,10 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
                               "index; use experts that score single vectors")
         return self._search_mode
 
-    @property
+    @functools.cached_property
     def widths(self) -> dict[str, tuple[int, int]]:
-        """{expert: (text width, row width)}."""
+        """{expert: (text width, row width)}, read once (a search splits its query and rows by them a dozen
+        times)."""
         return {k: (e.dim, e.row_dim) for k, e in self.experts.items()}
 
     @property
@@ -99,7 +102,9 @@ class MixtureOfExperts(EmbeddingModel, nn.Module):
     def _encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
         """``encode_text`` by the text towers: the experts' caption embeddings side by side [N, sum D_k] (each
         through its own text processor)."""
-        return np.concatenate([e._encode_text(texts, batch_size, cached) for e in self.experts.values()], axis=1)
+        batches = {}  # experts over one tower: one batch
+        return np.concatenate([e._encode_text(texts, batch_size, cached, batches) for e in self.experts.values()],
+                              axis=1)
 
     def _split(self, x: np.ndarray, text: bool) -> dict[str, np.ndarray]:
         return split_rows(x, self.widths, text)

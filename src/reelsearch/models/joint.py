@@ -185,8 +185,11 @@ class JointModel(EmbeddingModel, nn.Module):
 
     # ---- numpy (the model interface)
     @torch.inference_mode()
-    def _encode_text(self, texts, batch_size: int = 256, cached: bool = False) -> np.ndarray:
-        """``encode_text`` by the text tower: caption embeddings [N, D] (float32, unit norm) of ``texts``."""
+    def _encode_text(self, texts, batch_size: int = 256, cached: bool = False, batches: dict | None = None
+                     ) -> np.ndarray:
+        """``encode_text`` by the text tower: caption embeddings [N, D] (float32, unit norm) of ``texts``. ``batches``:
+        text batches made by other experts' towers in this call, by their processor's ``batch_key`` (read and
+        added to: experts over one tower make each batch once)."""
         if isinstance(texts, str):
             texts = [texts]
         texts = list(texts)
@@ -203,6 +206,9 @@ class JointModel(EmbeddingModel, nn.Module):
             chunk = texts[i:i + batch_size]
             if features is not None:
                 batch = self.text_processor.from_features(features[i:i + batch_size])
+            elif batches is not None:
+                key = (self.text_processor.batch_key(), i)
+                batch = batches[key] = batches[key] if key in batches else self.text_processor(chunk)
             else:
                 batch = self.text_processor(chunk)
             out.append(self.text_forward(batch).float().cpu().numpy())

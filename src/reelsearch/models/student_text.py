@@ -110,8 +110,8 @@ class StudentText:
     def encode(self, model, texts: list[str], batch_size: int = 256, cached: bool = False) -> np.ndarray:
         """Caption embeddings [N, D] of ``texts`` for ``model`` (the experts' side by side), as the student model
         encodes them."""
-        towers = self.towers(model)
-        return np.concatenate([t._encode_text(texts, batch_size, cached) for t in towers.values()], axis=1)
+        towers, batches = self.towers(model), {}
+        return np.concatenate([t._encode_text(texts, batch_size, cached, batches) for t in towers.values()], axis=1)
 
     def describe(self) -> dict:
         return {"depth": self.depth, "tuned_layers": self.tail is not None, "experts": list(self.experts),

@@ -57,6 +57,11 @@ class TextProcessor:
         """A text batch from precomputed per-caption inputs (only processors whose inputs can be cached)."""
         raise ConfigError(f"{self.kind} text inputs are not precomputed")
 
+    def batch_key(self):
+        """What its batch of some captions is made of beside them: processors with one key give one batch (the
+        experts of a mixture over one tower make it once: ``JointModel._encode_text``'s ``batches``)."""
+        return self
+
     @property
     def vocab_size(self) -> int | None:
         return None
@@ -168,6 +173,9 @@ class MiniLMTextProcessor(TextProcessor):
 
     def __call__(self, captions: Sequence[str]) -> dict:
         return self.from_features(self.encoder.token_features(list(captions), layer=self.layer))
+
+    def batch_key(self):
+        return self.kind, self.encoder, self.layer, self.dim
 
     def from_features(self, rows: Sequence) -> dict:
         """The batch of token features [L_i, dim] computed earlier (e.g. cached for training)."""

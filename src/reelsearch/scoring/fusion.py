@@ -77,10 +77,7 @@ def score_fusion(list_of_sims: Sequence, weights: Sequence[float] | None = None,
         shape = next((tuple(s.shape) for s in sims if hasattr(s, "shape")), None)
         return _FusedRows(sims, lambda parts: sum(wi * p for wi, p in zip(w, parts, strict=True)), shape)
     if normalize == "none" and _small_arrays(sims):  # a search's few scores: the same sum, without the machinery
-        acc = np.zeros(sims[0].shape, np.float64)
-        for s, wi in zip(sims, w, strict=True):
-            acc += wi * s.astype(np.float64, copy=False)
-        return acc.astype(np.float32 if all(s.dtype == np.float32 for s in sims) else np.float64, copy=False)
+        return weighted_sum(sims, w)
     sources = _matrices(sims)
     n_rows, n_cols = sources[0].shape
     dtype = np.float32 if all(s.work_dtype == np.float32 for s in sources) else np.float64
@@ -99,6 +96,15 @@ def score_fusion(list_of_sims: Sequence, weights: Sequence[float] | None = None,
             acc += factor * (to_work_array(src.rows(r0, r1), np.dtype(np.float64)) - mean)
         out[r0:r1] = acc
     return out
+
+
+def weighted_sum(sims: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
+    """``score_fusion`` (``normalize="none"``) of float numpy arrays of one shape, without its checks: each weighted
+    array summed in float64, in order (float32 if every one is float32)."""
+    acc = np.zeros(sims[0].shape, np.float64)
+    for s, wi in zip(sims, weights, strict=True):
+        acc += wi * s.astype(np.float64, copy=False)
+    return acc.astype(np.float32 if all(s.dtype == np.float32 for s in sims) else np.float64, copy=False)
 
 
 def _small_arrays(sims: list) -> bool:

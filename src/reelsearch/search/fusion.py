@@ -46,7 +46,7 @@ import numpy as np
 
 from reelsearch.config.schema import FusionKind, Normalize
 from reelsearch.index.catalog import Catalog, StoredSegments
-from reelsearch.scoring.fusion import fuse_experts, score_fusion
+from reelsearch.scoring.fusion import fuse_experts, score_fusion, weighted_sum
 from reelsearch.search.sources import Source, Top, Visual, widened
 
 #: The first candidates of a search whose sources disagree: what an HNSW search at the default efSearch (128)
@@ -170,9 +170,10 @@ def segment_scores(id_: str, segments: StoredSegments, sources: Mapping[str, Sou
 
 
 def fused_segments(parts: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
-    """The fused score of each segment [S] from each source's score of them (:func:`segment_scores`)."""
+    """The fused score of each segment [S] from each source's score of them (:func:`segment_scores`: float64 rows of
+    one length): ``score_fusion``'s sum, without its checks (each hit's segments are fused in every search)."""
     names = list(weights)
-    return np.asarray(score_fusion([parts[s][None] for s in names], [weights[s] for s in names]), np.float64)[0]
+    return weighted_sum([parts[s] for s in names], [float(weights[s]) for s in names])
 
 
 def positive(scores: np.ndarray) -> np.ndarray:

@@ -8,6 +8,7 @@ code a route can answer.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Annotated, Literal, Union
@@ -189,14 +190,20 @@ def read_query(model: type[BaseModel], params: QueryParams) -> BaseModel:
     so (``GET /search``: about 0.2 ms less a request than FastAPI's parameters, checked one by one in Python)
     declares them by ``query_parameters``."""
     values = {}
-    for name, field in model.model_fields.items():
-        value = params.getlist(name) if typing.get_origin(field.annotation) is list else params.get(name)
+    for name, many in _query_fields(model):
+        value = params.getlist(name) if many else params.get(name)
         if value is not None and value != []:
             values[name] = value
     try:
         return model.model_validate(values)
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]) from None
+
+
+@functools.cache
+def _query_fields(model: type[BaseModel]) -> tuple[tuple[str, bool], ...]:
+    """(name, whether a list: every value taken) of each field of ``model`` (``read_query``), read once."""
+    return tuple((name, typing.get_origin(field.annotation) is list) for name, field in model.model_fields.items())
 
 
 def query_parameters(model: type[BaseModel]) -> list[dict]:

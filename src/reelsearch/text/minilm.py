@@ -335,7 +335,7 @@ class MiniLMEncoder:
         show = progress if progress is not None else len(starts) > 20
         preprocess = self._preprocess(onnx is not None)
         with torch.inference_mode():
-            for start in tqdm(starts, desc="MiniLM", unit="batch", disable=not show, file=sys.stderr):
+            for start in tqdm(starts, desc="MiniLM", unit="batch", file=sys.stderr) if show else starts:
                 batch = order[start:start + self.batch_size]
                 features = preprocess([captions[i] for i in batch])
                 features = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in features.items()}

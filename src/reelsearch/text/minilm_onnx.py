@@ -161,11 +161,8 @@ class OnnxBert:
 
         # self.path: the cached graph (None: made in a temporary folder, now deleted)
         self.session, self.path = _ort.cached_session(path, make, threads)
-
-    @property
-    def inputs(self) -> list[str]:
-        """The session's input names (of ``INPUTS``)."""
-        return [i.name for i in self.session.get_inputs()]
+        #: The session's input names (of ``INPUTS``), read once (a query's call needs them).
+        self.inputs = [i.name for i in self.session.get_inputs()]
 
     def __call__(self, features: dict) -> np.ndarray:
         ids = np.asarray(features["input_ids"], dtype=np.int64)

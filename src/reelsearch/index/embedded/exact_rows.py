@@ -17,9 +17,9 @@ def video_rows(db, ids: Sequence[str]) -> dict[str, np.ndarray]:
     out = {}
     for start in range(0, len(ids), READ_ROWS):
         keys = [int(i) for i in ids[start:start + READ_ROWS]]
-        out.update(_rows((str(id_), vector, bias) for id_, vector, bias in db.execute(
-            f"SELECT id, vector, bias FROM videos WHERE id IN ({','.join('?' * len(keys))}) AND vector IS NOT NULL",
-            keys).fetchall()))
+        found = db.execute(f"SELECT id, vector, bias FROM videos WHERE id IN ({','.join('?' * len(keys))}) AND "
+                           "vector IS NOT NULL", keys).fetchall()
+        out.update(_rows([str(r[0]) for r in found], found))
     return out
 
 
@@ -30,24 +30,23 @@ def segment_rows(db, ids: Sequence[str]) -> dict[str, np.ndarray]:
     for start in range(0, len(ids), READ_ROWS // 2):
         keys = [int(k) for i in ids[start:start + READ_ROWS // 2] for k in i.split(":")]
         pairs = ",".join(["(?, ?)"] * (len(keys) // 2))
-        out.update(_rows((f"{vid}:{ordinal}", vector, bias) for vid, ordinal, vector, bias in db.execute(
-            f"SELECT s.video_id, s.ordinal, s.vector, s.bias FROM (VALUES {pairs}) AS w CROSS JOIN "
-            "video_segments s ON s.video_id = w.column1 AND s.ordinal = w.column2", keys).fetchall()))
+        found = db.execute(f"SELECT s.video_id, s.ordinal, s.vector, s.bias FROM (VALUES {pairs}) AS w CROSS JOIN "
+                           "video_segments s ON s.video_id = w.column1 AND s.ordinal = w.column2", keys).fetchall()
+        out.update(_rows([f"{r[0]}:{r[1]}" for r in found], found))
     return out
 
 
-def _rows(found) -> dict[str, np.ndarray]:
-    """{id: [row, bias] float32} of (id, float32 vector bytes, bias) triples: one matrix filled row by row, each id's
-    row a view of it (one ``np.append`` per row cost about half of a re-rank's read)."""
-    found = list(found)
+def _rows(ids: list[str], found: list[tuple]) -> dict[str, np.ndarray]:
+    """{id: [row, bias] float32} of rows read (``found``: each ending with its float32 vector's bytes and its bias)
+    with their ``ids``: one matrix filled by one copy of the rows' joined bytes, each id's row a view of it (one
+    ``np.append`` per row cost about half of a re-rank's read; a copy per row, twice this)."""
     if not found:
         return {}
-    dim = len(found[0][1]) // 4
+    dim = len(found[0][-2]) // 4
     rows = np.empty((len(found), dim + 1), np.float32)
-    for j, (_, vector, bias) in enumerate(found):
-        rows[j, :dim] = np.frombuffer(vector, np.float32)
-        rows[j, dim] = bias
-    return {id_: rows[j] for j, (id_, _, _) in enumerate(found)}
+    rows[:, :dim] = np.frombuffer(b"".join([r[-2] for r in found]), np.float32).reshape(len(found), dim)
+    rows[:, dim] = [r[-1] for r in found]
+    return dict(zip(ids, rows, strict=True))
 
 
 def train_for(db, index, ids_sql: str, rows_of: RowsOf) -> None:

@@ -371,7 +371,7 @@ class FaissIndex(VectorIndex):
         ids, scores = [], np.full((len(q), kk), -np.inf, np.float32)
         for qi, row in enumerate(candidates):
             row = [i for i in row if i in rows]
-            exact = (np.stack([rows[i] for i in row]).astype(np.float32, copy=False) @ q[qi]) if row else \
+            exact = (np.array([rows[i] for i in row]).astype(np.float32, copy=False) @ q[qi]) if row else \
                 np.empty(0, np.float32)
             order = np.lexsort((np.arange(len(row)), -exact))[:kk]
             ids.append([row[j] for j in order.tolist()])
