@@ -82,10 +82,11 @@ def check_bank_model(model) -> None:
 
 
 class _Rows:
-    """A bank's float32 rows, ``text`` or ``video``: as given, or, for a bank loaded as int8 rows (``stored``),
-    dequantised from them at each read and not kept: a serving process never reads them (its videos' offsets are
-    stored in its index), and the bundled model's 6,000 float32 rows held 23 MiB of its memory beside the 6 MiB of
-    int8 (docs/benchmarks.md, "serve at 100,000 videos of four segments: where its memory goes")."""
+    """A bank's float32 rows, ``text`` or ``video``: as given, or, for a bank loaded as int8 rows (``stored``), made
+    from them when first read (indexing's offsets) and kept from then on. A serving process never reads them (its
+    videos' offsets are stored in its index; the model id's ``digest`` and ``describe`` read the int8 rows without
+    keeping anything), so it does not hold the bundled model's 6,000 float32 rows: 23 MiB (docs/benchmarks.md,
+    "serve at 100,000 videos of four segments: where its memory goes")."""
 
     def __set_name__(self, owner, name: str):
         self.name = name
@@ -93,8 +94,9 @@ class _Rows:
     def __get__(self, bank, owner=None) -> np.ndarray:
         if bank is None:
             raise AttributeError(self.name)  # a dataclass field without a default
-        rows = bank.__dict__[self.name]
-        return dequantise_rows(bank.stored[self.name], bank.stored[f"{self.name}_scale"]) if rows is None else rows
+        if bank.__dict__[self.name] is None:
+            bank.__dict__[self.name] = bank.float_rows(self.name)
+        return bank.__dict__[self.name]
 
     def __set__(self, bank, rows: np.ndarray | None) -> None:
         bank.__dict__[self.name] = None if rows is None else np.ascontiguousarray(rows, np.float32)
@@ -105,7 +107,7 @@ class QueryBank:
     """Training queries of both directions, as the model scores them: ``text`` [Nt, W] (captions through
     ``model.ann_query(model.encode_text(...))``) and ``video`` [Nv, W] (videos' rows); ``model`` the fingerprint of
     the model they came from; ``source`` where they came from (e.g. "flickr8k:...:train"); ``stored`` the int8 rows and
-    scales it was loaded from (given with ``text`` and ``video`` None: those are then made from them when read). A part
+    scales it was loaded from (given with ``text`` and ``video`` None: those are made from them when first read). A part
     of the model folder (``model.querybank``, saved and loaded with the model)."""
 
     kind: ClassVar[str] = "querybank"
@@ -119,7 +121,7 @@ class QueryBank:
     def __post_init__(self):
         if self.stored is None and (self.__dict__["text"] is None or self.__dict__["video"] is None):
             raise ConfigError("a querybank needs its rows: float32 ones, or the int8 ones stored")
-        text, video = self.text, self.video
+        text, video = self.float_rows("text"), self.float_rows("video")
         if text.ndim != 2 or video.ndim != 2 or text.shape[1] != video.shape[1]:
             raise ConfigError(f"querybank rows must be two matrices of one width, got {text.shape} and "
                               f"{video.shape}")
@@ -143,14 +145,20 @@ class QueryBank:
         return (scores - self.video_offsets(video_rows)[None, :],
                 scores - self.caption_offsets(query_rows)[:, None])
 
+    def float_rows(self, name: str) -> np.ndarray:
+        """The float32 rows ``name`` ("text" or "video"): those held, or made from the int8 ones and not kept."""
+        rows = self.__dict__[name]
+        return rows if rows is not None else dequantise_rows(self.stored[name], self.stored[f"{name}_scale"])
+
     def describe(self) -> dict:
-        return {"beta": self.beta, "captions": len(self.text), "videos": len(self.video), "source": self.source}
+        counts = {k: len(self.stored[k] if self.__dict__[k] is None else self.__dict__[k]) for k in ("text", "video")}
+        return {"beta": self.beta, "captions": counts["text"], "videos": counts["video"], "source": self.source}
 
     def digest(self) -> str:
         """A short hash of what the offsets depend on (rows and beta): part of a search index's model id."""
         h = hashlib.sha256(repr(float(self.beta)).encode())
-        for rows in (self.text, self.video):
-            h.update(np.ascontiguousarray(rows, np.float32).tobytes())
+        for name in ("text", "video"):
+            h.update(self.float_rows(name).tobytes())
         return h.hexdigest()[:16]
 
     # ---- a part of the model folder (reelsearch.models.folder)
