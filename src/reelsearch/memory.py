@@ -14,14 +14,18 @@ from functools import lru_cache
 M_MMAP_THRESHOLD, MMAP_THRESHOLD = -3, 4 << 20
 
 
-@lru_cache(maxsize=1)
-def _mallopt():
-    """glibc's ``mallopt``, or None (another C library: musl, macOS, Windows)."""
+@lru_cache(maxsize=2)
+def _libc(function: str):
+    """glibc's ``function`` (``mallopt``, ``malloc_trim``), or None (another C library: musl, macOS, Windows)."""
     name = ctypes.util.find_library("c")
     try:
-        return getattr(ctypes.CDLL(name), "mallopt", None) if name else None
+        return getattr(ctypes.CDLL(name), function, None) if name else None
     except OSError:
         return None
+
+
+def _mallopt():
+    return _libc("mallopt")
 
 
 def return_large_frees() -> bool:
@@ -40,3 +44,6 @@ def freeze_loaded() -> None:
     path at 100,000 videos at the end of 2026-11-29")."""
     gc.collect()
     gc.freeze()
+    trim = _libc("malloc_trim")
+    if trim is not None:  # the free pages inside the heaps, left by the load's temporaries, handed back
+        trim(0)
