@@ -1,6 +1,7 @@
 """A long-running process's memory (``reelsearch serve``): large blocks handed back to the operating system when freed
-(glibc's ``mallopt``), so that it does not keep, resident, what its loads' and searches' temporary arrays took; and
-what it loaded kept out of the garbage collector's walks (``gc.freeze``)."""
+(glibc's ``mallopt``), and the free pages inside the heaps once loaded (``malloc_trim``), so that it does not keep,
+resident, what its loads' and searches' temporary arrays took; and what it loaded kept out of the garbage collector's
+walks (``gc.freeze``)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,10 @@ def freeze_loaded() -> None:
     """Move every object alive now (a loaded index, model and app) to the collector's permanent generation, so that
     later collections walk only what requests make: the oldest generation's walks over everything loaded had paused
     some searches for 100 ms and more (served max 160 -> 57 ms at 100,000 videos: docs/benchmarks.md, "The served
-    path at 100,000 videos at the end of 2026-11-29")."""
+    path at 100,000 videos at the end of 2026-11-29"). Then glibc's heaps hand back their free pages: what the load's
+    temporaries below the mmap threshold left there under live blocks stayed resident, 40 MiB in some starts of
+    ``serve`` at 100,000 videos of four segments (docs/benchmarks.md, "serve at 100,000 videos of four segments: where
+    its memory goes")."""
     gc.collect()
     gc.freeze()
     trim = _libc("malloc_trim")
