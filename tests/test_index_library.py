@@ -18,7 +18,7 @@ import pytest
 
 from fake_embedder import DIM, N_FRAMES, FakeEmbedder, fake_bias, fake_vectors
 from reelsearch.index import EmbeddedCatalog, EmbeddedMedia, make_thumbnail
-from reelsearch.index.embedded.catalog import FAISS_NAME, SQLITE_NAME
+from reelsearch.index.embedded.catalog import CACHE_KIB, FAISS_NAME, SQLITE_NAME, WRITE_CACHE_KIB
 from reelsearch.index.pg import PostgresCatalog
 from reelsearch.index.sync_records import FileChange, FileToSync
 from reelsearch.search.experts import Plan
@@ -608,3 +608,22 @@ def test_stored_float16_rows_are_each_value_exactly():
     assert np.array_equal(got[finite].astype(np.float64), want[finite])
     assert np.array_equal(got[~finite & (mantissa == 0)], sign[~finite & (mantissa == 0)] * np.inf)
     assert np.isnan(got[~finite & (mantissa > 0)]).all()
+
+
+def test_the_embedded_page_cache_is_the_larger_one_while_writing(tmp_path):
+    """SQLite's page cache: CACHE_KIB to read (what a serving process holds), WRITE_CACHE_KIB inside the writer lock,
+    back to CACHE_KIB after it, an error inside included."""
+    lib = EmbeddedCatalog(tmp_path / "idx")
+    try:
+        def size():
+            return lib._db.execute("PRAGMA cache_size").fetchone()[0]
+
+        assert CACHE_KIB < WRITE_CACHE_KIB and size() == -CACHE_KIB
+        with lib.writing():
+            assert size() == -WRITE_CACHE_KIB
+        assert size() == -CACHE_KIB
+        with pytest.raises(RuntimeError), lib.writing():
+            raise RuntimeError("a failed write")
+        assert size() == -CACHE_KIB
+    finally:
+        lib.close()

@@ -75,6 +75,21 @@ def test_the_bank_is_saved_with_the_model_and_refuses_another(tmp_path):
     videos = _unit(rng, 50, model.row_dim)
     np.testing.assert_allclose(loaded.querybank.video_offsets(videos), bank.video_offsets(videos), atol=2e-3)
     assert loaded.querybank.digest() != QueryBank(bank.text, bank.video, 20.0).digest()  # beta counts
+    # loaded, it holds its int8 rows alone (its digest and description read them, keeping nothing); its float32
+    # rows are made when first read, and give what a bank given those rows gives, to the bit
+    held = load_model(tmp_path / "m").querybank
+    rows = {k: held.stored[k].astype(np.float32) * held.stored[f"{k}_scale"] for k in ("text", "video")}
+    floats = QueryBank(rows["text"], rows["video"], 15.0, held.model, held.source)
+    assert held.digest() == floats.digest() and held.describe() == floats.describe()
+    assert held.__dict__["text"] is None and held.__dict__["video"] is None
+    assert np.array_equal(held.video_offsets(videos), floats.video_offsets(videos))
+    assert np.array_equal(held.caption_offsets(videos), floats.caption_offsets(videos))
+    assert held.__dict__["text"] is not None and np.array_equal(held.text, rows["text"])
+    assert np.array_equal(held.video, rows["video"])
+    held.save(tmp_path / "again")
+    assert QueryBank.load(tmp_path / "again", {"files": [BANK_FILE]}).digest() == held.digest()
+    with pytest.raises(ConfigError, match="needs its rows"):
+        QueryBank(None, rows["video"])
     # the same folder with other weights: the bank's offsets would be wrong, and loading says so
     torch.manual_seed(1)
     JointModel(model_config("reelsearch-linear")).save(tmp_path / "other")

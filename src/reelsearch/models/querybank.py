@@ -81,28 +81,51 @@ def check_bank_model(model) -> None:
                           "rows: querybank normalisation needs a cosine model or a score fusion of them")
 
 
+class _Rows:
+    """A bank's float32 rows, ``text`` or ``video``: as given, or, for a bank loaded as int8 rows (``stored``), made
+    from them when first read (indexing's offsets) and kept from then on. A serving process never reads them (its
+    videos' offsets are stored in its index; the model id's ``digest`` and ``describe`` read the int8 rows without
+    keeping anything), so it does not hold the bundled model's 6,000 float32 rows: 23 MiB (docs/benchmarks.md,
+    "serve at 100,000 videos of four segments: where its memory goes")."""
+
+    def __set_name__(self, owner, name: str):
+        self.name = name
+
+    def __get__(self, bank, owner=None) -> np.ndarray:
+        if bank is None:
+            raise AttributeError(self.name)  # a dataclass field without a default
+        if bank.__dict__[self.name] is None:
+            bank.__dict__[self.name] = bank.float_rows(self.name)
+        return bank.__dict__[self.name]
+
+    def __set__(self, bank, rows: np.ndarray | None) -> None:
+        bank.__dict__[self.name] = None if rows is None else np.ascontiguousarray(rows, np.float32)
+
+
 @dataclass
 class QueryBank:
     """Training queries of both directions, as the model scores them: ``text`` [Nt, W] (captions through
     ``model.ann_query(model.encode_text(...))``) and ``video`` [Nv, W] (videos' rows); ``model`` the fingerprint of
     the model they came from; ``source`` where they came from (e.g. "flickr8k:...:train"); ``stored`` the int8 rows and
-    scales it was loaded from. A part of the model folder (``model.querybank``, saved and loaded with the model)."""
+    scales it was loaded from (given with ``text`` and ``video`` None: those are made from them when first read). A part
+    of the model folder (``model.querybank``, saved and loaded with the model)."""
 
     kind: ClassVar[str] = "querybank"
-    text: np.ndarray
-    video: np.ndarray
+    text: np.ndarray | None = _Rows()
+    video: np.ndarray | None = _Rows()
     beta: float = DEFAULT_BETA
     model: str = ""
     source: str = ""
     stored: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)  # int8 rows as read
 
     def __post_init__(self):
-        self.text = np.ascontiguousarray(self.text, np.float32)
-        self.video = np.ascontiguousarray(self.video, np.float32)
-        if self.text.ndim != 2 or self.video.ndim != 2 or self.text.shape[1] != self.video.shape[1]:
-            raise ConfigError(f"querybank rows must be two matrices of one width, got {self.text.shape} and "
-                              f"{self.video.shape}")
-        if not len(self.text) or not len(self.video):
+        if self.stored is None and (self.__dict__["text"] is None or self.__dict__["video"] is None):
+            raise ConfigError("a querybank needs its rows: float32 ones, or the int8 ones stored")
+        text, video = self.float_rows("text"), self.float_rows("video")
+        if text.ndim != 2 or video.ndim != 2 or text.shape[1] != video.shape[1]:
+            raise ConfigError(f"querybank rows must be two matrices of one width, got {text.shape} and "
+                              f"{video.shape}")
+        if not len(text) or not len(video):
             raise ConfigError("a querybank needs at least one caption and one video")
         if not np.isfinite(self.beta) or self.beta <= 0:
             raise ConfigError(f"querybank beta must be a positive number, got {self.beta}")
@@ -122,14 +145,20 @@ class QueryBank:
         return (scores - self.video_offsets(video_rows)[None, :],
                 scores - self.caption_offsets(query_rows)[:, None])
 
+    def float_rows(self, name: str) -> np.ndarray:
+        """The float32 rows ``name`` ("text" or "video"): those held, or made from the int8 ones and not kept."""
+        rows = self.__dict__[name]
+        return rows if rows is not None else dequantise_rows(self.stored[name], self.stored[f"{name}_scale"])
+
     def describe(self) -> dict:
-        return {"beta": self.beta, "captions": len(self.text), "videos": len(self.video), "source": self.source}
+        counts = {k: len(self.stored[k] if self.__dict__[k] is None else self.__dict__[k]) for k in ("text", "video")}
+        return {"beta": self.beta, "captions": counts["text"], "videos": counts["video"], "source": self.source}
 
     def digest(self) -> str:
         """A short hash of what the offsets depend on (rows and beta): part of a search index's model id."""
         h = hashlib.sha256(repr(float(self.beta)).encode())
-        for rows in (self.text, self.video):
-            h.update(np.ascontiguousarray(rows, np.float32).tobytes())
+        for name in ("text", "video"):
+            h.update(self.float_rows(name).tobytes())
         return h.hexdigest()[:16]
 
     # ---- a part of the model folder (reelsearch.models.folder)
@@ -159,8 +188,8 @@ class QueryBank:
             raise DataFormatError(path, "missing: the model's querybank")
         try:
             meta, stored = read_tensors(path, FORMAT)
-            rows = {k: dequantise_rows(stored[k], stored.get(f"{k}_scale")) for k in ("text", "video")}
             quantised = all(f"{k}_scale" in stored for k in ("text", "video"))
+            rows = {k: None if quantised else dequantise_rows(stored[k], None) for k in ("text", "video")}
             return cls(rows["text"], rows["video"], float(meta["beta"]), meta.get("model", ""),
                        meta.get("source", ""), stored if quantised else None)
         except Exception as exc:  # noqa: BLE001 (safetensors raises its own error types)

@@ -57,7 +57,8 @@ class Commonness:
     def __init__(self, vocabulary: Sequence[str], starts, captions, video, videos: int):
         self.vocabulary = [str(w) for w in vocabulary]
         self.starts = np.asarray(starts, np.int64)
-        self.captions, self.video = np.asarray(captions, np.int64), np.asarray(video, np.int64)
+        # int32 as saved: half the bytes of int64 in a serving process (2.2 MiB for the bundled model's two tables)
+        self.captions, self.video = np.asarray(captions, np.int32), np.asarray(video, np.int32)
         self.videos = int(videos)
         if (len(self.starts) != len(self.vocabulary) + 1 or self.starts[0] != 0 or self.starts[-1] != len(self.captions)
                 or np.any(np.diff(self.starts) < 0) or self.videos < 1

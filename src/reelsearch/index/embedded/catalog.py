@@ -68,7 +68,10 @@ SETTINGS_NAME = "searcher.json"
 #: No memory-mapped reads: the re-rank reads a few hundred random rows a query, whose mapped pages would stay in the
 #: process's resident set (pread puts them in the page cache, and SQLite's own cache holds CACHE_KIB at most)
 MMAP_BYTES = 0
-CACHE_KIB = 16384
+#: SQLite's page cache: CACHE_KIB to read (a search's rows, random in a file of GBs, are seldom read again: 8 MiB cost
+#: a search no more CPU than 16 and ``serve`` holds 8 MiB less: docs/benchmarks.md, "serve at 100,000 videos of four
+#: segments: where its memory goes"), WRITE_CACHE_KIB while the writer lock is held (a batch's pages)
+CACHE_KIB, WRITE_CACHE_KIB = 8192, 16384
 #: The meta key of the generation the vector file reflects.
 VECTOR_KEY = "vector_gen:faiss"
 
@@ -256,7 +259,11 @@ class EmbeddedCatalog(SqlCatalog):
                 fh.truncate()
                 fh.write(str(os.getpid()))
                 fh.flush()
-            yield
+            self._db.execute(f"PRAGMA cache_size=-{WRITE_CACHE_KIB}")
+            try:
+                yield
+            finally:
+                self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # the pages over it freed
         finally:
             fh.close()
 
