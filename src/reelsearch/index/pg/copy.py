@@ -157,7 +157,7 @@ def copy_media(db: Database, written: list[tuple[int, EmbeddedMedia, str]]) -> N
     (none without a picture; one segment of every frame when the media has none), after dropping what those videos
     had (their frames are dropped by the commit already). Each table's rows of the batch are encoded at once
     (``fixed_rows``; the frame vectors' float16 conversion one call), the frame vectors' and segments' in a thread
-    while the server takes the frames (numpy's conversions let this thread send meanwhile)."""
+    while the server takes the frames (numpy's casts release the GIL: this thread sends meanwhile)."""
     if not written:
         return
     ids = [vid for vid, _, _ in written]
