@@ -179,28 +179,33 @@ def copy_media(db: Database, written: list[tuple[int, EmbeddedMedia, str]]) -> N
                      [path for (_, _, path), c in zip(pictured, counts, strict=True) for _ in range(c)])
         vectors, segments = later.result()
     copy_rows(db, FRAME_VECTORS, vectors, [path for _, _, path in pictured])
-    copy_encoded(db, SEGMENTS, [segments], [path for _, m, path in pictured for _ in m.segment_vectors])
+    copy_encoded(db, SEGMENTS, segments, [path for _, m, path in pictured for _ in m.segment_vectors])
 
 
-def _vectors_and_segments(pictured: list[tuple[int, EmbeddedMedia, str]]) -> tuple[list[tuple], bytes]:
+#: Videos whose frame vectors and segments are encoded together (a few MiB of temporaries, reused, not mapped anew).
+CHUNK = 256
+
+
+def _vectors_and_segments(pictured: list[tuple[int, EmbeddedMedia, str]]) -> tuple[list[tuple], list[bytes]]:
     """The ``frame_vectors`` rows (video id, float16 [T, D] bytes, float64 [T] bytes, float32 [T] detail bytes: b""
-    when not measured) and the ``video_segments`` tuples (binary COPY) of videos ``pictured``."""
-    if not pictured:
-        return [], b""
-    counts = np.array([len(m.timestamps) for _, m, _ in pictured])
-    half = np.concatenate([m.frame_vectors for _, m, _ in pictured], dtype=np.float16)
-    vectors = [(vid, half[end - c:end].tobytes(), np.asarray(m.timestamps, np.float64).tobytes(),
-                b"" if m.detail is None else np.asarray(m.detail, np.float32).tobytes())
-               for (vid, m, _), c, end in zip(pictured, counts, np.cumsum(counts), strict=True)]
-    k = [len(m.segment_vectors) for _, m, _ in pictured]
-    times, frames = (np.concatenate([np.asarray(getattr(m, part)).reshape(-1, 2) for _, m, _ in pictured])
-                     for part in ("segment_times", "segment_frames"))
-    segments = fixed_rows(SEGMENTS[2], [
-        np.repeat([vid for vid, _, _ in pictured], k), np.concatenate([np.arange(n) for n in k]), times[:, 0],
-        times[:, 1], frames[:, 0], frames[:, 1] - frames[:, 0],
-        np.concatenate([m.segment_vectors for _, m, _ in pictured], dtype=np.float32),
-        np.concatenate([m.segment_biases for _, m, _ in pictured], dtype=np.float64)])
-    return vectors, segments.tobytes()
+    when not measured) and the ``video_segments`` tuples (binary COPY, a block per CHUNK videos) of ``pictured``."""
+    vectors, segments = [], []
+    for start in range(0, len(pictured), CHUNK):
+        chunk = pictured[start:start + CHUNK]
+        counts = np.array([len(m.timestamps) for _, m, _ in chunk])
+        half = np.concatenate([m.frame_vectors for _, m, _ in chunk], dtype=np.float16)
+        vectors += [(vid, half[end - c:end].tobytes(), np.asarray(m.timestamps, np.float64).tobytes(),
+                     b"" if m.detail is None else np.asarray(m.detail, np.float32).tobytes())
+                    for (vid, m, _), c, end in zip(chunk, counts, np.cumsum(counts), strict=True)]
+        k = [len(m.segment_vectors) for _, m, _ in chunk]
+        times, frames = (np.concatenate([np.asarray(getattr(m, part)).reshape(-1, 2) for _, m, _ in chunk])
+                         for part in ("segment_times", "segment_frames"))
+        segments.append(fixed_rows(SEGMENTS[2], [
+            np.repeat([vid for vid, _, _ in chunk], k), np.concatenate([np.arange(n) for n in k]), times[:, 0],
+            times[:, 1], frames[:, 0], frames[:, 1] - frames[:, 0],
+            np.concatenate([m.segment_vectors for _, m, _ in chunk], dtype=np.float32),
+            np.concatenate([m.segment_biases for _, m, _ in chunk], dtype=np.float64)]).tobytes())
+    return vectors, segments
 
 
 def vector_text(vector: np.ndarray) -> str:
