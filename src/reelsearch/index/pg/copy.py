@@ -155,8 +155,8 @@ def copy_videos(db: Database, rows: list[tuple[tuple, str]]) -> list[int]:
 def copy_media(db: Database, written: list[tuple[int, EmbeddedMedia, str]]) -> None:
     """COPY each (video id, its media, file path)'s frames, frame vectors and segments, the rows ``media_rows`` makes
     (none without a picture; one segment of every frame when the media has none), after dropping what those videos
-    had (their frames are dropped by the commit already). Each table's rows are encoded CHUNK videos at a time
-    (``fixed_rows``; the frame vectors' float16 conversion one call a chunk), the frame vectors' and segments' in a
+    had (their frames are dropped by the commit already). The frames are encoded for the batch at once, the frame
+    vectors and segments CHUNK videos at a time (``fixed_rows``; the float16 conversion one call a chunk), those in a
     thread while the server takes the frames (numpy's casts release the GIL: this thread sends meanwhile)."""
     if not written:
         return
