@@ -305,3 +305,95 @@ def test_a_graph_that_will_not_fit_its_build_memory_is_warned_of_once_with_the_f
                 make_indexes(lib._db, DIM, 16, 64, rows, False)
             assert len(caplog.records) == warned
             assert (f"{lib._db.location}: the HNSW graph of 1,000,000,000 rows" in caplog.text) == bool(warned)
+
+
+def one_segment_library(n: int = 5, seed: int = 3) -> list[FileChange]:
+    """``n`` clips without segments of their own (each one segment of every frame once checked), thumbnails on some,
+    detail on some, a duration shorter than the last frame's time on one."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        t = 1 + i % 4
+        frames = rng.standard_normal((t, DIM)).astype(np.float32)
+        media = EmbeddedMedia(frames.mean(0), frames, np.arange(t) * 1.5 + 0.5, 0.1 if i == 1 else t * 1.5 + 1.0,
+                              [bytes([i, f, 0]) for f in range(t)] if i % 2 == 0 else None,
+                              float(rng.uniform(-0.5, 0.5)), rng.uniform(0, 9, t) if i % 3 == 0 else None)
+        out.append(FileChange(FileToSync(f"/clips/{i}.mp4", types.SimpleNamespace(st_size=i, st_mtime_ns=i), None),
+                              f"{i + 100:064x}", media.checked(DIM), (1.7e9, "container")))
+    return out
+
+
+def expected_rows(changes: list[FileChange]) -> tuple[list, list, list]:
+    """What the frames, frame_vectors and video_segments tables should hold of ``changes`` (by path), computed from
+    the media's fields as the schema defines them (one segment of every frame, the video's row and bias, for a video
+    without segments of its own)."""
+    frames, vectors, segments = [], [], []
+    for change in sorted(changes, key=lambda c: c.file.path):
+        m, path = change.media, change.file.path.encode()
+        if not m.pictured:
+            continue
+        t = [float(v) for v in m.timestamps]
+        thumbs = m.thumbnails or [None] * len(t)
+        frames += [(path, i, t[i], None if thumbs[i] is None else bytes(thumbs[i])) for i in range(len(t))]
+        half = b"".join(np.float16(v).tobytes() for v in np.asarray(m.frame_vectors).reshape(-1))
+        detail = b"" if m.detail is None else b"".join(np.float32(v).tobytes() for v in m.detail)
+        vectors.append((path, half, b"".join(np.float64(v).tobytes() for v in t), detail))
+        bounds = [(float(a), float(b), int(f), int(g - f)) for (a, b), (f, g) in zip(
+            m.segment_times, m.segment_frames, strict=True)]
+        segments += [(path, s, *bounds[s], [float(v) for v in m.segment_vectors[s]], float(m.segment_biases[s]))
+                     for s in range(len(bounds))]
+    return frames, vectors, segments
+
+
+def stored_rows(lib: PostgresCatalog) -> tuple[list, list, list]:
+    """The frames, frame_vectors and video_segments rows as stored (by path; the vectors read as pgvector's text)."""
+    db = lib._db
+    frames = [(bytes(p), i, t, None if th is None else bytes(th)) for p, i, t, th in db.execute(
+        "SELECT v.path, f.idx, f.t, f.thumbnail FROM frames f JOIN videos v ON v.id = f.video_id ORDER BY 1, 2")]
+    vectors = [tuple(bytes(x) for x in r) for r in db.execute(
+        "SELECT v.path, f.vectors, f.times, f.detail FROM frame_vectors f JOIN videos v ON v.id = f.video_id "
+        "ORDER BY 1")]
+    segments = [(bytes(p), s, a, b, f, n, [float(x) for x in vec.strip("[]").split(",")], bias)
+                for p, s, a, b, f, n, vec, bias in db.execute(
+                    "SELECT v.path, s.ordinal, s.start, s.stop, s.first_frame, s.n_frames, s.vector::text, s.bias "
+                    "FROM video_segments s JOIN videos v ON v.id = s.video_id ORDER BY 1, 2")]
+    return frames, vectors, segments
+
+
+@pytest.mark.parametrize("make", [library, one_segment_library], ids=["segmented", "one segment"])
+def test_the_batch_encoded_rows_are_the_media_s_own(pg_url, make):
+    """Frames, frame vectors and segments stored by the batch-encoded COPY (``copy_media``), read back as stored,
+    equal those computed from the media's fields (float16 frame vectors, float32 segment vectors, exactly); a one-
+    segment library's segment is every frame with the video's row and bias (its ``checked`` defaults)."""
+    changes = make()
+    with PostgresCatalog(pg_url) as lib:
+        lib._commit(changes[:3], [], "m")
+        lib._commit(changes[3:], [], "m")
+        frames, vectors, segments = stored_rows(lib)
+    want = expected_rows(changes)
+    assert frames == want[0] and vectors == want[1]
+    assert [s[:6] + (s[7],) for s in segments] == [s[:6] + (s[7],) for s in want[2]]
+    for got, expected in zip(segments, want[2], strict=True):  # float32 values, as written: np.float32 round trip
+        assert np.array_equal(np.float32(got[6]), np.float32(expected[6]))
+    if make is one_segment_library:
+        for change in changes:
+            path, m = change.file.path.encode(), change.media
+            (row,) = [s for s in segments if s[0] == path]
+            t = np.asarray(m.timestamps)
+            assert row[1:6] == (0, t[0], max(t[-1], m.duration), 0, len(t)) and row[7] == m.bias
+            assert np.array_equal(np.float32(row[6]), m.video_vector)
+
+
+def test_fixed_rows_encode_as_row_by_row():
+    """``fixed_rows``' numpy records are the bytes ``encode_row`` makes row by row (a segments' table of random
+    values), and an ``int4`` out of range is refused, not wrapped."""
+    rng = np.random.default_rng(5)
+    n, types_ = 50, pg_copy.SEGMENTS[2]
+    columns = [rng.integers(-2**62, 2**62, n), rng.integers(-2**31, 2**31, n), rng.standard_normal(n),
+               rng.standard_normal(n), rng.integers(0, 10**6, n), rng.integers(1, 500, n),
+               rng.standard_normal((n, 7)).astype(np.float32), rng.standard_normal(n)]
+    by_row = b"".join(pg_copy.encode_row([c[i] if c.ndim > 1 else c[i].item() for c in columns], types_)
+                      for i in range(n))
+    assert pg_copy.fixed_rows(types_, columns).tobytes() == by_row
+    with pytest.raises(ValueError, match="int4"):
+        pg_copy.fixed_rows(("int4",), [np.array([2**31])])

@@ -92,13 +92,18 @@ class MediaRows(NamedTuple):
     segments: list[tuple]
 
 
+def with_segments(media: EmbeddedMedia) -> EmbeddedMedia:
+    """``media`` (with a picture) with its segments: one segment of every frame when it has none
+    (``EmbeddedMedia.checked``)."""
+    return media if media.segment_vectors is not None else media.checked(len(media.video_vector))
+
+
 def media_rows(vid: int, media: EmbeddedMedia) -> MediaRows | None:
     """The rows of video ``vid``'s frames, frame vectors and segments (one segment of every frame when ``media`` has
     none: ``EmbeddedMedia.checked``); None without a picture."""
     if not media.pictured:
         return None
-    if media.segment_vectors is None:
-        media = media.checked(len(media.video_vector))
+    media = with_segments(media)
     thumbs = media.thumbnails or [None] * len(media.timestamps)
     frames = [(vid, i, float(t), th) for i, (t, th) in enumerate(zip(media.timestamps, thumbs, strict=True))]
     detail = b"" if media.detail is None else np.asarray(media.detail, np.float32).tobytes()

@@ -48,7 +48,7 @@ from reelsearch.index.pg.schema import (
     schema_version,
 )
 from reelsearch.index.pg.textcues import PostgresTextCues
-from reelsearch.index.sync_records import FileChange, FileToSync, StoredFile, media_rows
+from reelsearch.index.sync_records import FileChange, FileToSync, StoredFile
 from reelsearch.index.tables import TAKEN, SqlCatalog
 from reelsearch.index.textcue_records import Encoder
 from reelsearch.index.vectors import SCAN_CHUNK_ROWS
@@ -314,7 +314,7 @@ class PostgresCatalog(SqlCatalog):
 
     def _write_media(self, written: list[tuple[int, EmbeddedMedia, str]]) -> None:
         """The written videos' frames, frame vectors and segments by one binary COPY per table (``copy.copy_media``)."""
-        copy_media(self._db, [(vid, media_rows(vid, media), path) for vid, media, path in written])
+        copy_media(self._db, written)
 
     def _forget(self, ids: Sequence[int], gen: int) -> None:
         """Nothing to tell: the HNSW index is the table's."""

@@ -169,6 +169,12 @@ class Database:
                 with self.connection().cursor() as cur, cur.copy(sql) as copy:
                     block, size = [COPY_HEADER], 0
                     for row in rows:  # written in blocks of about COPY_BLOCK bytes: one call per row is slow
+                        if len(row) >= COPY_BLOCK:  # a block already: written as it is, not copied into one
+                            if block:
+                                copy.write(b"".join(block))
+                            copy.write(row)
+                            block, size = [], 0
+                            continue
                         block.append(row)
                         size += len(row)
                         if size >= COPY_BLOCK:
