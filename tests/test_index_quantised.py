@@ -275,7 +275,7 @@ def test_id_table_matches_a_dict_and_holds_no_object_per_id():
     for step in range(40):
         pool = [f"{v}:{o}" if step % 3 else str(v) for v, o in rng.integers(0, 300, (60, 2)).tolist()]
         if step == 20:
-            pool += ["a-much-longer-id-than-the-others", "vidéo:1", "日本:2", "日本:10", "z"]
+            pool += ["a-much-longer-id-than-the-others", "vidéo:1", "日本:2", "日本:10", "z", "caf\udce9:3"]
         gone = [i for i in dict.fromkeys(pool[:20]) if i in label_of]
         np.testing.assert_array_equal(np.sort(table.remove(pool[:20])), sorted(label_of.pop(i) for i in gone))
         new = [i for i in dict.fromkeys(pool[20:]) if i not in label_of]

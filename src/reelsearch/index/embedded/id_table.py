@@ -17,12 +17,12 @@ def _keys(ids: Sequence[str] | np.ndarray) -> np.ndarray:
         return np.empty(0, np.bytes_)
     try:
         return np.asarray(ids, dtype=np.str_).astype(np.bytes_)  # ASCII, encoded by numpy at once
-    except UnicodeEncodeError:
-        return np.array([str(i).encode() for i in ids], dtype=np.bytes_)
+    except UnicodeEncodeError:  # "surrogatepass": an id may hold a file name's undecodable bytes (os.fsdecode)
+        return np.array([str(i).encode("utf-8", "surrogatepass") for i in ids], dtype=np.bytes_)
 
 
 def _strings(keys: np.ndarray) -> list[str]:
-    return [key.decode() for key in keys.tolist()]
+    return [key.decode("utf-8", "surrogatepass") for key in keys.tolist()]
 
 
 class IdTable:
